@@ -1,0 +1,134 @@
+"""Which device a run uses, what the host CPU can do, and which precision is fast on it."""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from helpers.config import ConfigError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The resolved device of a run and the facts the record needs about it."""
+
+    type: str  # "cuda" | "cpu" | "xla"
+    torch_device: str  # what `.to()` takes, e.g. "cuda:0", "cpu", "xla:0"
+    name: str  # "NVIDIA H100 80GB HBM3", the CPU model, or "Neuron" / "XLA CPU"
+    cpu_capability: str  # torch's kernel level plus AMX / avx512_bf16 flags, e.g. "AVX512+amx_bf16"
+    bf16_fast: bool  # bf16 matmuls at least as fast as fp32 on this device
+    neuron: bool = False  # torch-neuronx present (real NeuronCores)
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """Return the CPU feature flags of this host (empty where /proc/cpuinfo is absent)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_capability() -> str:
+    """Return torch's CPU kernel level plus the bf16 matmul features, e.g. 'AVX512+amx_bf16'."""
+    level = torch.backends.cpu.get_cpu_capability()
+    extras = [f for f in ("amx_bf16", "avx512_bf16") if f in cpu_flags()]
+    return "+".join([level, *extras])
+
+
+def cpu_bf16_fast() -> bool:
+    """True where bf16 matmuls beat fp32 on this CPU (AMX or AVX512-BF16); False on AVX2-only."""
+    # On AVX2-only hosts (AMD EPYC here) oneDNN emulates bf16 and autocast is ~20x slower.
+    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
+
+
+def cpu_name() -> str:
+    """Return the CPU model string."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def neuron_available() -> bool:
+    """True when torch-neuronx is installed (a trn1/inf2 host with the Neuron SDK)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch_neuronx") is not None
+
+
+def xla_available() -> bool:
+    """True when torch_xla imports in this environment."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+def resolve_device(requested: str) -> DeviceInfo:
+    """Return the device for `requested` (auto|cuda|cpu|xla) or raise ConfigError if absent."""
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else ("xla" if neuron_available() else "cpu")
+    capability = cpu_capability()
+    if requested == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("device='cuda' but no CUDA GPU is visible to torch: allowed here "
+                              "auto, cpu" + (", xla" if xla_available() else ""))
+        index = torch.cuda.current_device()
+        major, _ = torch.cuda.get_device_capability(index)
+        return DeviceInfo("cuda", f"cuda:{index}", torch.cuda.get_device_name(index), capability,
+                          bf16_fast=major >= 8)
+    if requested == "xla":
+        if not xla_available():
+            raise ConfigError("device='xla' but torch_xla is not installed in this environment: "
+                              "use the XLA environment (`make xla-venv`, .venv-xla) or a Neuron AMI")
+        neuron = neuron_available()
+        if not neuron:
+            os.environ.setdefault("PJRT_DEVICE", "CPU")
+        import torch_xla
+
+        dev = torch_xla.device()
+        name = "Neuron" if neuron else f"XLA {os.environ.get('PJRT_DEVICE', 'CPU')} ({cpu_name()})"
+        return DeviceInfo("xla", str(dev), name, capability, bf16_fast=neuron or cpu_bf16_fast(),
+                          neuron=neuron)
+    if requested == "cpu":
+        return DeviceInfo("cpu", "cpu", cpu_name(), capability, bf16_fast=cpu_bf16_fast())
+    raise ConfigError(f"device={requested!r} is unknown: allowed auto, cuda, cpu, xla")
+
+
+def resolve_precision(requested: str, dev: DeviceInfo) -> str:
+    """Return the precision to run: `auto` picks bf16 where it is fast, else fp32; warns when forced slow."""
+    if requested == "auto":
+        return "bf16" if dev.bf16_fast else "fp32"
+    if requested.startswith("bf16") and not dev.bf16_fast:
+        warnings.warn(f"precision={requested!r} on {dev.name} ({dev.cpu_capability}): this device has "
+                      "no fast bf16 matmuls, expect steps many times slower than fp32 "
+                      "(use precision='auto' or 'fp32')", stacklevel=2)
+    if requested == "fp16" and dev.type == "xla":
+        raise ConfigError("precision='fp16' is not supported on XLA/Neuron here: allowed auto, bf16, "
+                          "fp32, bf16-pure, bf16-pure-sr")
+    return requested
+
+
+def synchronize(dev: DeviceInfo) -> None:
+    """Block until queued device work is done, so a clock read after it is honest."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    elif dev.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+        import torch_xla.core.xla_model as xm
+
+        xm.wait_device_ops()

@@ -1,0 +1,72 @@
+"""Tokenization with static or dynamic padding, the data loaders, and token-length statistics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from datasets import Dataset, DatasetDict
+from torch.utils.data import DataLoader
+from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase, default_data_collator
+
+COLUMNS = ["input_ids", "token_type_ids", "attention_mask", "labels"]
+
+
+def tokenize(ds: DatasetDict, tokenizer: PreTrainedTokenizerBase, max_length: int,
+             padding: str) -> DatasetDict:
+    """Return the splits tokenized to at most `max_length` tokens, padded to it when `padding='static'`."""
+    pad = "max_length" if padding == "static" else False
+
+    def encode(batch: dict) -> dict:
+        out = tokenizer(batch["text"], truncation=True, max_length=max_length, padding=pad)
+        out["labels"] = batch["label"]
+        return out
+
+    out = ds.map(encode, batched=True, batch_size=2000, remove_columns=ds["train"].column_names,
+                 desc="tokenize", load_from_cache_file=False)
+    return out.with_format("torch", columns=[c for c in COLUMNS if c in out["train"].column_names])
+
+
+def collator(tokenizer: PreTrainedTokenizerBase, padding: str, pad_to_multiple_of: int | None = None):
+    """Return the batch collator: stacking for static padding, pad-to-longest for dynamic."""
+    if padding == "static":
+        return default_data_collator
+    return DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=pad_to_multiple_of,
+                                   return_tensors="pt")
+
+
+def loader(split: Dataset, batch: int, collate, shuffle: bool, seed: int, drop_last: bool = False,
+           sampler=None, pin_memory: bool = False) -> DataLoader:
+    """Return a DataLoader over `split`; seeded shuffling so every run sees the same order."""
+    generator = torch.Generator().manual_seed(seed)
+    return DataLoader(split, batch_size=batch, shuffle=shuffle and sampler is None, sampler=sampler,
+                      collate_fn=collate, drop_last=drop_last, generator=generator,
+                      pin_memory=pin_memory)
+
+
+def token_lengths(texts, tokenizer: PreTrainedTokenizerBase) -> np.ndarray:
+    """Return each text's length in tokens including [CLS] and [SEP], without truncation."""
+    enc = tokenizer(list(texts), truncation=False, padding=False, add_special_tokens=True)
+    return np.array([len(ids) for ids in enc["input_ids"]], dtype=np.int64)
+
+
+def length_stats(lengths, coverages: tuple[float, ...] = (0.9, 0.95, 0.99),
+                 choose_coverage: float = 0.95) -> dict:
+    """Return min, max, mean, median, the length covering each fraction of rows, and the power of two chosen."""
+    arr = np.sort(np.asarray(lengths, dtype=np.int64))
+    if arr.size == 0:
+        raise ValueError("length_stats needs at least one length")
+    stats = {"rows": int(arr.size), "min": int(arr[0]), "max": int(arr[-1]),
+             "mean": float(arr.mean()), "median": float(np.median(arr))}
+    for c in coverages:
+        stats[f"p{round(c * 100)}"] = covering_length(arr, c)
+    need = covering_length(arr, choose_coverage)
+    stats["chosen_coverage"] = choose_coverage
+    stats["chosen_pow2"] = 1 << max(0, math.ceil(math.log2(need)))
+    return stats
+
+
+def covering_length(sorted_lengths: np.ndarray, fraction: float) -> int:
+    """Return the smallest length L such that at least `fraction` of rows have length <= L."""
+    k = math.ceil(fraction * sorted_lengths.size)  # rows that must fit
+    return int(sorted_lengths[max(k, 1) - 1])

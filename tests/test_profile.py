@@ -1,0 +1,224 @@
+"""Tests for helpers/profile.py: op classification, a real tiny CPU window, XLA metrics, Neuron summary."""
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.profile import (StepProfiler, classify_op, parse_neuron_profile_summary,
+                             summarize_events, xla_metrics_window)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "neuron_profile"
+
+
+# ----------------------------------------------------------------------------- classification
+@pytest.mark.parametrize("name, cls", [
+    ("aten::mm", "matmul"), ("aten::addmm", "matmul"), ("aten::bmm", "matmul"),
+    ("aten::linear", "matmul"), ("aten::baddbmm", "matmul"),
+    ("ampere_sgemm_128x64_tn", "matmul"), ("nvjet_hsh_128x256_64x4_1x2_h_bz_coopB_NNT", "matmul"),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8>", "matmul"),
+    ("aten::scaled_dot_product_attention", "attention"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", "attention"),
+    ("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "attention"),
+    ("aten::add", "elementwise_norm_act"), ("aten::mul_", "elementwise_norm_act"),
+    ("aten::gelu_backward", "elementwise_norm_act"), ("aten::native_layer_norm", "elementwise_norm_act"),
+    ("aten::native_dropout", "elementwise_norm_act"), ("aten::_softmax", "elementwise_norm_act"),
+    ("void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>", "elementwise_norm_act"),
+    ("Optimizer.step#AdamW.step", "optimizer"), ("optimizer", "optimizer"),
+    ("aten::_foreach_addcdiv_", "optimizer"), ("aten::_fused_adamw_", "optimizer"),
+    ("void multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
+    ("aten::copy_", "copy_data_movement"), ("aten::to", "copy_data_movement"),
+    ("aten::contiguous", "copy_data_movement"), ("aten::cat", "copy_data_movement"),
+    ("aten::embedding", "copy_data_movement"), ("Memcpy HtoD (Pageable -> Device)", "copy_data_movement"),
+    ("aten::expand", "other"), ("aten::view", "other"), ("AddmmBackward0", "other"),
+    ("autograd::engine::evaluate_function: AddmmBackward0", "other"), ("aten::empty", "other"),
+])
+def test_classify_op(name, cls):
+    assert classify_op(name) == cls
+
+
+def test_summarize_events_classes_scope_and_host_gap():
+    events = [
+        {"name": "aten::mm", "self_time_us": 4000, "calls": 2, "device": "cpu"},
+        {"name": "aten::addmm", "self_time_us": 2000, "calls": 1, "device": "cpu"},
+        {"name": "aten::_softmax", "self_time_us": 500, "calls": 1, "device": "cpu"},
+        # softmax and bmm under scaled_dot_product_attention are attention time
+        {"name": "aten::_softmax", "self_time_us": 300, "calls": 1, "device": "cpu", "scope": "attention"},
+        {"name": "aten::bmm", "self_time_us": 700, "calls": 1, "device": "cpu", "scope": "attention"},
+        # an ordinary mul under the optimizer label is optimizer time
+        {"name": "aten::mul_", "self_time_us": 1000, "calls": 4, "device": "cpu", "scope": "optimizer"},
+        {"name": "aten::copy_", "self_time_us": 500, "calls": 1, "device": "cpu"},
+        {"name": "aten::view", "self_time_us": 0, "calls": 9, "device": "cpu"},
+        {"name": "sgemm_kernel", "self_time_us": 99999, "calls": 1, "device": "cuda"},  # other device
+    ]
+    out = summarize_events(events, device="cpu", wall_time_us=10000)
+    ms = out["class_time_ms"]
+    assert ms["matmul"] == pytest.approx(6.0)
+    assert ms["attention"] == pytest.approx(1.0)
+    assert ms["elementwise_norm_act"] == pytest.approx(0.5)
+    assert ms["optimizer"] == pytest.approx(1.0)
+    assert ms["copy_data_movement"] == pytest.approx(0.5)
+    assert ms["other"] == 0.0
+    assert ms["host_gap"] == pytest.approx(1.0)  # 10 ms wall - 9 ms in ops
+    assert sum(out["class_share"].values()) == pytest.approx(1.0, abs=1e-3)
+    top = out["top_ops"]
+    assert top[0] == {"name": "aten::mm", "self_time_ms": 4.0, "calls": 2}
+    assert {t["name"] for t in top} >= {"aten::_softmax", "aten::bmm"}
+    assert next(t for t in top if t["name"] == "aten::_softmax")["calls"] == 2
+
+
+def test_summarize_events_cuda_uses_device_busy_and_top10():
+    events = [{"name": f"kernel_{i}", "self_time_us": 100.0 * (i + 1), "calls": 1, "device": "cuda"}
+              for i in range(12)]
+    events.append({"name": "aten::mm", "self_time_us": 5.0, "calls": 1, "device": "cpu"})  # launch only
+    out = summarize_events(events, device="cuda", wall_time_us=10000, device_busy_us=7000)
+    assert out["class_time_ms"]["host_gap"] == pytest.approx(3.0)
+    assert len(out["top_ops"]) == 10 and out["top_ops"][0]["name"] == "kernel_11"
+    assert summarize_events(events, device="cuda")["class_time_ms"]["host_gap"] == "not measured"
+
+
+# ----------------------------------------------------------------------------- real CPU window
+def _tiny_bert():
+    from transformers import BertConfig, BertForSequenceClassification
+    torch.manual_seed(0)
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=128, vocab_size=1000, num_labels=6)
+    return BertForSequenceClassification(config)
+
+
+def test_step_profiler_on_tiny_bert_cpu(tmp_path):
+    model = _tiny_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    input_ids = torch.randint(0, 1000, (4, 16))
+    labels = torch.randint(0, 6, (4,))
+    prof = StepProfiler(True, tmp_path / "prof", warmup_steps=2, profile_steps=3,
+                        device_type="cpu", matmul_flops_per_step=1e6)
+    for step in range(8):
+        loss = model(input_ids=input_ids, labels=labels).loss
+        loss.backward()
+        with torch.profiler.record_function("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad()
+        prof.step()
+        if step < 4:
+            assert prof.summary() is None
+    summary = prof.summary()
+    prof.close()
+    prof.close()
+    assert summary is not None and summary["backend"] == "torch.profiler"
+    assert summary["window_steps"] == 3
+    ms = summary["class_time_ms"]
+    assert ms["matmul"] > 0 and ms["optimizer"] > 0 and ms["elementwise_norm_act"] > 0
+    assert isinstance(ms["host_gap"], float) and ms["host_gap"] >= 0
+    assert 0 < len(summary["top_ops"]) <= 10
+    assert summary["matmul_achieved_tflops"] > 0
+    trace = json.loads(Path(summary["trace_path"]).read_text())
+    assert trace["traceEvents"]
+    json.dumps(summary)
+
+
+def test_disabled_profiler_is_none(tmp_path):
+    prof = StepProfiler(False, tmp_path / "prof", warmup_steps=0)
+    for _ in range(3):
+        prof.step()
+    assert prof.summary() is None
+    prof.close()
+    assert not (tmp_path / "prof").exists()
+
+
+def test_close_midway_summarizes_partial_window(tmp_path):
+    prof = StepProfiler(True, tmp_path / "prof", warmup_steps=0, profile_steps=5)
+    torch.ones(8, 8) @ torch.ones(8, 8)
+    prof.step()
+    prof.close()
+    assert prof.summary()["window_steps"] == 1
+
+
+# ----------------------------------------------------------------------------- XLA metrics
+def _fake_torch_xla(monkeypatch, state):
+    met = types.ModuleType("torch_xla.debug.metrics")
+    met.metric_data = lambda name: state["metrics"].get(name)
+    met.counter_value = lambda name: state["counters"].get(name)
+    debug = types.ModuleType("torch_xla.debug")
+    debug.metrics = met
+    root = types.ModuleType("torch_xla")
+    root.debug = debug
+    for name, mod in (("torch_xla", root), ("torch_xla.debug", debug), ("torch_xla.debug.metrics", met)):
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
+def test_xla_metrics_window_deltas(monkeypatch):
+    state = {"metrics": {"CompileTime": (2, 3e9, []), "ExecuteTime": (10, 5e8, [])},
+             "counters": {"UncachedCompile": 2}}  # CachedCompile not yet created: None
+    _fake_torch_xla(monkeypatch, state)
+    with xla_metrics_window() as deltas:
+        state["metrics"] = {"CompileTime": (3, 4.5e9, []), "ExecuteTime": (15, 1e9, [])}
+        state["counters"] = {"UncachedCompile": 3, "CachedCompile": 4}
+    assert deltas["compile_count"] == 1 and deltas["compile_time_s"] == pytest.approx(1.5)
+    assert deltas["execute_count"] == 5 and deltas["execute_time_s"] == pytest.approx(0.5)
+    assert deltas["uncached_compile_count"] == 1 and deltas["cached_compile_count"] == 4
+
+
+def test_xla_metrics_window_without_torch_xla(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch_xla", None)
+    with xla_metrics_window() as deltas:
+        pass
+    assert deltas["compile_count"] == "not measured" and "torch_xla" in deltas["reason"]
+
+
+def test_step_profiler_on_xla_records_metrics(monkeypatch, tmp_path):
+    state = {"metrics": {}, "counters": {}}
+    _fake_torch_xla(monkeypatch, state)
+    prof = StepProfiler(True, tmp_path, warmup_steps=1, profile_steps=2, device_type="xla")
+    prof.step()
+    state["metrics"] = {"CompileTime": (1, 2e9, []), "ExecuteTime": (2, 1e7, [])}
+    state["counters"] = {"UncachedCompile": 1}
+    prof.step()
+    prof.step()
+    summary = prof.summary()
+    assert summary["xla_profiler_trace"] == "not supported on this backend"
+    assert summary["xla_metrics"]["uncached_compile_count"] == 1
+    assert summary["trace_path"] is None and summary["window_steps"] == 2
+
+
+# ----------------------------------------------------------------------------- Neuron profiler summary
+def test_neuron_profile_summary_good():
+    out = parse_neuron_profile_summary(FIXTURES / "summary_good.json")
+    assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
+    assert out["vector_engine_active_pct"] == pytest.approx(22.33)
+    assert out["scalar_engine_active_pct"] == pytest.approx(18.75)
+    assert out["gpsimd_engine_active_pct"] == pytest.approx(1.25)
+    assert out["dma_active_pct"] == pytest.approx(20.46)
+    assert out["mfu_pct"] == pytest.approx(37.84) and out["mbu_pct"] == pytest.approx(25.12)
+    assert out["total_time_s"] == pytest.approx(0.012345) and out["entries"] == 1
+
+
+def test_neuron_profile_summary_other_shapes():
+    entry = json.loads((FIXTURES / "summary_good.json").read_text())["profile_rank_0"]
+    entry = {k: v for k, v in entry.items() if not k.startswith(("mfu", "mbu", "hfu"))}
+    for doc in ({"summary": [entry]}, entry):
+        out = parse_neuron_profile_summary(doc)
+        assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
+        assert out["mfu_pct"] == "not measured"
+    as_percent = {k: (v * 100 if k.endswith("_percent") else v) for k, v in entry.items()}
+    out = parse_neuron_profile_summary(as_percent, percent_fields_are_fractions=False)
+    assert out["dma_active_pct"] == pytest.approx(20.46)
+    with pytest.raises(ValueError, match="fraction"):
+        parse_neuron_profile_summary(as_percent)
+
+
+def test_neuron_profile_summary_malformed_names_file_and_fields(tmp_path):
+    path = FIXTURES / "summary_missing_fields.json"
+    with pytest.raises(ValueError) as err:
+        parse_neuron_profile_summary(path)
+    message = str(err.value)
+    assert str(path) in message
+    assert "gpsimd_engine_active_time_percent" in message and "dma_active_time_percent" in message
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match="broken.json"):
+        parse_neuron_profile_summary(broken)
