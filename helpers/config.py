@@ -82,6 +82,7 @@ class RunConfig:
     timing_warmup_steps: int = 3  # steps kept apart from the steady state (compilation, allocator)
     profile: bool = False
     profile_steps: int = 5
+    profile_dir: str = "Experiment/profiles"  # traces go to <profile_dir>/<run_name>/
     progress: bool = True
     results_path: str = "Experiment/results/runs.jsonl"
     run_name: str | None = None

@@ -78,6 +78,6 @@ def load_model(model_name: str, num_labels: int = NUM_LABELS, seed: int = 42,
                                                                        num_labels=num_labels)
         except (OSError, ValueError) as err:
             raise _offline_hint(model_name, err) from err
-    if gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+    if gradient_checkpointing:  # transformers 5 renamed gradient_ to activation_checkpointing_enable
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     return model

@@ -143,10 +143,33 @@ def summarize_neuron_monitor(lines: Iterable[str]) -> dict:
 
 
 # ----------------------------------------------------------------------------- sources
-class _PsutilSource:
+class _Source:
+    """What Monitor needs of a backend; pull sources are polled, push sources call record()."""
+
+    backend, fields, reason, push = "", (), None, False
+    failure = None  # why a started backend produced nothing, when it can tell
+
+    def reset(self) -> None:
+        pass
+
+    def sample(self) -> dict | None:
+        return None
+
+    def summarize(self, samples: list) -> dict:
+        out = {"backend": self.backend}
+        for field in self.fields:
+            out.update(_stats(field, [s[field] for s in samples if s.get(field) is not None]))
+        out["samples"] = len(samples)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class _PsutilSource(_Source):
     """System-wide CPU % (all cores = 100), this process's CPU % (one core = 100), its RSS."""
 
-    backend, fields, reason, push = "psutil", ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib"), None, False
+    backend, fields = "psutil", ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib")
 
     def __init__(self) -> None:
         self._proc = psutil.Process()
@@ -162,14 +185,8 @@ class _PsutilSource:
                 "proc_cpu_util_pct": self._proc.cpu_percent(None),
                 "rss_gib": self._proc.memory_info().rss / GIB}
 
-    def summarize(self, samples: list[dict]) -> dict:
-        return _summarize_samples(self, samples)
 
-    def close(self) -> None:
-        pass
-
-
-class _NvmlSource:
+class _NvmlSource(_Source):
     """NVML utilization and memory of the current CUDA device.
 
     sm_util_pct is NVML utilization.gpu: the share of the last sample period (1/6 s to 1 s by
@@ -177,7 +194,7 @@ class _NvmlSource:
     mem_util_pct is NVML utilization.memory: the share of time device memory was read or written.
     """
 
-    backend, fields, push = "nvml", ("sm_util_pct", "mem_util_pct", "mem_used_gib"), False
+    backend, fields = "nvml", ("sm_util_pct", "mem_util_pct", "mem_used_gib")
 
     def __init__(self) -> None:
         self.reason, self.errors, self._nvml = None, 0, None
@@ -211,12 +228,9 @@ class _NvmlSource:
             # With CUDA_VISIBLE_DEVICES the CUDA index is not the NVML index; the UUID is shared.
             try:
                 return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-            except self._nvml.NVMLError:
+            except (self._nvml.NVMLError, TypeError):
                 pass
         return self._nvml.nvmlDeviceGetHandleByIndex(index)
-
-    def reset(self) -> None:
-        pass
 
     def sample(self) -> dict | None:
         try:
@@ -229,7 +243,7 @@ class _NvmlSource:
                 "mem_used_gib": mem.used / GIB}
 
     def summarize(self, samples: list[dict]) -> dict:
-        return {**_summarize_samples(self, samples), "nvml_errors": self.errors}
+        return {**super().summarize(samples), "nvml_errors": self.errors}
 
     def close(self) -> None:
         if self._nvml is not None:
@@ -240,13 +254,12 @@ class _NvmlSource:
             self._nvml = None
 
 
-class _NeuronMonitorSource:
+class _NeuronMonitorSource(_Source):
     """A `neuron-monitor` subprocess whose JSON lines are pushed to the Monitor as they arrive."""
 
     backend, fields, push = "neuron-monitor", _NEURON_FIELDS, True
 
     def __init__(self, interval_s: float) -> None:
-        self.reason, self.failure = None, None
         self._proc, self._thread, self._config = None, None, None
         self._binary = shutil.which("neuron-monitor")
         if self._binary is None:
@@ -278,9 +291,6 @@ class _NeuronMonitorSource:
         self._thread = threading.Thread(target=read, name="neuron-monitor-reader", daemon=True)
         self._thread.start()
 
-    def reset(self) -> None:
-        pass
-
     def summarize(self, lines: list[str]) -> dict:
         return summarize_neuron_monitor(lines)
 
@@ -299,14 +309,6 @@ class _NeuronMonitorSource:
         if self._config and os.path.exists(self._config):
             os.unlink(self._config)
             self._config = None
-
-
-def _summarize_samples(source, samples: list[dict]) -> dict:
-    out = {"backend": source.backend}
-    for field in source.fields:
-        out.update(_stats(field, [s[field] for s in samples if s.get(field) is not None]))
-    out["samples"] = len(samples)
-    return out
 
 
 # ----------------------------------------------------------------------------- monitor
@@ -363,7 +365,7 @@ class Monitor:
             result = _not_measured(self.source.backend, self.source.fields, self.source.reason)
         elif not steady:
             reason = ("mark_steady() was never called" if not self._steady
-                      else getattr(self.source, "failure", None) or "no samples in the steady window")
+                      else self.source.failure or "no samples in the steady window")
             result = _not_measured(self.source.backend, self.source.fields, reason)
         else:
             result = self.source.summarize(steady)

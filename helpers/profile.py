@@ -128,6 +128,10 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
     return busy
 
 
+# Kineto activity types that are device work (not annotations or synchronization records).
+_DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
 def events_from_profiler(prof, device: str) -> tuple[list[dict], float | None]:
     """Plain event dicts from a stopped torch.profiler.profile, and device busy time (us) on cuda."""
     from torch.autograd import DeviceType
@@ -141,7 +145,8 @@ def events_from_profiler(prof, device: str) -> tuple[list[dict], float | None]:
         if device == "cpu" and e.device_type == DeviceType.CPU and not e.is_async:
             out.append({"name": e.name, "self_time_us": e.self_cpu_time_total, "calls": 1,
                         "device": "cpu", "scope": _scope(e)})
-        elif device == "cuda" and e.device_type == DeviceType.CUDA:
+        elif (device == "cuda" and e.device_type == DeviceType.CUDA
+              and (e.activity_type or "kernel") in _DEVICE_WORK):
             # A kernel's linked correlation id is the id of the CPU op that launched it.
             launcher = cpu_by_id.get(getattr(e, "linked_correlation_id", 0))
             out.append({"name": e.name, "self_time_us": e.time_range.elapsed_us(), "calls": 1,
@@ -223,7 +228,7 @@ class StepProfiler:
         matmul_s = summary["class_time_ms"]["matmul"] / 1e3
         tflops = None
         if self.matmul_flops_per_step and matmul_s > 0:
-            tflops = round(self.matmul_flops_per_step * self._profiled / matmul_s / 1e12, 4)
+            tflops = float(f"{self.matmul_flops_per_step * self._profiled / matmul_s / 1e12:.4g}")
         self._summary = {**base, "backend": "torch.profiler", "trace_path": str(trace_path),
                          **summary, "matmul_achieved_tflops": tflops,
                          "host_gap_definition": HOST_GAP_DEFINITION}

@@ -150,7 +150,7 @@ def train_model(run: Run, model: torch.nn.Module, splits, sampler=None, wrap=Non
         step_model = torch.compile(step_model, backend="openxla" if run.dev.type == "xla" else "inductor")
     monitor = mon.start_monitor(run.dev.type)
     profiler = prof.StepProfiler(cfg.profile and run.rank == 0,
-                                 repo_path("Experiment/profiles") / cfg.run_name,
+                                 repo_path(cfg.profile_dir) / cfg.run_name,
                                  warmup_steps=cfg.timing_warmup_steps, profile_steps=cfg.profile_steps,
                                  device_type=run.dev.type)
     try:

@@ -34,7 +34,7 @@ def run_systems(run, fit) -> dict:
         return {"status": "not measured", "reason": "no steady-state steps"}
     cfg = run.model_config
     flops = sum(n * roofline.train_step_flops(cfg, b, length) for (b, length), n in shapes.items())
-    nbytes = sum(n * roofline.step_bytes(cfg, b, length, run.precision)["total"]
+    nbytes = sum(n * roofline.step_bytes(cfg, b, length, run.precision, run.dev.type)["total"]
                  for (b, length), n in shapes.items())
     peak = device_peak(run.dev, run.precision)
     out = {"flops_per_step": flops / steady_steps, "bytes_per_step": nbytes / steady_steps,

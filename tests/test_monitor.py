@@ -131,23 +131,16 @@ def test_cpu_monitor_around_busy_loop():
     json.dumps(out)
 
 
-class _FakeSource:
-    backend, fields, reason, push = "fake", ("value",), None, False
+class _FakeSource(monitor._Source):
+    """Returns whatever the test last set, so the steady window is tested without timing."""
+
+    backend, fields = "fake", ("value",)
 
     def __init__(self):
         self.next_value = 0.0
 
-    def reset(self):
-        pass
-
     def sample(self):
         return {"value": self.next_value}
-
-    def summarize(self, samples):
-        return monitor._summarize_samples(self, samples)
-
-    def close(self):
-        pass
 
 
 def test_samples_before_mark_steady_are_excluded():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_bert_config
 
 from helpers.profile import (StepProfiler, classify_op, parse_neuron_profile_summary,
                              summarize_events, xla_metrics_window)
@@ -83,11 +84,9 @@ def test_summarize_events_cuda_uses_device_busy_and_top10():
 
 # ----------------------------------------------------------------------------- real CPU window
 def _tiny_bert():
-    from transformers import BertConfig, BertForSequenceClassification
+    from transformers import BertForSequenceClassification
     torch.manual_seed(0)
-    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=128, vocab_size=1000, num_labels=6)
-    return BertForSequenceClassification(config)
+    return BertForSequenceClassification(tiny_bert_config(vocab_size=1000))
 
 
 def test_step_profiler_on_tiny_bert_cpu(tmp_path):

@@ -1,0 +1,107 @@
+import copy
+
+import pytest
+import torch
+from transformers import BertForSequenceClassification
+
+from helpers import run as steps, train
+from helpers.device import resolve_device
+from helpers.optim import build_optimizer, build_scheduler
+from conftest import tiny_bert_config
+
+CPU = resolve_device("cpu")
+
+
+def _model(seed=0, **cfg):
+    torch.manual_seed(seed)
+    cfg.setdefault("hidden_dropout_prob", 0.0)
+    cfg.setdefault("attention_probs_dropout_prob", 0.0)
+    return BertForSequenceClassification(tiny_bert_config(vocab_size=200, **cfg))
+
+
+def _batches(n, batch, length=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [{"input_ids": torch.randint(1, 200, (batch, length), generator=g),
+             "attention_mask": torch.ones(batch, length, dtype=torch.long),
+             "labels": torch.randint(0, 6, (batch,), generator=g)} for _ in range(n)]
+
+
+def _fit(model, loader, **kw):
+    opt = build_optimizer(model, 1e-3, None, 0.0)
+    sched = build_scheduler(opt, 100, 0.0)
+    kw.setdefault("log_every", 1)
+    return train.fit(model, loader, opt, sched, CPU, "fp32", epochs=1, progress=False,
+                     timing_warmup_steps=0, **kw)
+
+
+def test_gradient_accumulation_equals_bigger_batch():
+    big = _batches(2, 8)
+    small = [{k: v[i:i + 4] for k, v in b.items()} for b in big for i in (0, 4)]
+    a, b = _model(), _model()
+    _fit(a, big, max_grad_norm=None)
+    _fit(b, small, grad_accum=2, max_grad_norm=None)
+    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-6, msg=name)
+    c = _model()
+    _fit(c, small, max_grad_norm=None)  # without accumulation: 4 smaller steps, different weights
+    assert not torch.allclose(a.classifier.weight, c.classifier.weight, atol=1e-6)
+
+
+def test_nan_loss_stops_within_one_logging_interval():
+    model = _model()
+    with torch.no_grad():
+        model.classifier.bias.fill_(float("nan"))
+    result = _fit(model, _batches(20, 4), log_every=5)
+    assert result.status == "diverged" and result.diverged_at_step == 5 and result.steps == 5
+
+
+def test_loss_falls_and_shapes_are_counted():
+    model = _model()
+    data = _batches(4, 8, length=10) * 10
+    result = _fit(model, data, log_every=10)
+    assert result.status == "finished" and result.steps == 40
+    assert result.loss_curve[-1][1] < result.loss_curve[0][1]
+    assert result.shapes == {(8, 10): 40}
+
+
+def test_max_steps_stops_early():
+    assert _fit(_model(), _batches(10, 2), max_steps=3).steps == 3
+
+
+def test_metrics_from_confusion_match_hand_computation():
+    cm = torch.tensor([[3, 1], [0, 2]])  # true x pred
+    m = train.metrics_from_confusion(cm)
+    assert m["accuracy"] == pytest.approx(5 / 6)
+    f1_0 = 2 * 1.0 * 0.75 / 1.75  # precision 3/3, recall 3/4
+    f1_1 = 2 * (2 / 3) * 1.0 / (2 / 3 + 1)
+    assert m["macro_f1"] == pytest.approx((f1_0 + f1_1) / 2)
+
+
+def _saved_activation_bytes(model, batch):
+    total = 0
+
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(**batch).loss.backward()
+    return total
+
+
+def test_gradient_checkpointing_saves_activation_memory():
+    batch = _batches(1, 8, length=64)[0]
+    plain = _model()
+    ckpt = copy.deepcopy(plain)
+    ckpt.gradient_checkpointing_enable()
+    ckpt.train()
+    assert _saved_activation_bytes(ckpt, batch) < 0.6 * _saved_activation_bytes(plain, batch)
+
+
+@pytest.mark.parametrize("err,status", [
+    (MemoryError(), "oom"), (torch.OutOfMemoryError("CUDA out of memory"), "oom"),
+    (RuntimeError("RESOURCE_EXHAUSTED: XLA ran out of device memory"), "oom"),
+    (ValueError("bad"), "failed")])
+def test_error_classification(err, status):
+    assert steps.classify_error(err) == status
