@@ -6,6 +6,7 @@ and call `validate()` before any model is built, so a bad value fails in seconds
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -192,8 +193,8 @@ def _choice(name: str, value: Any, allowed: tuple) -> None:
 def _positive(name: str, value: float | int | None, optional: bool = False) -> None:
     if value is None and optional:
         return
-    if value is None or value <= 0:
-        raise ConfigError(f"{name}={value!r} is invalid: must be > 0")
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name}={value!r} is invalid: must be a finite number > 0")
 
 
 def _check(cfg: RunConfig) -> None:
@@ -204,14 +205,14 @@ def _check(cfg: RunConfig) -> None:
     _choice("padding", cfg.padding, PADDINGS)
     _positive("pad_to_multiple_of", cfg.pad_to_multiple_of, optional=True)
     _positive("lr", cfg.lr)
-    if cfg.llrd_decay is not None and not 0 < cfg.llrd_decay <= 1:
+    if cfg.llrd_decay is not None and not 0 < cfg.llrd_decay <= 1:  # False for NaN too
         raise ConfigError(f"llrd_decay={cfg.llrd_decay} is invalid: must be in (0, 1], or None "
                           "for one flat learning rate")
     _positive("epochs", cfg.epochs)
     _positive("max_steps", cfg.max_steps, optional=True)
-    if cfg.weight_decay < 0:
-        raise ConfigError(f"weight_decay={cfg.weight_decay} is invalid: must be >= 0")
-    if not 0 <= cfg.warmup_ratio < 1:
+    if not (math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
+        raise ConfigError(f"weight_decay={cfg.weight_decay} is invalid: must be a finite number >= 0")
+    if not 0 <= cfg.warmup_ratio < 1:  # False for NaN too
         raise ConfigError(f"warmup_ratio={cfg.warmup_ratio} is invalid: must be in [0, 1)")
     _positive("max_grad_norm", cfg.max_grad_norm, optional=True)
     _positive("gradient_accumulation_steps", cfg.gradient_accumulation_steps)

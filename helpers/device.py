@@ -96,19 +96,30 @@ def resolve_device(requested: str) -> DeviceInfo:
         neuron = neuron_available()
         if not neuron:
             os.environ.setdefault("PJRT_DEVICE", "CPU")
-        import torch_xla
+        import torch_xla  # noqa: F401 - fails here, not mid-run, if the install is broken
 
-        dev = torch_xla.device()
+        # Named, not opened: torch_xla.device() would start the runtime, and on Neuron a notebook that
+        # hands the run to torchrun must not hold the NeuronCores its ranks need. Each process
+        # (torchrun rank or single run) sees its own device as xla:0.
         name = "Neuron" if neuron else f"XLA {os.environ.get('PJRT_DEVICE', 'CPU')} ({cpu_name()})"
-        return DeviceInfo("xla", str(dev), name, capability, bf16_fast=neuron or cpu_bf16_fast(),
+        return DeviceInfo("xla", "xla:0", name, capability, bf16_fast=neuron or cpu_bf16_fast(),
                           neuron=neuron)
     if requested == "cpu":
         return DeviceInfo("cpu", "cpu", cpu_name(), capability, bf16_fast=cpu_bf16_fast())
     raise ConfigError(f"device={requested!r} is unknown: allowed auto, cuda, cpu, xla")
 
 
-def resolve_precision(requested: str, dev: DeviceInfo) -> str:
-    """Return the precision to run: `auto` picks bf16 where it is fast, else fp32; warns when forced slow."""
+def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocast") -> str:
+    """Return the precision to run: `auto` picks bf16 where it is fast, else fp32; warns when forced slow.
+
+    On XLA, bf16_mode 'xla_use_bf16' (XLA_USE_BF16=1 casts every float tensor) and 'fp32' keep torch
+    itself in fp32, so they accept only precision auto or fp32.
+    """
+    if dev.type == "xla" and bf16_mode != "autocast":
+        if requested not in ("auto", "fp32"):
+            raise ConfigError(f"precision={requested!r} with bf16_mode={bf16_mode!r}: this mode keeps "
+                              "torch in fp32, allowed precision auto, fp32 (or use bf16_mode='autocast')")
+        return "fp32"
     if requested == "auto":
         return "bf16" if dev.bf16_fast else "fp32"
     if requested.startswith("bf16") and not dev.bf16_fast:

@@ -4,9 +4,11 @@ Weights, gradients, optimizer states and every activation autograd keeps for bac
 line each. Notation as in `helpers.roofline`: B batch, L sequence length, T = B*L, H hidden,
 I intermediate, a heads, S = B*a*L^2 attention-probability elements, C labels.
 
-What the saved tensors are was read off HF `BertForSequenceClassification` (eager attention, and the
-SDPA math path that CPU training takes) with `torch.autograd.graph.saved_tensors_hooks`; the dtypes
-follow torch's rules per device:
+The saved tensors were read off HF `BertForSequenceClassification` with
+`torch.autograd.graph.saved_tensors_hooks` on the CPU (tests/test_memory.py checks them byte for byte):
+eager attention in every mode; SDPA matches it in fp32 with dropout (its math path) and, without
+dropout, `fused_attention=True` (its flash kernel), but its bf16 math path on the CPU upcasts to fp32
+and keeps more. Dtypes follow torch's rules per device (the CUDA ones from torch's source, not measured):
 - dropout masks are bool (1 byte) on CUDA (fused native_dropout) but the input's dtype on the CPU;
 - CUDA autocast runs softmax in fp32, CPU autocast keeps it in bf16; both keep LayerNorm in fp32;
 - autocast casts a matmul's input per call, so Q, K and V each save their own 16-bit copy of x.
@@ -94,7 +96,8 @@ def saved_activation_bytes(cfg, batch: int, seq_len: int, precision: str, device
     terms["embedding_layernorm_stats"] = 2 * T * resid
     # dropout mask after the embedding LayerNorm (whose output is fp32 under autocast)
     terms["embedding_dropout_mask"] = p_hidden * T * H * mask(resid)
-    # pooler input: the [CLS] slice is a view that keeps the whole last hidden state (autocast: a cast copy of the slice)
+    # pooler input: the [CLS] slice is a view that keeps the whole last hidden state alive
+    # (under autocast only the 16-bit cast copy of the slice is kept)
     terms["pooler_input"] = batch * H * mm if autocast else T * H * resid
     # tanh output, saved by tanh backward
     terms["pooler_tanh_output"] = batch * H * mm
@@ -111,7 +114,7 @@ def saved_activation_bytes(cfg, batch: int, seq_len: int, precision: str, device
 def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimizer: str = "adamw",
                           gradient_checkpointing: bool = False, device_type: str = "cuda",
                           fused_attention: bool = False) -> dict:
-    """Return bytes held during a training step: weights, master weights, grads, AdamW states, activations, total.
+    """Return bytes held in a training step: weights, master weights, grads, AdamW states, activations, total.
 
     `total` is the sum: the live set at the end of forward when gradients stay allocated between steps
     (zero_grad(set_to_none=False), gradient accumulation). With set_to_none=True it overestimates by up
@@ -129,9 +132,9 @@ def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimiz
                                  gradient_checkpointing=gradient_checkpointing,
                                  fused_attention=fused_attention)
     terms = {
-        # what the matmuls read: autocast's 16-bit copies of the matmul weights (kept for backward), else the parameters
+        # what the matmuls read: the parameters, or under autocast their 16-bit copies (kept for backward)
         "weights": roofline.param_breakdown(cfg)["matmul_weights"] * 2 if autocast else n * b["weight"],
-        # fp32 master weights: under autocast the stored parameters; fp32 and pure-bf16 modes have no second copy
+        # fp32 master weights: under autocast the stored parameters; fp32 and pure modes keep no second copy
         "master_weights": n * 4 if autocast else 0,
         # one gradient per parameter (fp32 under autocast, bf16 in pure modes)
         "gradients": n * b["grad"],
@@ -168,7 +171,7 @@ def largest_batch_that_fits(cfg, capacity_gib: float, seq_len: int, precision: s
 
 
 def fit_table(cfg, seq_len: int, precision: str, reserve_gib: float = 1.0, **kwargs) -> pd.DataFrame:
-    """Return, per device in device_peaks.csv, memory (GiB), fixed and per-sample GiB, and the largest batch."""
+    """Return per device in device_peaks.csv: memory, fixed and per-sample GiB, and the largest batch."""
     rows = []
     for _, dev in roofline.load_device_peaks().dropna(subset=["memory_gib"]).iterrows():
         device_type = "cpu" if dev["key"] == "host" else "cuda"

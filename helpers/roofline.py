@@ -63,6 +63,7 @@ def forward_flops(cfg, batch: int, seq_len: int) -> float:
     T, H, I = batch * seq_len, cfg.hidden_size, cfg.intermediate_size
     # Embedding lookups are gathers (0 matmul FLOPs); softmax, LayerNorm, GELU, dropout, residual adds
     # and biases are elementwise and left out, as torch.utils.flop_counter.FlopCounterMode does.
+    # Eager and SDPA attention do the same matmuls; padding tokens count (L is the padded length).
     qkv = 2 * T * H * (3 * H)  # Q, K and V projections
     scores = 2 * batch * seq_len * seq_len * H  # Q @ K^T over all heads: grows with L^2
     attend = 2 * batch * seq_len * seq_len * H  # softmax(scores) @ V: grows with L^2

@@ -16,13 +16,14 @@ import resource
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import data, models, optim, precision as prec, records, tokens, train
+from helpers import data, models, optim, precision as prec, records, tokens, train, xla
 from helpers.config import ConfigError, RunConfig, repo_path
 from helpers.device import DeviceInfo, resolve_device, resolve_precision
 
@@ -71,7 +72,7 @@ def start_run(cfg: RunConfig) -> Run:
     """Validate `cfg` against the device and the model's limits; return the run with its open record."""
     cfg.validate()
     dev = resolve_device(cfg.device)
-    precision = resolve_precision(cfg.precision, dev)
+    precision = resolve_precision(cfg.precision, dev, cfg.bf16_mode)
     model_config = models.load_config(cfg.model_name)
     limit = model_config.max_position_embeddings
     if cfg.max_length > limit:
@@ -80,6 +81,9 @@ def start_run(cfg: RunConfig) -> Run:
     if cfg.gradient_checkpointing and dev.type == "xla" and dev.neuron:
         raise ConfigError("gradient_checkpointing=True is not supported on Neuron (the study found the "
                           "compiler rejects it): use gradient_accumulation_steps or a smaller batch")
+    if dev.type == "xla" and cfg.padding == "dynamic":
+        warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
+                      "(minutes each on Neuron); use padding='static' for speed", stacklevel=2)
     if cfg.run_name is None:
         cfg.run_name = f"{cfg.model_name.split('/')[-1]}-b{cfg.batch}-L{cfg.max_length}-{cfg.padding}-{precision}-s{cfg.seed}"
     seed_everything(cfg.seed)
@@ -88,7 +92,9 @@ def start_run(cfg: RunConfig) -> Run:
         "bf16_fast": dev.bf16_fast, "neuron": dev.neuron, "torch_threads": torch.get_num_threads()},
         precision={"requested": cfg.precision, "used": precision,
                    "mechanism": prec.mechanism(precision, dev.type, dev.neuron)})
-    return Run(cfg, dev, precision, record, model_config=model_config)
+    run = Run(cfg, dev, precision, record, model_config=model_config)
+    xla.mark(run, "start")
+    return run
 
 
 @_unless_delegated
@@ -139,7 +145,7 @@ def train_model(run: Run, model: torch.nn.Module, splits, sampler=None, wrap=Non
     from helpers import monitor as mon, profile as prof
 
     cfg = run.cfg
-    loader = train_loader(run, splits["train"], sampler)
+    loader = xla.track_compiles(run, train_loader(run, splits["train"], sampler))
     steps = len(loader) // cfg.gradient_accumulation_steps * cfg.epochs
     total_steps = min(cfg.max_steps or steps, steps)
     optimizer = optim.build_optimizer(model, cfg.lr, cfg.llrd_decay, cfg.weight_decay, cfg.optim,
@@ -163,6 +169,7 @@ def train_model(run: Run, model: torch.nn.Module, splits, sampler=None, wrap=Non
     finally:
         run.record["utilization"] = monitor.stop()
         profiler.close()
+        xla.mark(run, "train_end")
     run.record["profile"] = profiler.summary()
     run.record["status"] = result.status
     run.record["timing"] = result.timer.summary()
@@ -226,6 +233,8 @@ def finish_run(run: Run, status: str | None = None, error: str | None = None) ->
     rec.update(run.extras.get("record_extra", {}))
     rec["finished_at"] = records.now()
     rec["world_size"] = run.world_size
+    if run.dev.type == "xla":
+        rec["xla"] = xla.section(run)
     if run.rank == 0:
         records.append_record(repo_path(run.cfg.results_path), rec)
     return rec

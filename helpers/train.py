@@ -1,9 +1,9 @@
 """The training step and evaluation loop, shared by both notebooks and the scripts.
 
 The whole step is `fit`'s inner loop: move the batch, forward under the precision's autocast,
-backward, clip, optimizer step (`xm.optimizer_step` on XLA, which all-reduces gradients when data
-parallel), schedule, and (on XLA) cut the graph. The loss stays on the device and is read every
-`log_every` steps, which is also when a NaN/inf loss stops the run.
+backward, (on XLA) all-reduce the gradients across replicas (`xm.reduce_gradients`, the first half
+of `xm.optimizer_step`), clip, optimizer step, schedule, and (on XLA) cut the graph. The loss stays
+on the device and is read every `log_every` steps, which is also when a NaN/inf loss stops the run.
 """
 from __future__ import annotations
 
@@ -37,10 +37,11 @@ class FitResult:
     diverged_at_step: int | None = None
 
 
-def _xla_step(optimizer: torch.optim.Optimizer) -> None:
+def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
     import torch_xla.core.xla_model as xm
 
-    xm.optimizer_step(optimizer)  # all-reduces gradients across replicas, then steps
+    # xm.optimizer_step = reduce_gradients + step; split so clipping sees the replica-mean gradient
+    xm.reduce_gradients(optimizer)  # all-reduces (mean) across replicas; a no-op with one
 
 
 def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, scheduler,
@@ -81,13 +82,13 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
                 continue
             if scaler:
                 scaler.unscale_(optimizer)
+            if xla:
+                _xla_reduce_gradients(optimizer)
             if max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
             if scaler:
                 scaler.step(optimizer)
                 scaler.update()
-            elif xla:
-                _xla_step(optimizer)
             else:
                 optimizer.step()
             scheduler.step()
@@ -152,6 +153,7 @@ def evaluate(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str,
     model.train()
     if reduce is not None:
         confusion, loss_sum = reduce(confusion), reduce(loss_sum)
+        batches = int(reduce(torch.tensor(batches, device=dev.torch_device)))  # the mean is over all ranks
     return {**metrics_from_confusion(confusion.cpu()), "loss": float(loss_sum) / max(batches, 1)}
 
 

@@ -16,6 +16,13 @@ CUES = ("sad", "happy", "love", "angry", "afraid", "surprised")
 FILLER = "i feel really quite so very today this morning at work with my friends when the news came".split()
 
 
+def pytest_configure(config):
+    """Tiny models gain nothing from threads, and spinning OpenMP threads starve parallel work."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def tiny_bert_config(**overrides):
     """Return a 2-layer, hidden-64 BertConfig with bert-base-uncased's vocabulary size."""
     from transformers import BertConfig

@@ -1,0 +1,366 @@
+"""Suites of runs: one TOML file per report table, expanded into grid points and run as notebooks.
+
+    python -m helpers.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
+    python -m helpers.sweep all --variant quick               # every suite, saying which it skipped
+
+A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
+`kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
+optionally `requires = "neuron"`, shared `[params]`, and per variant (`[quick]`, `[full]`) `params`,
+`grid` (every combination), `cases` (a list of explicit points, crossed with the grid), `timeout_s`.
+Its `[report]` table tells helpers.report how to tabulate the records.
+
+Each point gets a deterministic run name; a point already in the results with a final status
+(records.finished_run_names) is skipped, so a killed sweep resumes where it stopped and failed points
+are tried again. Each notebook runs under papermill as a subprocess of the suite's environment, in
+its own process group, killed whole at the timeout; a point that leaves no record gets one here.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from helpers import records
+from helpers.config import REPO_ROOT, ConfigError, RunConfig, repo_path
+
+SUITES_DIR = "Experiment/suites"
+RUNS_DIR = "Experiment/runs"
+RESULTS = "Experiment/results/runs.jsonl"
+VARIANTS = ("quick", "full")
+KINDS = ("notebook", "token_stats", "derived")
+ENVS = {"main": ".venv", "xla": ".venv-xla"}
+DEFAULT_TIMEOUT_S = 1800
+PARAM_NAMES = {f.name for f in fields(RunConfig)}
+# parameters that say where a run reports, not what it measures: left out of the run name's hash
+WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
+OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
+
+
+@dataclass
+class Suite:
+    """A parsed suite file: what to run, where, and how the report tabulates it."""
+
+    name: str
+    title: str
+    order: int
+    kind: str
+    notebook: str | None
+    env: str
+    requires: str | None
+    params: dict
+    variants: dict
+    report: dict = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass
+class Point:
+    """One grid point of a suite variant: its run name and the parameters the notebook gets."""
+
+    run_name: str
+    params: dict
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Return the suite in the TOML file `path`; raise ConfigError naming the file on any bad entry."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    kind = raw.get("kind", "notebook")
+    suite = Suite(name=path.stem, title=raw.get("title", path.stem), order=int(raw.get("order", 99)),
+                  kind=kind, notebook=raw.get("notebook"), env=raw.get("env", "main"),
+                  requires=raw.get("requires"), params=raw.get("params", {}),
+                  variants={v: raw[v] for v in VARIANTS if v in raw}, report=raw.get("report", {}),
+                  description=raw.get("description", ""))
+    if kind not in KINDS:
+        raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
+    if suite.env not in ENVS:
+        raise ConfigError(f"{path}: env={suite.env!r} is unknown: allowed {', '.join(ENVS)}")
+    if kind == "notebook" and not suite.notebook:
+        raise ConfigError(f"{path}: a notebook suite needs notebook = \"Nvidia/baseline.ipynb\" or similar")
+    if kind != "derived" and set(suite.variants) != set(VARIANTS):
+        raise ConfigError(f"{path}: needs both [quick] and [full] tables")
+    for variant in suite.variants:
+        for point in _combinations(suite, variant):
+            unknown = set(point) - PARAM_NAMES
+            if unknown:
+                raise ConfigError(f"{path} [{variant}]: unknown parameter(s) {', '.join(sorted(unknown))}; "
+                                  "names are RunConfig fields (helpers/config.py)")
+    return suite
+
+
+def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
+    """Return every suite in `suites_dir`, in the report's order."""
+    return sorted((load_suite(p) for p in repo_path(suites_dir).glob("*.toml")),
+                  key=lambda s: (s.order, s.name))
+
+
+def resolve_suite(name: str, suites_dir: str | Path = SUITES_DIR) -> Suite:
+    """Return the suite called `name` in `suites_dir`, or the one in the file `name` ends in .toml."""
+    path = Path(name) if name.endswith(".toml") else repo_path(suites_dir) / f"{name}.toml"
+    if not path.exists():
+        known = ", ".join(s.name for s in find_suites(suites_dir))
+        raise SystemExit(f"no suite {name!r} ({path} does not exist); known: {known}, or all")
+    return load_suite(path)
+
+
+def _combinations(suite: Suite, variant: str) -> list[dict]:
+    """Return the parameter dicts of a variant: shared params, variant params, each case x grid."""
+    spec = suite.variants.get(variant, {})
+    base = {**suite.params, **spec.get("params", {})}
+    grid = spec.get("grid", {})
+    combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    return [{**base, **case, **combo} for case in spec.get("cases", [{}]) for combo in combos]
+
+
+def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
+    """Return `<suite>-<variant>-<k=v,...>-<hash>`: the grid values, then a hash of every parameter."""
+    label = ",".join(f"{k}={params[k]}" for k in varying) or "point"
+    digest = hashlib.sha1(json.dumps({k: v for k, v in params.items() if k not in WHERE},
+                                     sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return f"{suite}-{variant}-{label}-{digest}".replace("/", "_").replace(" ", "")
+
+
+def expand(suite: Suite, variant: str) -> list[Point]:
+    """Return the points of `suite`'s `variant`, each with its run name (empty for derived suites)."""
+    if suite.kind == "derived":
+        return []
+    if variant not in suite.variants:
+        raise ConfigError(f"suite {suite.name} has no [{variant}] table")
+    combos = _combinations(suite, variant)
+    varying = [k for k in combos[0] if len({json.dumps(c.get(k), default=str) for c in combos}) > 1]
+    return [Point(run_name(suite.name, variant, c, varying), c) for c in combos]
+
+
+def env_python(env: str) -> Path:
+    """Return the Python of environment `env` (main = .venv, xla = .venv-xla)."""
+    return REPO_ROOT / ENVS[env] / "bin" / "python"
+
+
+def skip_reason(suite: Suite) -> str | None:
+    """Return why `suite` cannot run on this machine (None when it can)."""
+    if suite.kind == "derived":
+        return "nothing to run: computed by `python -m helpers.report` from the other suites' records"
+    if suite.kind == "token_stats":
+        return None
+    if not env_python(suite.env).exists():
+        target = " (create it with `make xla-venv`)" if suite.env == "xla" else " (`make venv`)"
+        return f"its environment {ENVS[suite.env]} is missing{target}"
+    if not (REPO_ROOT / suite.notebook).exists():
+        return f"its notebook {suite.notebook} does not exist yet"
+    if not (env_python(suite.env).parent / "papermill").exists():
+        return f"papermill is not installed in {ENVS[suite.env]}"
+    if suite.requires == "neuron" and not _has_module(suite.env, "torch_neuronx"):
+        return (f"it needs torch-neuronx (a trn1 instance with the Neuron SDK) and {ENVS[suite.env]} has "
+                "none; it is not faked on the CPU, nothing was recorded")
+    return None
+
+
+def _has_module(env: str, module: str) -> bool:
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([str(env_python(env)), "-c", code], capture_output=True).returncode == 0
+
+
+def _count(results: Path, name: str) -> int:
+    return sum(r.get("run_name") == name for r in records.read_records(results)[0])
+
+
+def classify_failure(text: str) -> str:
+    """Return 'oom' when an error text says the device or host ran out of memory, else 'failed'."""
+    lower = text.lower()
+    return "oom" if any(m in lower for m in OOM_MARKERS) else "failed"
+
+
+def record_failure(results: Path, params: dict, status: str, error: str, **extra) -> dict:
+    """Append the record of a point that ended without writing its own; return it."""
+    rec = records.new_record(params, status=status, error=error, **extra)
+    rec.pop("libraries")  # the runner's, not those of the environment the point ran in
+    rec["finished_at"] = records.now()
+    records.append_record(results, rec)
+    return rec
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """Kill papermill, its kernel (jupyter starts it in its own session) and anything they started."""
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+
+
+def papermill_command(suite: Suite, params: dict, out_path: Path) -> list[str]:
+    """Return the papermill command line for one point: `-p NAME VALUE` per parameter."""
+    cmd = [str(env_python(suite.env).parent / "papermill"), str(REPO_ROOT / suite.notebook), str(out_path),
+           "--kernel", "python3", "--cwd", str(REPO_ROOT)]
+    for name, value in params.items():
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{name}={value!r}: suites pass scalar parameters only")
+        cmd += ["-p", name, "None" if value is None else str(value)]
+    return cmd
+
+
+def run_notebook(suite: Suite, params: dict, results: Path, runs_dir: Path, timeout_s: float) -> str:
+    """Run one point's notebook; record a failure it left unrecorded. Return the point's status."""
+    name = params["run_name"]
+    out = runs_dir / suite.name / f"{name}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = out.with_suffix(".log")
+    before = _count(results, name)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(papermill_command(suite, params, out), cwd=REPO_ROOT, env=env,
+                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            timed_out = True
+    render_html(out, f"python -m helpers.sweep {suite.name}")
+    mine = [r for r in records.read_records(results)[0] if r.get("run_name") == name][before:]
+    if mine:
+        return mine[-1].get("status", "finished")
+    tail = log.read_text(errors="replace")[-3000:]
+    if timed_out:
+        status, error = "timeout", f"killed after the {timeout_s:g} s timeout\n{tail}"
+    else:
+        died = f"papermill exited {proc.returncode}" + (" (killed by a signal)" if proc.returncode < 0 else "")
+        status, error = classify_failure(tail), f"{died} without a record\n{tail}"
+    record_failure(results, params, status, error,
+                   runner={"notebook": suite.notebook, "env": suite.env, "returncode": proc.returncode,
+                           "output": str(out), "log": str(log)})
+    return status
+
+
+def render_html(notebook: Path, command: str) -> None:
+    """Put a first cell naming the command into the executed notebook and render it beside as HTML."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    if not notebook.exists():
+        return
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+    except Exception:  # noqa: BLE001 - a notebook cut short by a kill is not worth failing the sweep
+        return
+    line = f"Written by `{command}` (papermill run of a suite point); regenerate, do not edit."
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(line))
+    nbformat.write(nb, notebook)
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    notebook.with_suffix(".html").write_text(f"<!-- {line} -->\n{html}")
+
+
+def run_token_stats(params: dict, results: Path) -> str:
+    """Record the token-length statistics of the training split (no training); return the status."""
+    from helpers import data, models, tokens
+
+    cfg = RunConfig.from_mapping(params).validate()
+    ds, info = data.load_emotion(cfg.data_dir, cfg.train_subset, cfg.eval_subset, cfg.shuffle_subset,
+                                 cfg.seed, cfg.drop_bad_rows)
+    t0 = time.perf_counter()
+    lengths = tokens.token_lengths(ds["train"]["text"], models.load_tokenizer(cfg.model_name))
+    info["tokenize_s"] = time.perf_counter() - t0
+    stats = tokens.length_stats(lengths)
+    rec = records.new_record(cfg.to_dict(), status="finished", data=info, model={"name": cfg.model_name},
+                             token_stats={"split": "train", **stats})
+    rec["finished_at"] = records.now()
+    records.append_record(results, rec)
+    return "finished"
+
+
+def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout_s: float) -> str:
+    """Run one point (a notebook, or the token statistics in-process); return its final status."""
+    params = {**point.params, "run_name": point.run_name, "suite": suite.name,
+              "results_path": str(results)}
+    try:
+        RunConfig.from_mapping(params).validate()  # the one place parameters are checked
+        if suite.kind == "token_stats":
+            return run_token_stats(params, results)
+        return run_notebook(suite, params, results, runs_dir, timeout_s)
+    except Exception as err:  # noqa: BLE001 - a bad point is recorded and the sweep goes on
+        text = f"{type(err).__name__}: {err}"
+        status = classify_failure(text)
+        record_failure(results, params, status, text)
+        return status
+
+
+def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs_dir: str | Path = RUNS_DIR,
+          timeout_s: float | None = None, out=sys.stdout) -> dict[str, dict[str, int]]:
+    """Run every point of `suites` not yet finished; return {suite: {status or 'skipped': count}}."""
+    from tqdm import tqdm
+
+    results, runs_dir = repo_path(results), repo_path(runs_dir)
+    plan = []
+    for suite in suites:
+        reason = skip_reason(suite)
+        if reason:
+            print(f"skipped {suite.name}: {reason}", file=out)
+        else:
+            plan.append(suite)
+    done = records.finished_run_names(results)
+    points = [(s, p) for s in plan for p in expand(s, variant)]
+    summary: dict[str, dict[str, int]] = {s.name: {} for s in plan}
+    with tqdm(total=len(points), desc=f"sweep {variant}", unit="run", file=out, dynamic_ncols=True) as bar:
+        for suite, point in points:
+            counts = summary[suite.name]
+            if point.run_name in done:
+                counts["already done"] = counts.get("already done", 0) + 1
+            else:
+                bar.set_postfix_str(point.run_name[:60])
+                limit = timeout_s or suite.variants[variant].get("timeout_s", DEFAULT_TIMEOUT_S)
+                status = run_point(suite, point, results, runs_dir, limit)
+                counts[status] = counts.get(status, 0) + 1
+                if status != "finished":
+                    bar.write(f"{point.run_name}: {status} (see its record in {results})", file=out)
+            bar.update(1)
+    for name, counts in summary.items():
+        print(f"{name}: " + (", ".join(f"{n} {k}" for k, n in counts.items()) or "no points"), file=out)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: python -m helpers.sweep SUITE|all [--variant quick|full] [--timeout S] [--results P]."""
+    parser = argparse.ArgumentParser(prog="python -m helpers.sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", help="a suite name in Experiment/suites, a path to a .toml file, or all")
+    parser.add_argument("--variant", choices=VARIANTS, default="quick")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default: the suite's)")
+    parser.add_argument("--results", default=RESULTS, help="JSONL run records (relative to the repo root)")
+    parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
+    parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
+    args = parser.parse_args(argv)
+    suites = (find_suites(args.suites_dir) if args.suite == "all"
+              else [resolve_suite(args.suite, args.suites_dir)])
+    if args.list:
+        for suite in suites:
+            points = expand(suite, args.variant)
+            print(f"{suite.name} ({suite.kind}, {len(points)} points): {skip_reason(suite) or 'runnable'}")
+            for point in points:
+                print(f"  {point.run_name}")
+        return
+    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
