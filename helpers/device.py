@@ -110,7 +110,7 @@ def resolve_device(requested: str) -> DeviceInfo:
 
 
 def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocast") -> str:
-    """Return the precision to run: `auto` picks bf16 where it is fast, else fp32; warns when forced slow.
+    """Return the precision to run: `auto` picks bf16 where fast, else fp16 on GPUs and fp32 on CPUs.
 
     On XLA, bf16_mode 'xla_use_bf16' (XLA_USE_BF16=1 casts every float tensor) and 'fp32' keep torch
     itself in fp32, so they accept only precision auto or fp32.
@@ -121,7 +121,9 @@ def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocas
                               "torch in fp32, allowed precision auto, fp32 (or use bf16_mode='autocast')")
         return "fp32"
     if requested == "auto":
-        return "bf16" if dev.bf16_fast else "fp32"
+        if dev.bf16_fast:
+            return "bf16"
+        return "fp16" if dev.type == "cuda" else "fp32"  # T4 (sm_75): fp16 tensor cores, no bf16
     if requested.startswith("bf16") and not dev.bf16_fast:
         warnings.warn(f"precision={requested!r} on {dev.name} ({dev.cpu_capability}): this device has "
                       "no fast bf16 matmuls, expect steps many times slower than fp32 "

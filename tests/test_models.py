@@ -1,0 +1,35 @@
+import pytest
+
+from helpers import models
+
+
+def test_minilm_alias_loads_pretrained_offline():
+    model = models.load_model("minilm")
+    assert model.config.hidden_size == 384 and model.config.num_hidden_layers == 6
+    assert model.config.num_labels == 6 and model.config.vocab_size == 30522
+    tok = models.load_tokenizer("minilm")
+    assert tok("Hello World")["input_ids"][:2] == [101, 7592]  # uncased: [CLS] hello
+
+
+def test_bert_base_random_is_the_bert_base_architecture():
+    cfg = models.load_config("bert-base-random")
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size,
+            cfg.vocab_size, cfg.max_position_embeddings) == (768, 12, 12, 3072, 30522, 512)
+
+
+def test_local_folder_loads(tiny_model_dir):
+    assert models.load_model(str(tiny_model_dir)).config.hidden_size == 64
+
+
+def test_seeded_head_is_reproducible(tiny_model_dir):
+    a = models.load_model(str(tiny_model_dir), seed=3)
+    b = models.load_model(str(tiny_model_dir), seed=3)
+    assert (a.classifier.weight == b.classifier.weight).all()
+
+
+@pytest.mark.parametrize("name", ["/nonexistent/model-folder", "no-such-org/no-such-model"])
+def test_unknown_model_error_lists_offline_aliases(name, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(models.ModelError) as err:
+        models.load_config(name)
+    assert name in str(err.value) and "minilm" in str(err.value) and "bert-base-random" in str(err.value)

@@ -1,0 +1,282 @@
+"""Suite files, grid expansion, run names, and the runner: resume, failures, timeouts, a real kill."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import records, sweep
+from helpers.config import REPO_ROOT, ConfigError
+
+
+def write_suite(path: Path, body: str) -> Path:
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def write_notebook(path: Path, code: str) -> Path:
+    """Write a stand-in notebook: a `parameters` cell with the runner's three names, then `code`."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("run_name = None\nsuite = None\nresults_path = None\nmax_steps = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(textwrap.dedent(code))]
+    nbformat.write(nb, path)
+    return path
+
+
+# a light notebook that sleeps max_steps seconds and appends a finished record (no torch import)
+RECORDING = """
+import time
+from helpers import records
+time.sleep(max_steps)
+records.append_record(results_path, {"run_name": run_name, "suite": suite, "status": "finished",
+                                     "params": {"max_steps": max_steps}})
+"""
+
+
+# ----------------------------------------------------------------------------- suite files
+def test_every_suite_file_parses_and_expands():
+    suites = sweep.find_suites()
+    names = [s.name for s in suites]
+    assert len(names) == 13 and names[0] == "token_lengths"
+    assert [s.order for s in suites] == sorted(s.order for s in suites)
+    for suite in suites:
+        for variant in sweep.VARIANTS:
+            points = sweep.expand(suite, variant)
+            assert (len(points) == 0) == (suite.kind == "derived"), (suite.name, variant)
+            assert len({p.run_name for p in points}) == len(points), f"{suite.name}: duplicate run names"
+            for point in points:
+                assert point.run_name.startswith(f"{suite.name}-{variant}-")
+        if suite.kind == "notebook":
+            assert suite.notebook in ("Nvidia/baseline.ipynb", "Trainium/baseline.ipynb")
+
+
+@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 40), ("lr_llrd", "quick", 30),
+                                                  ("batch_scaling", "full", 5), ("compiler_flags", "full", 12),
+                                                  ("padding", "quick", 3), ("token_lengths", "quick", 1)])
+def test_known_suites_expand_to_their_grids(name, variant, count):
+    suite = sweep.resolve_suite(name)
+    points = sweep.expand(suite, variant)
+    assert len(points) == count
+    assert [p.run_name for p in points] == [p.run_name for p in sweep.expand(suite, variant)]  # deterministic
+
+
+def test_quick_and_full_variants_differ_in_model():
+    suite = sweep.resolve_suite("batch_scaling")
+    assert {p.params["model_name"] for p in sweep.expand(suite, "quick")} == {"minilm"}
+    assert {p.params["model_name"] for p in sweep.expand(suite, "full")} == {"bert-base-uncased"}
+    assert all(p.params.get("max_steps") for p in sweep.expand(suite, "quick"))
+    assert not any(p.params.get("max_steps") for p in sweep.expand(suite, "full"))
+
+
+def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
+    body = """
+        notebook = "Nvidia/baseline.ipynb"
+        [params]
+        batch = 8
+        [quick]
+        cases = [{ padding = "static" }, { padding = "dynamic", pad_to_multiple_of = 8 }]
+        grid = { seed = [1, 2, 3] }
+        [full]
+        grid = { seed = [1] }
+    """
+    points = sweep.expand(sweep.load_suite(write_suite(tmp_path / "t.toml", body)), "quick")
+    assert len(points) == 6
+    assert points[0].run_name.startswith("t-quick-padding=static,seed=1-")
+    assert points[3].params == {"batch": 8, "padding": "dynamic", "pad_to_multiple_of": 8, "seed": 1}
+    # editing a fixed parameter gives new run names, so old records are not taken as done
+    edited = sweep.expand(sweep.load_suite(write_suite(tmp_path / "t.toml", body.replace("8\n", "16\n", 1))),
+                          "quick")
+    assert not {p.run_name for p in points} & {p.run_name for p in edited}
+
+
+@pytest.mark.parametrize("body, message", [
+    ('notebook = "x.ipynb"\n[quick]\nparams = { batchsize = 8 }\n[full]\n', "unknown parameter"),
+    ('notebook = "x.ipynb"\n[quick]\n', "needs both"),
+    ('kind = "train"\n', "kind='train' is unknown"),
+    ('notebook = "x.ipynb"\nenv = "conda"\n[quick]\n[full]\n', "env='conda' is unknown"),
+])
+def test_bad_suite_files_are_rejected(tmp_path, body, message):
+    with pytest.raises(ConfigError, match=message):
+        sweep.load_suite(write_suite(tmp_path / "bad.toml", body))
+
+
+def test_skip_reasons(monkeypatch):
+    assert "nothing to run" in sweep.skip_reason(sweep.resolve_suite("cost"))
+    padding = sweep.resolve_suite("padding")
+    monkeypatch.setitem(sweep.ENVS, "xla", ".venv-missing")
+    assert sweep.skip_reason(padding) == "its environment .venv-missing is missing (create it with `make xla-venv`)"
+    monkeypatch.undo()
+    monkeypatch.setattr(sweep, "_has_module", lambda env, module: False)
+    flags = sweep.resolve_suite("compiler_flags")
+    if sweep.env_python("xla").exists() and (REPO_ROOT / flags.notebook).exists():
+        assert "needs torch-neuronx" in sweep.skip_reason(flags)
+
+
+def test_papermill_command_passes_every_parameter():
+    suite = sweep.resolve_suite("batch_scaling")
+    cmd = sweep.papermill_command(suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False},
+                                  Path("/tmp/o.ipynb"))
+    assert cmd[0].endswith(".venv/bin/papermill") and cmd[2] == "/tmp/o.ipynb"
+    assert cmd[-12:] == ["-p", "batch", "8", "-p", "llrd_decay", "None", "-p", "lr", "2e-05",
+                         "-p", "progress", "False"]
+
+
+@pytest.mark.parametrize("text, status", [("torch.OutOfMemoryError: CUDA out of memory", "oom"),
+                                          ("MemoryError", "oom"), ("RESOURCE_EXHAUSTED: XLA", "oom"),
+                                          ("ValueError: bad", "failed")])
+def test_classify_failure(text, status):
+    assert sweep.classify_failure(text) == status
+
+
+def test_a_bad_parameter_is_recorded_as_failed_before_any_launch(tmp_path, results_path):
+    suite = sweep.load_suite(write_suite(tmp_path / "bad.toml", """
+        notebook = "Nvidia/baseline.ipynb"
+        [quick]
+        grid = { batch = [0] }
+        [full]
+    """))
+    summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
+    assert summary == {"bad": {"failed": 1}}
+    (rec,), _ = records.read_records(results_path)
+    assert rec["status"] == "failed" and "batch=0 is invalid" in rec["error"]
+    assert not (tmp_path / "runs").exists()  # refused in seconds, no notebook started
+
+
+def test_token_stats_suite_writes_its_own_record(tmp_path, results_path, tiny_data_dir, tiny_model_dir):
+    suite = sweep.load_suite(write_suite(tmp_path / "tok.toml", f"""
+        kind = "token_stats"
+        [params]
+        data_dir = "{tiny_data_dir}"
+        model_name = "{tiny_model_dir}"
+        [quick]
+        [full]
+    """))
+    assert sweep.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
+    (rec,), _ = records.read_records(results_path)
+    assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
+    assert rec["run_name"] == sweep.expand(suite, "quick")[0].run_name and rec["suite"] == "tok"
+
+
+# ----------------------------------------------------------------------------- notebooks
+@pytest.mark.slow
+def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, results_path, tiny_model_dir, tiny_data_dir):
+    suite = sweep.load_suite(write_suite(tmp_path / "two.toml", f"""
+        notebook = "Nvidia/baseline.ipynb"
+        [params]
+        model_name = "{tiny_model_dir}"
+        data_dir = "{tiny_data_dir}"
+        max_length = 32
+        batch = 16
+        lr = 5e-3
+        epochs = 1
+        max_steps = 5
+        progress = false
+        [quick]
+        grid = {{ seed = [1, 2] }}
+        [full]
+        grid = {{ seed = [1] }}
+    """))
+    runs = tmp_path / "runs"
+    assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
+    recs, broken = records.read_records(results_path)
+    names = [p.run_name for p in sweep.expand(suite, "quick")]
+    assert broken == 0 and [r["run_name"] for r in recs] == names
+    assert all(r["status"] == "finished" and r["suite"] == "two" for r in recs)
+    assert [r["params"]["seed"] for r in recs] == [1, 2] and recs[0]["timing"]["steps"] == 5
+    for name in names:
+        html = (runs / "two" / f"{name}.html").read_text()
+        assert html.startswith("<!-- Written by `python -m helpers.sweep two`")
+        nb = nbformat.read(runs / "two" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[0].source.startswith("Written by `python -m helpers.sweep two`")
+    # a second sweep finds both done and runs nothing
+    assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"already done": 2}}
+    assert len(records.read_records(results_path)[0]) == 2
+
+
+@pytest.mark.slow
+def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path, results_path):
+    nb = write_notebook(tmp_path / "stand_in.ipynb", """
+        if max_steps == 1:
+            raise MemoryError("host ran out of memory")
+        if max_steps == 2:
+            import time; time.sleep(120)
+        from helpers import records
+        records.append_record(results_path, {"run_name": run_name, "status": "finished", "params": {}})
+    """)
+    suite = sweep.load_suite(write_suite(tmp_path / "fails.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [1, 2, 3] }}
+        timeout_s = 12
+        [full]
+    """))
+    summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
+    assert summary == {"fails": {"oom": 1, "timeout": 1, "finished": 1}}
+    oom, timeout, done = records.read_records(results_path)[0]
+    assert oom["status"] == "oom" and "MemoryError: host ran out of memory" in oom["error"]
+    assert oom["runner"]["returncode"] == 1 and oom["params"]["max_steps"] == 1
+    assert timeout["status"] == "timeout" and "12 s timeout" in timeout["error"]
+    assert done["status"] == "finished"
+    # the timed-out kernel was killed with papermill
+    out = subprocess.run(["pgrep", "-f", "time.sleep(120)"], capture_output=True, text=True).stdout
+    assert out.strip() == ""
+    # failed, oom-less and timed-out points are tried again on the next sweep; oom is final
+    assert records.finished_run_names(results_path) == {oom["run_name"], done["run_name"]}
+
+
+def _kill_with_children(pid: int) -> None:
+    import psutil
+
+    procs = psutil.Process(pid).children(recursive=True) + [psutil.Process(pid)]
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path, results_path):
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    toml = write_suite(tmp_path / "killme.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [0, 3] }}
+        [full]
+    """)
+    first, second = (p.run_name for p in sweep.expand(sweep.load_suite(toml), "quick"))
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results_path),
+           "--runs-dir", str(runs)]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not (runs / "killme" / f"{second}.log").exists():  # the second point has started
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was killed"
+        time.sleep(0.1)
+    assert records.finished_run_names(results_path) == {first}
+    _kill_with_children(proc.pid)  # SIGKILL: no handler, no clean-up, like a lost machine
+    proc.wait()
+    assert records.finished_run_names(results_path) == {first}
+    out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120).stdout
+    assert "killme: 1 already done, 1 finished" in out
+    names = [r["run_name"] for r in records.read_records(results_path)[0]]
+    assert names == [first, second]
+
+
+def test_cli_lists_points_and_skips(capsys):
+    sweep.main(["all", "--list"])
+    out = capsys.readouterr().out
+    assert "precision (notebook, 40 points)" in out
+    assert "cost (derived, 0 points): nothing to run" in out
+    json.dumps(out)  # plain text
+    assert os.path.basename(sweep.RESULTS) == "runs.jsonl"
