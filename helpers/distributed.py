@@ -93,7 +93,8 @@ def reducer(run):
     if run.dev.type == "xla":
         import torch_xla.core.xla_model as xm
 
-        return lambda t: xm.all_reduce(xm.REDUCE_SUM, t)
+        # counts are summed as float32 (exact below 2**24 rows), the dtype every XLA collective takes
+        return lambda t: xm.all_reduce(xm.REDUCE_SUM, t.float()).to(t.dtype)
 
     def reduce(t: torch.Tensor) -> torch.Tensor:
         t = t.clone()
@@ -135,7 +136,10 @@ def allreduce_share(run) -> dict:
         reason = ("inside the compiled XLA graph: see neuron-profile" if run.dev.type == "xla"
                   else "no DDP wrapper")
         return {"status": "not measured", "reason": reason}
-    data = ddp._get_ddp_logging_data()  # sampled iterations; times in ns
+    try:
+        data = ddp._get_ddp_logging_data()  # a private API: sampled iterations, times in ns
+    except (AttributeError, RuntimeError) as err:
+        return {"status": "not measured", "reason": f"DDP logging data unavailable ({err})"}
     comm_s = data.get("avg_backward_comm_time", 0) / 1e9
     step_s = run.record.get("timing", {}).get("step_time_median_s")
     if not comm_s or not step_s:
@@ -189,8 +193,7 @@ def run_worker(cfg: RunConfig) -> dict:
         steps.evaluate_model(run, model, splits, reduce=reducer(run), samplers=samplers)
         extra["distributed"] = distributed_section(run, backend, checks)
         if cfg.save_dir and run.rank == 0 and run.record["status"] == "finished":
-            model.save_pretrained(cfg.save_dir)
-            run.tokenizer.save_pretrained(cfg.save_dir)
+            steps.save_model(run, model)
     except Exception as err:  # noqa: BLE001 - rank 0 records the failure, then the rank exits non-zero
         traceback.print_exc(file=sys.stderr)
         steps.finish_run(run, steps.classify_error(err), f"rank {run.rank}: {type(err).__name__}: {err}")

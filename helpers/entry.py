@@ -127,7 +127,8 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
     parser.add_argument("--data_dir", default=None, help="folder of jsonl splits; None: "
                         "$EMOTION_DATA_DIR, else the hub")
     parser.add_argument("--max_eval_samples", dest="eval_subset", default=None, help="first N test rows")
-    parser.add_argument("--per_device_eval_batch_size", dest="batch", default=32)
+    parser.add_argument("--per_device_eval_batch_size", dest="batch", default=32,
+                        help="evaluation batch (at least 32, as in the training runs' evaluation)")
     parser.add_argument("--max_seq_length", "--max_length", dest="max_length", default=128)
     parser.add_argument("--padding", default="static", help="static | dynamic")
     parser.add_argument("--precision", default="auto")

@@ -187,11 +187,13 @@ def memory(df, published_dir):
         est = [mem.estimate_train_memory(cfg, b, length, "bf16")["total"] / 2 ** 30 for b in batches]
         ax.plot(batches, est, linestyle=":", label=f"bert-base estimate, L={length}, bf16 (helpers.memory)")
     peaks = roofs.load_device_peaks().set_index("key")
+    capacities: dict[float, list[str]] = {}
     for key in CAPACITY_KEYS:
         if key in peaks.index:
-            ax.axhline(float(peaks.loc[key, "memory_gib"]), color="gray", linewidth=0.8)
-            ax.text(batches[0], float(peaks.loc[key, "memory_gib"]), f" {peaks.loc[key, 'device'][:34]}",
-                    fontsize=7, va="bottom")
+            capacities.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(key)
+    for gib, keys in capacities.items():
+        ax.axhline(gib, color="gray", linewidth=0.8)
+        ax.text(batches[0], gib, f" {' / '.join(keys)}: {gib:g} GiB", fontsize=7, va="bottom")
     ax.set(title="Memory vs batch: measured peaks, estimates and device capacities", xlabel="batch",
            ylabel="GiB", yscale="log")
     ax.legend(fontsize=7, loc="lower right")

@@ -15,7 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from helpers import records, sweep, tables
+from helpers import records, suites, sweep, tables
 from helpers.config import repo_path
 
 OUT_DIR = "Experiment"
@@ -35,15 +35,17 @@ def latest_records(all_records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def select(suites: list[sweep.Suite], latest: dict[str, dict]) -> dict[str, dict[str, list[dict]]]:
-    """Return {suite: {variant: records}} for the run names each suite expands to now, in grid order."""
+def select(found: list[suites.Suite], latest: dict[str, dict]) -> dict[str, dict[str, list[dict]]]:
+    """Return {suite: {variant: records}} for the run names each suite expands to now (on any target)."""
     selected = {}
-    for suite in suites:
+    for suite in found:
         by_variant = {}
         for variant in ("full", "quick"):
             if suite.kind == "derived":
                 continue
-            recs = [latest[p.run_name] for p in sweep.expand(suite, variant) if p.run_name in latest]
+            names = dict.fromkeys(p.run_name for target in suites.TARGETS
+                                  for p in suites.expand(suites.retarget(suite, target), variant))
+            recs = [latest[name] for name in names if name in latest]
             if recs:
                 by_variant[variant] = recs
         selected[suite.name] = by_variant
@@ -105,7 +107,7 @@ def header_line(command: str) -> str:
     return f"<!-- Written by `{command}`; regenerate it, do not edit by hand. -->"
 
 
-def suite_markdown(suite: sweep.Suite, selected: dict, figures: list[Path], out_dir: Path,
+def suite_markdown(suite: suites.Suite, selected: dict, figures: list[Path], out_dir: Path,
                    published_dir) -> str:
     """Return a suite's section (heading, description, tables, figure links) without a header line."""
     parts = [f"## {suite.order}. {suite.title}"]
@@ -118,15 +120,15 @@ def suite_markdown(suite: sweep.Suite, selected: dict, figures: list[Path], out_
 
 
 def build_report(results: str | Path = sweep.RESULTS, out_dir: str | Path = OUT_DIR,
-                 pictures_dir: str | Path = PICTURES_DIR, suites_dir: str | Path = sweep.SUITES_DIR,
+                 pictures_dir: str | Path = PICTURES_DIR, suites_dir: str | Path = suites.SUITES_DIR,
                  published_dir: str | Path = PUBLISHED_DIR, command: str = "python -m helpers.report",
                  plots: bool = True) -> list[Path]:
     """Write Experiment/<suite>.md, Experiment/REPORT.md and the figures; return the paths written."""
     results, out_dir, pictures_dir = repo_path(results), repo_path(out_dir), repo_path(pictures_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    suites = sweep.find_suites(suites_dir)
+    found = suites.find_suites(suites_dir)
     all_records, broken = records.read_records(results)
-    selected = select(suites, latest_records(all_records))
+    selected = select(found, latest_records(all_records))
     figures: dict[str, list[Path]] = {}
     if plots:
         from helpers import plots as figs
@@ -134,7 +136,7 @@ def build_report(results: str | Path = sweep.RESULTS, out_dir: str | Path = OUT_
         figures = figs.make_all(frame(selected), pictures_dir, published_dir, command)
     written, sections = [], []
     head = header_line(command)
-    for suite in suites:
+    for suite in found:
         body = suite_markdown(suite, selected, figures.get(suite.name, []), out_dir, published_dir)
         path = out_dir / f"{suite.name}.md"
         path.write_text(f"{head}\n\n{body}")
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", default=sweep.RESULTS, help="JSONL run records (relative to the repo root)")
     parser.add_argument("--out-dir", default=OUT_DIR, help="where <suite>.md and REPORT.md go")
     parser.add_argument("--pictures", default=PICTURES_DIR, help="where the figures go")
-    parser.add_argument("--suites-dir", default=sweep.SUITES_DIR)
+    parser.add_argument("--suites-dir", default=suites.SUITES_DIR)
     parser.add_argument("--no-plots", action="store_true", help="tables only")
     args = parser.parse_args(argv)
     command = shlex.join(["python", "-m", "helpers.report", *(sys.argv[1:] if argv is None else argv)])

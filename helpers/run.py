@@ -123,6 +123,8 @@ def build_model(run: Run) -> torch.nn.Module:
     cfg = run.cfg
     model = models.load_model(cfg.model_name, seed=cfg.seed,
                               gradient_checkpointing=cfg.gradient_checkpointing)
+    if cfg.gradient_checkpointing and run.dev.type == "xla":
+        xla.use_xla_checkpointing(model)
     model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
     run.record["model"] = {"name": cfg.model_name, "parameters": sum(p.numel() for p in model.parameters()),
                            "hidden_size": model.config.hidden_size,
@@ -249,6 +251,13 @@ def classify_error(err: BaseException) -> str:
     return "failed"
 
 
+def save_model(run: Run, model: torch.nn.Module) -> None:
+    """Save the model and tokenizer to cfg.save_dir (XLA weights copied to the host: safetensors needs it)."""
+    state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
+    model.save_pretrained(run.cfg.save_dir, state_dict=state)
+    run.tokenizer.save_pretrained(run.cfg.save_dir)
+
+
 def run_all(cfg: RunConfig, hooks=None) -> dict:
     """Run every step for `cfg`; a failure (OOM, error) is recorded, never lost. Return the record."""
     run = start_run(cfg)  # parameter errors raise here, before anything is recorded or built
@@ -259,8 +268,7 @@ def run_all(cfg: RunConfig, hooks=None) -> dict:
         train_model(run, model, splits)
         evaluate_model(run, model, splits)
         if cfg.save_dir and run.record["status"] == "finished":
-            model.save_pretrained(cfg.save_dir)
-            run.tokenizer.save_pretrained(cfg.save_dir)
+            save_model(run, model)
     except Exception as err:  # noqa: BLE001 - every failure must reach the record
         status = classify_error(err)
         traceback.print_exc(file=sys.stderr)

@@ -1,144 +1,34 @@
-"""Suites of runs: one TOML file per report table, expanded into grid points and run as notebooks.
+"""The sweep runner: every point of a suite (helpers.suites) not yet finished, each as a notebook.
 
     python -m helpers.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
     python -m helpers.sweep all --variant quick               # every suite, saying which it skipped
+    python -m helpers.sweep all --variant full --target trainium   # the study on trn1 (.venv-xla)
 
-A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
-`kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
-optionally `requires = "neuron"`, shared `[params]`, and per variant (`[quick]`, `[full]`) `params`,
-`grid` (every combination), `cases` (a list of explicit points, crossed with the grid), `timeout_s`.
-Its `[report]` table tells helpers.report how to tabulate the records.
-
-Each point gets a deterministic run name; a point already in the results with a final status
-(records.finished_run_names) is skipped, so a killed sweep resumes where it stopped and failed points
-are tried again. Each notebook runs under papermill as a subprocess of the suite's environment, in
-its own process group, killed whole at the timeout; a point that leaves no record gets one here.
+A point already in the results with a final status (records.finished_run_names) is skipped, so a
+killed sweep resumes where it stopped and failed or timed-out points are tried again. Each notebook
+runs under papermill as a subprocess of the suite's environment, in its own process group, killed
+whole at the timeout, then rendered to HTML beside; a point that leaves no record gets one here
+(failed, timeout, or oom when the error says so). `token_stats` suites run in-process.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
-import itertools
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import tomllib
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from helpers import records
 from helpers.config import REPO_ROOT, ConfigError, RunConfig, repo_path
+from helpers.suites import (ENVS, SUITES_DIR, TARGETS, VARIANTS, Point, Suite, expand, find_suites,
+                            resolve_suite, retarget)
 
-SUITES_DIR = "Experiment/suites"
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results/runs.jsonl"
-VARIANTS = ("quick", "full")
-KINDS = ("notebook", "token_stats", "derived")
-ENVS = {"main": ".venv", "xla": ".venv-xla"}
 DEFAULT_TIMEOUT_S = 1800
-PARAM_NAMES = {f.name for f in fields(RunConfig)}
-# parameters that say where a run reports, not what it measures: left out of the run name's hash
-WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
 OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
-
-
-@dataclass
-class Suite:
-    """A parsed suite file: what to run, where, and how the report tabulates it."""
-
-    name: str
-    title: str
-    order: int
-    kind: str
-    notebook: str | None
-    env: str
-    requires: str | None
-    params: dict
-    variants: dict
-    report: dict = field(default_factory=dict)
-    description: str = ""
-
-
-@dataclass
-class Point:
-    """One grid point of a suite variant: its run name and the parameters the notebook gets."""
-
-    run_name: str
-    params: dict
-
-
-def load_suite(path: str | Path) -> Suite:
-    """Return the suite in the TOML file `path`; raise ConfigError naming the file on any bad entry."""
-    path = Path(path)
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
-    kind = raw.get("kind", "notebook")
-    suite = Suite(name=path.stem, title=raw.get("title", path.stem), order=int(raw.get("order", 99)),
-                  kind=kind, notebook=raw.get("notebook"), env=raw.get("env", "main"),
-                  requires=raw.get("requires"), params=raw.get("params", {}),
-                  variants={v: raw[v] for v in VARIANTS if v in raw}, report=raw.get("report", {}),
-                  description=raw.get("description", ""))
-    if kind not in KINDS:
-        raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
-    if suite.env not in ENVS:
-        raise ConfigError(f"{path}: env={suite.env!r} is unknown: allowed {', '.join(ENVS)}")
-    if kind == "notebook" and not suite.notebook:
-        raise ConfigError(f"{path}: a notebook suite needs notebook = \"Nvidia/baseline.ipynb\" or similar")
-    if kind != "derived" and set(suite.variants) != set(VARIANTS):
-        raise ConfigError(f"{path}: needs both [quick] and [full] tables")
-    for variant in suite.variants:
-        for point in _combinations(suite, variant):
-            unknown = set(point) - PARAM_NAMES
-            if unknown:
-                raise ConfigError(f"{path} [{variant}]: unknown parameter(s) {', '.join(sorted(unknown))}; "
-                                  "names are RunConfig fields (helpers/config.py)")
-    return suite
-
-
-def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
-    """Return every suite in `suites_dir`, in the report's order."""
-    return sorted((load_suite(p) for p in repo_path(suites_dir).glob("*.toml")),
-                  key=lambda s: (s.order, s.name))
-
-
-def resolve_suite(name: str, suites_dir: str | Path = SUITES_DIR) -> Suite:
-    """Return the suite called `name` in `suites_dir`, or the one in the file `name` ends in .toml."""
-    path = Path(name) if name.endswith(".toml") else repo_path(suites_dir) / f"{name}.toml"
-    if not path.exists():
-        known = ", ".join(s.name for s in find_suites(suites_dir))
-        raise SystemExit(f"no suite {name!r} ({path} does not exist); known: {known}, or all")
-    return load_suite(path)
-
-
-def _combinations(suite: Suite, variant: str) -> list[dict]:
-    """Return the parameter dicts of a variant: shared params, variant params, each case x grid."""
-    spec = suite.variants.get(variant, {})
-    base = {**suite.params, **spec.get("params", {})}
-    grid = spec.get("grid", {})
-    combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    return [{**base, **case, **combo} for case in spec.get("cases", [{}]) for combo in combos]
-
-
-def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
-    """Return `<suite>-<variant>-<k=v,...>-<hash>`: the grid values, then a hash of every parameter."""
-    label = ",".join(f"{k}={params[k]}" for k in varying) or "point"
-    digest = hashlib.sha1(json.dumps({k: v for k, v in params.items() if k not in WHERE},
-                                     sort_keys=True, default=str).encode()).hexdigest()[:6]
-    return f"{suite}-{variant}-{label}-{digest}".replace("/", "_").replace(" ", "")
-
-
-def expand(suite: Suite, variant: str) -> list[Point]:
-    """Return the points of `suite`'s `variant`, each with its run name (empty for derived suites)."""
-    if suite.kind == "derived":
-        return []
-    if variant not in suite.variants:
-        raise ConfigError(f"suite {suite.name} has no [{variant}] table")
-    combos = _combinations(suite, variant)
-    varying = [k for k in combos[0] if len({json.dumps(c.get(k), default=str) for c in combos}) > 1]
-    return [Point(run_name(suite.name, variant, c, varying), c) for c in combos]
 
 
 def env_python(env: str) -> Path:
@@ -237,6 +127,9 @@ def run_notebook(suite: Suite, params: dict, results: Path, runs_dir: Path, time
         except subprocess.TimeoutExpired:
             _kill_tree(proc)
             timed_out = True
+        except BaseException:  # Ctrl-C or SIGTERM: the notebook is in its own session, stop it too
+            _kill_tree(proc)
+            raise
     render_html(out, f"python -m helpers.sweep {suite.name}")
     mine = [r for r in records.read_records(results)[0] if r.get("run_name") == name][before:]
     if mine:
@@ -348,10 +241,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", default=RESULTS, help="JSONL run records (relative to the repo root)")
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--target", choices=TARGETS, default="nvidia",
+                        help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb (.venv-xla)")
     parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
     args = parser.parse_args(argv)
-    suites = (find_suites(args.suites_dir) if args.suite == "all"
-              else [resolve_suite(args.suite, args.suites_dir)])
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
+    suites = [retarget(s, args.target) for s in (find_suites(args.suites_dir) if args.suite == "all"
+                                                   else [resolve_suite(args.suite, args.suites_dir)])]
     if args.list:
         for suite in suites:
             points = expand(suite, args.variant)

@@ -8,14 +8,13 @@ averaged), `values` (names in METRICS) and `[[report.published]]` joins of the s
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import statistics
 from collections import Counter
 from pathlib import Path
 
-from helpers import records, sweep
+from helpers import suites, sweep
 from helpers.config import repo_path
 
 PUBLISHED_DIR = "Experiment/published"
@@ -173,21 +172,21 @@ def grid_table(spec: dict, recs: list[dict], published_dir: str | Path = PUBLISH
     return md_table(header, rows, text_columns=len(keys))
 
 
-def fixed_params(suite: sweep.Suite, variant: str) -> str:
+def fixed_params(suite: suites.Suite, variant: str) -> str:
     """Return the parameters every point of a variant shares, as `k=v` text."""
-    points = sweep.expand(suite, variant)
+    points = suites.expand(suite, variant)
     first = points[0].params
-    same = [k for k in first if k not in sweep.WHERE and all(p.params.get(k) == first[k] for p in points)]
+    same = [k for k in first if k not in suites.WHERE and all(p.params.get(k) == first[k] for p in points)]
     return ", ".join(f"{k}={norm(first[k])}" for k in same)
 
 
-def caption(suite: sweep.Suite, variant: str, recs: list[dict]) -> str:
+def caption(suite: suites.Suite, variant: str, recs: list[dict]) -> str:
     """Return the line above a variant's table: fixed parameters, devices, runs."""
     devices = ", ".join(sorted({device_of(r) for r in recs}))
     return f"`{variant}` variant ({len(recs)} runs on {devices}); fixed: {fixed_params(suite, variant)}."
 
 
-def no_runs(suite: sweep.Suite) -> str:
+def no_runs(suite: suites.Suite) -> str:
     """Return the line a table without records shows."""
     why = sweep.skip_reason(suite) if suite.kind == "notebook" else None
     return (f"No runs yet — run `python -m helpers.sweep {suite.name}`"
@@ -197,7 +196,7 @@ def no_runs(suite: sweep.Suite) -> str:
 SPREAD_NOTE = "Cells with ± are the mean ± standard deviation over a row's runs (its seeds)."
 
 
-def grid_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+def grid_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
     """Return the Markdown body of a grid suite: one table per variant that has records."""
     spec, by_variant = suite.report, selected.get(suite.name, {})
     if not by_variant:
@@ -208,14 +207,16 @@ def grid_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR
         return "\n\n".join(parts)
     parts = []
     for variant, recs in by_variant.items():
-        parts += [caption(suite, variant, recs), grid_table(spec, recs, published_dir)]
-    if any(len(g) > 1 for recs in by_variant.values()
-           for g in Counter(tuple(norm(r["params"].get(k)) for k in spec["keys"]) for r in recs).values()):
+        for device in dict.fromkeys(device_of(r) for r in recs):  # one table per device
+            mine = [r for r in recs if device_of(r) == device]
+            parts += [caption(suite, variant, mine), grid_table(spec, mine, published_dir)]
+    if any(n > 1 for recs in by_variant.values()
+           for n in Counter(tuple(norm(r["params"].get(k)) for k in spec["keys"]) for r in recs).values()):
         parts.append(SPREAD_NOTE)
     return "\n\n".join(parts)
 
 
-def token_stats_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+def token_stats_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
     """Return the token-length statistics, one column per variant."""
     by_variant = selected.get(suite.name, {})
     done = {v: [r for r in recs if r.get("status") == "finished"] for v, recs in by_variant.items()}
@@ -250,7 +251,7 @@ def _mean(recs: list[dict], name: str, preset: str | None = None) -> float | Non
     return statistics.fmean(values) if values else None
 
 
-def speedup_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+def speedup_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
     """Return baseline vs optimized train time and speedup: measured per device, published beside."""
     by_variant = selected.get(suite.name, {})
     columns: dict[str, list[str]] = {}
@@ -289,7 +290,7 @@ def instance_for(record: dict) -> str | None:
     return None if rows.empty else str(rows.iloc[0]["instance"])
 
 
-def cost_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+def cost_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
     """Return seconds, dollars per epoch and per 3-epoch task: measured optimized runs, published beside."""
     from helpers import cost
 
@@ -321,7 +322,7 @@ def cost_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR
     return "\n\n".join(parts + [table, note])
 
 
-def roofline_section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+def roofline_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
     """Return the source suite's points by batch (published beside) and every run's roofline summary."""
     source = suite.report.get("source", "batch_scaling")
     recs = [r for v in selected.get(source, {}).values() for r in v]
@@ -349,6 +350,6 @@ SECTIONS = {"grid": grid_section, "token_stats": token_stats_section, "speedup":
             "cost": cost_section, "roofline": roofline_section}
 
 
-def section(suite: sweep.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+def section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
     """Return the Markdown body of `suite`'s table(s) from the selected records."""
     return SECTIONS[suite.report.get("table", "grid")](suite, selected, published_dir)

@@ -7,11 +7,24 @@ snapshots at its start, after training and at its end, and the record carries th
 """
 from __future__ import annotations
 
+import functools
 import os
 
 XLA_ENV = ("PJRT_DEVICE", "NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN",
            "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "XLA_USE_BF16", "NEURON_COMPILE_CACHE_URL",
            "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES")
+
+
+def use_xla_checkpointing(model) -> None:
+    """Make a model's activation checkpointing use torch_xla's implementation (re-entrant).
+
+    transformers uses torch.utils.checkpoint, which looks up a `torch.xla` device module for the RNG
+    state and fails on XLA; torch_xla's version saves the XLA RNG state instead.
+    """
+    from torch_xla.utils.checkpoint import checkpoint
+
+    model._set_gradient_checkpointing(enable=True, gradient_checkpointing_func=functools.partial(
+        checkpoint, use_reentrant=True))  # torch_xla supports only the re-entrant variant
 
 
 def compile_snapshot() -> dict:

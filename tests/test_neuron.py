@@ -65,3 +65,17 @@ def test_bad_optlevel_is_refused():
 
     with pytest.raises(ConfigError, match="optlevel"):
         neuron.neuron_env(RunConfig(optlevel=4).validate())
+
+
+def test_bf16_mode_keeps_torch_in_fp32_on_xla():
+    from helpers.config import ConfigError
+    from helpers.device import DeviceInfo, resolve_precision
+
+    xla = DeviceInfo("xla", "xla:0", "Neuron", "AVX2", bf16_fast=True, neuron=True)
+    assert resolve_precision("auto", xla) == "bf16"  # autocast mode: the precision decides
+    assert resolve_precision("auto", xla, "xla_use_bf16") == "fp32"  # XLA_USE_BF16 does the casting
+    assert resolve_precision("fp32", xla, "fp32") == "fp32"
+    with pytest.raises(ConfigError, match="bf16_mode='fp32'"):
+        resolve_precision("bf16", xla, "fp32")
+    cpu = DeviceInfo("cpu", "cpu", "CPU", "AVX2", bf16_fast=False)
+    assert resolve_precision("auto", cpu, "fp32") == "fp32"  # bf16_mode means nothing off XLA

@@ -1,8 +1,6 @@
 """Suite files, grid expansion, run names, and the runner: resume, failures, timeouts, a real kill."""
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import records, sweep
+from helpers import records, suites, sweep
 from helpers.config import REPO_ROOT, ConfigError
 
 
@@ -28,6 +26,7 @@ def write_notebook(path: Path, code: str) -> Path:
     params = nbformat.v4.new_code_cell("run_name = None\nsuite = None\nresults_path = None\nmax_steps = 1")
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(textwrap.dedent(code))]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
     nbformat.write(nb, path)
     return path
 
@@ -37,20 +36,20 @@ RECORDING = """
 import time
 from helpers import records
 time.sleep(max_steps)
-records.append_record(results_path, {"run_name": run_name, "suite": suite, "status": "finished",
-                                     "params": {"max_steps": max_steps}})
+records.append_record(results_path, {"schema_version": 2, "run_name": run_name, "suite": suite,
+                                     "status": "finished", "params": {"max_steps": max_steps}})
 """
 
 
 # ----------------------------------------------------------------------------- suite files
 def test_every_suite_file_parses_and_expands():
-    suites = sweep.find_suites()
-    names = [s.name for s in suites]
+    found = suites.find_suites()
+    names = [s.name for s in found]
     assert len(names) == 13 and names[0] == "token_lengths"
-    assert [s.order for s in suites] == sorted(s.order for s in suites)
-    for suite in suites:
-        for variant in sweep.VARIANTS:
-            points = sweep.expand(suite, variant)
+    assert [s.order for s in found] == sorted(s.order for s in found)
+    for suite in found:
+        for variant in suites.VARIANTS:
+            points = suites.expand(suite, variant)
             assert (len(points) == 0) == (suite.kind == "derived"), (suite.name, variant)
             assert len({p.run_name for p in points}) == len(points), f"{suite.name}: duplicate run names"
             for point in points:
@@ -61,20 +60,20 @@ def test_every_suite_file_parses_and_expands():
 
 @pytest.mark.parametrize("name, variant, count", [("precision", "quick", 40), ("lr_llrd", "quick", 30),
                                                   ("batch_scaling", "full", 5), ("compiler_flags", "full", 12),
-                                                  ("padding", "quick", 3), ("token_lengths", "quick", 1)])
+                                                  ("padding", "quick", 2), ("padding", "full", 3), ("token_lengths", "quick", 1)])
 def test_known_suites_expand_to_their_grids(name, variant, count):
-    suite = sweep.resolve_suite(name)
-    points = sweep.expand(suite, variant)
+    suite = suites.resolve_suite(name)
+    points = suites.expand(suite, variant)
     assert len(points) == count
-    assert [p.run_name for p in points] == [p.run_name for p in sweep.expand(suite, variant)]  # deterministic
+    assert [p.run_name for p in points] == [p.run_name for p in suites.expand(suite, variant)]  # deterministic
 
 
 def test_quick_and_full_variants_differ_in_model():
-    suite = sweep.resolve_suite("batch_scaling")
-    assert {p.params["model_name"] for p in sweep.expand(suite, "quick")} == {"minilm"}
-    assert {p.params["model_name"] for p in sweep.expand(suite, "full")} == {"bert-base-uncased"}
-    assert all(p.params.get("max_steps") for p in sweep.expand(suite, "quick"))
-    assert not any(p.params.get("max_steps") for p in sweep.expand(suite, "full"))
+    suite = suites.resolve_suite("batch_scaling")
+    assert {p.params["model_name"] for p in suites.expand(suite, "quick")} == {"minilm"}
+    assert {p.params["model_name"] for p in suites.expand(suite, "full")} == {"bert-base-uncased"}
+    assert all(p.params.get("max_steps") for p in suites.expand(suite, "quick"))
+    assert not any(p.params.get("max_steps") for p in suites.expand(suite, "full"))
 
 
 def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
@@ -88,14 +87,25 @@ def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
         [full]
         grid = { seed = [1] }
     """
-    points = sweep.expand(sweep.load_suite(write_suite(tmp_path / "t.toml", body)), "quick")
+    points = suites.expand(suites.load_suite(write_suite(tmp_path / "t.toml", body)), "quick")
     assert len(points) == 6
     assert points[0].run_name.startswith("t-quick-padding=static,seed=1-")
     assert points[3].params == {"batch": 8, "padding": "dynamic", "pad_to_multiple_of": 8, "seed": 1}
     # editing a fixed parameter gives new run names, so old records are not taken as done
-    edited = sweep.expand(sweep.load_suite(write_suite(tmp_path / "t.toml", body.replace("8\n", "16\n", 1))),
+    edited = suites.expand(suites.load_suite(write_suite(tmp_path / "t.toml", body.replace("8\n", "16\n", 1))),
                           "quick")
     assert not {p.run_name for p in points} & {p.run_name for p in edited}
+
+
+def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook():
+    batch = suites.resolve_suite("batch_scaling")
+    moved = suites.retarget(batch, "trainium")
+    assert (moved.notebook, moved.env) == ("Trainium/baseline.ipynb", "xla")
+    assert {p.params["device"] for p in suites.expand(moved, "full")} == {"xla"}
+    names = {p.run_name for p in suites.expand(batch, "full")}
+    assert not names & {p.run_name for p in suites.expand(moved, "full")}  # a trn1 run is not a GPU run
+    padding = suites.resolve_suite("padding")
+    assert suites.retarget(padding, "trainium") is padding and suites.retarget(batch, "nvidia") is batch
 
 
 @pytest.mark.parametrize("body, message", [
@@ -106,23 +116,23 @@ def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
 ])
 def test_bad_suite_files_are_rejected(tmp_path, body, message):
     with pytest.raises(ConfigError, match=message):
-        sweep.load_suite(write_suite(tmp_path / "bad.toml", body))
+        suites.load_suite(write_suite(tmp_path / "bad.toml", body))
 
 
 def test_skip_reasons(monkeypatch):
-    assert "nothing to run" in sweep.skip_reason(sweep.resolve_suite("cost"))
-    padding = sweep.resolve_suite("padding")
+    assert "nothing to run" in sweep.skip_reason(suites.resolve_suite("cost"))
+    padding = suites.resolve_suite("padding")
     monkeypatch.setitem(sweep.ENVS, "xla", ".venv-missing")
     assert sweep.skip_reason(padding) == "its environment .venv-missing is missing (create it with `make xla-venv`)"
     monkeypatch.undo()
     monkeypatch.setattr(sweep, "_has_module", lambda env, module: False)
-    flags = sweep.resolve_suite("compiler_flags")
+    flags = suites.resolve_suite("compiler_flags")
     if sweep.env_python("xla").exists() and (REPO_ROOT / flags.notebook).exists():
         assert "needs torch-neuronx" in sweep.skip_reason(flags)
 
 
 def test_papermill_command_passes_every_parameter():
-    suite = sweep.resolve_suite("batch_scaling")
+    suite = suites.resolve_suite("batch_scaling")
     cmd = sweep.papermill_command(suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False},
                                   Path("/tmp/o.ipynb"))
     assert cmd[0].endswith(".venv/bin/papermill") and cmd[2] == "/tmp/o.ipynb"
@@ -138,7 +148,7 @@ def test_classify_failure(text, status):
 
 
 def test_a_bad_parameter_is_recorded_as_failed_before_any_launch(tmp_path, results_path):
-    suite = sweep.load_suite(write_suite(tmp_path / "bad.toml", """
+    suite = suites.load_suite(write_suite(tmp_path / "bad.toml", """
         notebook = "Nvidia/baseline.ipynb"
         [quick]
         grid = { batch = [0] }
@@ -152,7 +162,7 @@ def test_a_bad_parameter_is_recorded_as_failed_before_any_launch(tmp_path, resul
 
 
 def test_token_stats_suite_writes_its_own_record(tmp_path, results_path, tiny_data_dir, tiny_model_dir):
-    suite = sweep.load_suite(write_suite(tmp_path / "tok.toml", f"""
+    suite = suites.load_suite(write_suite(tmp_path / "tok.toml", f"""
         kind = "token_stats"
         [params]
         data_dir = "{tiny_data_dir}"
@@ -163,13 +173,13 @@ def test_token_stats_suite_writes_its_own_record(tmp_path, results_path, tiny_da
     assert sweep.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
     (rec,), _ = records.read_records(results_path)
     assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
-    assert rec["run_name"] == sweep.expand(suite, "quick")[0].run_name and rec["suite"] == "tok"
+    assert rec["run_name"] == suites.expand(suite, "quick")[0].run_name and rec["suite"] == "tok"
 
 
 # ----------------------------------------------------------------------------- notebooks
 @pytest.mark.slow
 def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, results_path, tiny_model_dir, tiny_data_dir):
-    suite = sweep.load_suite(write_suite(tmp_path / "two.toml", f"""
+    suite = suites.load_suite(write_suite(tmp_path / "two.toml", f"""
         notebook = "Nvidia/baseline.ipynb"
         [params]
         model_name = "{tiny_model_dir}"
@@ -188,7 +198,7 @@ def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, results_path, tin
     runs = tmp_path / "runs"
     assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
     recs, broken = records.read_records(results_path)
-    names = [p.run_name for p in sweep.expand(suite, "quick")]
+    names = [p.run_name for p in suites.expand(suite, "quick")]
     assert broken == 0 and [r["run_name"] for r in recs] == names
     assert all(r["status"] == "finished" and r["suite"] == "two" for r in recs)
     assert [r["params"]["seed"] for r in recs] == [1, 2] and recs[0]["timing"]["steps"] == 5
@@ -208,15 +218,18 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
         if max_steps == 1:
             raise MemoryError("host ran out of memory")
         if max_steps == 2:
-            import time; time.sleep(120)
+            import os, time
+            open(results_path + ".pid", "w").write(str(os.getpid()))
+            time.sleep(120)
         from helpers import records
-        records.append_record(results_path, {"run_name": run_name, "status": "finished", "params": {}})
+        records.append_record(results_path, {"schema_version": 2, "run_name": run_name,
+                                             "status": "finished", "params": {}})
     """)
-    suite = sweep.load_suite(write_suite(tmp_path / "fails.toml", f"""
+    suite = suites.load_suite(write_suite(tmp_path / "fails.toml", f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [1, 2, 3] }}
-        timeout_s = 12
+        timeout_s = 20
         [full]
     """))
     summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
@@ -224,12 +237,14 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
     oom, timeout, done = records.read_records(results_path)[0]
     assert oom["status"] == "oom" and "MemoryError: host ran out of memory" in oom["error"]
     assert oom["runner"]["returncode"] == 1 and oom["params"]["max_steps"] == 1
-    assert timeout["status"] == "timeout" and "12 s timeout" in timeout["error"]
+    assert timeout["status"] == "timeout" and "20 s timeout" in timeout["error"]
     assert done["status"] == "finished"
-    # the timed-out kernel was killed with papermill
-    out = subprocess.run(["pgrep", "-f", "time.sleep(120)"], capture_output=True, text=True).stdout
-    assert out.strip() == ""
-    # failed, oom-less and timed-out points are tried again on the next sweep; oom is final
+    # the timed-out kernel (jupyter starts it in a session of its own) was killed with papermill
+    import psutil
+
+    pid = int(Path(f"{results_path}.pid").read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # a timed-out point is tried again by the next sweep; oom is final (records.finished_run_names)
     assert records.finished_run_names(results_path) == {oom["run_name"], done["run_name"]}
 
 
@@ -251,10 +266,10 @@ def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path, re
     toml = write_suite(tmp_path / "killme.toml", f"""
         notebook = "{nb}"
         [quick]
-        grid = {{ max_steps = [0, 3] }}
+        grid = {{ max_steps = [1, 4] }}
         [full]
     """)
-    first, second = (p.run_name for p in sweep.expand(sweep.load_suite(toml), "quick"))
+    first, second = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results_path),
            "--runs-dir", str(runs)]
@@ -278,5 +293,4 @@ def test_cli_lists_points_and_skips(capsys):
     out = capsys.readouterr().out
     assert "precision (notebook, 40 points)" in out
     assert "cost (derived, 0 points): nothing to run" in out
-    json.dumps(out)  # plain text
-    assert os.path.basename(sweep.RESULTS) == "runs.jsonl"
+    assert "  precision-quick-precision=bf16-pure-sr,max_length=32,seed=5-" in out

@@ -1,0 +1,168 @@
+"""The Trainium path for real on torch-xla's CPU backend (PJRT_DEVICE=CPU; `make test-xla`, .venv-xla).
+
+The notebook end to end, graph compilations with static and dynamic padding, Trainium/train.py and
+eval.py, and what torchrun can and cannot do with XLA on the CPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+# XLA:CPU's LLVM backend at -O0 compiles a BERT train step several times faster; the graphs, and so
+# the compile counts these tests check, are the same at any level. Subprocesses inherit both.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make xla-venv; make test-xla)")
+
+from helpers import records  # noqa: E402
+from helpers.config import RunConfig  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.xla, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def notebook_record(tmp_path_factory, tiny_model_dir, tiny_data_dir):
+    """Trainium/baseline.ipynb through papermill: tiny model, static padding, 5 steps (3 of warm-up)."""
+    tmp = tmp_path_factory.mktemp("trn-nb")
+    results = tmp / "runs.jsonl"
+    params = dict(model_name=tiny_model_dir, data_dir=tiny_data_dir, batch=8, max_length=32,
+                  padding="static", max_steps=5, lr=5e-3, precision="fp32", eval_subset=16, optlevel=1,
+                  extra_cc_flags="--verbose=info", results_path=results, run_name="trn-nb")
+    args = [sys.executable, "-m", "papermill", str(REPO / "Trainium/baseline.ipynb"), str(tmp / "out.ipynb"),
+            "--cwd", str(tmp)]
+    for k, v in params.items():
+        args += ["-p", k, str(v)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,), _ = records.read_records(results)
+    return rec
+
+
+def test_notebook_record_carries_the_xla_section(notebook_record):
+    rec = notebook_record
+    assert rec["status"] == "finished" and rec["device"]["type"] == "xla"
+    assert rec["timing"]["steps"] == 5 and rec["metrics"]["test_rows"] == 16
+    x = rec["xla"]
+    assert x["neuron_cc_flags"] == "--model-type=transformer --optlevel=1 --auto-cast=none --verbose=info"
+    assert x["env"]["PJRT_DEVICE"] == "CPU" and x["env"]["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "0"
+    assert x["graph_compilations"] == x["train"]["uncached_compiles"] + x["eval"]["uncached_compiles"] > 0
+    assert x["compile_time_s"] > 0 and x["eval"]["uncached_compiles"] > 0
+    assert x["distinct_input_shapes"] == 1  # static padding, last partial batch dropped
+    assert x["compilations_after_warmup"] == 0
+    assert x["first_step_s"] > x["steady_step_s"]  # the first step pays its compilations
+
+
+# ---------------------------------------------------------------- compilations against shapes
+@pytest.fixture(scope="module")
+def compiles_by_lengths(tiny_model_dir):
+    """Return a function: train on batches of the given lengths (cycled) and return per-step compilations."""
+    import torch
+    import torch_xla.debug.metrics as met
+    from transformers import BertForSequenceClassification
+
+    from conftest import tiny_bert_config
+    from helpers import tokens, train, xla
+    from helpers.device import resolve_device
+    from helpers.models import load_tokenizer
+
+    dev = resolve_device("xla")
+    collate = tokens.collator(load_tokenizer(str(tiny_model_dir)), "dynamic")  # pads to the longest row
+
+    def run(lengths: list[int], steps: int = 5) -> list[int]:
+        torch.manual_seed(0)
+        config = tiny_bert_config(num_hidden_layers=1, vocab_size=2048)
+        model = BertForSequenceClassification(config).to(dev.torch_device)
+        rows = [{"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
+                for i in range(steps) for j in range(4)]
+        loader = xla.CompileCountingLoader(tokens.loader(rows, 4, collate, shuffle=False, seed=0))
+        # SGD keeps each graph small (no optimizer state): graphs per shape are the question here
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        train.fit(model, loader, optimizer, scheduler, dev, "fp32", 1, max_steps=steps, log_every=steps,
+                  timing_warmup_steps=3, progress=False)
+        return loader.per_batch(final=met.counter_value("UncachedCompile"))
+    return run
+
+
+@pytest.fixture(scope="module")
+def static_and_dynamic(compiles_by_lengths):
+    # fresh lengths per run: the graph cache is process-wide. The static run goes first, so the
+    # process's one-off graphs count against it, never in favour of the relation checked below.
+    return {1: compiles_by_lengths([16]), 3: compiles_by_lengths([20, 24, 28])}
+
+
+def test_static_padding_compiles_nothing_after_warmup(static_and_dynamic):
+    per_step = static_and_dynamic[1]
+    assert sum(per_step[:3]) > 0 and sum(per_step[3:]) == 0
+
+
+def test_dynamic_padding_compilations_grow_with_distinct_lengths(static_and_dynamic):
+    total = {k: sum(v) for k, v in static_and_dynamic.items()}
+    assert total[3] - total[1] >= 3 - 1  # at least one new graph per new length
+    # the lengths cycle 20, 24, 28, 20, ...: each compiles at its first step, then is cached
+    per_step = static_and_dynamic[3]
+    assert all(n > 0 for n in per_step[:3]) and sum(per_step[3:]) == 0
+
+
+def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
+    from helpers import run as steps
+
+    cfg = RunConfig(model_name=str(tiny_model_dir), device="xla", padding="dynamic",
+                    results_path=str(tmp_path / "r.jsonl"))
+    with pytest.warns(UserWarning, match="every new .* shape compiles a new graph"):
+        steps.start_run(cfg)
+
+
+# ---------------------------------------------------------------- scripts and torchrun
+def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, tiny_model_dir, tiny_data_dir):
+    """Trainium/train.py (HF argument names, gradient checkpointing: allowed on XLA-CPU) then eval.py."""
+    results, ckpt, metrics = tmp_path / "runs.jsonl", tmp_path / "ckpt", tmp_path / "test_metrics.json"
+    monkeypatch.setattr(sys, "argv", [
+        "train.py", "--model_name_or_path", str(tiny_model_dir), "--data_dir", str(tiny_data_dir),
+        "--per_device_train_batch_size", "8", "--max_seq_length", "32", "--learning_rate", "5e-3",
+        "--max_steps", "4", "--max_eval_samples", "16", "--precision", "fp32", "--gradient_checkpointing",
+        "--output_dir", str(ckpt), "--results_path", str(results), "--run_name", "trn-script",
+        "--progress", "False"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch_xla is already imported in this process: expected here
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(REPO / "Trainium/train.py"), run_name="__main__")
+    assert done.value.code == 0
+    (rec,), _ = records.read_records(results)
+    assert rec["status"] == "finished" and rec["params"]["gradient_checkpointing"] is True
+    assert rec["device"]["type"] == "xla" and rec["xla"]["graph_compilations"] > 0
+    assert (ckpt / "config.json").exists()
+
+    monkeypatch.setattr(sys, "argv", ["eval.py", "--model_name_or_path", str(ckpt), "--data_dir",
+                                      str(tiny_data_dir), "--max_seq_length", "32", "--max_eval_samples",
+                                      "16", "--precision", "fp32", "--output_file", str(metrics)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runpy.run_path(str(REPO / "Trainium/eval.py"), run_name="__main__")
+    out = json.loads(metrics.read_text())
+    assert out["rows"] == 16 and 0 <= out["accuracy"] <= 1 and 0 <= out["macro_f1"] <= 1
+    assert out["accuracy"] == rec["metrics"]["test_accuracy"]  # the saved weights are the trained ones
+
+
+def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, tiny_model_dir, tiny_data_dir):
+    """The limitation, shown: under torchrun every PJRT_DEVICE=CPU process gets an 'xla' world of size 1,
+    so gradients would not be averaged; the run stops with that message and a failed record."""
+    from helpers import distributed
+
+    results = tmp_path / "runs.jsonl"
+    cfg = RunConfig(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                    max_length=32, max_steps=2, precision="fp32", num_devices=2,
+                    results_path=str(results), run_name="trn-torchrun", progress=False)
+    with pytest.raises(distributed.DistributedRunError, match="'trn-torchrun' failed"):
+        distributed.launch(cfg)
+    (rec,), _ = records.read_records(results)  # one record: rank 0's
+    assert rec["status"] == "failed" and rec["distributed"]["world_size"] == 2
+    assert "process group has world size 1" in rec["error"] and "cannot join processes" in rec["error"]
