@@ -522,6 +522,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as `make`: rayon threads fight torch's
     dev = resolve_device(args.device)
     args.device = dev.type
     sync = lambda: synchronize(dev)  # noqa: E731

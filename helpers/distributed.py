@@ -203,21 +203,36 @@ def run_worker(cfg: RunConfig) -> dict:
     return record
 
 
-def _root_cause(lines: list[str]) -> str:
-    """Return torchrun's 'Root Cause' summary (rank, exit code, signal) from its output, if present."""
+_FAILURE = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+).*?traceback\s*:\s*([^\n]*)", re.S)
+
+
+def _failed_ranks(lines: list[str]) -> str:
+    """Return torchrun's failure summary, root cause first: rank, exit code, signal of each failed rank."""
     text = "".join(lines)
-    match = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)(.*?traceback\s*:\s*([^\n]*))?",
-                      text, re.S)
-    if not match:
-        return ""
-    rank, code, _, trace = match.groups()
-    trace = (trace or "").strip()
-    if trace.startswith("To enable traceback"):  # torchrun's placeholder when no error file was kept
-        trace = ""
-    return f"rank {rank} exited with code {code}" + (f" ({trace})" if trace else "")
+    root = text.find("Root Cause")
+    # torchrun prints "Failures:" (the others) before "Root Cause": read the root cause first
+    blocks = [text[root:], text[:root]] if root >= 0 else [text]
+    out: dict[str, str] = {}
+    for block in blocks:
+        for rank, code, trace in _FAILURE.findall(block):
+            trace = trace.strip()
+            if trace.startswith("To enable traceback"):  # torchrun's placeholder without an error file
+                trace = ""
+            out.setdefault(rank, f"rank {rank} exited with code {code}" + (f" ({trace})" if trace else ""))
+    return "; ".join(out.values())
 
 
-def launch(cfg: RunConfig, tail_lines: int = 60) -> dict:
+_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:)?\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def _last_exception(lines: list[str]) -> str:
+    """Return the last 'SomeError: message' line the ranks printed (their own error, not torchrun's)."""
+    found = [m.group(1) + ": " + m.group(2).strip() for line in lines
+             if (m := _EXCEPTION.match(line.rstrip())) and "ChildFailedError" not in m.group(1)]
+    return found[-1] if found else ""
+
+
+def launch(cfg: RunConfig, tail_lines: int = 80) -> dict:
     """Run the training entry point under `torchrun --nproc_per_node=cfg.num_devices`; return its record.
 
     If a rank dies, append a failed record (unless rank 0 already wrote one) and raise
@@ -245,9 +260,12 @@ def launch(cfg: RunConfig, tail_lines: int = 60) -> dict:
              and r.get("distributed", {}).get("launch_id") == launch_id]
     if code == 0 and found:
         return found[-1]
-    cause = _root_cause(list(tail)) or f"torchrun exited with code {code}"
+    cause = _failed_ranks(list(tail)) or f"torchrun exited with code {code}"
     if found and found[-1].get("error"):
         cause += f"; rank 0 recorded: {found[-1]['error']}"
+    elif _last_exception(list(tail)):
+        # rank 0 was stopped by torchrun before it could record (another rank failed first)
+        cause += f"; a rank raised {_last_exception(list(tail))}"
     if not found:
         record = records.new_record(cfg.to_dict(), status="failed", world_size=cfg.num_devices,
                                     error=f"torchrun launch failed: {cause}",

@@ -7,6 +7,7 @@ writes them into Pictures/ with a footer naming the command that wrote them.
 from __future__ import annotations
 
 import csv
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -122,7 +123,7 @@ def roofline(df, published_dir):
     d = df[df["status"] == "finished"].dropna(subset=["ai", "tflops"])
     if d.empty:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(10, 5.5))
     sns.scatterplot(d, x="ai", y="tflops", hue="suite", style="precision", ax=ax, s=40)
     lo, hi = d["ai"].min() / 3, d["ai"].max() * 3
     roofs = d.dropna(subset=["peak_tflops", "mem_bw_gbps"]).groupby(["device", "precision"])[
@@ -133,7 +134,7 @@ def roofline(df, published_dir):
         ax.plot(xs, ys, linestyle="--", linewidth=1, label=f"roof: {device[:30]} {precision} (measured)")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="achieved TFLOP/s", title="Every run under its device's roofs")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
     return fig
 
 
@@ -165,10 +166,12 @@ def profile(df, published_dir):
         return None
     shares = d.groupby(["series", "max_length"])[list(SHARES)].mean().rename(columns=SHARES)
     fig, ax = plt.subplots(figsize=(8, 4))
-    shares.index = [f"L={length}\n{series[:40]}" for series, length in shares.index]
+    several = len({series for series, _ in shares.index}) > 1
+    shares.index = [f"L={length}" + (f"\n{textwrap.fill(series, 28)}" if several else "")
+                    for series, length in shares.index]
     shares.plot(kind="bar", stacked=True, ax=ax, colormap="tab10")
     ax.set(title="Where a training step's time goes (profiler self time by op class)", ylabel="share %",
-           xlabel="")
+           xlabel="" if several else d["series"].iloc[0])
     ax.tick_params(axis="x", labelrotation=0)
     ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
     return fig

@@ -21,6 +21,14 @@ from filelock import FileLock
 
 SCHEMA_VERSION = 2
 STATUSES = ("finished", "failed", "diverged", "oom", "timeout")
+# how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
+OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
+
+
+def failure_status(error_text: str) -> str:
+    """Return 'oom' when an error text says a device or the host ran out of memory, else 'failed'."""
+    lower = error_text.lower()
+    return "oom" if any(m in lower for m in OOM_MARKERS) else "failed"
 LIBRARIES = ("torch", "transformers", "datasets", "torch-xla", "torch-neuronx", "neuronx-cc", "torchao")
 
 

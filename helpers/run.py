@@ -244,11 +244,7 @@ def finish_run(run: Run, status: str | None = None, error: str | None = None) ->
 
 def classify_error(err: BaseException) -> str:
     """Return the record status for an exception: 'oom' for out-of-memory of any backend, else 'failed'."""
-    text = f"{type(err).__name__}: {err}"
-    if isinstance(err, MemoryError) or "OutOfMemoryError" in text or "RESOURCE_EXHAUSTED" in text \
-            or "out of memory" in text.lower():
-        return "oom"
-    return "failed"
+    return records.failure_status(f"{type(err).__name__}: {err}")
 
 
 def save_model(run: Run, model: torch.nn.Module) -> None:

@@ -28,9 +28,6 @@ from helpers.suites import (ENVS, SUITES_DIR, TARGETS, VARIANTS, Point, Suite, e
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 1800
-OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
-
-
 def env_python(env: str) -> Path:
     """Return the Python of environment `env` (main = .venv, xla = .venv-xla)."""
     return REPO_ROOT / ENVS[env] / "bin" / "python"
@@ -62,12 +59,6 @@ def _has_module(env: str, module: str) -> bool:
 
 def _count(results: Path, name: str) -> int:
     return sum(r.get("run_name") == name for r in records.read_records(results)[0])
-
-
-def classify_failure(text: str) -> str:
-    """Return 'oom' when an error text says the device or host ran out of memory, else 'failed'."""
-    lower = text.lower()
-    return "oom" if any(m in lower for m in OOM_MARKERS) else "failed"
 
 
 def record_failure(results: Path, params: dict, status: str, error: str, **extra) -> dict:
@@ -139,7 +130,7 @@ def run_notebook(suite: Suite, params: dict, results: Path, runs_dir: Path, time
         status, error = "timeout", f"killed after the {timeout_s:g} s timeout\n{tail}"
     else:
         died = f"papermill exited {proc.returncode}" + (" (killed by a signal)" if proc.returncode < 0 else "")
-        status, error = classify_failure(tail), f"{died} without a record\n{tail}"
+        status, error = records.failure_status(tail), f"{died} without a record\n{tail}"
     record_failure(results, params, status, error,
                    runner={"notebook": suite.notebook, "env": suite.env, "returncode": proc.returncode,
                            "output": str(out), "log": str(log)})
@@ -166,7 +157,7 @@ def render_html(notebook: Path, command: str) -> None:
 
 def run_token_stats(params: dict, results: Path) -> str:
     """Record the token-length statistics of the training split (no training); return the status."""
-    from helpers import data, models, tokens
+    from helpers import data, device, models, tokens
 
     cfg = RunConfig.from_mapping(params).validate()
     ds, info = data.load_emotion(cfg.data_dir, cfg.train_subset, cfg.eval_subset, cfg.shuffle_subset,
@@ -175,7 +166,9 @@ def run_token_stats(params: dict, results: Path) -> str:
     lengths = tokens.token_lengths(ds["train"]["text"], models.load_tokenizer(cfg.model_name))
     info["tokenize_s"] = time.perf_counter() - t0
     stats = tokens.length_stats(lengths)
+    # tokenization runs on the host CPU whatever the accelerator: that is the record's device
     rec = records.new_record(cfg.to_dict(), status="finished", data=info, model={"name": cfg.model_name},
+                             device={"type": "cpu", "name": device.cpu_name()},
                              token_stats={"split": "train", **stats})
     rec["finished_at"] = records.now()
     records.append_record(results, rec)
@@ -193,7 +186,7 @@ def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout
         return run_notebook(suite, params, results, runs_dir, timeout_s)
     except Exception as err:  # noqa: BLE001 - a bad point is recorded and the sweep goes on
         text = f"{type(err).__name__}: {err}"
-        status = classify_failure(text)
+        status = records.failure_status(text)
         record_failure(results, params, status, text)
         return status
 

@@ -126,14 +126,15 @@ def test_speedup_table_sets_measured_beside_published():
     base, opt = suites.expand(suite, "quick")
     recs = [make_record(base, "speedup", timing={"train_time_s": 100.0, "samples_per_s": 6.0}),
             make_record(opt, "speedup", timing={"train_time_s": 20.0, "samples_per_s": 50.0})]
-    expected = textwrap.dedent("""\
+    rows = base.params["train_subset"]
+    expected = textwrap.dedent(f"""\
         |  | measured (Test CPU, quick) | published (trn1) | published (T4) | published (L4) | published (A100) |
         |:---|---:|---:|---:|---:|---:|
         | baseline train s | 100 | 453.02 | 1365.45 | 387.14 | 284.12 |
         | optimized train s | 20 | 82.20 | 367.18 | 53.50 | 39.07 |
         | speedup (baseline / optimized) | 5 | 5.51 | 3.72 | 7.24 | 7.27 |
         | optimized samples/s | 50 | 279.94 | 43.58 | 299.08 | 409.53 |
-        | train rows × epochs | 512 × 1 | 16,000 × 3 | 16,000 × 3 | 16,000 × 3 | 16,000 × 3 |""")
+        | train rows × epochs | {rows} × 1 | 16,000 × 3 | 16,000 × 3 | 16,000 × 3 | 16,000 × 3 |""")
     assert tables.section(suite, {"speedup": {"quick": recs}}).split("\n\n")[0] == expected
 
 

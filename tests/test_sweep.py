@@ -144,7 +144,7 @@ def test_papermill_command_passes_every_parameter():
                                           ("MemoryError", "oom"), ("RESOURCE_EXHAUSTED: XLA", "oom"),
                                           ("ValueError: bad", "failed")])
 def test_classify_failure(text, status):
-    assert sweep.classify_failure(text) == status
+    assert records.failure_status(text) == status
 
 
 def test_a_bad_parameter_is_recorded_as_failed_before_any_launch(tmp_path, results_path):

@@ -60,34 +60,65 @@ def test_notebook_record_carries_the_xla_section(notebook_record):
     assert x["first_step_s"] > x["steady_step_s"]  # the first step pays its compilations
 
 
+@pytest.fixture(scope="module")
+def small_model_dir(tmp_path_factory) -> Path:
+    """conftest's tiny BERT with one layer (half the graph to compile) and the MiniLM tokenizer."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from conftest import tiny_bert_config
+    from helpers import models
+
+    root = tmp_path_factory.mktemp("tiny-bert-1layer")
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert_config(num_hidden_layers=1)).save_pretrained(root)
+    models.load_tokenizer("minilm").save_pretrained(root)
+    return root
+
+
+def synthetic_loader(tokenizer, lengths: list[int], steps: int, batch: int = 4):
+    """Batches of `batch` rows, batch i padded (dynamic collator) to lengths[i % len(lengths)] tokens."""
+    from helpers import tokens
+
+    rows = [{"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
+            for i in range(steps) for j in range(batch)]
+    return tokens.loader(rows, batch, tokens.collator(tokenizer, "dynamic"), shuffle=False, seed=0)
+
+
+def sgd_fit(model, loader, dev, steps: int):
+    """train.fit with plain SGD: no optimizer state, so each compiled graph stays small."""
+    import torch
+
+    from helpers import train
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    return train.fit(model, loader, optimizer, scheduler, dev, "fp32", 1, max_steps=steps, log_every=steps,
+                     timing_warmup_steps=3, progress=False)
+
+
 # ---------------------------------------------------------------- compilations against shapes
 @pytest.fixture(scope="module")
-def compiles_by_lengths(tiny_model_dir):
+def compiles_by_lengths(small_model_dir):
     """Return a function: train on batches of the given lengths (cycled) and return per-step compilations."""
     import torch
     import torch_xla.debug.metrics as met
     from transformers import BertForSequenceClassification
 
     from conftest import tiny_bert_config
-    from helpers import tokens, train, xla
+    from helpers import xla
     from helpers.device import resolve_device
     from helpers.models import load_tokenizer
 
     dev = resolve_device("xla")
-    collate = tokens.collator(load_tokenizer(str(tiny_model_dir)), "dynamic")  # pads to the longest row
+    tokenizer = load_tokenizer(str(small_model_dir))
 
     def run(lengths: list[int], steps: int = 5) -> list[int]:
         torch.manual_seed(0)
-        config = tiny_bert_config(num_hidden_layers=1, vocab_size=2048)
+        config = tiny_bert_config(num_hidden_layers=1, vocab_size=2048)  # ids here are < 2048
         model = BertForSequenceClassification(config).to(dev.torch_device)
-        rows = [{"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
-                for i in range(steps) for j in range(4)]
-        loader = xla.CompileCountingLoader(tokens.loader(rows, 4, collate, shuffle=False, seed=0))
-        # SGD keeps each graph small (no optimizer state): graphs per shape are the question here
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-        train.fit(model, loader, optimizer, scheduler, dev, "fp32", 1, max_steps=steps, log_every=steps,
-                  timing_warmup_steps=3, progress=False)
+        loader = xla.CompileCountingLoader(synthetic_loader(tokenizer, lengths, steps))
+        sgd_fit(model, loader, dev, steps)
         return loader.per_batch(final=met.counter_value("UncachedCompile"))
     return run
 
@@ -121,14 +152,34 @@ def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
         steps.start_run(cfg)
 
 
+def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
+    """Refused on Neuron (start_run); on XLA-CPU build_model switches to torch_xla's checkpoint."""
+    import torch
+
+    from helpers import run as steps
+    from helpers.models import load_tokenizer
+
+    cfg = RunConfig(model_name=str(small_model_dir), device="xla", precision="fp32", max_length=16,
+                    gradient_checkpointing=True, results_path=str(tmp_path / "r.jsonl"))
+    run = steps.start_run(cfg)
+    model = steps.build_model(run)
+    before = model.classifier.weight.detach().cpu().clone()
+    result = sgd_fit(model, synthetic_loader(load_tokenizer(str(small_model_dir)), [16], 2), run.dev, 2)
+    funcs = {getattr(m._gradient_checkpointing_func, "func", None) for m in model.modules()
+             if getattr(m, "gradient_checkpointing", False)}
+    assert {f.__module__ for f in funcs} == {"torch_xla.utils.checkpoint"}
+    assert result.steps == 2 and torch.isfinite(torch.tensor(result.final_loss))
+    assert not torch.equal(before, model.classifier.weight.detach().cpu())
+
+
 # ---------------------------------------------------------------- scripts and torchrun
-def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, tiny_model_dir, tiny_data_dir):
-    """Trainium/train.py (HF argument names, gradient checkpointing: allowed on XLA-CPU) then eval.py."""
+def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, small_model_dir, tiny_data_dir):
+    """Trainium/train.py (Hugging Face argument names), single process, then eval.py on its checkpoint."""
     results, ckpt, metrics = tmp_path / "runs.jsonl", tmp_path / "ckpt", tmp_path / "test_metrics.json"
     monkeypatch.setattr(sys, "argv", [
-        "train.py", "--model_name_or_path", str(tiny_model_dir), "--data_dir", str(tiny_data_dir),
+        "train.py", "--model_name_or_path", str(small_model_dir), "--data_dir", str(tiny_data_dir),
         "--per_device_train_batch_size", "8", "--max_seq_length", "32", "--learning_rate", "5e-3",
-        "--max_steps", "4", "--max_eval_samples", "16", "--precision", "fp32", "--gradient_checkpointing",
+        "--max_steps", "4", "--max_eval_samples", "16", "--precision", "fp32",
         "--output_dir", str(ckpt), "--results_path", str(results), "--run_name", "trn-script",
         "--progress", "False"])
     with warnings.catch_warnings():
@@ -137,7 +188,7 @@ def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, tin
             runpy.run_path(str(REPO / "Trainium/train.py"), run_name="__main__")
     assert done.value.code == 0
     (rec,), _ = records.read_records(results)
-    assert rec["status"] == "finished" and rec["params"]["gradient_checkpointing"] is True
+    assert rec["status"] == "finished" and rec["params"]["batch"] == 8 and rec["params"]["max_length"] == 32
     assert rec["device"]["type"] == "xla" and rec["xla"]["graph_compilations"] > 0
     assert (ckpt / "config.json").exists()
 
@@ -152,13 +203,13 @@ def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, tin
     assert out["accuracy"] == rec["metrics"]["test_accuracy"]  # the saved weights are the trained ones
 
 
-def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, tiny_model_dir, tiny_data_dir):
+def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, small_model_dir, tiny_data_dir):
     """The limitation, shown: under torchrun every PJRT_DEVICE=CPU process gets an 'xla' world of size 1,
     so gradients would not be averaged; the run stops with that message and a failed record."""
     from helpers import distributed
 
     results = tmp_path / "runs.jsonl"
-    cfg = RunConfig(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+    cfg = RunConfig(model_name=str(small_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
                     max_length=32, max_steps=2, precision="fp32", num_devices=2,
                     results_path=str(results), run_name="trn-torchrun", progress=False)
     with pytest.raises(distributed.DistributedRunError, match="'trn-torchrun' failed"):
