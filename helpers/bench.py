@@ -66,8 +66,9 @@ def alternate(workloads: dict[str, Callable[[], dict]], windows: int = 5, warmup
               clock: Callable[[], float] = time.perf_counter) -> dict[str, list[dict]]:
     """Run every workload once per round, order rotated each round; return per-window rates (count/s).
 
-    A workload runs one window and returns what it did ({"samples": n, "flops": f}); the warm-up rounds
-    are run but not returned. Rates are per wall second, the device synced before each clock read.
+    A workload runs one window and returns what it did ({"samples": n, "flops": f}), and may return the
+    "seconds" of its own training loop (excluding per-call setup); else the window's wall time counts,
+    read with the device synced. The warm-up rounds are run but not returned.
     """
     names, rates = list(workloads), {name: [] for name in workloads}
     for r in range(warmup + windows):
@@ -76,7 +77,7 @@ def alternate(workloads: dict[str, Callable[[], dict]], windows: int = 5, warmup
             t0 = clock()
             counts = workloads[name]()
             sync()
-            seconds = clock() - t0
+            seconds = counts.pop("seconds", clock() - t0)
             if r >= warmup:
                 rates[name].append({k: v / seconds for k, v in counts.items()} | {"seconds": seconds})
     return rates
@@ -170,21 +171,39 @@ def prepare(data_dir: str | None, device: str, train_rows: int, attn: str | None
     return Setup(run, step_model, splits, loader, optimizer, scheduler)
 
 
+class StepClock:
+    """Reads the clock (device synced) at each `step()`: `fit` calls it after every optimizer step."""
+
+    def __init__(self, sync: Callable[[], None]):
+        self.sync, self.t = sync, None
+
+    def step(self) -> None:
+        self.sync()
+        self.t = time.perf_counter()
+
+
 def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
-    """Return a window: `n_steps` optimizer steps of the project's `fit`, hooks as a real run has them."""
+    """Return a window: `n_steps` optimizer steps of the project's `fit`, hooks as a real run has them.
+
+    The window's seconds run from entering `fit` (first batch fetch included) to the end of its last
+    optimizer step, as `trainer_window`'s run from entering Trainer's loop.
+    """
     def window() -> dict:
         mon = monitor.start_monitor(s.run.dev.type)
+        clock = StepClock(lambda: synchronize(s.run.dev))
+        t0 = time.perf_counter()
         try:
             result = train.fit(s.model, s.loader, s.optimizer, s.scheduler, s.run.dev, s.run.precision,
                                epochs=n_steps, max_steps=n_steps,
                                grad_accum=s.run.cfg.gradient_accumulation_steps,
                                max_grad_norm=s.run.cfg.max_grad_norm, log_every=s.run.cfg.log_every,
                                timing_warmup_steps=s.run.cfg.timing_warmup_steps, progress=False,
-                               monitor=mon)
+                               monitor=mon, profiler=clock)  # fit calls profiler.step() after each step
         finally:
             mon.stop()
         s.fits.append(result)
-        return {"samples": sum(result.timer.samples), "flops": s.flops(result.shapes)}
+        return {"samples": sum(result.timer.samples), "flops": s.flops(result.shapes),
+                "seconds": clock.t - t0}
     return window
 
 
@@ -204,8 +223,21 @@ def bare_window(s: Setup, n_steps: int) -> Callable[[], dict]:
 
 
 def trainer_window(s: Setup, n_steps: int, output_dir: str) -> Callable[[], dict]:
-    """Return a window: `Trainer.train()` for `n_steps` on the same pre-tokenized split, no logging."""
-    from transformers import Trainer, TrainingArguments, default_data_collator
+    """Return a window: `Trainer.train()` for `n_steps` on the same pre-tokenized split, no logging.
+
+    The window's seconds run from Trainer's `on_train_begin` (after its per-call setup: accelerate's
+    prepare, optimizer and schedule) to the last `on_step_end`; a real run pays that setup once.
+    """
+    from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
+
+    class LoopClock(TrainerCallback):
+        def on_train_begin(self, *a, **k):
+            synchronize(s.run.dev)
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            synchronize(s.run.dev)
+            self.t1 = time.perf_counter()
 
     cfg = s.run.cfg
     args = TrainingArguments(
@@ -214,15 +246,16 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str) -> Callable[[], dict
         bf16=s.run.precision == "bf16", optim=cfg.optim, eval_strategy="no", save_strategy="no",
         logging_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
         use_cpu=s.run.dev.type == "cpu", seed=cfg.seed)
+    loop = LoopClock()
     trainer = Trainer(model=s.model, args=args, train_dataset=s.splits["train"],
-                      data_collator=default_data_collator)
+                      data_collator=default_data_collator, callbacks=[loop])
     flops = s.flops({(cfg.batch, cfg.max_length): n_steps})
 
     def window() -> dict:
         trainer.train()
         # accelerate wraps model.forward in autocast on every train(); unwrap so windows don't nest
         s.model.__dict__.pop("forward", None)
-        return {"samples": n_steps * cfg.batch, "flops": flops}
+        return {"samples": n_steps * cfg.batch, "flops": flops, "seconds": loop.t1 - loop.t0}
     return window
 
 

@@ -45,7 +45,7 @@ def torchrun_env() -> dict | None:
 
 
 def init_process_group(run) -> str:
-    """Join the torchrun job's process group for the run's device; set run.rank/world_size; return the backend."""
+    """Join torchrun's process group for the run's device, set run.rank/world_size; return the backend."""
     backend = BACKENDS[run.dev.type]
     if backend == "xla":
         import torch_xla.distributed.xla_backend  # noqa: F401 - registers the "xla" backend
@@ -145,7 +145,8 @@ def allreduce_share(run) -> dict:
     if not comm_s or not step_s:
         return {"status": "not measured", "reason": "DDP recorded no sampled iteration"}
     return {"source": "DistributedDataParallel._get_ddp_logging_data (sampled steps)",
-            "comm_s": comm_s, "overlap_with_backward_s": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e9,
+            "comm_s": comm_s,
+            "overlap_with_backward_s": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e9,
             "backward_compute_s": data.get("avg_backward_compute_time", 0) / 1e9,
             "share_of_step": comm_s / step_s}
 

@@ -45,7 +45,7 @@ def neuron_env(cfg: RunConfig) -> dict[str, str]:
         env["XLA_USE_BF16"] = "1"
     if cfg.neuron_cache_dir:
         env["NEURON_COMPILE_CACHE_URL"] = cfg.neuron_cache_dir  # also read by neuron_parallel_compile
-    if cfg.num_devices == 1:
+    if cfg.num_devices == 1 and "LOCAL_RANK" not in os.environ:
         # torchrun ranks get one NeuronCore each from torch-neuronx; a single process takes num_cores
         env["NEURON_RT_NUM_CORES"] = str(cfg.num_cores)
     return env

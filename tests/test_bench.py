@@ -43,6 +43,18 @@ def test_alternate_rotates_order_skips_warmup_and_takes_medians():
     assert bench.ratio(rates, "a", "b") == pytest.approx(2.0)
 
 
+def test_a_workload_may_time_its_own_loop():
+    clock = FakeClock()
+
+    def setup_then_loop():
+        clock.t += 100.0  # per-call setup the workload leaves out of its own loop time
+        return {"samples": 8, "seconds": 0.5}
+
+    rates = bench.alternate({"w": setup_then_loop}, windows=5, warmup=1, clock=clock)
+    assert [w["samples"] for w in rates["w"]] == [16.0] * 5
+    assert [w["seconds"] for w in rates["w"]] == [0.5] * 5
+
+
 def test_timed_loader_records_one_wait_per_batch():
     loader = bench.TimedLoader([{"x": torch.zeros(2)}] * 3)
     assert len(loader) == 3 and len(list(loader)) == 3 and len(loader.wait_s) == 3

@@ -86,9 +86,10 @@ def test_two_ranks_equal_one_process_with_the_doubled_batch(ddp_run, nodrop_mode
     # What rank 0 would hold had the gradients not been all-reduced: its own shard only.
     alone = train_single(nodrop_model_dir, tiny_data_dir, 8, 0, 2, tmp).state_dict()
     moved, same, unreduced = max_abs_diff(ddp, init), max_abs_diff(ddp, doubled), max_abs_diff(ddp, alone)
+    # measured: moved 2.5e-3, same 1.7e-6 (summation order, which Adam magnifies), unreduced 4.9e-3
     assert moved > 1e-3  # 4 steps at lr 1e-3 really changed the weights
-    assert same < 1e-5, f"DDP vs doubled batch differ by {same}"
-    assert unreduced > 100 * same  # the agreement comes from the averaged gradients
+    assert same < 5e-5, f"DDP vs doubled batch differ by {same}"
+    assert unreduced > 50 * same  # the agreement comes from the averaged gradients
 
 
 def test_ranks_see_disjoint_rows_and_one_record_is_written(ddp_run):
@@ -114,8 +115,8 @@ def test_launch_arguments_rebuild_the_configuration():
     hf = config_from_argv(["--model_name_or_path", "minilm", "--per_device_train_batch_size", "16",
                            "--max_seq_length", "64", "--learning_rate", "1e-4", "--num_train_epochs", "1",
                            "--output_dir", "ckpt", "--gradient_checkpointing"])
-    assert (hf.model_name, hf.batch, hf.max_length, hf.lr, hf.epochs, hf.save_dir, hf.gradient_checkpointing) \
-        == ("minilm", 16, 64, 1e-4, 1, "ckpt", True)
+    got = (hf.model_name, hf.batch, hf.max_length, hf.lr, hf.epochs, hf.save_dir, hf.gradient_checkpointing)
+    assert got == ("minilm", 16, 64, 1e-4, 1, "ckpt", True)
 
 
 def _descendant_with_rank(rank: int, timeout_s: float = 300):

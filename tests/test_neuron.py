@@ -19,7 +19,8 @@ def test_cc_flags_from_parameters():
 
 
 def test_cc_flags_defaults_and_none_values():
-    assert neuron.neuron_cc_flags(RunConfig().validate()) == "--model-type=transformer --optlevel=2 --auto-cast=none"
+    default = "--model-type=transformer --optlevel=2 --auto-cast=none"
+    assert neuron.neuron_cc_flags(RunConfig().validate()) == default
     cfg = RunConfig(model_type="none", optlevel=1).validate()
     assert neuron.neuron_cc_flags(cfg) == "--optlevel=1 --auto-cast=none"
 
@@ -34,7 +35,8 @@ def test_explicit_auto_cast_in_extra_flags_wins():
 
 
 def test_env_rounding_bf16_mode_and_cache():
-    env = neuron.neuron_env(RunConfig(stochastic_rounding=True, seed=7, neuron_cache_dir="s3://b/c").validate())
+    cfg = RunConfig(stochastic_rounding=True, seed=7, neuron_cache_dir="s3://b/c").validate()
+    env = neuron.neuron_env(cfg)
     assert env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"
     assert env["NEURON_RT_STOCHASTIC_ROUNDING_SEED"] == "7"
     assert env["NEURON_COMPILE_CACHE_URL"] == "s3://b/c"
@@ -55,7 +57,8 @@ def test_apply_sets_environment_and_warns_on_xla_use_bf16(monkeypatch):
     with pytest.warns(FutureWarning, match="deprecated"):
         env = neuron.apply_neuron_env(RunConfig(bf16_mode="xla_use_bf16", optlevel="1"))  # papermill string
     assert os.environ["XLA_USE_BF16"] == "1"
-    assert os.environ["NEURON_CC_FLAGS"] == env["NEURON_CC_FLAGS"] == "--model-type=transformer --optlevel=1 --auto-cast=none"
+    flags = "--model-type=transformer --optlevel=1 --auto-cast=none"
+    assert os.environ["NEURON_CC_FLAGS"] == env["NEURON_CC_FLAGS"] == flags
     neuron.apply_neuron_env(RunConfig())  # a leftover XLA_USE_BF16 would turn the next run bf16
     assert "XLA_USE_BF16" not in os.environ
 
