@@ -61,25 +61,50 @@ LEVERS = (
 )
 
 
+def other_cpu_cores(interval_s: float = 1.0) -> float:
+    """Return how many cores processes other than this one kept busy over the next `interval_s` (Linux)."""
+    def read() -> tuple[float, float]:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]  # user nice system irq softirq
+        return busy / os.sysconf("SC_CLK_TCK"), sum(os.times()[:2])  # host busy s, this process's s
+    b0, m0 = read()
+    time.sleep(interval_s)
+    b1, m1 = read()
+    return max(0.0, (b1 - b0) - (m1 - m0)) / interval_s
+
+
+def wait_quiet(max_cores: float, timeout_s: float) -> float:
+    """Wait until other processes use < `max_cores` cores (or `timeout_s` passes); return their last use."""
+    deadline = time.perf_counter() + timeout_s
+    while (busy := other_cpu_cores()) >= max_cores and time.perf_counter() < deadline:
+        time.sleep(4.0)
+    return busy
+
+
 def alternate(workloads: dict[str, Callable[[], dict]], windows: int = 5, warmup: int = 1,
               sync: Callable[[], None] = lambda: None,
-              clock: Callable[[], float] = time.perf_counter) -> dict[str, list[dict]]:
+              clock: Callable[[], float] = time.perf_counter,
+              gate: Callable[[], float] | None = None) -> dict[str, list[dict]]:
     """Run every workload once per round, order rotated each round; return per-window rates (count/s).
 
     A workload runs one window and returns what it did ({"samples": n, "flops": f}), and may return the
     "seconds" of its own training loop (excluding per-call setup); else the window's wall time counts,
-    read with the device synced. The warm-up rounds are run but not returned.
+    read with the device synced. The warm-up rounds are run but not returned. `gate` (e.g. `wait_quiet`)
+    runs before each window and its value is kept as the window's "other_cores".
     """
     names, rates = list(workloads), {name: [] for name in workloads}
     for r in range(warmup + windows):
         for name in names[r % len(names):] + names[:r % len(names)]:
+            other = gate() if gate else None
             sync()
             t0 = clock()
             counts = workloads[name]()
             sync()
             seconds = counts.pop("seconds", clock() - t0)
             if r >= warmup:
-                rates[name].append({k: v / seconds for k, v in counts.items()} | {"seconds": seconds})
+                rates[name].append({k: v / seconds for k, v in counts.items()}
+                                   | {"seconds": seconds, "other_cores": other})
     return rates
 
 
@@ -302,7 +327,7 @@ def overhead_section(args, sync) -> dict:
         rates = alternate({"fit (harness)": fit_window(harness, args.steps),
                            "bare loop": bare_window(bare, args.steps),
                            "Trainer": trainer_window(hf, args.steps, tmp)},
-                          args.windows, args.warmup, sync)
+                          args.windows, args.warmup, sync, gate=args.gate)
     return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision, "rates": rates,
             "steps_per_window": args.steps}
 
@@ -335,7 +360,7 @@ def speedup_section(args, sync) -> dict:
         reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * shape[0] * shape[1] * shape[2])))
         workloads["matmul peak"] = matmul_window(shape, dtype, reps)  # ~2 s a window
         peak["source"] = f"measured: {peak['shape']} {dtype} matmul, timed in the same rounds"
-    rates = alternate(workloads, args.windows, args.warmup, sync)
+    rates = alternate(workloads, args.windows, args.warmup, sync, gate=args.gate)
     timed = opt.fits[args.warmup:]
     n_micro = sum(sum(f.shapes.values()) for f in timed)
     waits = opt.loader.wait_s[-n_micro:]
@@ -394,11 +419,11 @@ def levers_section(args, sync) -> dict:
         a = prepare(args.data_dir, args.device, args.train_rows, **(ref | control))
         b = prepare(args.data_dir, args.device, args.train_rows, **(ref | variant))
         rates = alternate({"control": fit_window(a, args.steps), "variant": fit_window(b, args.steps)},
-                          args.windows, args.warmup, sync)
+                          args.windows, args.warmup, sync, gate=args.gate)
         out.append({"name": name, "control": control, "variant": variant,
                     "control_samples_per_s": median_rate(rates, "control"),
                     "variant_samples_per_s": median_rate(rates, "variant"),
-                    "ratio": ratio(rates, "variant", "control"),
+                    "ratio": ratio(rates, "variant", "control"), "rates": rates,
                     "warmup_s": b.fits[0].timer.summary()["train_time_s"]})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
@@ -419,12 +444,26 @@ def _rate_table(rates: dict[str, list[dict]], key: str = "samples", unit: str = 
     return lines
 
 
+def _windows(results: dict):
+    """Yield every timed window of every section."""
+    for sec in results.values():
+        for rates in [sec.get("rates")] + [x.get("rates") for x in sec.get("levers", [])]:
+            for windows in (rates or {}).values():
+                yield from windows
+
+
 def render(results: dict, meta: dict) -> dict[str, str]:
     """Return the Markdown blocks ('main', 'levers') for the sections in `results`."""
+    gate = ""
+    if meta.get("max_other_cores"):
+        others = [w["other_cores"] for w in _windows(results) if w.get("other_cores") is not None]
+        late = sum(o >= meta["max_other_cores"] for o in others)
+        gate = (f" Each window waited until other processes used < {meta['max_other_cores']} cores; "
+                f"{late} of {len(others)} windows started without that (wait timed out).")
     head = (f"_Written by `{meta['command']}` on {meta['date']}. Machine: {meta['machine']}; "
             f"torch {meta['torch']}, transformers {meta['transformers']}, {meta['threads']} torch "
             f"threads; 1-minute load average {meta['load_start']:.2f} at start, "
-            f"{meta['load_end']:.2f} at end._")
+            f"{meta['load_end']:.2f} at end.{gate}_")
     md = [head, ""]
     o = results.get("overhead")
     md += ["### 1. Harness overhead: `fit` vs a bare PyTorch loop", ""]
@@ -551,6 +590,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--train-rows", type=int, default=4096, help="training rows the windows draw on")
     parser.add_argument("--acc-rows", type=int, default=4000, help="training rows of the accuracy runs")
     parser.add_argument("--acc-epochs", type=int, default=1)
+    parser.add_argument("--max-other-cores", type=float, default=0.5,
+                        help="CPU: before each window, wait while other processes use this many cores")
+    parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args(argv)
     if args.threads:
@@ -558,11 +600,14 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as `make`: rayon threads fight torch's
     dev = resolve_device(args.device)
     args.device = dev.type
+    args.gate = None if dev.type != "cpu" or args.max_other_cores <= 0 else \
+        (lambda: wait_quiet(args.max_other_cores, args.quiet_timeout))
     sync = lambda: synchronize(dev)  # noqa: E731
     meta = {"command": "python -m helpers.bench " + " ".join(sys.argv[1:] if argv is None else argv),
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(dev.type),
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0]}
+            "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0],
+            "max_other_cores": args.max_other_cores if args.gate else None}
     results: dict = {}
     for section in args.sections:
         print(f"bench: {section} ...", file=sys.stderr, flush=True)

@@ -183,3 +183,25 @@ def fit_table(cfg, seq_len: int, precision: str, reserve_gib: float = 1.0, **kwa
                      "largest_batch": largest_batch_that_fits(cfg, dev["memory_gib"], seq_len, precision,
                                                               reserve_gib=reserve_gib, **est)})
     return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the largest bert-base batch that fits each device at the given lengths and precision."""
+    import argparse
+
+    from transformers import BertConfig
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.memory", description=main.__doc__)
+    parser.add_argument("--seq-len", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--precision", default="bf16", choices=list(roofline.PRECISION_BYTES))
+    args = parser.parse_args(argv)
+    print(f"<!-- written by: python -m helpers.memory --seq-len {' '.join(map(str, args.seq_len))} "
+          f"--precision {args.precision} -->")
+    for seq_len in args.seq_len:
+        table = fit_table(BertConfig(num_labels=6), seq_len, args.precision)
+        print(f"\nbert-base, L={seq_len}, {args.precision}, AdamW (estimate; 1 GiB reserved)\n")
+        print(table.drop(columns="key").to_markdown(index=False, floatfmt=".2f"))
+
+
+if __name__ == "__main__":
+    main()
