@@ -114,9 +114,29 @@ def suite_markdown(suite: suites.Suite, selected: dict, figures: list[Path], out
     if suite.description:
         parts.append(suite.description)
     parts.append(tables.section(suite, selected, published_dir))
+    if suite.name == "profile_memory":
+        parts.append(memory_fit_markdown())
     for fig in figures:
         parts.append(f"![{fig.stem.replace('_', ' ')}]({Path(os.path.relpath(fig, out_dir)).as_posix()})")
     return "\n\n".join(parts) + "\n"
+
+
+def memory_fit_markdown(seq_lens: tuple[int, ...] = (32, 128), precision: str = "bf16") -> str:
+    """Return the largest bert-base batch that fits each device (analytic), beside the study's observation."""
+    from transformers import BertConfig
+
+    from helpers import memory
+
+    parts = ["### Largest bert-base batch that fits (analytic estimate, `python -m helpers.memory`)"]
+    for seq_len in seq_lens:
+        table = memory.fit_table(BertConfig(num_labels=6), seq_len, precision).drop(columns="key")
+        parts.append(f"L={seq_len}, {precision}, AdamW, 1 GiB reserved:\n\n"
+                     + table.to_markdown(index=False, floatfmt=".2f"))
+    parts.append("Published (trn1.2xlarge): host OOM above batch 48, batch 64 only with 90 GB of swap. "
+                 "The training tensors above fit a 32 GB host far beyond batch 48, so that OOM is not "
+                 "the training state; the Neuron compiler's working memory is the likely cause (not "
+                 "measured here).")
+    return "\n\n".join(parts)
 
 
 def build_report(results: str | Path = sweep.RESULTS, out_dir: str | Path = OUT_DIR,
