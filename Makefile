@@ -45,7 +45,8 @@ baseline: venv
 	$(VENV)/bin/papermill Nvidia/baseline.ipynb Experiment/runs/baseline-default.ipynb \
 	  -p model_name minilm -p train_subset 4000 -p epochs 1 -p max_length 64 -p batch 32 \
 	  -p lr 1e-4 -p run_name minilm-default
-	@echo "run record appended to Experiment/results/runs.jsonl; notebook: Experiment/runs/baseline-default.ipynb"
+	$(PY) -m helpers.records --run minilm-default
+	@echo "record appended to Experiment/results/runs.jsonl; notebook: Experiment/runs/baseline-default.ipynb"
 
 ## bench: the harness-overhead / optimized-preset benchmark (writes BENCHMARKS.md figures)
 bench: venv

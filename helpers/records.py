@@ -126,3 +126,31 @@ def finished_run_names(path: str | Path) -> set[str]:
     """Return the run names recorded with a final status other than 'failed' (so resumes skip them)."""
     records, _ = read_records(path)
     return {r["run_name"] for r in records if r.get("status") in ("finished", "diverged", "oom")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the headline figures of the last record (or of `--run NAME`) in a results file."""
+    import argparse
+
+    from helpers.config import repo_path
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.records", description=main.__doc__)
+    parser.add_argument("results", nargs="?", default="Experiment/results/runs.jsonl")
+    parser.add_argument("--run", help="run_name to show (default: the last record)")
+    args = parser.parse_args(argv)
+    found, _ = read_records(repo_path(args.results))
+    found = [r for r in found if args.run in (None, r.get("run_name"))]
+    if not found:
+        raise SystemExit(f"no record{' named ' + args.run if args.run else ''} in {args.results}")
+    rec = found[-1]
+    t, m = rec.get("timing", {}), rec.get("metrics", {})
+    print(f"{rec['run_name']}: {rec['status']} on {rec.get('device', {}).get('name')} "
+          f"({rec.get('device', {}).get('cpu_capability')}), precision {rec.get('precision', {}).get('used')}")
+    print(f"  train {t.get('train_time_s', 0):.1f} s, {t.get('samples_per_s') or 0:.1f} samples/s, "
+          f"step {t.get('step_time_median_s') or 0:.3f} s (median)")
+    print(f"  test accuracy {m.get('test_accuracy')}, macro-F1 {m.get('test_macro_f1')}, "
+          f"final loss {m.get('final_loss')}")
+
+
+if __name__ == "__main__":
+    main()
