@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import datetime
 import itertools
+import json
 import os
 import statistics
 import sys
@@ -38,7 +39,7 @@ SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers")
 OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
                     precision="auto", optim="adamw_torch")
 # Levers start from the study's optimized configuration and change one thing each:
-# (name, control overrides, variant overrides); `attn` and `group_by_length` are bench-only knobs.
+# (name, control overrides, variant overrides); `attn` is a bench-only knob.
 REFERENCE = dict(model_name="bert-base-random", batch=64, max_length=32, padding="static",
                  precision="auto", optim="adamw_torch_fused", lr=1.5e-4, llrd_decay=0.95, log_every=100)
 LEVERS = (
@@ -57,6 +58,9 @@ LEVERS = (
      dict(max_length=64, padding="dynamic", pad_to_multiple_of=8)),
     ("length-grouped dynamic vs static, L<=64", dict(max_length=64),
      dict(max_length=64, padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
+    ("dynamic padding vs static, L<=32", dict(), dict(padding="dynamic", pad_to_multiple_of=8)),
+    ("length-grouped dynamic vs static, L<=32", dict(),
+     dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
     ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
 )
 
@@ -171,24 +175,22 @@ class Setup:
         return sum(n * 3 * roofline.forward_flops(cfg, b, length) for (b, length), n in shapes.items())
 
 
-def prepare(data_dir: str | None, device: str, train_rows: int, attn: str | None = None,
-            group_by_length: bool = False, **overrides) -> Setup:
-    """Build a configuration the way `run.train_model` does (once), for timing in windows."""
-    cfg = RunConfig(data_dir=data_dir, device=device, train_subset=train_rows, shuffle_subset=True,
-                    eval_subset=1, progress=False, results_path=os.devnull, **overrides).validate()
+def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = None,
+            **overrides) -> Setup:
+    """Build a configuration the way `run.train_model` does (once), for timing in windows.
+
+    It trains on `n_steps` batches' worth of (shuffled) rows, so a window of `n_steps` optimizer steps is
+    one epoch: dynamic padding and length grouping then see the rows' whole length distribution.
+    """
+    cfg = RunConfig(data_dir=data_dir, device=device, shuffle_subset=True, eval_subset=1,
+                    progress=False, results_path=os.devnull, **overrides).validate()
+    cfg.train_subset = n_steps * cfg.batch * cfg.gradient_accumulation_steps
     run = steps.start_run(cfg)
     splits = steps.tokenize_data(run, steps.load_data(run))
     model = steps.build_model(run)
     if attn:
         model.set_attn_implementation(attn)
-    sampler = None
-    if group_by_length:
-        from transformers.trainer_pt_utils import LengthGroupedSampler
-
-        lengths = [len(ids) for ids in splits["train"]["input_ids"]]
-        sampler = LengthGroupedSampler(cfg.batch, lengths=lengths,
-                                       generator=torch.Generator().manual_seed(cfg.seed))
-    loader = TimedLoader(steps.train_loader(run, splits["train"], sampler))
+    loader = TimedLoader(steps.train_loader(run, splits["train"]))
     optimizer = optim.build_optimizer(model, cfg.lr, cfg.llrd_decay, cfg.weight_decay, cfg.optim,
                                       run.dev.type, run.precision)
     scheduler = optim.build_scheduler(optimizer, 10_000, cfg.warmup_ratio)
@@ -320,7 +322,7 @@ def matmul_window(shape: tuple, dtype: torch.dtype, reps: int) -> Callable[[], d
 
 def overhead_section(args, sync) -> dict:
     """Return the rates of `fit`, the bare loop and `Trainer` on the same configuration, alternated."""
-    make = lambda: prepare(args.data_dir, args.device, args.train_rows,  # noqa: E731
+    make = lambda: prepare(args.data_dir, args.device, args.steps,  # noqa: E731
                            **(OVERHEAD_CFG | {"model_name": args.model}))
     harness, bare, hf = make(), make(), make()  # three copies of the same seeded model
     with tempfile.TemporaryDirectory() as tmp:
@@ -341,8 +343,8 @@ def cpu_peak_scan(dtype: torch.dtype, hidden: int, intermediate: int, tokens_per
 
 def speedup_section(args, sync) -> dict:
     """Return baseline vs optimized preset rates, the matmul peak timed in the same rounds, and stalls."""
-    base = prepare(args.data_dir, args.device, args.train_rows, model_name=args.model, preset="baseline")
-    opt = prepare(args.data_dir, args.device, args.train_rows, model_name=args.model, preset="optimized")
+    base = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="baseline")
+    opt = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="optimized")
     workloads = {"baseline preset": fit_window(base, args.steps),
                  "optimized preset": fit_window(opt, args.steps)}
     mcfg, precision = opt.run.model_config, opt.run.precision
@@ -416,8 +418,8 @@ def levers_section(args, sync) -> dict:
         if args.lever and not any(s.lower() in name.lower() for s in args.lever):
             continue
         ref = REFERENCE | {"model_name": args.model}
-        a = prepare(args.data_dir, args.device, args.train_rows, **(ref | control))
-        b = prepare(args.data_dir, args.device, args.train_rows, **(ref | variant))
+        a = prepare(args.data_dir, args.device, args.steps, **(ref | control))
+        b = prepare(args.data_dir, args.device, args.steps, **(ref | variant))
         rates = alternate({"control": fit_window(a, args.steps), "variant": fit_window(b, args.steps)},
                           args.windows, args.warmup, sync, gate=args.gate)
         out.append({"name": name, "control": control, "variant": variant,
@@ -586,8 +588,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
     parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up windows")
-    parser.add_argument("--steps", type=int, default=3, help="optimizer steps a window")
-    parser.add_argument("--train-rows", type=int, default=4096, help="training rows the windows draw on")
+    parser.add_argument("--steps", type=int, default=4,
+                        help="optimizer steps a window: one epoch over steps x batch rows")
     parser.add_argument("--acc-rows", type=int, default=4000, help="training rows of the accuracy runs")
     parser.add_argument("--acc-epochs", type=int, default=1)
     parser.add_argument("--max-other-cores", type=float, default=0.5,
@@ -621,6 +623,10 @@ def main(argv: list[str] | None = None) -> dict:
             results["data"] = data_section(args)
         elif section == "levers":
             results["levers"] = levers_section(args, sync)
+        raw = repo_path("Experiment/results/bench.jsonl")  # raw windows, kept if a later section dies
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        with open(raw, "a") as f:
+            f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
     if set(args.sections) <= {"levers"}:

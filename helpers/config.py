@@ -61,6 +61,7 @@ class RunConfig:
     max_length: int = 128
     padding: str = "static"
     pad_to_multiple_of: int | None = None  # dynamic padding only
+    group_by_length: bool = False  # dynamic padding: batches of rows of similar length (less padding)
     # optimisation
     lr: float = 2e-5
     llrd_decay: float | None = None  # layer-wise LR decay; None = one flat LR
@@ -233,6 +234,9 @@ def _check(cfg: RunConfig) -> None:
     _choice("distribution_strategy", cfg.distribution_strategy, DISTRIBUTION_STRATEGIES)
     _choice("bf16_mode", cfg.bf16_mode, BF16_MODES)
     _choice("num_cores", cfg.num_cores, (1, 2, 8, 16, 32))
+    if cfg.padding == "static" and cfg.group_by_length:
+        raise ConfigError("group_by_length=True applies to padding='dynamic' only: static batches are "
+                          "all max_length long, so grouping saves nothing")
     if cfg.padding == "static" and cfg.pad_to_multiple_of is not None:
         raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding "
                           "always pads to max_length")

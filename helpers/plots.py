@@ -7,6 +7,7 @@ writes them into Pictures/ with a footer naming the command that wrote them.
 from __future__ import annotations
 
 import csv
+import math
 import textwrap
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from helpers import tables  # noqa: E402
 from helpers.config import repo_path  # noqa: E402
 
 FULL_TRAIN_ROWS = 16000
@@ -138,20 +140,38 @@ def roofline(df, published_dir):
     return fig
 
 
+def _t_interval(values) -> tuple[float, float]:
+    """Return the 95% t-interval of the mean of `values` (a point for one value): seaborn's errorbar."""
+    mean, half = tables.mean_ci(list(values))
+    return (mean, mean) if math.isnan(half) else (mean - half, mean + half)
+
+
 def precision(df, published_dir):
     d = _finished(df, "precision", "test_acc")
     if d.empty:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4))
-    sns.pointplot(d, x="precision", y="test_acc", hue="max_length", errorbar=("ci", 95), dodge=0.3,
-                  linestyle="none", capsize=0.1, ax=ax)
+    d["test_acc"] *= 100
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=(3, 2))
+    sns.pointplot(d, x="precision", y="test_acc", hue="max_length", errorbar=_t_interval, dodge=0.3,
+                  linestyle="none", capsize=0.1, ax=left)
+    left.set(title="Test accuracy by mode (mean, 95% t-interval over seeds)", ylabel="test accuracy %")
+    # the study's question: stochastic minus nearest rounding of bf16 weights, paired by length and seed
+    wide = d.pivot_table(index=["device", "max_length", "seed"], columns="precision", values="test_acc")
+    if {"bf16-pure", "bf16-pure-sr"} <= set(wide.columns):
+        diff = (wide["bf16-pure-sr"] - wide["bf16-pure"]).dropna().rename("diff").reset_index()
+        sns.pointplot(diff, x="max_length", y="diff", errorbar=_t_interval, linestyle="none", capsize=0.1,
+                      ax=right, label="measured")
     pub = _published(published_dir, "stochastic_rounding.csv")
-    pub["precision"] = pub["stochastic_rounding"].map({"off": "bf16-pure", "on": "bf16-pure-sr"})
-    for _, r in pub.iterrows():
-        ax.scatter([r["precision"]], [float(r["accuracy"])], marker="x", color="black")
-    ax.scatter([], [], marker="x", color="black", label="published (trn1)")
-    ax.legend(title="max_length")
-    ax.set(title="Test accuracy by precision (mean, 95% bootstrap CI over seeds)", ylabel="test accuracy")
+    pub["accuracy"] = pub["accuracy"].astype(float) * 100
+    pub_diff = pub.pivot_table(index="max_length", columns="stochastic_rounding", values="accuracy")
+    pub_diff = (pub_diff["on"] - pub_diff["off"]).rename("diff").reset_index()
+    order = [str(x) for x in sorted(set(pub_diff["max_length"].astype(int)) |
+                                    set(d["max_length"].dropna().astype(int)))]
+    right.scatter([order.index(str(int(x))) for x in pub_diff["max_length"]], pub_diff["diff"], marker="x",
+                  color="black", label="published (trn1, one run each)")
+    right.axhline(0, color="grey", linewidth=0.8)
+    right.legend(fontsize=8)
+    right.set(title="SR effect: bf16-pure-sr − bf16-pure", xlabel="max_length", ylabel="Δ test accuracy (points)")
     return fig
 
 

@@ -135,6 +135,11 @@ def build_model(run: Run) -> torch.nn.Module:
 def train_loader(run: Run, split, sampler=None):
     """Return the shuffled training loader; XLA drops the last partial batch (a new shape recompiles)."""
     cfg = run.cfg
+    if cfg.group_by_length and sampler is None:
+        sampler = tokens.length_grouped_sampler(split, cfg.batch, cfg.seed)
+    elif cfg.group_by_length:
+        warnings.warn("group_by_length is ignored under data parallelism (each rank's DistributedSampler "
+                      "picks its rows)", stacklevel=2)
     collate = tokens.collator(run.tokenizer, cfg.padding, cfg.pad_to_multiple_of)
     return tokens.loader(split, cfg.batch, collate, shuffle=True, seed=cfg.seed,
                          drop_last=run.dev.type == "xla", sampler=sampler,

@@ -4,7 +4,8 @@ A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place i
 `kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
 optionally `requires = "neuron"` and `description`, shared `[params]`, and per variant (`[quick]`,
 `[full]`) `params`, `grid` (every combination), `cases` (a list of explicit points, crossed with the
-grid) and `timeout_s`. Parameter names are RunConfig fields; TOML has no null, so "None" stands for
+grid), `timeout_s` and `jobs` (points run at once, each on cpu_count / jobs threads: for suites whose
+table is accuracy, where start-up dominates and timings are secondary). Parameter names are RunConfig fields; TOML has no null, so "None" stands for
 None. Its `[report]` table tells helpers.tables how to tabulate the records.
 
 A point's run name is `<suite>-<variant>-<the values that vary>-<hash of every parameter>`: the same
@@ -80,6 +81,9 @@ def load_suite(path: str | Path) -> Suite:
     if kind != "derived" and set(suite.variants) != set(VARIANTS):
         raise ConfigError(f"{path}: needs both [quick] and [full] tables")
     for variant in suite.variants:
+        jobs = suite.variants[variant].get("jobs", 1)
+        if not isinstance(jobs, int) or jobs < 1:
+            raise ConfigError(f"{path} [{variant}]: jobs={jobs!r} is invalid: must be an integer >= 1")
         for point in _combinations(suite, variant):
             unknown = set(point) - PARAM_NAMES
             if unknown:

@@ -8,15 +8,18 @@ A point already in the results with a final status (records.finished_run_names) 
 killed sweep resumes where it stopped and failed or timed-out points are tried again. Each notebook
 runs under papermill as a subprocess of the suite's environment, in its own process group, killed
 whole at the timeout, then rendered to HTML beside; a point that leaves no record gets one here
-(failed, timeout, or oom when the error says so). `token_stats` suites run in-process.
+(failed, timeout, or oom when the error says so). `token_stats` suites run in-process. A suite variant
+with `jobs = N` (or `--jobs N`) runs N points at once, each limited to cpu_count / N threads.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +31,8 @@ from helpers.suites import (ENVS, SUITES_DIR, TARGETS, VARIANTS, Point, Suite, e
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 1800
+_LIVE: set[subprocess.Popen] = set()  # notebooks running now, killed together when the sweep is stopped
+_STOPPING = threading.Event()  # set when the sweep is stopped: the points it kills are not recorded
 def env_python(env: str) -> Path:
     """Return the Python of environment `env` (main = .venv, xla = .venv-xla)."""
     return REPO_ROOT / ENVS[env] / "bin" / "python"
@@ -101,17 +106,24 @@ def papermill_command(suite: Suite, params: dict, out_path: Path) -> list[str]:
     return cmd
 
 
-def run_notebook(suite: Suite, params: dict, results: Path, runs_dir: Path, timeout_s: float) -> str:
-    """Run one point's notebook; record a failure it left unrecorded. Return the point's status."""
+def run_notebook(suite: Suite, params: dict, results: Path, runs_dir: Path, timeout_s: float,
+                 threads: int | None = None) -> str:
+    """Run one point's notebook (on `threads` CPU threads if given); record a failure it left unrecorded.
+
+    Return the point's status.
+    """
     name = params["run_name"]
     out = runs_dir / suite.name / f"{name}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.with_suffix(".log")
     before = _count(results, name)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)  # torch's intra-op pool; the record keeps torch_threads
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(papermill_command(suite, params, out), cwd=REPO_ROOT, env=env,
                                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        _LIVE.add(proc)
         try:
             proc.wait(timeout=timeout_s)
             timed_out = False
@@ -121,6 +133,10 @@ def run_notebook(suite: Suite, params: dict, results: Path, runs_dir: Path, time
         except BaseException:  # Ctrl-C or SIGTERM: the notebook is in its own session, stop it too
             _kill_tree(proc)
             raise
+        finally:
+            _LIVE.discard(proc)
+    if _STOPPING.is_set():
+        raise KeyboardInterrupt(f"{name}: stopped with the sweep")
     render_html(out, f"python -m helpers.sweep {suite.name}")
     mine = [r for r in records.read_records(results)[0] if r.get("run_name") == name][before:]
     if mine:
@@ -175,7 +191,8 @@ def run_token_stats(params: dict, results: Path) -> str:
     return "finished"
 
 
-def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout_s: float) -> str:
+def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout_s: float,
+              threads: int | None = None) -> str:
     """Run one point (a notebook, or the token statistics in-process); return its final status."""
     params = {**point.params, "run_name": point.run_name, "suite": suite.name,
               "results_path": str(results)}
@@ -183,7 +200,7 @@ def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout
         RunConfig.from_mapping(params).validate()  # the one place parameters are checked
         if suite.kind == "token_stats":
             return run_token_stats(params, results)
-        return run_notebook(suite, params, results, runs_dir, timeout_s)
+        return run_notebook(suite, params, results, runs_dir, timeout_s, threads)
     except Exception as err:  # noqa: BLE001 - a bad point is recorded and the sweep goes on
         text = f"{type(err).__name__}: {err}"
         status = records.failure_status(text)
@@ -192,11 +209,15 @@ def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout
 
 
 def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs_dir: str | Path = RUNS_DIR,
-          timeout_s: float | None = None, out=sys.stdout) -> dict[str, dict[str, int]]:
-    """Run every point of `suites` not yet finished; return {suite: {status or 'skipped': count}}."""
+          timeout_s: float | None = None, out=sys.stdout, jobs: int | None = None) -> dict[str, dict[str, int]]:
+    """Run every point of `suites` not yet finished; return {suite: {status or 'skipped': count}}.
+
+    `jobs` overrides each suite variant's `jobs` (points run at once).
+    """
     from tqdm import tqdm
 
     results, runs_dir = repo_path(results), repo_path(runs_dir)
+    _STOPPING.clear()
     plan = []
     for suite in suites:
         reason = skip_reason(suite)
@@ -205,21 +226,35 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
         else:
             plan.append(suite)
     done = records.finished_run_names(results)
-    points = [(s, p) for s in plan for p in expand(s, variant)]
     summary: dict[str, dict[str, int]] = {s.name: {} for s in plan}
-    with tqdm(total=len(points), desc=f"sweep {variant}", unit="run", file=out, dynamic_ncols=True) as bar:
-        for suite, point in points:
-            counts = summary[suite.name]
-            if point.run_name in done:
-                counts["already done"] = counts.get("already done", 0) + 1
-            else:
-                bar.set_postfix_str(point.run_name[:60])
-                limit = timeout_s or suite.variants[variant].get("timeout_s", DEFAULT_TIMEOUT_S)
-                status = run_point(suite, point, results, runs_dir, limit)
-                counts[status] = counts.get(status, 0) + 1
-                if status != "finished":
-                    bar.write(f"{point.run_name}: {status} (see its record in {results})", file=out)
-            bar.update(1)
+    total = sum(len(expand(s, variant)) for s in plan)
+    with tqdm(total=total, desc=f"sweep {variant}", unit="run", file=out, dynamic_ncols=True) as bar:
+        for suite in plan:
+            counts, spec = summary[suite.name], suite.variants[variant]
+            todo = [p for p in expand(suite, variant) if p.run_name not in done]
+            if len(todo) < len(expand(suite, variant)):
+                counts["already done"] = len(expand(suite, variant)) - len(todo)
+                bar.update(counts["already done"])
+            n_jobs = min(jobs or spec.get("jobs", 1), max(1, len(todo)))
+            threads = max(1, (os.cpu_count() or 1) // n_jobs) if n_jobs > 1 else None
+            limit = timeout_s or spec.get("timeout_s", DEFAULT_TIMEOUT_S)
+            pool = concurrent.futures.ThreadPoolExecutor(n_jobs)
+            try:
+                futures = {pool.submit(run_point, suite, p, results, runs_dir, limit, threads): p for p in todo}
+                for future in concurrent.futures.as_completed(futures):
+                    point, status = futures[future], future.result()
+                    counts[status] = counts.get(status, 0) + 1
+                    if status != "finished":
+                        bar.write(f"{point.run_name}: {status} (see its record in {results})", file=out)
+                    bar.set_postfix_str(point.run_name[:60])
+                    bar.update(1)
+            except BaseException:  # Ctrl-C or SIGTERM: stop the running notebooks, record nothing for them
+                _STOPPING.set()
+                pool.shutdown(wait=False, cancel_futures=True)
+                for proc in list(_LIVE):
+                    _kill_tree(proc)
+                raise
+            pool.shutdown()
     for name, counts in summary.items():
         print(f"{name}: " + (", ".join(f"{n} {k}" for k, n in counts.items()) or "no points"), file=out)
     return summary
@@ -231,6 +266,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("suite", help="a suite name in Experiment/suites, a path to a .toml file, or all")
     parser.add_argument("--variant", choices=VARIANTS, default="quick")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default: the suite's)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="points run at once, each on cpu_count / jobs threads (default: the suite's, else 1)")
     parser.add_argument("--results", default=RESULTS, help="JSONL run records (relative to the repo root)")
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)
@@ -248,7 +285,9 @@ def main(argv: list[str] | None = None) -> None:
             for point in points:
                 print(f"  {point.run_name}")
         return
-    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
+    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs)
 
 
 if __name__ == "__main__":

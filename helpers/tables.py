@@ -346,7 +346,79 @@ def roofline_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHE
     return "\n\n".join(parts)
 
 
-SECTIONS = {"grid": grid_section, "token_stats": token_stats_section, "speedup": speedup_section,
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Return the mean of `values` and the half-width of its 95% t-interval (nan for fewer than two)."""
+    from scipy import stats
+
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, math.nan
+    return mean, stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def fmt_ci(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    """Return 'mean ± half-width' (95% t-interval) of `values` x `scale`, the dash for none."""
+    values = [v * scale for v in values if v is not None]
+    if not values:
+        return DASH
+    mean, half = mean_ci(values)
+    return f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
+
+
+CI_NOTE = ("Accuracy and F1 in percent: mean ± half-width of the 95% t-interval over seeds. Δ is each "
+           "seed's difference to `{ref}` at the same length and seed (same data order, same initial "
+           "weights), so the interval is of the paired difference: where it contains 0, this grid cannot "
+           "tell the mode from `{ref}`.")
+
+
+def precision_table(spec: dict, recs: list[dict], published_dir=PUBLISHED_DIR) -> str:
+    """Return accuracy and F1 with 95% intervals per (mode, length), the paired difference to the
+    reference mode, step time and peak memory, and the published figures beside."""
+    keys, ref = spec["keys"], spec.get("reference", "bf16")
+    done = [r for r in recs if r.get("status") == "finished"]
+    groups: dict[tuple, list[dict]] = {}
+    for rec in done:
+        groups.setdefault(tuple(norm(rec["params"].get(k)) for k in keys), []).append(rec)
+    base = {(norm(r["params"].get("max_length")), r["params"].get("seed")): metric(r, "test_acc")
+            for r in done if r["params"].get("precision") == ref}
+    labels, published = [], {}
+    for pub in spec.get("published", []):
+        pub_labels, pub_rows = load_published(pub, keys, published_dir)
+        labels += pub_labels
+        for key, cells in pub_rows.items():
+            published.setdefault(key, {}).update(cells)
+    header = keys + ["runs", "test acc %", "test macro-F1 %", f"Δ acc vs {ref} (points)", "step ms",
+                     "peak mem GiB"] + labels
+    rows = []
+    for key in sorted(groups, key=lambda k: (k[1], k[0])) + [k for k in published if k not in groups]:
+        group = groups.get(key, [])
+        diffs = [metric(r, "test_acc") - base[(norm(r["params"].get("max_length")), r["params"].get("seed"))]
+                 for r in group if (norm(r["params"].get("max_length")), r["params"].get("seed")) in base
+                 and metric(r, "test_acc") is not None]
+        rows.append(list(key) + [str(len(group)), fmt_ci([metric(r, "test_acc") for r in group], 100),
+                                 fmt_ci([metric(r, "test_f1") for r in group], 100),
+                                 DASH if key[0] == ref else fmt_ci(diffs, 100),
+                                 summarize([metric(r, "step_ms") for r in group]),
+                                 summarize([metric(r, "mem_gib") for r in group])]
+                    + [published.get(key, {}).get(l, DASH) for l in labels])
+    return md_table(header, rows, text_columns=len(keys))
+
+
+def precision_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
+    """Return the precision study: one interval table per variant and device, or the published figures."""
+    by_variant = selected.get(suite.name, {})
+    if not by_variant:
+        return grid_section(suite, selected, published_dir)
+    parts = []
+    for variant, recs in by_variant.items():
+        for device in dict.fromkeys(device_of(r) for r in recs):
+            mine = [r for r in recs if device_of(r) == device]
+            parts += [caption(suite, variant, mine), precision_table(suite.report, mine, published_dir)]
+    parts.append(CI_NOTE.format(ref=suite.report.get("reference", "bf16")))
+    return "\n\n".join(parts)
+
+
+SECTIONS = {"grid": grid_section, "precision": precision_section, "token_stats": token_stats_section, "speedup": speedup_section,
             "cost": cost_section, "roofline": roofline_section}
 
 

@@ -44,6 +44,14 @@ def loader(split: Dataset, batch: int, collate, shuffle: bool, seed: int, drop_l
                       pin_memory=pin_memory)
 
 
+def length_grouped_sampler(split: Dataset, batch: int, seed: int):
+    """Return transformers' sampler that puts rows of similar token length in the same batch (shuffled)."""
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    lengths = [len(ids) for ids in split["input_ids"]]
+    return LengthGroupedSampler(batch, lengths=lengths, generator=torch.Generator().manual_seed(seed))
+
+
 def token_lengths(texts, tokenizer: PreTrainedTokenizerBase) -> np.ndarray:
     """Return each text's length in tokens including [CLS] and [SEP], without truncation."""
     enc = tokenizer(list(texts), truncation=False, padding=False, add_special_tokens=True)

@@ -153,7 +153,7 @@ def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
 
 def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch):
     monkeypatch.setattr(bench, "OVERHEAD_CFG", {**bench.OVERHEAD_CFG, "batch": 8})
-    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", train_rows=64, windows=2,
+    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
                               warmup=1, steps=2, model=str(tiny_model_dir), gate=None)
     out = bench.overhead_section(args, sync=lambda: None)
     assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}

@@ -19,6 +19,7 @@ def test_defaults_validate():
     ("epochs", 0, "epochs=0"),
     ("optlevel", 4, "allowed 1, 2, 3"),
     ("bf16_mode", "fp8", "allowed autocast"),
+    ("group_by_length", True, "padding='dynamic' only"),  # with the default static padding
 ])
 def test_bad_values_name_parameter_and_allowed(name, value, needle):
     with pytest.raises(ConfigError) as err:

@@ -207,3 +207,25 @@ def test_report_with_no_records_says_what_to_run(tmp_path):
     assert text.count("No runs yet") == 14  # the overview, then every suite (cost and roofline included)
     assert len(written) == 14
     assert records.read_records(tmp_path / "none.jsonl") == ([], 0)
+
+
+def test_precision_table_gives_intervals_and_the_paired_difference_to_bf16():
+    from types import SimpleNamespace
+
+    suite = suites.resolve_suite("precision")
+    recs = []
+    for mode, seed, acc, f1 in [("bf16", 1, 0.50, 0.40), ("bf16", 2, 0.60, 0.50),
+                                ("bf16-pure-sr", 1, 0.52, 0.40), ("bf16-pure-sr", 2, 0.64, 0.50)]:
+        point = SimpleNamespace(run_name=f"p-{mode}-{seed}",
+                                params={"precision": mode, "max_length": 32, "seed": seed})
+        rec = make_record(point, "precision", step_s=0.1 if mode == "bf16" else 0.2,
+                          memory={"host_peak_rss_gib": 2.0})
+        rec["metrics"] = {"test_accuracy": acc, "test_macro_f1": f1}
+        recs.append(rec)
+    body = tables.section(suite, {"precision": {"quick": recs}})
+    # acc bf16: 55 ± t(.975, 1) * 7.071 / sqrt(2) = 12.706 * 5; paired Δ: (2, 4) -> 3 ± 12.706 * 1
+    assert ("| bf16 | 32 | 2 | 55.00 ± 63.53 | 45.00 ± 63.53 | — | 100 ± 0 | 2 ± 0 | — |") in body
+    assert ("| bf16-pure-sr | 32 | 2 | 58.00 ± 76.24 | 45.00 ± 63.53 | 3.00 ± 12.71 | 200 ± 0 | 2 ± 0 | 0.9405 |"
+            in body)
+    assert "| bf16-pure | 16 | 0 | — | — | — | — | — | 0.9280 |" in body  # published only
+    assert "paired difference" in body

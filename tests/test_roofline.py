@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -181,3 +182,22 @@ def test_cli_prints_intensity_table(capsys):
     assert len(rows) == 4
     ai = {tuple(int(c) for c in r.split("|")[1:3]): float(r.split("|")[5]) for r in rows}
     assert ai[(64, 128)] > ai[(8, 128)] and ai[(64, 32)] > ai[(8, 32)]
+
+
+def test_cpu_roof_keeps_the_best_observed_per_threads_and_dtype(tmp_path, monkeypatch):
+    from helpers import systems
+
+    path = tmp_path / "cpu_roofs.json"
+    monkeypatch.setattr(roofline, "measure_cpu_matmul_tflops", lambda dtype, n, seconds: 1.0)
+    monkeypatch.setattr(roofline, "measure_cpu_copy_gbps", lambda seconds: 10.0)
+    first = systems.cpu_roof(torch.bfloat16, path)
+    assert (first["peak_tflops"], first["mem_bw_gbps"]) == (1.0, 10.0)
+    # a later run on a busier machine measures less matmul, more bandwidth: each roof keeps its best
+    monkeypatch.setattr(roofline, "measure_cpu_matmul_tflops", lambda dtype, n, seconds: 0.5)
+    monkeypatch.setattr(roofline, "measure_cpu_copy_gbps", lambda seconds: 20.0)
+    later = systems.cpu_roof(torch.bfloat16, path)
+    assert (later["peak_tflops"], later["mem_bw_gbps"]) == (1.0, 20.0)
+    assert "best over runs" in later["source"]
+    # another dtype (or thread count) is another roof
+    fp32 = systems.cpu_roof(torch.float32, path)
+    assert fp32["peak_tflops"] == 0.5 and len(json.loads(path.read_text())) == 2

@@ -294,3 +294,76 @@ def test_cli_lists_points_and_skips(capsys):
     assert "precision (notebook, 40 points)" in out
     assert "cost (derived, 0 points): nothing to run" in out
     assert "  precision-quick-precision=bf16-pure-sr,max_length=32,seed=5-" in out
+
+
+# a stand-in that records when it ran and on how many threads it was told to run
+TIMED = """
+import os, time
+from helpers import records
+t0 = time.time()
+open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
+time.sleep(max_steps)
+records.append_record(results_path, {"schema_version": 2, "run_name": run_name, "suite": suite,
+                                     "status": "finished", "start": t0, "end": time.time(),
+                                     "omp": os.environ.get("OMP_NUM_THREADS")})
+"""
+
+
+@pytest.mark.slow
+def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, results_path, monkeypatch):
+    nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
+    suite = suites.load_suite(write_suite(tmp_path / "pair.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [6, 7] }}
+        jobs = 2
+        [full]
+    """))
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
+    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
+    a, b = records.read_records(results_path)[0]
+    assert a["omp"] == b["omp"] == "2"
+    assert max(a["start"], b["start"]) < min(a["end"], b["end"])  # they overlapped
+    # --jobs 1 overrides the suite: one at a time, threads left alone
+    results2 = tmp_path / "again.jsonl"
+    sweep.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
+    a, b = records.read_records(results2)[0]
+    assert a["omp"] is None and a["end"] <= b["start"]
+
+
+def test_bad_jobs_are_rejected(tmp_path):
+    path = write_suite(tmp_path / "bad.toml", """
+        notebook = "Nvidia/baseline.ipynb"
+        [quick]
+        jobs = 0
+        [full]
+    """)
+    with pytest.raises(ConfigError, match="jobs=0 is invalid"):
+        suites.load_suite(path)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_running_point_and_records_none(tmp_path, results_path):
+    import psutil
+
+    nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
+    toml = write_suite(tmp_path / "stopme.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [60, 61] }}
+        jobs = 2
+        [full]
+    """)
+    cmd = [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results_path),
+           "--runs-dir", str(tmp_path / "runs")]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pid_files = [Path(f"{results_path}.{n}.pid") for n in (60, 61)]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() and p.read_text() for p in pid_files):  # both kernels are running
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was stopped"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) != 0
+    for pid in (int(p.read_text()) for p in pid_files):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert records.read_records(results_path)[0] == []

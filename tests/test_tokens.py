@@ -45,3 +45,20 @@ def test_real_train_split_length_stats(real_data_dir, tok):
     s = tokens.length_stats(tokens.token_lengths(ds["train"]["text"], tok))
     assert s["rows"] == 16000 and s["min"] >= 3 and s["p99"] <= s["max"] <= 128
     assert s["chosen_pow2"] in (32, 64)  # most tweets fit well under 64 tokens
+
+
+def test_length_grouping_visits_every_row_once_with_less_padding(real_data_dir, tok):
+    ds, _ = data.load_emotion(str(real_data_dir), train_subset=1024)
+    out = tokens.tokenize(ds, tok, max_length=64, padding="dynamic")
+    collate = tokens.collator(tok, "dynamic")
+
+    def padded_tokens(sampler) -> tuple[int, list]:
+        batches = list(tokens.loader(out["train"], 32, collate, True, 0, sampler=sampler))
+        labels = sorted(int(y) for b in batches for y in b["labels"])
+        return sum(b["input_ids"].numel() for b in batches), labels
+
+    plain, plain_labels = padded_tokens(None)
+    grouped, grouped_labels = padded_tokens(tokens.length_grouped_sampler(out["train"], 32, seed=0))
+    assert grouped_labels == plain_labels and len(plain_labels) == 1024  # the same rows, each once
+    real = sum(len(x) for x in out["train"]["input_ids"])
+    assert grouped < 0.8 * plain and grouped >= real  # far less padding, never less than the rows
