@@ -2,7 +2,7 @@
 
 A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
 `kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
-optionally `requires = "neuron"` and `description`, shared `[params]`, and per variant (`[quick]`,
+optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16) and `description`, shared `[params]`, and per variant (`[quick]`,
 `[full]`) `params`, `grid` (every combination), `cases` (a list of explicit points, crossed with the
 grid), `timeout_s` and `jobs` (points run at once, each on cpu_count / jobs threads: for suites whose
 table is accuracy, where start-up dominates and timings are secondary). Parameter names are RunConfig fields; TOML has no null, so "None" stands for
@@ -28,6 +28,7 @@ SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
 KINDS = ("notebook", "token_stats", "derived")
 ENVS = {"main": ".venv", "xla": ".venv-xla"}
+REQUIRES = (None, "neuron", "fast-bf16")
 PARAM_NAMES = {f.name for f in fields(RunConfig)}
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
@@ -74,6 +75,9 @@ def load_suite(path: str | Path) -> Suite:
                   description=raw.get("description", ""))
     if kind not in KINDS:
         raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
+    if suite.requires not in REQUIRES:
+        raise ConfigError(f"{path}: requires={suite.requires!r} is unknown: allowed "
+                          f"{', '.join(r for r in REQUIRES if r)}")
     if suite.env not in ENVS:
         raise ConfigError(f"{path}: env={suite.env!r} is unknown: allowed {', '.join(ENVS)}")
     if kind == "notebook" and not suite.notebook:

@@ -51,6 +51,10 @@ def skip_reason(suite: Suite) -> str | None:
         return f"its notebook {suite.notebook} does not exist yet"
     if not (env_python(suite.env).parent / "papermill").exists():
         return f"papermill is not installed in {ENVS[suite.env]}"
+    if suite.requires == "fast-bf16" and not _bf16_fast(suite.env):
+        return ("it trains in bf16 modes, and this machine's CPU has no fast bf16 (no AMX / avx512_bf16: "
+                "bf16 runs ~20x slower than fp32 here, hours for this suite) and no GPU; run it on an AMX "
+                "CPU, a GPU or trn1, or force it with `python -m helpers.sweep SUITE --force`")
     if suite.requires == "neuron" and not _has_module(suite.env, "torch_neuronx"):
         return (f"it needs torch-neuronx (a trn1 instance with the Neuron SDK) and {ENVS[suite.env]} has "
                 "none; it is not faked on the CPU, nothing was recorded")
@@ -60,6 +64,15 @@ def skip_reason(suite: Suite) -> str | None:
 def _has_module(env: str, module: str) -> bool:
     code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
     return subprocess.run([str(env_python(env)), "-c", code], capture_output=True).returncode == 0
+
+
+def _bf16_fast(env: str) -> bool:
+    """Return whether the device `env` would train on (CUDA, XLA, else this CPU) has fast bf16."""
+    if env == "xla":
+        return True  # trn1 computes in bf16; XLA on the CPU is a functional check, not a timing
+    from helpers.device import resolve_device
+
+    return resolve_device("auto").bf16_fast
 
 
 def _count(results: Path, name: str) -> int:
@@ -209,10 +222,12 @@ def run_point(suite: Suite, point: Point, results: Path, runs_dir: Path, timeout
 
 
 def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs_dir: str | Path = RUNS_DIR,
-          timeout_s: float | None = None, out=sys.stdout, jobs: int | None = None) -> dict[str, dict[str, int]]:
+          timeout_s: float | None = None, out=sys.stdout, jobs: int | None = None,
+          force: bool = False) -> dict[str, dict[str, int]]:
     """Run every point of `suites` not yet finished; return {suite: {status or 'skipped': count}}.
 
-    `jobs` overrides each suite variant's `jobs` (points run at once).
+    `jobs` overrides each suite variant's `jobs` (points run at once); `force` runs `fast-bf16` suites
+    on a CPU without fast bf16.
     """
     from tqdm import tqdm
 
@@ -221,7 +236,7 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
     plan = []
     for suite in suites:
         reason = skip_reason(suite)
-        if reason:
+        if reason and not (force and suite.requires == "fast-bf16"):
             print(f"skipped {suite.name}: {reason}", file=out)
         else:
             plan.append(suite)
@@ -273,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suites-dir", default=SUITES_DIR)
     parser.add_argument("--target", choices=TARGETS, default="nvidia",
                         help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb (.venv-xla)")
+    parser.add_argument("--force", action="store_true",
+                        help="run suites that need fast bf16 on a CPU without it (slow: hours)")
     parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
@@ -287,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
-    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs)
+    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs, force=args.force)
 
 
 if __name__ == "__main__":

@@ -148,18 +148,25 @@ def load_published(spec: dict, keys: list[str], published_dir: str | Path = PUBL
     return labels, out
 
 
-def grid_table(spec: dict, recs: list[dict], published_dir: str | Path = PUBLISHED_DIR) -> str:
-    """Return the Markdown table of `recs` grouped by spec['keys'], published figures beside."""
-    keys, values = spec["keys"], spec.get("values", [])
-    groups: dict[tuple, list[dict]] = {}
-    for rec in recs:
-        groups.setdefault(tuple(norm(rec["params"].get(k)) for k in keys), []).append(rec)
+def published_columns(spec: dict, keys: list[str], published_dir: str | Path = PUBLISHED_DIR
+                      ) -> tuple[list[str], dict[tuple, dict[str, str]]]:
+    """Return the labels of every `[[report.published]]` join of `spec` and, per row key, their cells."""
     labels, published = [], {}
     for pub in spec.get("published", []):
         pub_labels, pub_rows = load_published(pub, keys, published_dir)
         labels += pub_labels
         for key, cells in pub_rows.items():
             published.setdefault(key, {}).update(cells)
+    return labels, published
+
+
+def grid_table(spec: dict, recs: list[dict], published_dir: str | Path = PUBLISHED_DIR) -> str:
+    """Return the Markdown table of `recs` grouped by spec['keys'], published figures beside."""
+    keys, values = spec["keys"], spec.get("values", [])
+    groups: dict[tuple, list[dict]] = {}
+    for rec in recs:
+        groups.setdefault(tuple(norm(rec["params"].get(k)) for k in keys), []).append(rec)
+    labels, published = published_columns(spec, keys, published_dir)
     header = keys + ["runs"] + [METRICS[v][0] for v in values] + labels
     rows = []
     for key in list(groups) + [k for k in published if k not in groups]:
@@ -381,12 +388,7 @@ def precision_table(spec: dict, recs: list[dict], published_dir=PUBLISHED_DIR) -
         groups.setdefault(tuple(norm(rec["params"].get(k)) for k in keys), []).append(rec)
     base = {(norm(r["params"].get("max_length")), r["params"].get("seed")): metric(r, "test_acc")
             for r in done if r["params"].get("precision") == ref}
-    labels, published = [], {}
-    for pub in spec.get("published", []):
-        pub_labels, pub_rows = load_published(pub, keys, published_dir)
-        labels += pub_labels
-        for key, cells in pub_rows.items():
-            published.setdefault(key, {}).update(cells)
+    labels, published = published_columns(spec, keys, published_dir)
     header = keys + ["runs", "test acc %", "test macro-F1 %", f"Δ acc vs {ref} (points)", "step ms",
                      "peak mem GiB"] + labels
     rows = []

@@ -113,6 +113,8 @@ def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook()
     ('notebook = "x.ipynb"\n[quick]\n', "needs both"),
     ('kind = "train"\n', "kind='train' is unknown"),
     ('notebook = "x.ipynb"\nenv = "conda"\n[quick]\n[full]\n', "env='conda' is unknown"),
+    ('notebook = "x.ipynb"\nrequires = "tpu"\n[quick]\n[full]\n', "requires='tpu' is unknown"),
+    ('notebook = "x.ipynb"\n[quick]\njobs = 0\n[full]\n', "jobs=0 is invalid"),
 ])
 def test_bad_suite_files_are_rejected(tmp_path, body, message):
     with pytest.raises(ConfigError, match=message):
@@ -129,6 +131,24 @@ def test_skip_reasons(monkeypatch):
     flags = suites.resolve_suite("compiler_flags")
     if sweep.env_python("xla").exists() and (REPO_ROOT / flags.notebook).exists():
         assert "needs torch-neuronx" in sweep.skip_reason(flags)
+
+
+def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, results_path, monkeypatch):
+    monkeypatch.setattr(sweep, "_bf16_fast", lambda env: False)
+    assert "no fast bf16" in sweep.skip_reason(suites.resolve_suite("precision"))
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    suite = suites.load_suite(write_suite(tmp_path / "bf16.toml", f"""
+        notebook = "{nb}"
+        requires = "fast-bf16"
+        [quick]
+        grid = {{ max_steps = [1] }}
+        [full]
+    """))
+    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {}
+    assert not results_path.exists()
+    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs", force=True) == {"bf16": {"finished": 1}}
+    monkeypatch.setattr(sweep, "_bf16_fast", lambda env: True)
+    assert sweep.skip_reason(suite) is None
 
 
 def test_papermill_command_passes_every_parameter():
@@ -329,17 +349,6 @@ def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, result
     sweep.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
     a, b = records.read_records(results2)[0]
     assert a["omp"] is None and a["end"] <= b["start"]
-
-
-def test_bad_jobs_are_rejected(tmp_path):
-    path = write_suite(tmp_path / "bad.toml", """
-        notebook = "Nvidia/baseline.ipynb"
-        [quick]
-        jobs = 0
-        [full]
-    """)
-    with pytest.raises(ConfigError, match="jobs=0 is invalid"):
-        suites.load_suite(path)
 
 
 @pytest.mark.slow
