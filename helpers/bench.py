@@ -117,6 +117,20 @@ def median_rate(rates: dict[str, list[dict]], name: str, key: str = "samples") -
     return statistics.median(w[key] for w in rates[name])
 
 
+def paired_ratios(rates: dict[str, list[dict]], num: str, den: str, key: str = "samples") -> list[float]:
+    """Return `num` / `den` rate per round: windows of one round ran back to back, so a drift of the
+    machine's speed (other VMs on the host, clock changes) cancels in each ratio."""
+    return [a[key] / b[key] for a, b in zip(rates[num], rates[den])]
+
+
+def paired_text(rates: dict[str, list[dict]], num: str, den: str, key: str = "samples") -> tuple[float, str]:
+    """Return the median per-round ratio and a line giving it with its range and the ratio of medians."""
+    per_round = paired_ratios(rates, num, den, key)
+    med = statistics.median(per_round)
+    return med, (f"{med:.3f}x (median of {len(per_round)} per-round ratios, range {min(per_round):.3f} .. "
+                 f"{max(per_round):.3f}; ratio of medians {ratio(rates, num, den, key):.3f}x)")
+
+
 def ratio(rates: dict[str, list[dict]], num: str, den: str, key: str = "samples") -> float:
     """Return median rate of `num` / median rate of `den` (>1: `num` is faster)."""
     return median_rate(rates, num, key) / median_rate(rates, den, key)
@@ -425,7 +439,7 @@ def levers_section(args, sync) -> dict:
         out.append({"name": name, "control": control, "variant": variant,
                     "control_samples_per_s": median_rate(rates, "control"),
                     "variant_samples_per_s": median_rate(rates, "variant"),
-                    "ratio": ratio(rates, "variant", "control"), "rates": rates,
+                    "ratio": statistics.median(paired_ratios(rates, "variant", "control")), "rates": rates,
                     "warmup_s": b.fits[0].timer.summary()["train_time_s"]})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
@@ -471,23 +485,24 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     md += ["### 1. Harness overhead: `fit` vs a bare PyTorch loop", ""]
     md += ["### 2. `fit` vs Hugging Face `Trainer`", ""] if not o else []
     if o:
-        r_bare, r_hf = ratio(o["rates"], "fit (harness)", "bare loop"), ratio(o["rates"], "fit (harness)", "Trainer")
+        r_bare, t_bare = paired_text(o["rates"], "fit (harness)", "bare loop")
+        r_hf, t_hf = paired_text(o["rates"], "fit (harness)", "Trainer")
         md += [f"{o['config']['model_name']}, batch {o['config']['batch']}, L={o['config']['max_length']}, "
                f"precision {o['precision']}, {o['config']['optim']}; {o['steps_per_window']} "
                "optimizer steps a window.", "", *_rate_table(o["rates"]), "",
-               f"**fit / bare loop = {r_bare:.3f}x** (target >= 0.97x: {_verdict(r_bare, 0.97)}).", "",
+               f"**fit / bare loop = {t_bare}** (target >= 0.97x: {_verdict(r_bare, 0.97)}).", "",
                "### 2. `fit` vs Hugging Face `Trainer`", "",
-               f"Same rounds as section 1. **fit / Trainer = {r_hf:.3f}x** "
+               f"Same rounds as section 1. **fit / Trainer = {t_hf}** "
                f"(target >= 1.0x: {_verdict(r_hf, 1.0)}).", ""]
     else:
         md += ["Not measured in this run (`--sections overhead`).", ""]
     s = results.get("speedup")
     md += ["### 3. Optimized preset vs the study's baseline preset", ""]
     if s:
-        x = ratio(s["rates"], "optimized preset", "baseline preset")
+        x, t_x = paired_text(s["rates"], "optimized preset", "baseline preset")
         md += [f"{s['model']}; baseline `{s['baseline']}`; optimized `{s['optimized']}`; "
                f"{s['steps_per_window']} optimizer steps a window.", "", *_rate_table(s["rates"]), "",
-               f"**optimized / baseline = {x:.2f}x samples/s** (target >= 10x: {_verdict(x, 10)}).", ""]
+               f"**optimized / baseline samples/s = {t_x}** (target >= 10x: {_verdict(x, 10)}).", ""]
     else:
         md += ["Not measured in this run (`--sections speedup`).", ""]
     md += ["### 4. MFU of the optimized preset", ""]
@@ -497,6 +512,10 @@ def render(results: dict, meta: dict) -> dict[str, str]:
         peak = median_rate(s["rates"], "matmul peak", "flops") / 1e12 if "matmul peak" in s["rates"] \
             else p.get("peak_tflops")
         mfu = achieved / peak if peak else None
+        mfu_rounds = ""
+        if "matmul peak" in s["rates"]:  # timed in the same rounds: the per-round MFU cancels drift
+            mfu, text = paired_text(s["rates"], "optimized preset", "matmul peak", "flops")
+            mfu_rounds = f" Per round, optimized FLOP/s / peak FLOP/s = {text}."
         md += [f"Model FLOPs = forward + backward matmuls (3 x `roofline.forward_flops`, padded length; "
                f"AdamW's elementwise work left out). Peak: {p.get('source')}.", ""]
         if "scan" in p:
@@ -504,10 +523,10 @@ def render(results: dict, meta: dict) -> dict[str, str]:
                    *[f"| {k} | {v:.3f} |" for k, v in p["scan"].items()],
                    f"| `roofline.measure_cpu_matmul_tflops` default (n=1024) | "
                    f"{p['roofline_default_n1024']:.3f} |", ""]
-        md += [f"Achieved {achieved:.3f} TFLOP/s against a {p['precision']} peak of "
+        md += [f"Achieved {achieved:.3f} TFLOP/s (median) against a {p['precision']} peak of "
                f"{peak or float('nan'):.3f} TFLOP/s: **MFU = "
                f"{'%.1f%%' % (100 * mfu) if mfu else 'not measured'}** "
-               f"(target >= 40%: {_verdict(mfu, 0.40)}).", ""]
+               f"(target >= 40%: {_verdict(mfu, 0.40)}).{mfu_rounds}", ""]
     else:
         md += ["Not measured in this run (`--sections speedup`).", ""]
     md += ["### 5. Data pipeline", ""]
@@ -543,13 +562,37 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     lv = results.get("levers")
     if lv:
         rows = [head, "", f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
-                "window; ratio = variant / control samples/s (median of windows, alternated).", "",
-                "| lever | control | variant | control samples/s | variant samples/s | ratio | "
-                "variant's first window (s) |", "|---|---|---|---:|---:|---:|---:|"]
-        rows += [f"| {x['name']} | `{x['control']}` | `{x['variant']}` | {x['control_samples_per_s']:.2f} | "
-                 f"{x['variant_samples_per_s']:.2f} | {x['ratio']:.3f}x | {x['warmup_s']:.1f} |"
-                 for x in lv["levers"]]
+                "window; control and variant alternate round by round; ratio = variant / control "
+                "samples/s, the median of the per-round ratios (their range beside).", "",
+                "| lever | control | variant | control samples/s | variant samples/s | ratio | per-round range | "
+                "variant's first window (s) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+        for x in lv["levers"]:
+            per_round = paired_ratios(x["rates"], "variant", "control")
+            rows.append(f"| {x['name']} | `{x['control']}` | `{x['variant']}` | "
+                        f"{x['control_samples_per_s']:.2f} | {x['variant_samples_per_s']:.2f} | "
+                        f"{statistics.median(per_round):.3f}x | {min(per_round):.3f} .. {max(per_round):.3f} | "
+                        f"{x['warmup_s']:.1f} |")
         blocks["levers"] = "\n".join(rows)
+    return blocks
+
+
+def render_raw(raw: Path) -> dict[str, str]:
+    """Return the Markdown blocks from the raw windows file: the latest record of each section, the
+    main block with the meta of the run that wrote its last section, levers with their own."""
+    latest: dict[str, dict] = {}
+    for line in raw.read_text().splitlines():
+        row = json.loads(line)
+        latest[row["section"]] = row
+    blocks = {}
+    main_rows = [r for name, r in latest.items() if name != "levers"]
+    if main_rows:
+        meta = max(main_rows, key=lambda r: r["meta"]["date"])["meta"]
+        blocks["main"] = render({r["section"]: r["result"] for r in main_rows},
+                                {"load_end": meta["load_start"]} | meta)["main"]
+    if "levers" in latest:
+        lv = latest["levers"]
+        blocks["levers"] = render({"levers": lv["result"]}, {"load_end": lv["meta"]["load_start"]}
+                                  | lv["meta"])["levers"]
     return blocks
 
 
@@ -596,7 +639,14 @@ def main(argv: list[str] | None = None) -> dict:
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--render", metavar="RAW", default=None,
+                        help="run nothing: rewrite --out from the raw windows in RAW (Experiment/results/bench.jsonl)")
     args = parser.parse_args(argv)
+    if args.render:
+        blocks = render_raw(repo_path(args.render))
+        write_blocks(repo_path(args.out), blocks)
+        print("\n\n".join(blocks.values()))
+        return {}
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as `make`: rayon threads fight torch's
@@ -625,6 +675,7 @@ def main(argv: list[str] | None = None) -> dict:
             results["levers"] = levers_section(args, sync)
         raw = repo_path("Experiment/results/bench.jsonl")  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)
+        meta["load_end"] = os.getloadavg()[0]
         with open(raw, "a") as f:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
