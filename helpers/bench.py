@@ -468,18 +468,23 @@ def _windows(results: dict):
                 yield from windows
 
 
-def render(results: dict, meta: dict) -> dict[str, str]:
-    """Return the Markdown blocks ('main', 'levers') for the sections in `results`."""
+def _head(results: dict, meta: dict) -> str:
+    """Return the italic line naming the command, date, machine and load of the windows in `results`."""
     gate = ""
     if meta.get("max_other_cores"):
         others = [w["other_cores"] for w in _windows(results) if w.get("other_cores") is not None]
         late = sum(o >= meta["max_other_cores"] for o in others)
         gate = (f" Each window waited until other processes used < {meta['max_other_cores']} cores; "
                 f"{late} of {len(others)} windows started without that (wait timed out).")
-    head = (f"_Written by `{meta['command']}` on {meta['date']}. Machine: {meta['machine']}; "
+    return (f"_Written by `{meta['command']}` on {meta['date']}. Machine: {meta['machine']}; "
             f"torch {meta['torch']}, transformers {meta['transformers']}, {meta['threads']} torch "
             f"threads; 1-minute load average {meta['load_start']:.2f} at start, "
             f"{meta['load_end']:.2f} at end.{gate}_")
+
+
+def render(results: dict, meta: dict) -> dict[str, str]:
+    """Return the Markdown blocks ('main', 'levers') for the sections in `results`."""
+    head = _head(results, meta)
     md = [head, ""]
     o = results.get("overhead")
     md += ["### 1. Harness overhead: `fit` vs a bare PyTorch loop", ""]
@@ -577,22 +582,30 @@ def render(results: dict, meta: dict) -> dict[str, str]:
 
 
 def render_raw(raw: Path) -> dict[str, str]:
-    """Return the Markdown blocks from the raw windows file: the latest record of each section, the
-    main block with the meta of the run that wrote its last section, levers with their own."""
-    latest: dict[str, dict] = {}
-    for line in raw.read_text().splitlines():
-        row = json.loads(line)
-        latest[row["section"]] = row
+    """Return the Markdown blocks from the raw windows file (`--render`): the latest record of each main
+    section, and the latest measurement of each lever, each run named with its own command line."""
+    rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
+    latest = {r["section"]: r for r in rows if r["section"] != "levers"}
     blocks = {}
-    main_rows = [r for name, r in latest.items() if name != "levers"]
-    if main_rows:
-        meta = max(main_rows, key=lambda r: r["meta"]["date"])["meta"]
-        blocks["main"] = render({r["section"]: r["result"] for r in main_rows},
-                                {"load_end": meta["load_start"]} | meta)["main"]
-    if "levers" in latest:
-        lv = latest["levers"]
-        blocks["levers"] = render({"levers": lv["result"]}, {"load_end": lv["meta"]["load_start"]}
-                                  | lv["meta"])["levers"]
+    if latest:
+        runs: dict[tuple, list[str]] = {}  # one head line per run (command, date) that wrote a section
+        for name, r in latest.items():
+            runs.setdefault((r["meta"]["command"], r["meta"]["date"]), []).append(name)
+        metas = {key: {"load_end": latest[names[-1]]["meta"]["load_start"]} | latest[names[-1]]["meta"]
+                 for key, names in runs.items()}
+        heads = [_head({n: latest[n]["result"] for n in names}, metas[key])
+                 .replace("_Written by", f"_{', '.join(names)}: written by", 1) for key, names in runs.items()]
+        body = render({n: r["result"] for n, r in latest.items()}, next(iter(metas.values())))["main"]
+        blocks["main"] = "\n\n".join(heads) + "\n" + body.split("\n", 1)[1]
+    levers, seen = [], set()
+    for r in reversed([r for r in rows if r["section"] == "levers"]):  # newest first
+        fresh = [x for x in r["result"]["levers"] if x["name"] not in seen]
+        seen |= {x["name"] for x in fresh}
+        if fresh:
+            result = {"levers": {**r["result"], "levers": fresh}}
+            levers.insert(0, render(result, {"load_end": r["meta"]["load_start"]} | r["meta"])["levers"])
+    if levers:
+        blocks["levers"] = "\n\n".join(levers)
     return blocks
 
 

@@ -153,16 +153,29 @@ def test_paired_ratios_cancel_a_drifting_machine():
     assert med == pytest.approx(0.9) and "range 0.900 .. 0.900" in text
 
 
-def test_render_raw_rebuilds_the_blocks_from_the_latest_of_each_section(tmp_path):
+def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(tmp_path):
     results = _fake_results()
     raw = tmp_path / "bench.jsonl"
+    stale = {**results["overhead"], "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5
+                                              for k in results["overhead"]["rates"]}}
+    later = {**META, "command": "python -m helpers.bench --sections overhead", "date": "2026-01-02 00:00"}
+    old_lever = {**results["levers"]["levers"][0], "name": "batch 128 vs 64"}
+    rows = [(META, "overhead", stale), (META, "speedup", results["speedup"]),
+            (META, "levers", {**results["levers"], "levers": [old_lever, results["levers"]["levers"][0]]}),
+            (later, "overhead", results["overhead"]), (later, "levers", results["levers"])]
     with open(raw, "w") as f:
-        stale = {**results["overhead"], "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5
-                                                  for k in results["overhead"]["rates"]}}
-        for section, result in [("overhead", stale), *results.items()]:
-            f.write(json.dumps({"meta": META, "section": section, "result": result}) + "\n")
+        for meta, section, result in rows:
+            f.write(json.dumps({"meta": meta, "section": section, "result": result}) + "\n")
     blocks = bench.render_raw(raw)
-    assert blocks == bench.render(results, META)
+    main = blocks["main"]
+    assert "\n\n_speedup: written by `python -m helpers.bench` on 2026-01-01" in main
+    assert main.startswith("_overhead: written by `python -m helpers.bench --sections overhead` on 2026-01-02")
+    assert "fit / bare loop = 0.990x" in main and "**optimized / baseline samples/s = 12.000x" in main
+    # the lever measured again later is shown once, from the later run; the other one from the first
+    levers = blocks["levers"]
+    assert levers.count("| bf16 autocast vs fp32 |") == 1 and levers.count("| batch 128 vs 64 |") == 1
+    assert levers.index("| batch 128 vs 64 |") < levers.index("--sections overhead") < levers.index(
+        "| bf16 autocast vs fp32 |")
 
 
 def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
