@@ -38,8 +38,8 @@ def env_python(env: str) -> Path:
     return REPO_ROOT / ENVS[env] / "bin" / "python"
 
 
-def skip_reason(suite: Suite) -> str | None:
-    """Return why `suite` cannot run on this machine (None when it can)."""
+def skip_reason(suite: Suite, force: bool = False) -> str | None:
+    """Return why `suite` cannot run on this machine (None when it can); `force` overrides fast-bf16."""
     if suite.kind == "derived":
         return "nothing to run: computed by `python -m helpers.report` from the other suites' records"
     if suite.kind == "token_stats":
@@ -51,7 +51,7 @@ def skip_reason(suite: Suite) -> str | None:
         return f"its notebook {suite.notebook} does not exist yet"
     if not (env_python(suite.env).parent / "papermill").exists():
         return f"papermill is not installed in {ENVS[suite.env]}"
-    if suite.requires == "fast-bf16" and not _bf16_fast(suite.env):
+    if suite.requires == "fast-bf16" and not force and not _bf16_fast(suite.env):
         return ("it trains in bf16 modes, and this machine's CPU has no fast bf16 (no AMX / avx512_bf16: "
                 "bf16 runs ~20x slower than fp32 here, hours for this suite) and no GPU; run it on an AMX "
                 "CPU, a GPU or trn1, or force it with `python -m helpers.sweep SUITE --force`")
@@ -235,8 +235,8 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
     _STOPPING.clear()
     plan = []
     for suite in suites:
-        reason = skip_reason(suite)
-        if reason and not (force and suite.requires == "fast-bf16"):
+        reason = skip_reason(suite, force)
+        if reason:
             print(f"skipped {suite.name}: {reason}", file=out)
         else:
             plan.append(suite)
