@@ -378,32 +378,73 @@ CI_NOTE = ("Accuracy and F1 in percent: mean ± half-width of the 95% t-interval
            "tell the mode from `{ref}`.")
 
 
+STUDY_TEST_ROWS = 2000  # dair-ai/emotion's test split: what the study's accuracies were measured on
+
+
+def paired_diffs(done: list[dict], mode: str, ref: str) -> dict[str, list[float]]:
+    """Return per max_length the test-accuracy differences `mode` - `ref` of runs with the same seed."""
+    acc = {(r["params"].get("precision"), norm(r["params"].get("max_length")), r["params"].get("seed")):
+           metric(r, "test_acc") for r in done}
+    out: dict[str, list[float]] = {}
+    for (precision, length, seed), a in acc.items():
+        b = acc.get((ref, length, seed))
+        if precision == mode and a is not None and b is not None:
+            out.setdefault(length, []).append(a - b)
+    return out
+
+
+def _percent(cell: str) -> str:
+    try:
+        return f"{100 * float(cell):.2f}"
+    except ValueError:
+        return cell
+
+
 def precision_table(spec: dict, recs: list[dict], published_dir=PUBLISHED_DIR) -> str:
     """Return accuracy and F1 with 95% intervals per (mode, length), the paired difference to the
-    reference mode, step time and peak memory, and the published figures beside."""
+    reference mode, step time and peak memory, and the published figures (in %) beside."""
     keys, ref = spec["keys"], spec.get("reference", "bf16")
     done = [r for r in recs if r.get("status") == "finished"]
     groups: dict[tuple, list[dict]] = {}
     for rec in done:
         groups.setdefault(tuple(norm(rec["params"].get(k)) for k in keys), []).append(rec)
-    base = {(norm(r["params"].get("max_length")), r["params"].get("seed")): metric(r, "test_acc")
-            for r in done if r["params"].get("precision") == ref}
     labels, published = published_columns(spec, keys, published_dir)
     header = keys + ["runs", "test acc %", "test macro-F1 %", f"Δ acc vs {ref} (points)", "step ms",
-                     "peak mem GiB"] + labels
+                     "peak mem GiB"] + [label.replace("accuracy", "accuracy %") for label in labels]
     rows = []
     for key in sorted(groups, key=lambda k: (k[1], k[0])) + [k for k in published if k not in groups]:
         group = groups.get(key, [])
-        diffs = [metric(r, "test_acc") - base[(norm(r["params"].get("max_length")), r["params"].get("seed"))]
-                 for r in group if (norm(r["params"].get("max_length")), r["params"].get("seed")) in base
-                 and metric(r, "test_acc") is not None]
+        diffs = paired_diffs(group + [r for r in done if r["params"].get("precision") == ref], key[0], ref)
         rows.append(list(key) + [str(len(group)), fmt_ci([metric(r, "test_acc") for r in group], 100),
                                  fmt_ci([metric(r, "test_f1") for r in group], 100),
-                                 DASH if key[0] == ref else fmt_ci(diffs, 100),
+                                 DASH if key[0] == ref else fmt_ci(diffs.get(key[1], []), 100),
                                  summarize([metric(r, "step_ms") for r in group]),
                                  summarize([metric(r, "mem_gib") for r in group])]
-                    + [published.get(key, {}).get(l, DASH) for l in labels])
+                    + [_percent(published.get(key, {}).get(label, DASH)) for label in labels])
     return md_table(header, rows, text_columns=len(keys))
+
+
+def sr_effect_table(spec: dict, recs: list[dict], published_dir=PUBLISHED_DIR) -> str:
+    """Return the study's question per length: stochastic minus nearest rounding of bf16 weights, measured
+    (paired by seed, 95% interval) beside the published single-run difference and its binomial noise."""
+    done = [r for r in recs if r.get("status") == "finished"]
+    diffs = paired_diffs(done, "bf16-pure-sr", "bf16-pure")
+    labels, published = published_columns(spec, spec["keys"], published_dir)
+    rows = []
+    for length in sorted(set(diffs) | {k[1] for k in published}, key=float):
+        cells = [published.get((mode, length), {}).get(labels[0]) if labels else None
+                 for mode in ("bf16-pure-sr", "bf16-pure")]
+        pub = noise = DASH
+        if all(c not in (None, DASH) for c in cells):
+            on, off = map(float, cells)
+            p = (on + off) / 2
+            pub = f"{100 * (on - off):+.2f}"
+            noise = f"± {100 * 1.96 * math.sqrt(2 * p * (1 - p) / STUDY_TEST_ROWS):.2f}"
+        rows.append([length, str(len(diffs.get(length, []))), fmt_ci(diffs.get(length, []), 100), pub, noise])
+    header = ["max_length", "seeds", "measured: bf16-pure-sr − bf16-pure (points)",
+              "published (trn1, one run each): SR on − off (points)",
+              f"noise of a published difference: 95% interval of two single runs on {STUDY_TEST_ROWS:,} rows"]
+    return md_table(header, rows)
 
 
 def precision_section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:
@@ -415,13 +456,15 @@ def precision_section(suite: suites.Suite, selected: dict, published_dir=PUBLISH
     for variant, recs in by_variant.items():
         for device in dict.fromkeys(device_of(r) for r in recs):
             mine = [r for r in recs if device_of(r) == device]
-            parts += [caption(suite, variant, mine), precision_table(suite.report, mine, published_dir)]
+            parts += [caption(suite, variant, mine), precision_table(suite.report, mine, published_dir),
+                      "The study's question, stochastic rounding of the bf16 weight update, per length:",
+                      sr_effect_table(suite.report, mine, published_dir)]
     parts.append(CI_NOTE.format(ref=suite.report.get("reference", "bf16")))
     return "\n\n".join(parts)
 
 
-SECTIONS = {"grid": grid_section, "precision": precision_section, "token_stats": token_stats_section, "speedup": speedup_section,
-            "cost": cost_section, "roofline": roofline_section}
+SECTIONS = {"grid": grid_section, "precision": precision_section, "token_stats": token_stats_section,
+            "speedup": speedup_section, "cost": cost_section, "roofline": roofline_section}
 
 
 def section(suite: suites.Suite, selected: dict, published_dir=PUBLISHED_DIR) -> str:

@@ -225,7 +225,10 @@ def test_precision_table_gives_intervals_and_the_paired_difference_to_bf16():
     body = tables.section(suite, {"precision": {"quick": recs}})
     # acc bf16: 55 ± t(.975, 1) * 7.071 / sqrt(2) = 12.706 * 5; paired Δ: (2, 4) -> 3 ± 12.706 * 1
     assert ("| bf16 | 32 | 2 | 55.00 ± 63.53 | 45.00 ± 63.53 | — | 100 ± 0 | 2 ± 0 | — |") in body
-    assert ("| bf16-pure-sr | 32 | 2 | 58.00 ± 76.24 | 45.00 ± 63.53 | 3.00 ± 12.71 | 200 ± 0 | 2 ± 0 | 0.9405 |"
+    assert ("| bf16-pure-sr | 32 | 2 | 58.00 ± 76.24 | 45.00 ± 63.53 | 3.00 ± 12.71 | 200 ± 0 | 2 ± 0 | 94.05 |"
             in body)
-    assert "| bf16-pure | 16 | 0 | — | — | — | — | — | 0.9280 |" in body  # published only
+    assert "| bf16-pure | 16 | 0 | — | — | — | — | — | 92.80 |" in body  # published only
     assert "paired difference" in body
+    # the SR question: no bf16-pure runs here, so only the published single-run differences and their
+    # binomial noise on 2,000 rows: 1.96 * sqrt(2 p (1 - p) / 2000) at p = mean of the two published
+    assert "| 32 | 0 | — | -0.25 | ± 1.45 |" in body and "| 16 | 0 | — | +0.25 | ± 1.59 |" in body
