@@ -245,10 +245,10 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
     total = sum(len(expand(s, variant)) for s in plan)
     with tqdm(total=total, desc=f"sweep {variant}", unit="run", file=out, dynamic_ncols=True) as bar:
         for suite in plan:
-            counts, spec = summary[suite.name], suite.variants[variant]
-            todo = [p for p in expand(suite, variant) if p.run_name not in done]
-            if len(todo) < len(expand(suite, variant)):
-                counts["already done"] = len(expand(suite, variant)) - len(todo)
+            counts, spec, points = summary[suite.name], suite.variants[variant], expand(suite, variant)
+            todo = [p for p in points if p.run_name not in done]
+            if len(todo) < len(points):
+                counts["already done"] = len(points) - len(todo)
                 bar.update(counts["already done"])
             n_jobs = min(jobs or spec.get("jobs", 1), max(1, len(todo)))
             threads = max(1, (os.cpu_count() or 1) // n_jobs) if n_jobs > 1 else None

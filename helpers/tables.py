@@ -412,12 +412,12 @@ def precision_table(spec: dict, recs: list[dict], published_dir=PUBLISHED_DIR) -
     header = keys + ["runs", "test acc %", "test macro-F1 %", f"Δ acc vs {ref} (points)", "step ms",
                      "peak mem GiB"] + [label.replace("accuracy", "accuracy %") for label in labels]
     rows = []
+    diffs = {mode: paired_diffs(done, mode, ref) for mode, _ in groups}
     for key in sorted(groups, key=lambda k: (k[1], k[0])) + [k for k in published if k not in groups]:
         group = groups.get(key, [])
-        diffs = paired_diffs(group + [r for r in done if r["params"].get("precision") == ref], key[0], ref)
         rows.append(list(key) + [str(len(group)), fmt_ci([metric(r, "test_acc") for r in group], 100),
                                  fmt_ci([metric(r, "test_f1") for r in group], 100),
-                                 DASH if key[0] == ref else fmt_ci(diffs.get(key[1], []), 100),
+                                 DASH if key[0] == ref else fmt_ci(diffs.get(key[0], {}).get(key[1], []), 100),
                                  summarize([metric(r, "step_ms") for r in group]),
                                  summarize([metric(r, "mem_gib") for r in group])]
                     + [_percent(published.get(key, {}).get(label, DASH)) for label in labels])

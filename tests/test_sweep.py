@@ -268,6 +268,11 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
     assert records.finished_run_names(results_path) == {oom["run_name"], done["run_name"]}
 
 
+def sweep_cli(toml: Path, results: Path, runs: Path) -> list[str]:
+    """Return the command line that runs a suite file's sweep in a process of its own."""
+    return [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results), "--runs-dir", str(runs)]
+
+
 def _kill_with_children(pid: int) -> None:
     import psutil
 
@@ -291,8 +296,7 @@ def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path, re
     """)
     first, second = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
     runs = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results_path),
-           "--runs-dir", str(runs)]
+    cmd = sweep_cli(toml, results_path, runs)
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not (runs / "killme" / f"{second}.log").exists():  # the second point has started
@@ -363,8 +367,7 @@ def test_sigterm_stops_every_running_point_and_records_none(tmp_path, results_pa
         jobs = 2
         [full]
     """)
-    cmd = [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results_path),
-           "--runs-dir", str(tmp_path / "runs")]
+    cmd = sweep_cli(toml, results_path, tmp_path / "runs")
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pid_files = [Path(f"{results_path}.{n}.pid") for n in (60, 61)]
     deadline = time.monotonic() + 120
