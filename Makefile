@@ -18,12 +18,14 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements.txt -e .
+	$(PY) -m ipykernel install --prefix $(VENV) --name accelbench --display-name "accelbench (CPU / CUDA)" >/dev/null
 	touch $@
 
 xla-venv: $(XLA_VENV)/.installed
 $(XLA_VENV)/.installed: requirements-xla.txt pyproject.toml
 	$(PYTHON) -m venv $(XLA_VENV)
 	$(XLA_VENV)/bin/pip install -q -r requirements-xla.txt -e .
+	$(XPY) -m ipykernel install --prefix $(XLA_VENV) --name accelbench-xla --display-name "accelbench-xla (torch-xla)" >/dev/null
 	touch $@
 
 ## test: the whole suite (main environment, then the torch-xla CPU environment)

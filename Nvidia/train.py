@@ -7,7 +7,7 @@
 """
 import sys
 
-from helpers import entry
+from helpers import cli
 
 if __name__ == "__main__":
-    sys.exit(entry.exit_code(entry.main()))
+    sys.exit(cli.exit_code(cli.main()))

@@ -4,7 +4,7 @@
 
 Prints accuracy and macro-F1 as JSON.
 """
-from helpers import entry
+from helpers import cli
 
 if __name__ == "__main__":
-    entry.evaluate_main(defaults={"device": "xla"})
+    cli.evaluate_main(defaults={"device": "xla"})

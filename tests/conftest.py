@@ -59,7 +59,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import BertForSequenceClassification
 
-    from helpers import models
+    from helpers.run import models
 
     root = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)

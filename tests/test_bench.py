@@ -7,8 +7,8 @@ import torch
 from transformers import BertForSequenceClassification
 
 from helpers import bench, train
-from helpers.device import resolve_device
-from helpers.optim import build_optimizer, build_scheduler
+from helpers.run.device import resolve_device
+from helpers.run.optim import build_optimizer, build_scheduler
 from conftest import tiny_bert_config
 
 CPU = resolve_device("cpu")

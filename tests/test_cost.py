@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import cost
+from helpers.calc import cost
 
 
 def test_cost_per_epoch_known_value():

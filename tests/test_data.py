@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from helpers import data
+from helpers.run import data
 
 
 def test_local_folder_loads_all_splits(tiny_data_dir):
@@ -69,7 +69,14 @@ def test_hub_unreachable_says_how_to_provide_folder(monkeypatch):
     monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")
     with pytest.raises(data.DataError) as err:
         data.load_emotion()
-    assert "dair-ai/emotion" in str(err.value) and "python -m helpers.data export" in str(err.value)
+    assert "dair-ai/emotion" in str(err.value) and "python -m helpers.run.data export" in str(err.value)
+
+
+def test_the_majority_share_is_what_always_answering_joy_scores(real_data_dir):
+    _, info = data.load_emotion(str(real_data_dir))
+    assert info["majority_share"]["test"] == 695 / 2000  # joy: the commonest label of the test split
+    _, small = data.load_emotion(str(real_data_dir), eval_subset=500)
+    assert small["majority_share"]["test"] == 0.302  # the first 500 test rows: 151 of them joy
 
 
 def test_real_dataset_shape_and_labels(real_data_dir):

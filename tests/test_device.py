@@ -3,8 +3,8 @@ import warnings
 import pytest
 import torch
 
-from helpers import device
-from helpers.config import ConfigError
+from helpers.run import device
+from helpers.run.args import ConfigError
 
 
 def test_auto_picks_cpu_without_gpu(monkeypatch):

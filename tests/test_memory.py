@@ -10,7 +10,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from conftest import tiny_bert_config
-from helpers import memory, roofline
+from helpers.calc import facts, flops as roofline, memory
 
 # Small enough to train in a second, big enough that activations dominate the peak. The vocabulary is
 # cut to 2,048 so the AdamW step's temporaries (two copies of the largest parameter, the word
@@ -157,7 +157,7 @@ def test_largest_batch_that_fits_is_the_edge():
 def test_fit_table_uses_capacities_from_the_csv():
     cfg = BertConfig(num_labels=6)
     table = memory.fit_table(cfg, 128, "bf16").set_index("key")
-    peaks = roofline.load_device_peaks().set_index("key")
+    peaks = facts.load_device_peaks().set_index("key")
     assert {"t4", "l4", "a100-40gb", "a100-80gb", "h100", "h200", "trn1-core", "host"} <= set(table.index)
     assert (table["memory_gib"] == peaks.loc[table.index, "memory_gib"]).all()
     batch = table["largest_batch"]

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import models
+from helpers.run import models
 
 
 def test_minilm_alias_loads_pretrained_offline():

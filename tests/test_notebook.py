@@ -5,58 +5,90 @@ from pathlib import Path
 
 import pytest
 
-from helpers import records
+from helpers.run import records
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def run_notebook(tmp_path, notebook, **params):
+def papermill(tmp_path, notebook, **params):
+    """Run `notebook` with `-p` parameters; return the completed process and the output notebook path."""
     out = tmp_path / "out.ipynb"
     args = [sys.executable, "-m", "papermill", str(REPO / notebook), str(out), "--cwd", str(tmp_path)]
     for k, v in params.items():
         args += ["-p", k, str(v)]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    return subprocess.run(args, capture_output=True, text=True, timeout=600), out
 
 
 @pytest.fixture(scope="module")
 def nb_run(tmp_path_factory, tiny_model_dir, tiny_data_dir):
     tmp = tmp_path_factory.mktemp("nb")
-    results = tmp / "runs.jsonl"
-    run_notebook(tmp, "Nvidia/baseline.ipynb", model_name=tiny_model_dir, data_dir=tiny_data_dir,
-                 batch=64, max_length=32, epochs=2, lr=5e-3, results_path=results,
-                 run_name="nb-test", profile="True", profile_steps=2, profile_dir=tmp / "profiles")
-    (rec,), broken = records.read_records(results)
-    return rec, tmp
+    proc, _ = papermill(tmp, "Nvidia/baseline.ipynb", model_name=tiny_model_dir, data_dir=tiny_data_dir,
+                        preset="optimized", batch=8, max_length=32, epochs=1, max_steps=10, lr=5e-3,
+                        results_path=tmp / "results", run_name="nb-test", profile="True", profile_steps=2,
+                        profile_dir=tmp / "profiles", save_dir=tmp / "ckpt")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,), skipped = records.read_records(tmp / "results")
+    return rec, tmp, proc
 
 
-def test_record_is_appended_with_the_batch_given_on_the_command_line(nb_run):
-    rec, _ = nb_run
+def test_the_record_keeps_the_batch_given_even_under_a_preset(nb_run):
+    rec, _, _ = nb_run
     assert rec["status"] == "finished" and rec["run_name"] == "nb-test"
-    assert rec["params"]["batch"] == 64  # `-p batch 64` reaches the record
-    assert rec["timing"]["steps"] == 2 * (256 // 64)
+    assert rec["params"]["batch"] == 8  # `-p batch 8` equals the default, and still beats the preset's 64
+    assert rec["params"]["llrd_decay"] == 0.95 and rec["params"]["log_every"] == 100  # not given: the preset's
+    assert set(rec["params_given"]) >= {"batch", "preset", "max_length", "lr"}
+    assert rec["timing"]["steps"] == 10
     assert rec["device"]["type"] == "cpu" and rec["device"]["cpu_capability"]
     assert 0 <= rec["metrics"]["test_accuracy"] <= 1 and rec["metrics"]["final_loss"] > 0
-    assert rec["libraries"]["torch"]
 
 
-def test_record_carries_systems_memory_and_profile(nb_run):
-    rec, _ = nb_run
+def test_the_record_carries_systems_memory_and_profile(nb_run):
+    rec, _, _ = nb_run
     assert rec["systems"]["flops_per_step"] > 0 and rec["systems"]["arithmetic_intensity"] > 0
-    assert rec["memory"]["host_peak_rss_gib"] > 0
-    assert rec["utilization"]["backend"] == "psutil"
+    assert rec["memory"]["host_peak_rss_gib"] > 0 and rec["utilization"]["backend"] == "psutil"
     prof = rec["profile"]
     assert prof["class_time_ms"]["matmul"] > 0 and Path(prof["trace_path"]).exists()
 
 
+def test_save_dir_writes_a_checkpoint_the_eval_script_reads(nb_run, tiny_data_dir):
+    rec, tmp, _ = nb_run
+    assert (tmp / "ckpt" / "config.json").exists() and rec["saved_to"] == str(tmp / "ckpt")
+    out = subprocess.run([sys.executable, str(REPO / "Trainium" / "eval.py"), "--model_name_or_path",
+                          str(tmp / "ckpt"), "--data_dir", str(tiny_data_dir), "--device", "cpu",
+                          "--max_seq_length", "32"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert '"rows": 64' in out.stdout
+
+
+def test_each_step_prints_a_short_summary(nb_run):
+    _, tmp, _ = nb_run
+    text = (tmp / "out.ipynb").read_text()
+    for line in ("data: 256 train", "tokens: static padding to 32", "model: ", "training: finished, 10 steps",
+                 "evaluation: validation accuracy", "record: finished, written to"):
+        assert line in text, line
+
+
+def test_a_misspelled_parameter_stops_before_anything_runs(tmp_path, tiny_model_dir, tiny_data_dir):
+    proc, out = papermill(tmp_path, "Nvidia/baseline.ipynb", model_name=tiny_model_dir, data_dir=tiny_data_dir,
+                          learning_rate=0.5, results_path=tmp_path / "r")
+    assert proc.returncode != 0
+    assert "unknown parameter 'learning_rate'" in proc.stderr + out.read_text()
+    assert not (tmp_path / "r").exists()
+
+
 def test_bad_parameter_fails_before_training(tmp_path, tiny_model_dir, tiny_data_dir):
-    out = tmp_path / "bad.ipynb"
-    proc = subprocess.run([sys.executable, "-m", "papermill", str(REPO / "Nvidia/baseline.ipynb"), str(out),
-                           "-p", "model_name", str(tiny_model_dir), "-p", "data_dir", str(tiny_data_dir),
-                           "-p", "padding", "ragged", "-p", "results_path", str(tmp_path / "r.jsonl")],
-                          capture_output=True, text=True, timeout=300)
+    proc, out = papermill(tmp_path, "Nvidia/baseline.ipynb", model_name=tiny_model_dir, data_dir=tiny_data_dir,
+                          padding="ragged", results_path=tmp_path / "r")
     assert proc.returncode != 0
     assert "padding='ragged' is unknown: allowed static, dynamic" in proc.stderr + out.read_text()
-    assert not (tmp_path / "r.jsonl").exists()
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_failing_later_cell_still_writes_the_failed_record(tmp_path, tiny_model_dir, tiny_data_dir):
+    proc, _ = papermill(tmp_path, "Nvidia/baseline.ipynb", model_name=tiny_model_dir, data_dir=tiny_data_dir,
+                        train_subset=16, batch=16, gradient_accumulation_steps=4, results_path=tmp_path / "r",
+                        run_name="zero-steps")
+    assert proc.returncode != 0
+    (rec,), _ = records.read_records(tmp_path / "r")
+    assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"]

@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from helpers import optim
+from helpers.run import optim
 from conftest import tiny_bert_config
 
 

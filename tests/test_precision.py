@@ -3,9 +3,10 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from helpers import precision as prec, train
-from helpers.device import resolve_device
-from helpers.optim import build_optimizer, build_scheduler
+from helpers.measure.timing import StepTimer
+from helpers.run import precision as prec, train
+from helpers.run.device import resolve_device
+from helpers.run.optim import build_optimizer, build_scheduler
 from conftest import tiny_bert_config
 
 CPU = resolve_device("cpu")
@@ -38,7 +39,7 @@ def test_every_mode_trains(mode):
     opt = build_optimizer(model, 2e-3, None, 0.0, precision=mode)
     sched = build_scheduler(opt, 48, 0.0)
     result = train.fit(model, _batches(), opt, sched, CPU, mode, epochs=1, log_every=12,
-                       timing_warmup_steps=0, progress=False)
+                       timer=StepTimer(warmup_steps=0), progress=False)
     first, last = result.loss_curve[0][1], result.loss_curve[-1][1]
     assert result.status == "finished" and last < 0.8 * first, result.loss_curve
     expected = torch.bfloat16 if mode.startswith("bf16-pure") else torch.float32

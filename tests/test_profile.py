@@ -9,10 +9,7 @@ import pytest
 import torch
 from conftest import tiny_bert_config
 
-from helpers.profile import (StepProfiler, classify_op, parse_neuron_profile_summary,
-                             summarize_events, xla_metrics_window)
-
-FIXTURES = Path(__file__).parent / "fixtures" / "neuron_profile"
+from helpers.measure.profile import StepProfiler, classify_op, summarize_events, xla_metrics_window
 
 
 # ----------------------------------------------------------------------------- classification
@@ -159,14 +156,14 @@ def test_xla_metrics_window_deltas(monkeypatch):
         state["counters"] = {"UncachedCompile": 3, "CachedCompile": 4}
     assert deltas["compile_count"] == 1 and deltas["compile_time_s"] == pytest.approx(1.5)
     assert deltas["execute_count"] == 5 and deltas["execute_time_s"] == pytest.approx(0.5)
-    assert deltas["uncached_compile_count"] == 1 and deltas["cached_compile_count"] == 4
+    assert deltas["uncached_compiles"] == 1 and deltas["cached_compiles"] == 4
 
 
 def test_xla_metrics_window_without_torch_xla(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_xla", None)
     with xla_metrics_window() as deltas:
         pass
-    assert deltas["compile_count"] == "not measured" and "torch_xla" in deltas["reason"]
+    assert deltas["status"] == "not measured" and "torch_xla" in deltas["reason"]
 
 
 def test_step_profiler_on_xla_records_metrics(monkeypatch, tmp_path):
@@ -180,44 +177,5 @@ def test_step_profiler_on_xla_records_metrics(monkeypatch, tmp_path):
     prof.step()
     summary = prof.summary()
     assert summary["xla_profiler_trace"] == "not supported on this backend"
-    assert summary["xla_metrics"]["uncached_compile_count"] == 1
+    assert summary["xla_metrics"]["uncached_compiles"] == 1
     assert summary["trace_path"] is None and summary["window_steps"] == 2
-
-
-# ----------------------------------------------------------------------------- Neuron profiler summary
-def test_neuron_profile_summary_good():
-    out = parse_neuron_profile_summary(FIXTURES / "summary_good.json")
-    assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
-    assert out["vector_engine_active_pct"] == pytest.approx(22.33)
-    assert out["scalar_engine_active_pct"] == pytest.approx(18.75)
-    assert out["gpsimd_engine_active_pct"] == pytest.approx(1.25)
-    assert out["dma_active_pct"] == pytest.approx(20.46)
-    assert out["mfu_pct"] == pytest.approx(37.84) and out["mbu_pct"] == pytest.approx(25.12)
-    assert out["total_time_s"] == pytest.approx(0.012345) and out["entries"] == 1
-
-
-def test_neuron_profile_summary_other_shapes():
-    entry = json.loads((FIXTURES / "summary_good.json").read_text())["profile_rank_0"]
-    entry = {k: v for k, v in entry.items() if not k.startswith(("mfu", "mbu", "hfu"))}
-    for doc in ({"summary": [entry]}, entry):
-        out = parse_neuron_profile_summary(doc)
-        assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
-        assert out["mfu_pct"] == "not measured"
-    as_percent = {k: (v * 100 if k.endswith("_percent") else v) for k, v in entry.items()}
-    out = parse_neuron_profile_summary(as_percent, percent_fields_are_fractions=False)
-    assert out["dma_active_pct"] == pytest.approx(20.46)
-    with pytest.raises(ValueError, match="fraction"):
-        parse_neuron_profile_summary(as_percent)
-
-
-def test_neuron_profile_summary_malformed_names_file_and_fields(tmp_path):
-    path = FIXTURES / "summary_missing_fields.json"
-    with pytest.raises(ValueError) as err:
-        parse_neuron_profile_summary(path)
-    message = str(err.value)
-    assert str(path) in message
-    assert "gpsimd_engine_active_time_percent" in message and "dma_active_time_percent" in message
-    broken = tmp_path / "broken.json"
-    broken.write_text("{not json")
-    with pytest.raises(ValueError, match="broken.json"):
-        parse_neuron_profile_summary(broken)

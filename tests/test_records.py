@@ -1,47 +1,120 @@
+"""Record files: written whole, read back whatever a crash or a full disk left, bad input skipped."""
 import json
-import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
 
-from helpers import records
+import pytest
 
-
-def test_append_and_read_back(tmp_path):
-    path = tmp_path / "r.jsonl"
-    records.append_record(path, records.new_record({"run_name": "a"}, status="finished"))
-    records.append_record(path, {"run_name": "b", "schema_version": 2, "loss": float("nan")})
-    recs, broken = records.read_records(path)
-    assert [r["run_name"] for r in recs] == ["a", "b"] and broken == 0
-    assert recs[1]["loss"] == "nan"  # never invalid JSON
-
-
-def test_record_survives_a_crash_mid_write(tmp_path):
-    path = tmp_path / "r.jsonl"
-    records.append_record(path, {"run_name": "a", "schema_version": 2, "status": "finished"})
-    with open(path, "a") as f:  # a process killed half-way through its line
-        f.write('{"run_name": "half", "sta')
-    records.append_record(path, {"run_name": "c", "schema_version": 2, "status": "finished"})
-    recs, broken = records.read_records(path)
-    assert [r["run_name"] for r in recs] == ["a", "c"] and broken == 1
-    assert records.finished_run_names(path) == {"a", "c"}
+from helpers.run import records
 
 
-def test_older_schema_still_loads(tmp_path):
-    path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps({"run_name": "old", "train_time_s": 12.0, "test_accuracy": 0.9}) + "\n")
-    (rec,), _ = records.read_records(path)
-    assert rec["schema_version"] == records.SCHEMA_VERSION
-    assert rec["timing"]["train_time_s"] == 12.0 and rec["metrics"]["test_accuracy"] == 0.9
+def test_write_and_read_back(tmp_path):
+    path = records.record_path(tmp_path, "suite", "a", "cpu-x")
+    assert path == tmp_path / "suite" / "a@cpu-x.json"
+    records.write_record(path, records.new_record({"run_name": "a"}, status="finished", loss=float("nan")))
+    rec = records.read_record(path)
+    assert rec["run_name"] == "a" and rec["loss"] == "nan"  # never invalid JSON
+    assert records.record_path(tmp_path, None, "b", "cpu-x").parent.name == records.ADHOC
 
 
-def _writer(path, tag, n):
-    for i in range(n):
-        records.append_record(path, {"run_name": f"{tag}-{i}", "schema_version": 2, "pad": "x" * 5000})
+def test_reading_skips_what_is_not_a_record_and_counts_it(tmp_path):
+    good = records.new_record({"run_name": "ok"}, status="finished")
+    records.write_record(tmp_path / "s" / "ok@d.json", good)
+    (tmp_path / "s" / "list@d.json").write_text("[1, 2]")  # valid JSON, not an object
+    (tmp_path / "s" / "noname@d.json").write_text(json.dumps({"status": "finished"}))
+    (tmp_path / "s" / "cut@d.json").write_text('{"run_name": "cut", "sta')
+    (tmp_path / "_peaks").mkdir()
+    (tmp_path / "_peaks" / "cpu.json").write_text("{}")  # not a record folder: never read as one
+    legacy = tmp_path / "old" / "runs.jsonl"
+    legacy.parent.mkdir()
+    legacy.write_text(json.dumps({"run_name": "old", "train_time_s": 12.0, "test_accuracy": 0.9}) + "\n"
+                      + "[3]\n" + '{"run_name": "half", "st\n')
+    found, skipped = records.read_records(tmp_path)
+    assert sorted(r["run_name"] for r in found) == ["ok", "old"]
+    assert skipped == {"not a JSON object": 2, "no run_name": 1, "cut short or not JSON": 2}
+    old = next(r for r in found if r["run_name"] == "old")
+    assert old["timing"]["train_time_s"] == 12.0 and old["metrics"]["test_accuracy"] == 0.9
+    assert old["schema_version"] == records.SCHEMA_VERSION and old["_source"] == str(legacy)
 
 
-def test_two_writers_do_not_interleave(tmp_path):
-    path = tmp_path / "r.jsonl"
-    procs = [mp.get_context("spawn").Process(target=_writer, args=(path, t, 40)) for t in "ab"]
-    [p.start() for p in procs]
-    [p.join() for p in procs]
-    recs, broken = records.read_records(path)
-    assert broken == 0 and len(recs) == 80
-    assert {r["run_name"] for r in recs} == {f"{t}-{i}" for t in "ab" for i in range(40)}
+WRITER = textwrap.dedent("""
+    import sys
+    from helpers.run import records
+    path, n = sys.argv[1], 0
+    while True:
+        n += 1
+        records.write_record(path, {"run_name": "big", "n": n, "pad": "x" * 2_000_000})
+        print(n, flush=True)
+""")
+
+
+def test_a_record_killed_mid_write_is_the_old_one_or_the_new_one(tmp_path):
+    path = tmp_path / "r" / "big@d.json"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    for _ in range(3):  # let it rewrite the file a few times, then kill it at an arbitrary point
+        proc.stdout.readline()
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rec = records.read_record(path)
+    assert rec is not None and rec["n"] >= 3 and len(rec["pad"]) == 2_000_000
+    assert not [p for p in path.parent.iterdir() if p.suffix == ".tmp" and p.stat().st_size == len(rec)]
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs (needs root and mount); skipped with the reason where it cannot be mounted."""
+    mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.decode().strip() or 'not root'})")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill(folder: Path) -> None:
+    """Fill the filesystem of `folder` to the last byte."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 512)
+        except OSError:
+            pass
+
+
+def test_a_full_disk_leaves_the_old_file_whole_and_names_the_path(small_disk):
+    path = small_disk / "_peaks" / "cpu.json"
+    records.write_json_atomic(path, {"fp32, 2 threads": {"peak_tflops": 1.0}})
+    fill(small_disk)
+    with pytest.raises(records.RecordWriteError, match=str(path)):
+        records.write_json_atomic(path, {"fp32, 2 threads": {"peak_tflops": 2.0}, "pad": "x" * 100_000})
+    assert json.loads(path.read_text()) == {"fp32, 2 threads": {"peak_tflops": 1.0}}
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_a_full_or_read_only_destination_is_refused_before_the_run(small_disk, tmp_path):
+    fill(small_disk)
+    with pytest.raises(records.RecordWriteError, match="results_path=.*(cannot hold run records|bytes free)"):
+        records.check_writable(small_disk / "results")
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    os.chmod(read_only, 0o555)
+    if os.access(read_only, os.W_OK):  # root writes anywhere: a read-only mount says no even to root
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        read_only = small_disk
+    with pytest.raises(records.RecordWriteError, match="cannot hold run records"):
+        records.check_writable(read_only / "results")
+
+
+def test_failure_status_knows_every_backends_out_of_memory():
+    assert records.failure_status("torch.OutOfMemoryError: CUDA out of memory") == "oom"
+    assert records.failure_status("RuntimeError: RESOURCE_EXHAUSTED: XLA") == "oom"
+    assert records.failure_status("MemoryError") == "oom"
+    assert records.failure_status("ValueError: bad") == "failed"

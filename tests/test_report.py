@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import records, report, suites, tables
-from helpers.config import RunConfig
+from helpers.run.args import RunConfig
 
 SEQ_SUITE = """
     title = "Sequence length (test)"

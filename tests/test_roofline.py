@@ -1,77 +1,15 @@
-import json
-import math
+"""helpers/calc/roofline.py: bytes per step, arithmetic intensity, the roofline point, a run's systems figures."""
+from collections import Counter
 
 import pytest
-import torch
-from torch.utils.flop_counter import FlopCounterMode
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertConfig
 
 from conftest import tiny_bert_config
-from helpers import roofline
+from helpers.calc import flops, roofline
+from helpers.calc.flops import PRECISION_BYTES
 
 
-def counted_flops(model: torch.nn.Module, batch: int, seq_len: int, device: str = "cpu") -> tuple[int, int]:
-    """Return (forward, forward+backward) FLOPs that FlopCounterMode counts for one training step."""
-    ids = torch.zeros(batch, seq_len, dtype=torch.long, device=device)
-    labels = torch.zeros(batch, dtype=torch.long, device=device)
-    counter = FlopCounterMode(display=False)
-    with counter:
-        loss = model(input_ids=ids, labels=labels).loss
-        forward = counter.get_total_flops()
-        loss.backward()
-    return forward, counter.get_total_flops()
-
-
-# Eager attention: on the CPU, SDPA without dropout dispatches to
-# aten._scaled_dot_product_flash_attention_for_cpu, which FlopCounterMode (torch 2.13) has no formula
-# for, so the L^2 attention matmuls would go uncounted. Eager runs them as bmm, which it counts.
-@pytest.mark.parametrize("batch,seq_len", [(1, 8), (4, 32), (8, 128)])
-def test_flops_match_flop_counter_tiny(batch, seq_len):
-    cfg = tiny_bert_config(attn_implementation="eager")
-    model = BertForSequenceClassification(cfg).train()
-    forward, total = counted_flops(model, batch, seq_len)
-    ours = roofline.train_step_flops_breakdown(cfg, batch, seq_len)
-    assert ours["forward"] == pytest.approx(forward, rel=0.05)
-    # FlopCounterMode counts matmuls only, so compare without the optimizer's elementwise FLOPs
-    assert ours["forward"] + ours["backward"] == pytest.approx(total, rel=0.05)
-
-
-@pytest.fixture(scope="module")
-def bert_base_meta():
-    # meta tensors: shapes without storage, so a bert-base forward+backward at batch 64 costs nothing
-    cfg = BertConfig(num_labels=6, attn_implementation="eager")
-    with torch.device("meta"):
-        model = BertForSequenceClassification(cfg).train()
-    return cfg, model
-
-
-@pytest.mark.parametrize("batch", [1, 64])
-@pytest.mark.parametrize("seq_len", [16, 128])
-def test_flops_match_flop_counter_bert_base(bert_base_meta, batch, seq_len):
-    cfg, model = bert_base_meta
-    forward, total = counted_flops(model, batch, seq_len, device="meta")
-    ours = roofline.train_step_flops_breakdown(cfg, batch, seq_len)
-    assert ours["forward"] == pytest.approx(forward, rel=0.05)
-    assert ours["forward"] + ours["backward"] == pytest.approx(total, rel=0.05)
-
-
-def test_train_step_flops_includes_optimizer():
-    cfg = tiny_bert_config()
-    parts = roofline.train_step_flops_breakdown(cfg, 4, 32)
-    assert parts["backward"] == 2 * parts["forward"]
-    assert parts["optimizer"] == roofline.ADAMW_FLOPS_PER_PARAM * roofline.param_count(cfg)
-    assert roofline.train_step_flops(cfg, 4, 32) == parts["forward"] + parts["backward"] + parts["optimizer"]
-
-
-def test_param_count_matches_model(bert_base_meta):
-    cfg = tiny_bert_config()
-    model = BertForSequenceClassification(cfg)
-    assert roofline.param_count(cfg) == sum(p.numel() for p in model.parameters())
-    cfg, model = bert_base_meta
-    assert roofline.param_count(cfg) == sum(p.numel() for p in model.parameters()) == 109_486_854
-
-
-@pytest.mark.parametrize("precision", list(roofline.PRECISION_BYTES))
+@pytest.mark.parametrize("precision", list(PRECISION_BYTES))
 def test_step_bytes_grow_with_batch_and_intensity_too(precision):
     cfg = BertConfig(num_labels=6)
     totals = [roofline.step_bytes(cfg, b, 128, precision)["total"] for b in (1, 8, 64)]
@@ -136,68 +74,32 @@ def test_roofline_point_memory_and_compute_side():
     assert high["mfu"] == pytest.approx(0.2)
 
 
-@pytest.mark.parametrize("name,key", [
-    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", None), ("NVIDIA H200", "h200"),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
-    ("Tesla T4", "t4"), ("NVIDIA L4", "l4"), ("NVIDIA L40S", None), ("NVIDIA A10G", "a10g"),
-    ("NVIDIA GeForce RTX 4090", None),
-])
-def test_cuda_device_key(name, key):
-    assert roofline.cuda_device_key(name) == key
-
-
-def test_device_peaks_csv_has_every_device_with_a_source():
-    peaks = roofline.load_device_peaks()
-    assert list(peaks.columns) == ["device", "key", "peak_bf16_tflops", "peak_fp32_tflops", "mem_bw_gbps",
-                                   "memory_gib", "source"]
-    assert {"trn1-core", "trn1-chip", "t4", "l4", "a10g", "a100-40gb", "a100-80gb", "h100",
-            "h200"} <= set(peaks["key"])
-    assert (peaks["source"].str.strip().str.len() > 0).all()
-    assert peaks["key"].is_unique
-    # every key the name mapping can return has a roof
-    for _, key in roofline.CUDA_NAME_KEYS:
-        roof = roofline.device_roof(key, "bf16")
-        assert roof["peak_tflops"] > roofline.device_roof(key, "fp32")["peak_tflops"] > 0
-        assert roof["mem_bw_gbps"] > 0 and roof["source"]
-    assert roofline.device_roof("trn1-chip", "bf16-pure-sr")["peak_tflops"] == 2 * roofline.device_roof(
-        "trn1-core", "bf16")["peak_tflops"]
-    with pytest.raises(ValueError):
-        roofline.device_roof("host", "fp32")  # measured at run time, not published
-
-
-def test_cpu_microbenchmarks_return_positive_numbers():
-    for dtype in (torch.float32, torch.bfloat16):
-        tflops = roofline.measure_cpu_matmul_tflops(dtype, n=128, seconds=0.1)
-        assert math.isfinite(tflops) and tflops > 0
-    gbps = roofline.measure_cpu_copy_gbps(n_bytes=2 ** 22, seconds=0.1)
-    assert math.isfinite(gbps) and gbps > 0
-
-
 def test_cli_prints_intensity_table(capsys):
     roofline.main(["--model", "bert-base", "--batch", "8", "64", "--seq-len", "32", "128",
                    "--precision", "bf16"])
     out = capsys.readouterr().out
-    assert out.startswith("<!-- written by: python -m helpers.roofline")
+    assert out.startswith("<!-- written by: python -m helpers.calc.roofline")
     rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(rows) == 4
     ai = {tuple(int(c) for c in r.split("|")[1:3]): float(r.split("|")[5]) for r in rows}
     assert ai[(64, 128)] > ai[(8, 128)] and ai[(64, 32)] > ai[(8, 32)]
 
 
-def test_cpu_roof_keeps_the_best_observed_per_threads_and_dtype(tmp_path, monkeypatch):
-    from helpers import systems
-
-    path = tmp_path / "cpu_roofs.json"
-    monkeypatch.setattr(roofline, "measure_cpu_matmul_tflops", lambda dtype, n, seconds: 1.0)
-    monkeypatch.setattr(roofline, "measure_cpu_copy_gbps", lambda seconds: 10.0)
-    first = systems.cpu_roof(torch.bfloat16, path)
-    assert (first["peak_tflops"], first["mem_bw_gbps"]) == (1.0, 10.0)
-    # a later run on a busier machine measures less matmul, more bandwidth: each roof keeps its best
-    monkeypatch.setattr(roofline, "measure_cpu_matmul_tflops", lambda dtype, n, seconds: 0.5)
-    monkeypatch.setattr(roofline, "measure_cpu_copy_gbps", lambda seconds: 20.0)
-    later = systems.cpu_roof(torch.bfloat16, path)
-    assert (later["peak_tflops"], later["mem_bw_gbps"]) == (1.0, 20.0)
-    assert "best over runs" in later["source"]
-    # another dtype (or thread count) is another roof
-    fp32 = systems.cpu_roof(torch.float32, path)
-    assert fp32["peak_tflops"] == 0.5 and len(json.loads(path.read_text())) == 2
+def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
+    cfg = BertConfig(num_labels=6)
+    gpu = {"type": "cuda", "name": "NVIDIA A100-SXM4-40GB", "key": "cuda-nvidia-a100-sxm4-40gb"}
+    out = roofline.systems_section(cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None,
+                                   fused_attention=True)
+    model_tflops = 10 * flops.model_flops(cfg, 64, 32) / 1.0 / 1e12
+    assert out["achieved_tflops"] == pytest.approx(model_tflops) and out["peak_tflops"] == 312
+    assert out["mfu"] == pytest.approx(model_tflops / 312) and "datasheet" in out["peak_source"]
+    fused = out["bytes_per_step"]
+    unfused = roofline.systems_section(cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None)
+    assert fused < unfused["bytes_per_step"]  # SDPA never stores the L^2 probabilities
+    cpu = {"type": "cpu", "name": "some cpu", "key": "cpu-test"}
+    monkeypatch.setattr(roofline, "machine_peak", lambda key, dtype, where: {
+        "peak_tflops": 2.0, "mem_bw_gbps": 20.0, "source": f"measured {key} {dtype} in {where}"})
+    out = roofline.systems_section(cfg, Counter({(8, 32): 4}), 2.0, 4, "fp32", "fp32", cpu, tmp_path)
+    assert out["mfu"] == pytest.approx(4 * flops.model_flops(cfg, 8, 32) / 2.0 / 2e12)
+    assert out["peak_source"] == f"measured cpu-test fp32 in {tmp_path}"
+    assert roofline.systems_section(cfg, Counter(), 0.0, 0, "fp32", "fp32", cpu, None)["status"] == "not measured"

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from helpers import records, suites, sweep
-from helpers.config import REPO_ROOT, ConfigError
+from helpers.run.args import REPO_ROOT, ConfigError
 
 
 def write_suite(path: Path, body: str) -> Path:
@@ -34,7 +34,7 @@ def write_notebook(path: Path, code: str) -> Path:
 # a light notebook that sleeps max_steps seconds and appends a finished record (no torch import)
 RECORDING = """
 import time
-from helpers import records
+from helpers.run import records
 time.sleep(max_steps)
 records.append_record(results_path, {"schema_version": 2, "run_name": run_name, "suite": suite,
                                      "status": "finished", "params": {"max_steps": max_steps}})
@@ -241,7 +241,7 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
             import os, time
             open(results_path + ".pid", "w").write(str(os.getpid()))
             time.sleep(120)
-        from helpers import records
+        from helpers.run import records
         records.append_record(results_path, {"schema_version": 2, "run_name": run_name,
                                              "status": "finished", "params": {}})
     """)
@@ -323,7 +323,7 @@ def test_cli_lists_points_and_skips(capsys):
 # a stand-in that records when it ran and on how many threads it was told to run
 TIMED = """
 import os, time
-from helpers import records
+from helpers.run import records
 t0 = time.time()
 open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
 time.sleep(max_steps)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from helpers import data, models, tokens
+from helpers.run import data, models, tokens
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,10 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from helpers import run as steps, train
-from helpers.device import resolve_device
-from helpers.optim import build_optimizer, build_scheduler
+from helpers.measure.timing import StepTimer
+from helpers.run import records, train
+from helpers.run.device import resolve_device
+from helpers.run.optim import build_optimizer, build_scheduler
 from conftest import tiny_bert_config
 
 CPU = resolve_device("cpu")
@@ -30,8 +31,9 @@ def _fit(model, loader, **kw):
     opt = build_optimizer(model, 1e-3, None, 0.0)
     sched = build_scheduler(opt, 100, 0.0)
     kw.setdefault("log_every", 1)
-    return train.fit(model, loader, opt, sched, CPU, "fp32", epochs=1, progress=False,
-                     timing_warmup_steps=0, **kw)
+    timer = StepTimer(warmup_steps=0, window_steps=kw["log_every"])
+    return train.fit(model, loader, opt, sched, CPU, kw.pop("precision", "fp32"), epochs=1, progress=False,
+                     timer=timer, **kw)
 
 
 def test_gradient_accumulation_equals_bigger_batch():
@@ -104,4 +106,72 @@ def test_gradient_checkpointing_saves_activation_memory():
     (RuntimeError("RESOURCE_EXHAUSTED: XLA ran out of device memory"), "oom"),
     (ValueError("bad"), "failed")])
 def test_error_classification(err, status):
-    assert steps.classify_error(err) == status
+    assert records.failure_status(f"{type(err).__name__}: {err}") == status
+
+
+class SkippingScaler:
+    """A GradScaler stand-in that skips (inf/NaN gradients) the steps listed, halving its scale, as torch's."""
+
+    def __init__(self, skip: set[int]):
+        self.skip, self.scale_value, self.calls = skip, 65536.0, 0
+
+    def scale(self, loss):
+        return loss
+
+    def unscale_(self, optimizer):
+        pass
+
+    def get_scale(self):
+        return self.scale_value
+
+    def step(self, optimizer):
+        self.calls += 1
+        if self.calls not in self.skip:
+            optimizer.step()
+
+    def update(self):
+        if self.calls in self.skip:
+            self.scale_value /= 2
+
+
+def test_gradscaler_skipped_steps_are_counted_and_do_not_advance_the_schedule(monkeypatch):
+    model = _model()
+    opt = build_optimizer(model, 1e-3, None, 0.0)
+    sched = build_scheduler(opt, 100, 0.1)
+    monkeypatch.setattr(train.prec, "grad_scaler", lambda precision, device: SkippingScaler({1, 2}))
+    result = train.fit(model, _batches(6, 4), opt, sched, CPU, "fp16", epochs=1, progress=False,
+                       timer=StepTimer(warmup_steps=0), log_every=3)
+    assert result.steps == 6 and result.skipped_steps == 2
+    assert sched.last_epoch == 4  # 6 steps, 2 of them skipped by the scaler: 4 schedule steps
+
+
+def test_evaluation_pads_the_last_batch_and_ignores_the_padding_rows():
+    model = _model()
+    batches = _batches(3, 8) + _batches(1, 3, seed=1)  # 27 rows: a last partial batch of 3
+    plain = train.evaluate(model, batches, CPU, "fp32")
+    padded = train.evaluate(model, [train.pad_rows(b, 8) for b in batches], CPU, "fp32")
+    assert plain["rows"] == padded["rows"] == 27
+    assert plain["accuracy"] == padded["accuracy"] and plain["loss"] == pytest.approx(padded["loss"])
+
+
+def test_ddp_accumulation_syncs_only_on_the_last_micro_batch():
+    model, entered = _model(), []
+
+    class NoSync(torch.nn.Module):  # the part of DDP fit relies on: no_sync() on all but the last micro-batch
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **batch):
+            return self.inner(**batch)
+
+        def no_sync(self):
+            import contextlib
+            entered.append(1)
+            return contextlib.nullcontext()
+
+    wrapped = NoSync(model)
+    opt = build_optimizer(model, 1e-3, None, 0.0)
+    train.fit(wrapped, _batches(8, 2), opt, build_scheduler(opt, 100, 0.0), CPU, "fp32", epochs=1,
+              progress=False, timer=StepTimer(warmup_steps=0), grad_accum=4, log_every=1)
+    assert len(entered) == 2 * 3  # two steps, three of four micro-batches each without the all-reduce

@@ -22,7 +22,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make xla-venv; make test-xla)")
 
 from helpers import records  # noqa: E402
-from helpers.config import RunConfig  # noqa: E402
+from helpers.run.args import RunConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.xla, pytest.mark.slow]
@@ -67,7 +67,7 @@ def small_model_dir(tmp_path_factory) -> Path:
     from transformers import BertForSequenceClassification
 
     from conftest import tiny_bert_config
-    from helpers import models
+    from helpers.run import models
 
     root = tmp_path_factory.mktemp("tiny-bert-1layer")
     torch.manual_seed(0)
@@ -78,7 +78,7 @@ def small_model_dir(tmp_path_factory) -> Path:
 
 def synthetic_loader(tokenizer, lengths: list[int], steps: int, batch: int = 4):
     """Batches of `batch` rows, batch i padded (dynamic collator) to lengths[i % len(lengths)] tokens."""
-    from helpers import tokens
+    from helpers.run import tokens
 
     rows = [{"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
             for i in range(steps) for j in range(batch)]
@@ -89,7 +89,7 @@ def sgd_fit(model, loader, dev, steps: int):
     """train.fit with plain SGD: no optimizer state, so each compiled graph stays small."""
     import torch
 
-    from helpers import train
+    from helpers.run import train
 
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
@@ -106,9 +106,9 @@ def compiles_by_lengths(small_model_dir):
     from transformers import BertForSequenceClassification
 
     from conftest import tiny_bert_config
-    from helpers import xla
-    from helpers.device import resolve_device
-    from helpers.models import load_tokenizer
+    from helpers.measure import xla
+    from helpers.run.device import resolve_device
+    from helpers.run.models import load_tokenizer
 
     dev = resolve_device("xla")
     tokenizer = load_tokenizer(str(small_model_dir))
@@ -144,7 +144,7 @@ def test_dynamic_padding_compilations_grow_with_distinct_lengths(static_and_dyna
 
 
 def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
-    from helpers import run as steps
+    from helpers import steps
 
     cfg = RunConfig(model_name=str(tiny_model_dir), device="xla", padding="dynamic",
                     results_path=str(tmp_path / "r.jsonl"))
@@ -156,8 +156,8 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
     """Refused on Neuron (start_run); on XLA-CPU build_model switches to torch_xla's checkpoint."""
     import torch
 
-    from helpers import run as steps
-    from helpers.models import load_tokenizer
+    from helpers import steps
+    from helpers.run.models import load_tokenizer
 
     cfg = RunConfig(model_name=str(small_model_dir), device="xla", precision="fp32", max_length=16,
                     gradient_checkpointing=True, results_path=str(tmp_path / "r.jsonl"))

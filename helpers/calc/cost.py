@@ -1,0 +1,45 @@
+"""Dollars per epoch, per fine-tuning task and samples per dollar, from on-demand instance prices.
+
+Prices live in facts/instance_prices.csv (on-demand, Linux, us-east-1, with the date they were taken
+and their source); multi-accelerator instances also get a per-accelerator hourly price.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.calc.facts import load_instance_prices
+
+SECONDS_PER_HOUR = 3600
+
+
+def _row(instance: str) -> pd.Series:
+    prices = load_instance_prices().set_index("instance")
+    if instance not in prices.index:
+        raise ValueError(f"no price for {instance!r}; known: {', '.join(prices.index)}")
+    return prices.loc[instance]
+
+
+def instance_price(instance: str) -> float:
+    """Return the on-demand price of the whole instance in USD per hour."""
+    return float(_row(instance)["price_per_hour_usd"])
+
+
+def price_per_accelerator_hour(instance: str) -> float:
+    """Return the instance price divided by its accelerators (GPUs or Trainium chips), in USD per hour."""
+    row = _row(instance)
+    return float(row["price_per_hour_usd"]) / int(row["accelerators"])
+
+
+def cost_per_epoch_usd(sec_per_epoch: float, price_per_hour_usd: float) -> float:
+    """Return the cost of one epoch in USD: hours per epoch times the hourly price."""
+    return sec_per_epoch / SECONDS_PER_HOUR * price_per_hour_usd
+
+
+def cost_for_task_usd(sec_per_epoch: float, price_per_hour_usd: float, epochs: int = 3) -> float:
+    """Return the cost in USD of a fine-tuning task of `epochs` epochs (training time only)."""
+    return epochs * cost_per_epoch_usd(sec_per_epoch, price_per_hour_usd)
+
+
+def samples_per_dollar(samples_per_s: float, price_per_hour_usd: float) -> float:
+    """Return training samples processed per USD: samples per hour divided by the hourly price."""
+    return samples_per_s * SECONDS_PER_HOUR / price_per_hour_usd

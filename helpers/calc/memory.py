@@ -1,0 +1,208 @@
+"""Training memory of a BERT classifier as a plain calculator (after EleutherAI's `calc_transformer_mem.py`).
+
+Weights, gradients, optimizer states and every activation autograd keeps for backward, one commented
+line each. Notation as in `helpers.calc.flops`: B batch, L sequence length, T = B*L, H hidden,
+I intermediate, a heads, S = B*a*L^2 attention-probability elements, C labels.
+
+The saved tensors were read off HF `BertForSequenceClassification` with
+`torch.autograd.graph.saved_tensors_hooks` on the CPU (tests/test_memory.py checks them byte for byte):
+eager attention in every mode; SDPA matches it in fp32 with dropout (its math path) and, without
+dropout, `fused_attention=True` (its flash kernel), but its bf16 math path on the CPU upcasts to fp32
+and keeps more. Dtypes follow torch's rules per device (the CUDA ones from torch's source, not measured):
+- dropout masks are bool (1 byte) on CUDA (fused native_dropout) but the input's dtype on the CPU;
+- CUDA autocast runs softmax in fp32, CPU autocast keeps it in bf16; both keep LayerNorm in fp32;
+- autocast casts a matmul's input per call, so Q, K and V each save their own 16-bit copy of x.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.calc import flops
+from helpers.calc.facts import load_device_peaks
+
+GIB = 1024 ** 3
+# activations whose size grows with L^2 (the rest grow with L)
+QUADRATIC_ACTIVATIONS = ("attention_probs", "attention_dropout_mask", "attention_probs_dropped")
+
+
+def saved_activation_bytes(cfg, batch: int, seq_len: int, precision: str, device_type: str = "cuda",
+                           gradient_checkpointing: bool = False, fused_attention: bool = False) -> dict:
+    """Return bytes of the tensors kept from forward for backward, by tensor, plus "total".
+
+    Per-layer entries are summed over all layers; with `gradient_checkpointing` (HF's per-layer
+    checkpoint) only each layer's input is kept, and the per-layer entries are the one layer that
+    backward recomputes at a time. `fused_attention`: SDPA's flash/memory-efficient CUDA kernels, which
+    keep a per-row logsumexp instead of the L^2 probabilities.
+    """
+    b = flops.precision_bytes(precision)
+    mm, resid = b["matmul"], b["resid"]
+    autocast = precision in flops.AUTOCAST_PRECISIONS
+    T, H, I = batch * seq_len, cfg.hidden_size, cfg.intermediate_size
+    S = batch * cfg.num_attention_heads * seq_len * seq_len
+
+    def mask(input_bytes: int) -> int:  # bytes per dropout-mask element
+        return input_bytes if device_type == "cpu" else 1
+
+    p_hidden, p_attn = cfg.hidden_dropout_prob > 0, cfg.attention_probs_dropout_prob > 0
+    classifier_dropout = getattr(cfg, "classifier_dropout", None)
+    if classifier_dropout is None:  # HF falls back to hidden_dropout_prob
+        classifier_dropout = cfg.hidden_dropout_prob
+    softmax = 4 if autocast and device_type != "cpu" else mm
+    eager = not fused_attention
+    layer = {
+        # x, the layer input, saved by the Q/K/V linears (autocast saves one 16-bit cast per linear)
+        "qkv_input": (3 if autocast else 1) * T * H * mm,
+        # Q, saved by Q @ K^T
+        "query": T * H * mm,
+        # K, saved by Q @ K^T
+        "key": T * H * mm,
+        # V, saved by probs @ V
+        "value": T * H * mm,
+        # softmax output, saved by softmax backward: B*a*L^2
+        "attention_probs": eager * S * softmax,
+        # dropout mask on the probabilities: B*a*L^2
+        "attention_dropout_mask": eager * p_attn * S * mask(softmax),
+        # dropped (or 16-bit cast) probabilities, saved by probs @ V; the softmax output itself if neither
+        "attention_probs_dropped": eager * (p_attn or softmax != mm) * S * mm,
+        # fused kernels: the per-row logsumexp (fp32) replaces the probabilities
+        "attention_logsumexp": fused_attention * batch * cfg.num_attention_heads * seq_len * 4,
+        # context (heads merged), saved by the output projection (and by a fused kernel: same storage)
+        "context": T * H * mm,
+        # dropout mask after the attention output projection
+        "attention_output_dropout_mask": p_hidden * T * H * mask(mm),
+        # residual sum, saved by the first LayerNorm
+        "layernorm1_input": T * H * resid,
+        # its mean and rstd
+        "layernorm1_stats": 2 * T * resid,
+        # first LayerNorm output, saved by the FFN up-projection
+        "ffn_input": T * H * mm,
+        # FFN up-projection output, saved by GELU
+        "gelu_input": T * I * mm,
+        # GELU output, saved by the FFN down-projection
+        "ffn_down_input": T * I * mm,
+        # dropout mask after the FFN down-projection
+        "ffn_output_dropout_mask": p_hidden * T * H * mask(mm),
+        # residual sum, saved by the second LayerNorm
+        "layernorm2_input": T * H * resid,
+        # its mean and rstd
+        "layernorm2_stats": 2 * T * resid,
+    }
+    n_kept = 1 if gradient_checkpointing else cfg.num_hidden_layers
+    terms = {name: n_kept * value for name, value in layer.items()}
+    # checkpointing: each layer's input (the residual stream) is all a layer keeps
+    terms["checkpointed_layer_inputs"] = gradient_checkpointing * cfg.num_hidden_layers * T * H * resid
+    # word + position + token-type sum, saved by the embedding LayerNorm
+    terms["embedding_layernorm_input"] = T * H * resid
+    # its mean and rstd
+    terms["embedding_layernorm_stats"] = 2 * T * resid
+    # dropout mask after the embedding LayerNorm (whose output is fp32 under autocast)
+    terms["embedding_dropout_mask"] = p_hidden * T * H * mask(resid)
+    # pooler input: the [CLS] slice is a view that keeps the whole last hidden state alive
+    # (under autocast only the 16-bit cast copy of the slice is kept)
+    terms["pooler_input"] = batch * H * mm if autocast else T * H * resid
+    # tanh output, saved by tanh backward
+    terms["pooler_tanh_output"] = batch * H * mm
+    # dropout mask before the classifier
+    terms["classifier_dropout_mask"] = (classifier_dropout > 0) * batch * H * mask(mm)
+    # dropped pooled output, saved by the classifier
+    terms["classifier_input"] = (classifier_dropout > 0) * batch * H * mm
+    # log-softmax output, saved by the cross-entropy loss (fp32 under autocast)
+    terms["log_softmax_output"] = batch * cfg.num_labels * resid
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimizer: str = "adamw",
+                          gradient_checkpointing: bool = False, device_type: str = "cuda",
+                          fused_attention: bool = False) -> dict:
+    """Return bytes held in a training step: weights, master weights, grads, AdamW states, activations, total.
+
+    `total` is the sum: the live set at the end of forward when gradients stay allocated between steps
+    (zero_grad(set_to_none=False), gradient accumulation). With set_to_none=True it overestimates by up
+    to the gradient term. Not counted: short-lived buffers (gradients flowing back through attention,
+    the optimizer's per-tensor temporaries), the framework/CUDA context and allocator fragmentation;
+    `largest_batch_that_fits` keeps `reserve_gib` for those.
+    """
+    if optimizer not in ("adamw", "sgd"):
+        raise ValueError(f"optimizer={optimizer!r}; expected 'adamw' or 'sgd' (plain, no momentum)")
+    b = flops.precision_bytes(precision)
+    n = flops.param_count(cfg)
+    autocast = precision in flops.AUTOCAST_PRECISIONS
+    adamw = optimizer == "adamw"
+    act = saved_activation_bytes(cfg, batch, seq_len, precision, device_type=device_type,
+                                 gradient_checkpointing=gradient_checkpointing,
+                                 fused_attention=fused_attention)
+    terms = {
+        # what the matmuls read: the parameters, or under autocast their 16-bit copies (kept for backward)
+        "weights": flops.param_breakdown(cfg)["matmul_weights"] * 2 if autocast else n * b["weight"],
+        # fp32 master weights: under autocast the stored parameters; fp32 and pure modes keep no second copy
+        "master_weights": n * 4 if autocast else 0,
+        # one gradient per parameter (fp32 under autocast, bf16 in pure modes)
+        "gradients": n * b["grad"],
+        # AdamW first moment
+        "adamw_exp_avg": adamw * n * b["state"],
+        # AdamW second moment
+        "adamw_exp_avg_sq": adamw * n * b["state"],
+        # tensors kept from forward for backward (see saved_activation_bytes)
+        "activations": act["total"],
+    }
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+def largest_batch_that_fits(cfg, capacity_gib: float, seq_len: int, precision: str,
+                            reserve_gib: float = 1.0, **kwargs) -> int:
+    """Return the largest batch whose estimated total fits in capacity_gib - reserve_gib (0 if none).
+
+    reserve_gib covers the CUDA context / runtime, workspaces and fragmentation (about 0.5-1 GiB on GPUs).
+    kwargs go to estimate_train_memory (optimizer, gradient_checkpointing, device_type, fused_attention).
+    """
+    budget = (capacity_gib - reserve_gib) * GIB
+
+    def total(batch: int) -> float:
+        return estimate_train_memory(cfg, batch, seq_len, precision, **kwargs)["total"]
+
+    fixed, per_sample = total(0), total(1) - total(0)  # the estimate is affine in batch
+    batch = max(0, int((budget - fixed) // per_sample))
+    while total(batch + 1) <= budget:  # guard against float rounding at the edge
+        batch += 1
+    while batch > 0 and total(batch) > budget:
+        batch -= 1
+    return batch
+
+
+def fit_table(cfg, seq_len: int, precision: str, reserve_gib: float = 1.0, **kwargs) -> pd.DataFrame:
+    """Return per device in device_peaks.csv: memory, fixed and per-sample GiB, and the largest batch."""
+    rows = []
+    for _, dev in load_device_peaks().dropna(subset=["memory_gib"]).iterrows():
+        device_type = "cpu" if dev["key"] == "host" else "cuda"
+        est = dict(device_type=device_type, **kwargs)
+        fixed = estimate_train_memory(cfg, 0, seq_len, precision, **est)["total"]
+        per_sample = estimate_train_memory(cfg, 1, seq_len, precision, **est)["total"] - fixed
+        rows.append({"device": dev["device"], "key": dev["key"], "memory_gib": dev["memory_gib"],
+                     "fixed_gib": fixed / GIB, "per_sample_gib": per_sample / GIB,
+                     "largest_batch": largest_batch_that_fits(cfg, dev["memory_gib"], seq_len, precision,
+                                                              reserve_gib=reserve_gib, **est)})
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the largest bert-base batch that fits each device at the given lengths and precision."""
+    import argparse
+
+    from transformers import BertConfig
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.calc.memory", description=main.__doc__)
+    parser.add_argument("--seq-len", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--precision", default="bf16", choices=list(flops.PRECISION_BYTES))
+    args = parser.parse_args(argv)
+    print(f"<!-- written by: python -m helpers.calc.memory --seq-len {' '.join(map(str, args.seq_len))} "
+          f"--precision {args.precision} -->")
+    for seq_len in args.seq_len:
+        table = fit_table(BertConfig(num_labels=6), seq_len, args.precision)
+        print(f"\nbert-base, L={seq_len}, {args.precision}, AdamW (estimate; 1 GiB reserved)\n")
+        print(table.drop(columns="key").to_markdown(index=False, floatfmt=".2f"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Device and host utilization, sampled in a background thread around the training loop.
+
+    mon = start_monitor("cuda")      # "cuda" | "xla" | "neuron" | "cpu"
+    ... warm-up steps ...
+    mon.mark_steady()                # only samples taken after this count
+    ... timed steps ...
+    record.update(mon.stop())        # flat, JSON-serializable
+
+Backends (helpers/measure/sources.py, neuron_monitor.py): psutil (cpu), NVML through pynvml from
+nvidia-ml-py (cuda), a `neuron-monitor` subprocess (neuron, and xla: in this project XLA means
+Trainium). A backend that cannot measure reports the string "not measured" (never 0) for each value,
+with a "reason".
+"""
+from __future__ import annotations
+
+import threading
+
+from helpers.measure.neuron_monitor import NeuronMonitorSource
+from helpers.measure.sources import NvmlSource, PsutilSource, not_measured
+
+class Monitor:
+    """Collects samples from a source; stop() returns mean/p90 over those taken after mark_steady()."""
+
+    def __init__(self, source, interval_s: float = 0.5, start_thread: bool = True) -> None:
+        self.source, self.interval_s = source, interval_s
+        self._records: list[tuple[bool, object]] = []
+        self._lock = threading.Lock()
+        self._steady = False
+        self._stopped = threading.Event()
+        self._thread = None
+        self._result: dict | None = None
+        if source.reason is not None:
+            return
+        if source.push:
+            source.start(self._record)
+        elif start_thread:
+            self._thread = threading.Thread(target=self._run, name="monitor-sampler", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            self.poll()
+
+    def _record(self, payload) -> None:
+        with self._lock:
+            self._records.append((self._steady, payload))
+
+    def poll(self) -> None:
+        """Take one sample now (the background thread calls this every interval_s)."""
+        payload = self.source.sample()
+        if payload is not None:
+            self._record(payload)
+
+    def mark_steady(self) -> None:
+        """Warm-up is over: samples from now on are the ones summarized."""
+        with self._lock:
+            self.source.reset()
+            self._steady = True
+
+    def stop(self) -> dict:
+        """Stop sampling; flat dict of mean/p90 over the steady window ("not measured" + reason if none)."""
+        if self._result is not None:
+            return self._result
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.source.close()
+        with self._lock:
+            steady = [payload for is_steady, payload in self._records if is_steady]
+        if self.source.reason is not None:
+            result = not_measured(self.source.backend, self.source.fields, self.source.reason)
+        elif not steady:
+            reason = ("mark_steady() was never called" if not self._steady
+                      else self.source.failure or "no samples in the steady window")
+            result = not_measured(self.source.backend, self.source.fields, reason)
+        else:
+            result = self.source.summarize(steady)
+        result["interval_s"] = self.interval_s
+        self._result = result
+        return result
+
+
+def start_monitor(device_type: str, interval_s: float = 0.5) -> Monitor:
+    """Start sampling the backend of device_type ("cuda", "xla", "neuron" or "cpu") every interval_s."""
+    if device_type == "cpu":
+        source = PsutilSource()
+    elif device_type == "cuda":
+        source = NvmlSource()
+    elif device_type in ("xla", "neuron"):
+        source = NeuronMonitorSource(interval_s)
+    else:
+        raise ValueError(f"device_type must be one of cuda, xla, neuron, cpu; got {device_type!r}")
+    return Monitor(source, interval_s)

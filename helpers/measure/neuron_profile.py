@@ -1,0 +1,71 @@
+"""The Neuron profiler's summary: engine-active % (tensor, vector, scalar, gpsimd engines, DMA) and MFU/MBU.
+
+    neuron-profile view -n graph.neff -s graph.ntff --output-format summary-json > summary.json
+    python -c "from helpers.measure.neuron_profile import parse_neuron_profile_summary as p; print(p('summary.json'))"
+
+neuron-monitor has no per-engine figures; only a device profile of a compiled graph has them (the
+README's "Profiling on Trainium" says how to capture one).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+_REQUIRED = tuple(f"{e}_engine_active_time_percent" for e in _ENGINES) + ("dma_active_time_percent",)
+_OPTIONAL = {"mfu_estimated_percent": "mfu_pct", "mbu_estimated_percent": "mbu_pct",
+             "hfu_estimated_percent": "hfu_pct"}
+
+
+def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: bool = True) -> dict:
+    """Engine and DMA active %, MFU/MBU % from `neuron-profile view --output-format summary-json`.
+
+    Accepts the summary-json object ({"<profile>": {fields}}), the `json` output's
+    {"summary": [{fields}]}, or one flat field dict. Several entries are averaged. The docs give
+    the *_percent fields the unit percent, but real captures hold 0-1 fractions: by default they
+    are read as fractions and scaled to %. Raises ValueError naming the file and what is missing.
+    """
+    source = "<dict>"
+    data = path_or_dict
+    if not isinstance(path_or_dict, dict):
+        source = str(path_or_dict)
+        try:
+            data = json.loads(Path(path_or_dict).read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{source}: not a readable JSON file ({err})") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    summary = data.get("summary", data.get("Summary"))
+    if isinstance(summary, list):
+        entries = {str(i): e for i, e in enumerate(summary)}
+    elif any(k in data for k in _REQUIRED):
+        entries = {"0": data}
+    else:
+        entries = {k: v for k, v in data.items() if isinstance(v, dict)}
+    if not entries:
+        raise ValueError(f"{source}: no summary entry (expected fields {', '.join(_REQUIRED)})")
+    scale = 100.0 if percent_fields_are_fractions else 1.0
+    rows = []
+    for key, entry in entries.items():
+        missing = [f for f in _REQUIRED if not isinstance(entry.get(f), (int, float))]
+        if missing:
+            raise ValueError(f"{source}: summary entry {key!r} is missing {', '.join(missing)}")
+        fields = {f: entry[f] for f in (*_REQUIRED, *_OPTIONAL) if isinstance(entry.get(f), (int, float))}
+        if percent_fields_are_fractions and any(v > 1.0 for v in fields.values()):
+            raise ValueError(f"{source}: entry {key!r} has a *_percent field above 1, so it is not a "
+                             "fraction; pass percent_fields_are_fractions=False")
+        rows.append((entry, fields))
+    out = {"backend": "neuron-profile", "entries": len(rows)}
+    for engine in _ENGINES:
+        out[f"{engine}_engine_active_pct"] = _mean_pct(rows, f"{engine}_engine_active_time_percent", scale)
+    out["dma_active_pct"] = _mean_pct(rows, "dma_active_time_percent", scale)
+    for field, key in _OPTIONAL.items():
+        out[key] = _mean_pct(rows, field, scale)
+    times = [e["total_time"] for e, _ in rows if isinstance(e.get("total_time"), (int, float))]
+    out["total_time_s"] = round(sum(times) / len(times), 6) if times else "not measured"
+    return out
+
+
+def _mean_pct(rows: list, field: str, scale: float) -> float | str:
+    values = [fields[field] for _, fields in rows if field in fields]
+    return round(sum(values) / len(values) * scale, 3) if values else "not measured"

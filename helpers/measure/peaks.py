@@ -1,0 +1,125 @@
+"""The CPU's roofs, measured once per machine: matmul TFLOP/s per dtype and thread count, copy GB/s.
+
+    peak = machine_peak("cpu-intel-xeon-...-avx512", "bf16", peaks_dir)   # measured on first use, then read
+
+GPUs and NeuronCores have published peaks (helpers/facts/device_peaks.csv); a CPU's depend on its
+vector units (AMX, AVX512-BF16, AVX2) and the threads a run gets, so they are measured here, on the
+shapes the models' linear layers use, within a time cap (a dtype the CPU emulates slowly, such as fp16,
+stops early instead of costing minutes), and kept in `<results>/_peaks/<device>.json`. Every run on
+the machine, and every table of the report, divides by the same figure, so MFU compares across rows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from helpers.run.records import now, write_json_atomic
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# (name, m, k, n): a square, and the linear layers of bert-base and MiniLM at 2,048 tokens a step
+SHAPES = (("square 2048", 2048, 2048, 2048),
+          ("bert-base FFN up, 2048 tokens", 2048, 768, 3072),
+          ("bert-base attention projection, 2048 tokens", 2048, 768, 768),
+          ("MiniLM FFN up, 2048 tokens", 2048, 384, 1536))
+CAP_S = 8.0  # seconds a peak measurement may take in all
+
+
+def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
+    """Return the median TFLOP/s of an (m,k)@(k,n) matmul over about `seconds` of repeats."""
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    torch.mm(a, b)  # warm-up: oneDNN picks and JITs its kernel on the first call
+    times_s: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(times_s) < 3 or (time.perf_counter() < deadline and len(times_s) < 100):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        times_s.append(time.perf_counter() - start)
+    return 2 * m * k * n / statistics.median(times_s) / 1e12
+
+
+def copy_gbps(n_bytes: int = 2 ** 27, seconds: float = 0.5) -> float:
+    """Return memory bandwidth in GB/s: bytes read + written by a 128 MiB tensor copy (past any cache)."""
+    src = torch.ones(n_bytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # touches the pages of dst
+    times_s: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(times_s) < 3 or (time.perf_counter() < deadline and len(times_s) < 100):
+        start = time.perf_counter()
+        dst.copy_(src)
+        times_s.append(time.perf_counter() - start)
+    return 2 * n_bytes / statistics.median(times_s) / 1e9
+
+
+def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
+    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds."""
+    start = time.perf_counter()
+    probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, median of 3
+    probe_s = 2 * 256 ** 3 / (probe_tflops * 1e12)
+    results: dict[str, float] = {}
+    for name, m, k, n in SHAPES:
+        # a 256^3 probe that took long means an emulated dtype: the big shapes would take minutes
+        expected_s = probe_s * (m * k * n) / 256 ** 3
+        if time.perf_counter() - start + 4 * expected_s > cap_s:
+            continue
+        results[name] = matmul_tflops(m, k, n, DTYPES[dtype], seconds=min(0.5, cap_s / 10))
+    if not results:  # even one big matmul would pass the cap: the probe's own rate is the roof
+        results["square 256 (capped)"] = probe_tflops
+    best = max(results, key=results.get)
+    return {"peak_tflops": results[best], "mem_bw_gbps": copy_gbps(), "shape": best, "by_shape": results,
+            "threads": torch.get_num_threads(), "measured_at": now(), "load_1min": os.getloadavg()[0],
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
+def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
+    """Return this machine's roof for `dtype` at the current thread count: read from
+    `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically)."""
+    key = f"{dtype}, {torch.get_num_threads()} threads"
+    path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
+    known: dict = {}
+    if path is not None and path.exists():
+        try:
+            known = json.loads(path.read_text())
+        except ValueError:  # a file cut short (by an older writer) is measured again, not trusted
+            known = {}
+    if key not in known:
+        known[key] = measure_peak(dtype)
+        if path is not None:
+            write_json_atomic(path, known)
+    peak = known[key]
+    where = f" ({path})" if path else ""
+    return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "
+                              f"model shapes ({peak['shape']}) at {peak['threads']} threads{where}"}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure this machine's roof now (on a quiet machine) and store it, replacing what was there."""
+    from helpers.run.args import RESULTS_DIR, repo_path
+    from helpers.run.device import resolve_device
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.measure.peaks", description=main.__doc__)
+    parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
+    parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()])
+    parser.add_argument("--results", default=RESULTS_DIR, help="results folder (its _peaks/ keeps the roofs)")
+    args = parser.parse_args(argv)
+    dev = resolve_device("cpu")
+    path = repo_path(args.results) / "_peaks" / f"{dev.key}.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        for dtype in args.dtype:
+            known[f"{dtype}, {threads} threads"] = peak = measure_peak(dtype)
+            print(f"{dtype}, {threads} threads: {peak['peak_tflops']:.3f} TFLOP/s ({peak['shape']}), "
+                  f"{peak['mem_bw_gbps']:.1f} GB/s, load {peak['load_1min']:.2f}")
+    write_json_atomic(path, known)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""What torch-xla compiled and executed during a run: graph compilations, their seconds, per step.
+
+Every new graph (a new input shape, a new precision, a different step such as the optimizer's first)
+is a cache miss that compiles: `UncachedCompile` counts them, `CompileTime` sums their seconds, and
+`ExecuteTime` counts graph executions (torch_xla.debug.metrics; shared/NEURON.md "Measuring"). The
+counters are process-wide, so a CompileLog takes snapshots at marks (start, end of training, end) and
+the record carries the differences.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from helpers.run.args import RunArgs, repo_path
+
+XLA_CACHE_DIR = "Experiment/cache/xla"
+XLA_ENV = ("PJRT_DEVICE", "XLA_FLAGS", "NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN",
+           "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "XLA_USE_BF16", "NEURON_COMPILE_CACHE_URL",
+           "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES")
+
+
+def _entries(folder: Path) -> int:
+    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def init_cache(args: RunArgs, dev) -> dict:
+    """Open torch-xla's persistent compilation cache on the CPU backend (before any XLA computation) and
+    return where it is and whether it held anything; on Neuron, name the Neuron compile cache instead."""
+    if dev.neuron:
+        return {"kind": "Neuron compile cache (neuronx-cc)",
+                "dir": args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache"}
+    import torch_xla.runtime as xr
+
+    folder = repo_path(args.neuron.xla_cache_dir or XLA_CACHE_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {"kind": "torch-xla persistent compilation cache", "dir": str(folder),
+           "entries_before": _entries(folder)}
+    try:
+        xr.initialize_cache(str(folder), readonly=False)
+    except RuntimeError as err:  # a second run in one process: the cache opened by the first serves
+        out["note"] = f"already initialized in this process ({err})"
+    return out
+
+
+def snapshot() -> dict:
+    """Return the process's compile/execute counters so far: counts and seconds."""
+    import torch_xla.debug.metrics as met
+
+    out = {"uncached_compiles": met.counter_value("UncachedCompile") or 0,
+           "cached_compiles": met.counter_value("CachedCompile") or 0}
+    for metric, key in (("CompileTime", "compile"), ("ExecuteTime", "execute")):
+        data = met.metric_data(metric)  # (count, accumulated ns, samples), None before first use
+        out[f"{key}_count"] = data[0] if data else 0
+        out[f"{key}_time_s"] = data[1] / 1e9 if data else 0.0
+    return out
+
+
+def delta(before: dict, after: dict) -> dict:
+    """Return `after - before` for every counter."""
+    return {k: round(after[k] - before[k], 6) for k in before}
+
+
+class CountingLoader:
+    """Wraps the training loader; before handing out each batch it notes the compilations so far.
+
+    Batch k+1 is requested only after step k ended with torch_xla.sync(), so the difference between two
+    notes is what step k compiled.
+    """
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.counts: list[int] = []  # UncachedCompile before each batch, over all epochs
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        import torch_xla.debug.metrics as met
+
+        for batch in self.loader:
+            self.counts.append(met.counter_value("UncachedCompile") or 0)
+            yield batch
+
+    def per_batch(self, final: int) -> list[int]:
+        """Return the graphs compiled during each batch's step (`final`: the counter after the last)."""
+        counts = self.counts + [final]
+        return [b - a for a, b in zip(counts, counts[1:])]
+
+
+class CompileLog:
+    """Compile snapshots of one run, and the per-step compilations of its training loader."""
+
+    def __init__(self, cache: dict | None = None):
+        self.marks: dict[str, dict] = {"start": snapshot()}
+        self.loader: CountingLoader | None = None
+        self.cache = cache or {}  # the persistent compilation cache: where, and cold or warm
+
+    def mark(self, name: str) -> None:
+        """Store a snapshot under `name`."""
+        self.marks[name] = snapshot()
+
+    def wrap(self, loader) -> CountingLoader:
+        """Return `loader` wrapped to count compilations per training step."""
+        self.loader = CountingLoader(loader)
+        return self.loader
+
+    def section(self, warmup_batches: int, timing: dict | None, shapes: int | None) -> dict:
+        """Return the record's `xla` section: compilations and seconds (run, training, evaluation, after
+        warm-up), executions, distinct input shapes, first vs steady step, cache and environment."""
+        end = snapshot()
+        start, train_end = self.marks["start"], self.marks.get("train_end", end)
+        out = {"graph_compilations": end["uncached_compiles"] - start["uncached_compiles"],
+               "compile_time_s": round(end["compile_time_s"] - start["compile_time_s"], 6),
+               "run": delta(start, end), "train": delta(start, train_end), "eval": delta(train_end, end)}
+        if self.loader is not None:
+            per_batch = self.loader.per_batch(final=train_end["uncached_compiles"])
+            out["compilations_per_step"] = {i: n for i, n in enumerate(per_batch) if n}  # zeros left out
+            out["compilations_after_warmup"] = sum(per_batch[warmup_batches:])
+            out["warmup_batches"] = warmup_batches
+        if shapes is not None:
+            out["distinct_input_shapes"] = shapes
+        if timing:
+            out["first_step_s"] = timing.get("first_step_s")
+            out["steady_step_s"] = timing.get("step_time_median_s")
+            if out["first_step_s"] and out["steady_step_s"]:
+                out["first_over_steady"] = round(out["first_step_s"] / out["steady_step_s"], 2)
+        if self.cache.get("entries_before") is not None:
+            after = _entries(Path(self.cache["dir"]))
+            # every graph found in the cache is a hit; a graph compiled now adds an entry
+            self.cache = {**self.cache, "entries_after": after,
+                          "state": "warm" if after == self.cache["entries_before"] and out["graph_compilations"]
+                          == 0 else ("cold" if self.cache["entries_before"] == 0 else "partly warm")}
+        out["cache"] = self.cache
+        out["neuron_cc_flags"] = os.environ.get("NEURON_CC_FLAGS")  # exactly what the compiler saw
+        out["env"] = {k: os.environ[k] for k in XLA_ENV if k in os.environ}
+        return out

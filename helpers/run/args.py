@@ -1,0 +1,401 @@
+"""The arguments of a run: typed dataclasses grouped by concern, presets, and the one place they are checked.
+
+    args = build_args({"model_name": "minilm", "batch": 32})   # notebooks, suites, the benchmark
+    args = parse_cli(["--per_device_train_batch_size", "32"])  # the scripts (HfArgumentParser)
+    args.task.max_length, args.train.batch, args.measure.results_path, args.neuron.optlevel
+
+TaskArgs is what is trained, TrainArgs how, MeasureArgs how it is measured and where it reports,
+NeuronArgs what only Neuron / XLA reads. Each field has its type (Literal for choices), default and help
+here; the scripts also accept the Hugging Face examples' names (`aliases`). `build_args` refuses unknown
+names (suggesting the closest), turns papermill / TOML strings into the field's type, merges the preset
+*under* the names the caller gave, and checks every value; the result is frozen.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+import math
+import re
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = "Experiment/results"
+
+
+def repo_path(path: str | Path) -> Path:
+    """Return `path` as is when absolute, else relative to the repository root (not the cwd)."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+class ConfigError(ValueError):
+    """A parameter has a value outside what the run accepts; the message names both."""
+
+
+def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
+    """Return a dataclass field with its help text and the scripts' alternative flag names."""
+    meta = {"help": help, **({"aliases": list(aliases)} if aliases else {})}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class TaskArgs:
+    """What is trained: the model, the data and how it is cut into tokens."""
+
+    model_name: str = arg("bert-base-uncased", "hub id, local folder, or offline alias minilm / "
+                          "bert-base-random", ("--model_name_or_path",))
+    data_dir: str | None = arg(None, "folder of train/validation/test.jsonl; None: $EMOTION_DATA_DIR, "
+                               "else the hub")
+    train_subset: int | None = arg(None, "first N training rows; None: all 16,000", ("--max_train_samples",))
+    eval_subset: int | None = arg(None, "first N validation and test rows; None: all 2,000",
+                                  ("--max_eval_samples",))
+    shuffle_subset: bool = arg(False, "take the subsets after a seeded shuffle instead of the first rows")
+    drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
+    max_length: int = arg(128, "tokens per sequence; static padding pads every batch to it",
+                          ("--max_seq_length", "--train_max_length"))
+    padding: Literal["static", "dynamic"] = arg("static", "static: pad to max_length; dynamic: pad to "
+                                                "the longest row of each batch")
+    pad_to_multiple_of: int | None = arg(None, "dynamic padding only: round each batch's length up")
+    group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
+                                "(transformers' LengthGroupedSampler), less padding")
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    """How it trains: batch, optimizer, schedule, precision, device."""
+
+    batch: int = arg(8, "training batch per device (per torchrun rank)", ("--per_device_train_batch_size",))
+    lr: float = arg(2e-5, "peak AdamW learning rate", ("--learning_rate",))
+    llrd_decay: float | None = arg(None, "layer-wise LR decay in (0, 1]: head at lr, layer i at "
+                                   "lr*d^(N-i), embeddings at lr*d^(N+1); None: one flat LR")
+    epochs: int = arg(3, "passes over the training split", ("--num_train_epochs",))
+    max_steps: int | None = arg(None, "stop after this many optimizer steps")
+    weight_decay: float = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
+    warmup_ratio: float = arg(0.1, "share of the steps with a linear LR warm-up")
+    max_grad_norm: float | None = arg(1.0, "gradient clipping norm; None: no clipping")
+    gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step")
+    gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
+    optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
+        "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")
+    precision: Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"] = arg(
+        "auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 on CPUs")
+    compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
+    seed: int = arg(42, "seed of the head, the data order and everything random")
+    preset: Literal["none", "baseline", "optimized"] = arg(
+        "none", "the study's configurations; fill in only the parameters not given")
+    device: Literal["auto", "cuda", "cpu", "xla"] = arg("auto", "auto: CUDA, else Neuron, else the CPU")
+    num_devices: int = arg(1, "> 1: data parallel, one torchrun rank per device")
+
+
+@dataclass(frozen=True)
+class MeasureArgs:
+    """How the run is measured and where it reports."""
+
+    log_every: int = arg(50, "optimizer steps per timing window: the loss is read and the device "
+                         "synced once per window", ("--logging_steps",))
+    timing_warmup_steps: int = arg(3, "first steps timed apart from the steady state (compilation, "
+                                   "allocator warm-up)")
+    eval_every: int | None = arg(None, "evaluate on `curve_rows` validation rows every N optimizer steps "
+                                 "(outside the timed windows): time to accuracy")
+    curve_rows: int = arg(500, "validation rows of each periodic evaluation (eval_every)")
+    diverge_factor: float = arg(10.0, "a window's loss above this many times the first window's ends "
+                                "the run as diverged")
+    profile: bool = arg(False, "profile a steady-state window (trace + time per op class)")
+    profile_steps: int = arg(5, "optimizer steps in the profiled window")
+    profile_dir: str = arg("Experiment/profiles", "traces go to <profile_dir>/<run_name>/")
+    progress: bool = arg(True, "progress bars while training")
+    results_path: str = arg(RESULTS_DIR, "folder of the run records: <results_path>/<suite or adhoc>/"
+                            "<run_name>@<device>.json (an old .../runs.jsonl value means its folder)")
+    run_name: str | None = arg(None, "name of the run (letters, digits and ._=,+- only); None: built "
+                               "from the parameters")
+    suite: str | None = arg(None, "suite the run belongs to (set by the sweep)")
+    save_dir: str | None = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
+
+
+@dataclass(frozen=True)
+class NeuronArgs:
+    """What only the Neuron / XLA path reads (ignored on CUDA and the CPU)."""
+
+    optlevel: Literal[1, 2, 3] = arg(2, "neuronx-cc --optlevel")
+    model_type: Literal["transformer", "none"] = arg("transformer", "neuronx-cc --model-type")
+    distribution_strategy: Literal["llm-training", "none"] = arg("none", "neuronx-cc "
+                                                                 "--distribution-strategy")
+    extra_cc_flags: str = arg("", "appended to NEURON_CC_FLAGS as is")
+    stochastic_rounding: bool = arg(False, "NEURON_RT_STOCHASTIC_ROUNDING_EN (on for bf16-pure-sr too)")
+    bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
+        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16=1; fp32")
+    num_cores: int = arg(1, "NeuronCores: one per process; more cores = num_devices torchrun ranks")
+    neuron_cache_dir: str | None = arg(None, "Neuron compile cache (--cache_dir); None: "
+                                       "/var/tmp/neuron-compile-cache")
+    xla_cache_dir: str | None = arg(None, "torch-xla persistent compilation cache on the CPU backend; "
+                                    "None: Experiment/cache/xla")
+    xla_fast_compile: bool = arg(True, "XLA on the CPU (no Neuron): compile at "
+                                 "--xla_backend_optimization_level=0 (faster compiles, same results)")
+
+
+GROUPS = {"task": TaskArgs, "train": TrainArgs, "measure": MeasureArgs, "neuron": NeuronArgs}
+FIELDS: dict[str, tuple[str, dataclasses.Field]] = {
+    f.name: (group, f) for group, cls in GROUPS.items() for f in fields(cls)}
+HINTS = {name: hint for cls in GROUPS.values() for name, hint in typing.get_type_hints(cls).items()}
+ALIASES = {a.lstrip("-"): name for name, (_, f) in FIELDS.items() for a in f.metadata.get("aliases", ())}
+
+# The study's two configurations (report 5.8): merged under the names the caller gave.
+PRESETS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "baseline": dict(batch=8, max_length=128, lr=2e-5, llrd_decay=None, padding="static",
+                     precision="fp32"),
+    "optimized": dict(batch=64, max_length=32, lr=1.5e-4, llrd_decay=0.95, padding="static",
+                      precision="auto", optim="adamw_torch_fused", log_every=100),
+}
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=,+-]{0,199}")
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """Every argument of one run, by group; `given` names what the caller set (the preset filled the rest)."""
+
+    task: TaskArgs = TaskArgs()
+    train: TrainArgs = TrainArgs()
+    measure: MeasureArgs = MeasureArgs()
+    neuron: NeuronArgs = NeuronArgs()
+    given: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        for group in (self.task, self.train, self.measure, self.neuron):
+            for f in fields(group):
+                _check_field(f.name, getattr(group, f.name))
+        _check_together(self)
+
+    def flat(self) -> dict[str, Any]:
+        """Return every argument by name (the notebooks' parameter names), JSON-serialisable."""
+        return {f.name: getattr(getattr(self, g), f.name) for g, cls in GROUPS.items() for f in fields(cls)}
+
+    def with_values(self, **values: Any) -> "RunArgs":
+        """Return a copy with `values` given (by parameter name), checked like the rest."""
+        return build_args({**{k: self.flat()[k] for k in self.given}, **values},
+                          given=self.given | set(values))
+
+
+# ----------------------------------------------------------------------------- building
+def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) -> RunArgs:
+    """Return checked arguments from a mapping of parameter names; `given` (default: every name in
+    `values`) are the caller's, and the preset fills the parameters outside it. Raise ConfigError."""
+    values = dict(values)
+    unknown = [name for name in values if name not in FIELDS]
+    if unknown:
+        raise ConfigError(unknown_message(unknown[0]))
+    given = set(values) if given is None else set(given)
+    coerced = {name: _coerce(name, value) for name, value in values.items()}
+    preset = coerced.get("preset", TrainArgs.preset)
+    if preset not in PRESETS:
+        raise ConfigError(f"preset={preset!r} is unknown: allowed {', '.join(PRESETS)}")
+    merged = {**PRESETS[preset], **{k: v for k, v in coerced.items() if k in given}}
+    merged.update({k: v for k, v in coerced.items() if k not in given and k not in PRESETS[preset]})
+    groups = {g: cls(**{f.name: merged[f.name] for f in fields(cls) if f.name in merged})
+              for g, cls in GROUPS.items()}
+    return RunArgs(**groups, given=frozenset(given & set(FIELDS)))
+
+
+def unknown_message(name: str) -> str:
+    """Return the error for an unknown parameter name, with the closest known name."""
+    if name in ALIASES:
+        return (f"unknown parameter {name!r}: that is the scripts' (Hugging Face) name for "
+                f"{ALIASES[name]!r}; in a notebook or a suite write {ALIASES[name]!r}")
+    close = difflib.get_close_matches(name, list(FIELDS) + list(ALIASES), n=1, cutoff=0.6)
+    hint = f" did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
+    return f"unknown parameter {name!r}:{hint} (every parameter: python Nvidia/train.py --help)"
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Return `value` in the declared type of parameter `name` (papermill and TOML pass strings)."""
+    hint = HINTS[name]
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if isinstance(value, Path):
+        value = str(value)
+    if value is None or (optional and isinstance(value, str) and value.strip() in ("None", "none", "null", "")):
+        if optional:
+            return None
+        raise ConfigError(f"{name}=None is not allowed: give a {getattr(base, '__name__', base)}")
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        kind = type(choices[0])
+        try:
+            value = kind(value.strip()) if isinstance(value, str) and kind is not str else value
+        except ValueError:
+            pass
+        if isinstance(value, bool) or value not in choices:
+            raise ConfigError(f"{name}={value!r} is unknown: allowed {', '.join(map(str, choices))}")
+        return value
+    if base is bool:
+        text = str(value).strip().lower()
+        if isinstance(value, bool):
+            return value
+        if text in ("true", "1", "yes", "on") and not isinstance(value, float):
+            return True
+        if text in ("false", "0", "no", "off") and not isinstance(value, float):
+            return False
+        raise ConfigError(f"{name}={value!r} is not a boolean: use True or False")
+    if base is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}={value!r} is not an integer")
+    if base is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r} is not a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}={value!r} is not a number") from None
+    if base is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{name}={value!r} is not a string")
+    return value
+
+
+# ----------------------------------------------------------------------------- checking
+def _positive(name: str, value: Any) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name}={value!r} is invalid: must be a finite number > 0")
+
+
+def _check_field(name: str, value: Any) -> None:
+    """Raise ConfigError when one parameter's value is outside what a run accepts."""
+    hint = HINTS[name]
+    optional = type(None) in typing.get_args(hint)
+    if value is None and not optional:
+        raise ConfigError(f"{name}=None is not allowed")
+    if typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
+        raise ConfigError(f"{name}={value!r} is unknown: allowed {', '.join(map(str, typing.get_args(hint)))}")
+    if name in ("batch", "lr", "epochs", "max_steps", "max_grad_norm", "gradient_accumulation_steps",
+                "train_subset", "eval_subset", "pad_to_multiple_of", "num_devices", "log_every",
+                "profile_steps", "eval_every", "curve_rows", "num_cores"):
+        _positive(name, value)
+    if name == "max_length" and value <= 2:
+        raise ConfigError(f"max_length={value} is invalid: must be > 2 ([CLS] and [SEP] take two "
+                          "tokens) and at most the model's position limit")
+    if name == "llrd_decay" and value is not None and not 0 < value <= 1:  # False for NaN too
+        raise ConfigError(f"llrd_decay={value} is invalid: must be in (0, 1], or None for one flat LR")
+    if name == "weight_decay" and not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"weight_decay={value} is invalid: must be a finite number >= 0")
+    if name == "warmup_ratio" and not 0 <= value < 1:
+        raise ConfigError(f"warmup_ratio={value} is invalid: must be in [0, 1)")
+    if name == "diverge_factor" and not (math.isfinite(value) and value > 1):
+        raise ConfigError(f"diverge_factor={value} is invalid: must be a finite number > 1")
+    if name == "timing_warmup_steps" and value < 0:
+        raise ConfigError(f"timing_warmup_steps={value} is invalid: must be >= 0")
+    if name == "results_path" and not value.strip():
+        raise ConfigError("results_path='' is invalid: give the folder of the run records")
+    if name in ("run_name", "suite") and value is not None and not SAFE_NAME.fullmatch(value):
+        raise ConfigError(f"{name}={value!r} is invalid: use letters, digits and . _ = , + - only "
+                          "(at most 200, not starting with '.'): it becomes a file name")
+
+
+def _check_together(args: RunArgs) -> None:
+    """Raise ConfigError for values that are fine alone but not together."""
+    task, neuron = args.task, args.neuron
+    if task.padding == "static" and task.group_by_length:
+        raise ConfigError("group_by_length=True applies to padding='dynamic' only: static batches are "
+                          "all max_length long, so grouping saves nothing")
+    if task.padding == "static" and task.pad_to_multiple_of is not None:
+        raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding always "
+                          "pads to max_length")
+    if neuron.num_cores not in (1, args.train.num_devices):
+        raise ConfigError(f"num_cores={neuron.num_cores} is invalid with num_devices="
+                          f"{args.train.num_devices}: one process drives one NeuronCore, so a single "
+                          f"process would hold {neuron.num_cores} cores and use one; set num_devices="
+                          f"{neuron.num_cores} (one torchrun rank per core)")
+
+
+def check_model_limit(args: RunArgs, max_positions: int) -> None:
+    """Raise ConfigError when max_length exceeds the model's position embeddings."""
+    if args.task.max_length > max_positions:
+        raise ConfigError(f"max_length={args.task.max_length} is above {args.task.model_name}'s position "
+                          f"limit ({max_positions}): allowed 3..{max_positions}")
+
+
+def results_dir(args: RunArgs) -> Path:
+    """Return the records folder: results_path, or the folder of an old `.../runs.jsonl` value."""
+    path = repo_path(args.measure.results_path)
+    return path.parent if path.suffix == ".jsonl" else path
+
+
+# ----------------------------------------------------------------------------- front ends
+_UNSET = object()
+
+
+def _optional_type(kind):
+    """Return an argparse type that reads None/none/null as None and anything else as `kind`."""
+    def parse(text: str):
+        return None if text.strip() in ("None", "none", "null") else kind(text)
+    parse.__name__ = getattr(kind, "__name__", "value")
+    return parse
+
+
+def cli_parser(description: str = "") -> argparse.ArgumentParser:
+    """Return the scripts' parser: every field as --name, plus the Hugging Face names (HfArgumentParser)."""
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(tuple(GROUPS.values()), description=description)
+    for action in parser._actions:
+        if action.dest in FIELDS and type(None) in typing.get_args(HINTS[action.dest]):
+            action.type = _optional_type(action.type or str)
+    return parser
+
+
+def parse_cli(argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None,
+              description: str = "") -> RunArgs:
+    """Return the arguments of a command line; the flags it names (and `defaults`) count as given."""
+    parser = cli_parser(description)
+    space = argparse.Namespace(**{name: _UNSET for name in FIELDS})
+    named = {k: v for k, v in vars(parser.parse_args(argv, namespace=space)).items() if v is not _UNSET}
+    values = {**(defaults or {}), **named}
+    return build_args(values)
+
+
+def to_argv(args: RunArgs) -> list[str]:
+    """Return command-line flags that rebuild `args`: the given parameters (the preset fills the rest)."""
+    flat = args.flat()
+    return [f"--{name}={flat[name]}" for name in sorted(args.given)]
+
+
+IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+
+
+def _papermill_given(history: Any) -> set[str] | None:
+    """Return the names papermill's injected `# Parameters` cell assigned, None when there was none."""
+    if not isinstance(history, list):
+        return None
+    for source in reversed(history):
+        if isinstance(source, str) and source.startswith("# Parameters"):
+            tree = ast.parse(source)
+            return {t.id for node in tree.body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name)}
+    return None
+
+
+def notebook_args(namespace: Mapping[str, Any]) -> RunArgs:
+    """Return the arguments of a notebook from its globals: the parameters cell, papermill's -p on top.
+
+    Every plain value (None, bool, number, string, path) that is not IPython's counts as a parameter,
+    so a misspelled `-p` name is refused, not ignored. Given = the names papermill injected; in a
+    hand-run notebook (no injected cell), the values that differ from the defaults.
+    """
+    params = {k: v for k, v in namespace.items() if not k.startswith("_") and k not in IPYTHON_NAMES
+              and isinstance(v, (type(None), bool, int, float, str, Path))}
+    given = _papermill_given(namespace.get("In"))
+    if given is None:
+        defaults = RunArgs().flat()
+        given = {k for k, v in params.items() if k not in defaults or v != defaults[k]}
+    return build_args(params, given=given)

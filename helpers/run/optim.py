@@ -1,0 +1,68 @@
+"""Optimizer parameter groups (flat or layer-wise LR decay), the AdamW builder and the LR schedule."""
+from __future__ import annotations
+
+import re
+
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layer_norm.weight", "layer_norm.bias")
+_LAYER = re.compile(r"\.encoder\.layer\.(\d+)\.")
+
+
+def _depth(name: str, num_layers: int) -> int:
+    """Return how many decay steps below the head a parameter sits: head 0, layer i N-i, embeddings N+1."""
+    match = _LAYER.search("." + name)
+    if match:
+        return num_layers - int(match.group(1))
+    if ".embeddings." in "." + name:
+        return num_layers + 1
+    return 0  # pooler, classifier: the task head trains at the full rate
+
+
+def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None,
+                      weight_decay: float) -> list[dict]:
+    """Return AdamW groups: head at lr, layer i at lr*decay**(N-i), embeddings at lr*decay**(N+1)."""
+    num_layers = model.config.num_hidden_layers
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        depth = _depth(name, num_layers) if decay is not None else 0
+        no_decay = any(name.endswith(nd) for nd in NO_DECAY)
+        key = (depth, no_decay)
+        if key not in groups:
+            groups[key] = {"params": [], "names": [],
+                           "lr": lr * (decay ** depth if decay is not None else 1.0),
+                           "weight_decay": 0.0 if no_decay else weight_decay}
+        groups[key]["params"].append(param)
+        groups[key]["names"].append(name)
+    return [groups[k] for k in sorted(groups)]
+
+
+def build_optimizer(model: torch.nn.Module, lr: float, llrd_decay: float | None, weight_decay: float,
+                    optim: str = "adamw_torch", device_type: str = "cpu",
+                    precision: str = "fp32") -> torch.optim.Optimizer:
+    """Return AdamW over the LLRD groups; `precision='bf16-pure-sr'` rounds the update stochastically:
+    torchao's AdamW on CPU/CUDA, plain AdamW on XLA (the Neuron runtime rounds, NEURON_RT_STOCHASTIC_ROUNDING_EN)."""
+    groups = llrd_param_groups(model, lr, llrd_decay, weight_decay)
+    for g in groups:
+        g.pop("names")
+    if precision == "bf16-pure-sr" and device_type != "xla":
+        from helpers.run.precision import sr_adamw
+
+        return sr_adamw(groups, lr)  # its step is inductor-compiled: it cannot run on XLA tensors
+    kwargs: dict = {}
+    if optim == "adamw_torch_fused" and device_type in ("cuda", "cpu"):
+        kwargs["fused"] = True
+    elif optim == "adamw_torch_foreach" and device_type != "xla":
+        kwargs["foreach"] = True
+    elif device_type == "xla":
+        kwargs["foreach"] = False  # fused/foreach AdamW fails on XLA (NEURON.md): per-tensor loop
+    return torch.optim.AdamW(groups, lr=lr, **kwargs)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,
+                    warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+    """Return the linear warm-up then linear decay-to-zero schedule over `total_steps`."""
+    return get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)

@@ -1,0 +1,251 @@
+"""Run records: one JSON file per run, written whole, so a run is finished when its file says so.
+
+    Experiment/results/<suite or adhoc>/<run_name>@<device>.json
+
+A record is written to a temporary file beside its destination, flushed to disk, then renamed over
+it (`write_json_atomic`): a crash or a full disk leaves the old file or none, never half of one. No
+lock is needed, a parent reads its child's record by name, and two machines' results merge by
+copying folders. Old `runs.jsonl` files (one record per line) are still read.
+
+    python -m helpers.run.records [PATH]     # headline figures of a record (default: the newest)
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import socket
+import tempfile
+import uuid
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 3
+STATUSES = ("finished", "failed", "diverged", "oom", "timeout")
+DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run these again
+ADHOC = "adhoc"  # the folder of runs that belong to no suite
+# how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
+OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
+LIBRARIES = ("torch", "transformers", "datasets", "torch-xla", "torch-neuronx", "neuronx-cc", "torchao")
+MIN_FREE_BYTES = 1 << 20  # room for a record (a few KiB) with a wide margin
+
+
+class RecordWriteError(OSError):
+    """A record or results file could not be written; the message names the path and why."""
+
+
+def failure_status(error_text: str) -> str:
+    """Return 'oom' when an error text says a device or the host ran out of memory, else 'failed'."""
+    lower = error_text.lower()
+    return "oom" if any(m in lower for m in OOM_MARKERS) else "failed"
+
+
+def now() -> str:
+    """Return the current UTC time as an ISO-8601 string."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def library_versions() -> dict[str, str]:
+    """Return the installed versions of the libraries a result depends on."""
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def slug(text: str) -> str:
+    """Return `text` as a file-name-safe lower-case slug."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower().replace("(r)", "").replace("(tm)", "")).strip("-.")
+
+
+def record_path(results_dir: str | Path, suite: str | None, run_name: str, device_key: str) -> Path:
+    """Return where the record of `run_name` on `device_key` lives: <results>/<suite>/<name>@<device>.json."""
+    return Path(results_dir) / (suite or ADHOC) / f"{run_name}@{device_key}.json"
+
+
+def peaks_dir(record_file: str | Path) -> Path:
+    """Return the per-machine peaks folder of the results tree a record file sits in."""
+    return Path(record_file).parent.parent / "_peaks"
+
+
+def new_record(params: dict, given: list[str] | None = None, **fields: Any) -> dict:
+    """Return a record skeleton for a run with `params`; the steps fill in the rest."""
+    record = {"schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex[:12],
+              "run_name": params.get("run_name"), "suite": params.get("suite"), "status": "running",
+              "started_at": now(), "host": socket.gethostname(), "python": platform.python_version(),
+              "libraries": library_versions(), "params": params, "params_given": sorted(given or [])}
+    record.update(fields)
+    return record
+
+
+def jsonable(obj: Any) -> Any:
+    """Return `obj` with NaN/inf turned into strings and numpy/torch scalars into Python numbers."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 0) == 0:
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def check_writable(folder: str | Path, what: str = "results_path") -> Path:
+    """Create `folder` and check that a file can be written there with room to spare; raise naming it."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+        free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    except OSError as err:
+        raise RecordWriteError(f"{what}={str(folder)!r} cannot hold run records ({err.strerror or err}): "
+                               "give a writable folder") from err
+    if free < MIN_FREE_BYTES:
+        raise RecordWriteError(f"{what}={str(folder)!r} has {free} bytes free, below the "
+                               f"{MIN_FREE_BYTES} a record needs: free some space or give another folder")
+    return folder
+
+
+def json_text(obj: Any) -> str:
+    """Return `obj` as the JSON text a record file holds (sorted keys, NaN as strings)."""
+    return json.dumps(jsonable({k: v for k, v in obj.items() if not k.startswith("_")}
+                               if isinstance(obj, dict) else obj), indent=1, sort_keys=True) + "\n"
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as JSON to `path` whole (temporary file, fsync, rename); raise naming the path."""
+    path = Path(path)
+    text = json_text(obj)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise RecordWriteError(f"could not write {path} ({err.strerror or err}); the file there, if "
+                               "any, is unchanged") from err
+    return path
+
+
+def write_record(path: str | Path, record: dict) -> Path:
+    """Write one run's record to `path` atomically; return the path."""
+    return write_json_atomic(path, record)
+
+
+def upgrade(record: dict) -> dict:
+    """Return `record` in the current schema (older files keep loading)."""
+    version = record.get("schema_version", 1)
+    if version < 2:
+        # schema 1 kept timings and metrics at top level; schema 2 nests them
+        record = dict(record)
+        record.setdefault("timing", {k: record.pop(k) for k in list(record)
+                                     if k in ("train_time_s", "samples_per_s", "step_time_median_s")})
+        record.setdefault("metrics", {k: record.pop(k) for k in list(record)
+                                      if k in ("test_accuracy", "test_macro_f1", "final_loss")})
+        record.setdefault("status", "finished")
+    if version < 3:
+        record = {**record, "schema_version": SCHEMA_VERSION}  # 3 only adds sections
+    return record
+
+
+def _valid(obj: Any) -> str | None:
+    """Return why `obj` is not a usable record (None when it is)."""
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    if not isinstance(obj.get("run_name"), str) or not obj["run_name"]:
+        return "no run_name"
+    return None
+
+
+def read_record(path: str | Path) -> dict | None:
+    """Return the record in `path` (upgraded), or None when it is missing, cut short or not a record."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return None if _valid(obj) else upgrade(obj)
+
+
+def read_records(root: str | Path) -> tuple[list[dict], Counter]:
+    """Return every record below `root` (record files and old runs.jsonl lines) and what was skipped, by reason.
+
+    Folders whose name starts with '_' (per-machine peaks, caches) hold no records. A record carries
+    the path it was read from in `_source`.
+    """
+    root = Path(root)
+    found: list[dict] = []
+    skipped: Counter = Counter()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*")
+                                                  if p.suffix in (".json", ".jsonl") and p.is_file()
+                                                  and not any(part.startswith(("_", ".")) for part in
+                                                              p.relative_to(root).parts))
+    for path in files:
+        lines = path.read_bytes().splitlines() if path.suffix == ".jsonl" else [path.read_bytes()]
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                skipped["cut short or not JSON"] += 1
+                continue
+            reason = _valid(obj)
+            if reason:
+                skipped[reason] += 1
+                continue
+            found.append({**upgrade(obj), "_source": str(path)})
+    return found, skipped
+
+
+def headline(record: dict) -> str:
+    """Return the record's headline figures in three lines."""
+    t, m, dev = record.get("timing", {}), record.get("metrics", {}), record.get("device", {})
+    lines = [f"{record['run_name']}: {record.get('status')} on {dev.get('name')} "
+             f"({dev.get('cpu_capability')}), precision {record.get('precision', {}).get('used')}",
+             f"  train {t.get('train_time_s') or 0:.1f} s, {t.get('samples_per_s') or 0:.1f} samples/s, "
+             f"step {t.get('step_time_median_s') or 0:.3f} s (median)",
+             f"  test accuracy {m.get('test_accuracy')}, macro-F1 {m.get('test_macro_f1')}, "
+             f"final loss {m.get('final_loss')}"]
+    if record.get("error"):
+        lines.append(f"  error: {str(record['error']).splitlines()[0][:200]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the headline figures of a record file, or of the newest record below a folder."""
+    import argparse
+
+    from helpers.run.args import RESULTS_DIR, repo_path
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
+    parser.add_argument("path", nargs="?", default=RESULTS_DIR, help="a record file or a results folder")
+    args = parser.parse_args(argv)
+    path = repo_path(args.path)
+    found, _ = read_records(path)
+    if not found:
+        raise SystemExit(f"no record in {path}")
+    newest = max(found, key=lambda r: (str(r.get("finished_at") or r.get("started_at")), r["_source"]))
+    print(headline(newest))
+    print(f"  record: {newest['_source']}")
+
+
+if __name__ == "__main__":
+    main()

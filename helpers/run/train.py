@@ -1,0 +1,219 @@
+"""The training step and the evaluation loop, shared by both notebooks, the scripts and the benchmark.
+
+The whole step is `fit`'s inner loop: move the batch, forward under the precision's autocast, backward
+(DDP's all-reduce only on the last micro-batch of an accumulated step), on XLA all-reduce the gradients
+across replicas, clip, optimizer step, schedule, and on XLA cut the graph. The loss stays on the device
+and is read once per timing window (`log_every` steps), which is when a NaN/inf loss, or one grown past
+`diverge_factor` times the first window's, stops the run. Timing and the hooks around the loop (monitor,
+profiler, periodic evaluation) come in as `timer` and `callbacks`.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from helpers.run import precision as prec
+from helpers.run.device import DeviceInfo
+
+
+@dataclass
+class FitResult:
+    """What a training run did: status, optimizer steps, loss, input shapes."""
+
+    status: str  # "finished" | "diverged" | "failed"
+    steps: int = 0
+    final_loss: float | None = None
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    shapes: Counter = field(default_factory=Counter)  # (batch, seq_len) -> micro-batches, all steps
+    steady_shapes: Counter = field(default_factory=Counter)  # the same over steady-state steps only
+    diverged_at_step: int | None = None
+    skipped_steps: int = 0  # fp16: steps GradScaler skipped (inf/NaN gradients); no schedule step on them
+    reason: str | None = None  # why the status is not "finished"
+
+
+def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
+    import torch_xla.core.xla_model as xm
+
+    # xm.optimizer_step = reduce_gradients + step; split so clipping sees the replica-mean gradient
+    xm.reduce_gradients(optimizer)  # all-reduces (mean) across replicas; a no-op with one
+
+
+def _xla_sync() -> None:
+    import torch_xla
+
+    torch_xla.sync()  # cut the graph here: one compiled graph per step (or batch) shape
+
+
+def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, scheduler,
+        dev: DeviceInfo, precision: str, epochs: int, *, timer, max_steps: int | None = None,
+        grad_accum: int = 1, max_grad_norm: float | None = 1.0, log_every: int = 50,
+        diverge_factor: float = 10.0, progress: bool = True,
+        callbacks: tuple[Callable[[int], None], ...] = (), sampler=None) -> FitResult:
+    """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes.
+
+    `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each.
+    """
+    xla = dev.type == "xla"
+    scaler = prec.grad_scaler(precision, dev.type)
+    total = min(max_steps or math.inf, len(train_loader) // grad_accum * epochs)
+    bar = tqdm(total=total, desc="train", unit="step", disable=not progress)
+    result = FitResult("finished")
+    loss_sum, loss_n, first_loss = torch.zeros((), device=dev.torch_device), 0, None
+    samples = tokens = micro = 0
+    model.train()
+    for epoch in range(epochs):
+        if sampler is not None and hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)  # distributed: a new disjoint shard order each epoch
+        for batch in train_loader:
+            if micro == 0:
+                timer.start_step()
+            batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+            last_micro = micro == grad_accum - 1
+            # DDP all-reduces in backward: only the last micro-batch of a step needs it
+            sync_ctx = contextlib.nullcontext() if last_micro or not hasattr(model, "no_sync") else model.no_sync()
+            with sync_ctx:
+                with prec.autocast(precision, dev.type):
+                    loss = model(**batch).loss / grad_accum
+                (scaler.scale(loss) if scaler else loss).backward()
+            shape = tuple(batch["input_ids"].shape)
+            result.shapes[shape] += 1
+            if not timer.in_warmup:
+                result.steady_shapes[shape] += 1
+            samples += shape[0]
+            tokens += int(shape[0] * shape[1])
+            loss_sum += loss.detach().float()
+            micro += 1
+            if not last_micro:
+                continue
+            if scaler:
+                scaler.unscale_(optimizer)
+            if xla:
+                _xla_reduce_gradients(optimizer)
+            if max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            if scaler:
+                scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
+                scaler.step(optimizer)
+                scaler.update()
+                skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
+                result.skipped_steps += skipped
+            else:
+                optimizer.step()
+                skipped = False
+            if not skipped:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            if xla:
+                _xla_sync()
+            timer.end_step(samples, tokens)
+            samples = tokens = micro = 0
+            loss_n += 1
+            result.steps += 1
+            bar.update(1)
+            if result.steps % log_every == 0 or result.steps == total:
+                value = _log(result, loss_sum, loss_n, bar)
+                first_loss = value if first_loss is None else first_loss
+                if not _check_loss(result, value, first_loss, diverge_factor):
+                    break
+                loss_sum, loss_n = torch.zeros((), device=dev.torch_device), 0
+            for callback in callbacks:
+                callback(result.steps)
+            if result.steps >= total:
+                break
+        if result.status != "finished" or result.steps >= total:
+            break
+    if loss_n and result.status == "finished":
+        _check_loss(result, _log(result, loss_sum, loss_n, bar), first_loss, diverge_factor)
+    timer.close_window()
+    bar.close()
+    if result.steps == 0 and result.status == "finished":
+        result.status = "failed"
+        result.reason = (f"no optimizer step: {len(train_loader)} batches per epoch with "
+                         f"gradient_accumulation_steps={grad_accum} (too few training rows for the batch)")
+    return result
+
+
+def _log(result: FitResult, loss_sum: torch.Tensor, loss_n: int, bar) -> float:
+    """Read the mean loss of the last window (one host sync) into the curve; return it."""
+    value = float(loss_sum) / loss_n
+    result.loss_curve.append((result.steps, value))
+    result.final_loss = value
+    bar.set_postfix(loss=f"{value:.4f}")
+    return value
+
+
+def _check_loss(result: FitResult, value: float, first: float | None, factor: float) -> bool:
+    """Mark the run diverged when the loss is NaN/inf or grew past `factor` x the first window's; return
+    True to go on."""
+    if math.isfinite(value) and (first is None or value <= factor * first):
+        return True
+    result.status, result.diverged_at_step = "diverged", result.steps
+    result.reason = (f"loss became {value} at step {result.steps}" if not math.isfinite(value) else
+                     f"loss {value:.4g} at step {result.steps} is above {factor:g} x the first window's "
+                     f"{first:.4g}")
+    return False
+
+
+def pad_rows(batch: dict, rows: int) -> dict:
+    """Return `batch` with copies of its first row appended up to `rows`, their labels set to -100
+    (ignored by the loss and the confusion matrix): the last partial batch keeps the batch's shape."""
+    n = batch["labels"].shape[0]
+    out = {}
+    for key, value in batch.items():
+        filler = value[:1].expand(rows - n, *value.shape[1:])
+        out[key] = torch.cat([value, torch.full_like(filler, -100) if key == "labels" else filler])
+    return out
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, num_labels: int = 6,
+             progress: bool = False, reduce=None, rows_per_batch: int | None = None) -> dict:
+    """Return accuracy, macro-F1 and mean loss of `model` on `loader`; `reduce` sums tensors across ranks.
+
+    On XLA each batch is one graph (cut per batch) and a last partial batch is padded to
+    `rows_per_batch`, so evaluating any number of rows compiles the same few graphs.
+    """
+    xla = dev.type == "xla"
+    model.eval()
+    confusion = torch.zeros(num_labels, num_labels, dtype=torch.long, device=dev.torch_device)
+    loss_sum = torch.zeros((), device=dev.torch_device)
+    rows = torch.zeros((), dtype=torch.long, device=dev.torch_device)
+    for batch in tqdm(loader, desc="eval", unit="batch", disable=not progress):
+        if xla and rows_per_batch and batch["labels"].shape[0] < rows_per_batch:
+            batch = pad_rows(batch, rows_per_batch)
+        batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+        with prec.autocast(precision, dev.type):
+            out = model(**batch)
+        labels = batch["labels"]
+        valid = labels >= 0
+        # confusion[true, pred] += 1 for the real rows, as one index_add: nothing leaves the device
+        index = labels.clamp(min=0) * num_labels + out.logits.argmax(-1)
+        confusion.view(-1).index_add_(0, index, valid.long())
+        n = valid.sum()
+        loss_sum += out.loss.detach().float() * n  # the loss is the mean over the real rows
+        rows += n
+        if xla:
+            _xla_sync()
+    model.train()
+    if reduce is not None:
+        confusion, loss_sum, rows = reduce(confusion), reduce(loss_sum), reduce(rows)
+    return {**metrics_from_confusion(confusion.cpu()), "loss": float(loss_sum) / max(int(rows), 1)}
+
+
+def metrics_from_confusion(confusion: torch.Tensor) -> dict:
+    """Return accuracy and macro-F1 from a confusion matrix indexed [true, predicted]."""
+    cm = confusion.double()
+    total = cm.sum()
+    tp = cm.diag()
+    precision = tp / cm.sum(0).clamp(min=1)
+    recall = tp / cm.sum(1).clamp(min=1)
+    f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall),
+                     torch.zeros_like(tp))
+    return {"accuracy": float(tp.sum() / total) if total else float("nan"),
+            "macro_f1": float(f1.mean()), "rows": int(total)}

@@ -1,0 +1,301 @@
+"""One run, step by step: the notebooks' cells, the scripts, a torchrun rank, a sweep point and the
+benchmark all call these.
+
+    args = notebook_args(globals())       # or build_args({...}) in code, parse_cli(argv) in scripts
+    run = start(args)                     # checks, device, destination, record; torchrun hand-over
+    ds = load_data(run)
+    splits = tokenize(run, ds)            # refuses a configuration that makes no optimizer step
+    model = build_model(run)
+    fit = train(run, model, splits)       # timing windows, utilization, energy, profile, loss
+    metrics = evaluate(run, model, splits)
+    save(run, model)                      # when save_dir is set
+    record = finish(run)                  # <results>/<suite or adhoc>/<run_name>@<device>.json
+    run_all(args)                         # all of the above; a failure is recorded, never lost
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import re
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers import launch
+from helpers.calc.roofline import systems_section
+from helpers.measure import peak_memory, xla
+from helpers.run import data, ddp, device, models, neuron, precision as prec, records, tokens, train as loop
+from helpers.run.args import (ConfigError, RunArgs, build_args, check_model_limit, notebook_args, parse_cli,
+                              repo_path, results_dir)
+from helpers.session import Run, handed_over
+from helpers.training import eval_loader, prepare_training, train
+
+__all__ = ["Run", "build_args", "notebook_args", "parse_cli", "start", "load_data", "tokenize", "build_model",
+           "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
+
+
+def default_name(args: RunArgs, precision: str) -> str:
+    """Return a run name built from the parameters that most often differ."""
+    t = args.task
+    model = re.sub(r"[^A-Za-z0-9._-]", "_", Path(t.model_name).name or "model")
+    return f"{model}-b{args.train.batch}-L{t.max_length}-{t.padding}-{precision}-s{args.train.seed}"
+
+
+def start(args: RunArgs) -> Run:
+    """Check `args` against the device, the model and the destination; open the record; hand a
+    multi-device run over to torchrun. Nothing is recorded when this raises."""
+    if args.train.device == "xla" or (args.train.device == "auto" and device.neuron_available()):
+        neuron.apply_env(args)  # before torch_xla starts
+    rank = ddp.torchrun_env()
+    if rank and args.train.device in ("auto", "cuda") and torch.cuda.is_available():
+        torch.cuda.set_device(rank.local_rank)  # before the device is named
+    dev = device.resolve_device(args.train.device)
+    precision = device.resolve_precision(args.train.precision, dev, args.neuron.bf16_mode)
+    model_config = models.load_config(args.task.model_name)
+    check_model_limit(args, model_config.max_position_embeddings)
+    if args.train.gradient_checkpointing and dev.neuron:
+        raise ConfigError("gradient_checkpointing=True is not supported on Neuron (the study found the "
+                          "compiler rejects it): use gradient_accumulation_steps or a smaller batch")
+    if dev.type == "xla" and args.task.padding == "dynamic":
+        warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
+                      "(minutes each on Neuron); use padding='static' for speed", stacklevel=2)
+    folder = records.check_writable(results_dir(args))  # before any model is built
+    if args.measure.profile:
+        records.check_writable(repo_path(args.measure.profile_dir), "profile_dir")
+    if args.measure.save_dir:
+        records.check_writable(repo_path(args.measure.save_dir), "save_dir")
+    name = args.measure.run_name or default_name(args, precision)
+    seed_everything(args.train.seed)
+    record = records.new_record({**args.flat(), "run_name": name}, sorted(args.given),
+                                device=dev.describe(), precision={
+                                    "requested": args.train.precision, "used": precision,
+                                    "compute_dtype": device.compute_dtype(precision, args.neuron.bf16_mode,
+                                                                          args.neuron.extra_cc_flags),
+                                    "mechanism": prec.mechanism(precision, dev.type, dev.neuron)})
+    path = records.record_path(folder, args.measure.suite, name, dev.key)
+    run = Run(args, name, dev, precision, record, path, model_config, rank=rank)
+    if dev.type == "xla":
+        run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
+    if rank is not None:
+        try:
+            ddp.init_process_group(rank, dev.type)
+        except Exception as err:  # noqa: BLE001 - the launcher reads this record
+            finish(run, records.failure_status(repr(err)), f"rank {rank.rank}: {type(err).__name__}: {err}")
+            raise
+    elif args.train.num_devices > 1:
+        run.handover = launch.torchrun(args, name, path, dev.type)
+        return run
+    _record_failures_in_notebook(run)
+    return run
+
+
+@contextlib.contextmanager
+def phase(run: Run, name: str):
+    """Add the wall seconds of the block to the record's `phases` (where a run's time goes)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases = run.record.setdefault("phases", {})
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t0
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch so a run repeats."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def load_data(run: Run):
+    """Return the dataset splits and note their provenance in the record."""
+    if handed_over(run, "load_data"):
+        return None
+    t = run.args.task
+    with phase(run, "load_data"):
+        ds, info = data.load_emotion(t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset,
+                                     run.args.train.seed, t.drop_bad_rows)
+    run.record["data"] = info
+    print(f"data: {', '.join(f'{n:,} {s}' for s, n in info['rows'].items())} rows from {info['source']}"
+          + (f"; dropped {info['dropped_rows']}" if any(info["dropped_rows"].values()) else ""))
+    return ds
+
+
+def tokenize(run: Run, ds):
+    """Return the tokenized splits; raise ConfigError when the run would make no optimizer step."""
+    if handed_over(run, "tokenize"):
+        return None
+    t, tr = run.args.task, run.args.train
+    with phase(run, "tokenize"):
+        run.tokenizer = run.tokenizer or models.load_tokenizer(t.model_name)
+        splits = tokens.tokenize(ds, run.tokenizer, t.max_length, t.padding)
+    world = run.rank.world_size if run.rank else 1
+    rows = math.ceil(len(splits["train"]) / world)  # DistributedSampler evens the shards out
+    batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
+    steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
+    if steps == 0:
+        raise ConfigError(f"this run makes no optimizer step: {rows} training rows per device, batch "
+                          f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
+                          + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
+                          + ": give more rows (train_subset) or a smaller batch")
+    run.record["data"]["optimizer_steps_planned"] = steps
+    print(f"tokens: {t.padding} padding to {t.max_length}; {steps} optimizer steps planned "
+          f"(batch {tr.batch} x {world} device(s), {tr.epochs} epoch(s){', max_steps' if tr.max_steps else ''})")
+    return splits
+
+
+def build_model(run: Run) -> torch.nn.Module:
+    """Return the model on the run's device, in the run's precision (seeded head)."""
+    if handed_over(run, "build_model"):
+        return None
+    t, tr = run.args.task, run.args.train
+    with phase(run, "build_model"):
+        model = models.load_model(t.model_name, seed=tr.seed, gradient_checkpointing=tr.gradient_checkpointing)
+        if tr.gradient_checkpointing and run.dev.type == "xla":
+            models.use_xla_checkpointing(model)
+        model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
+    run.record["model"] = {"name": t.model_name, "parameters": sum(p.numel() for p in model.parameters()),
+                           "hidden_size": model.config.hidden_size,
+                           "num_hidden_layers": model.config.num_hidden_layers,
+                           "attention": model.config._attn_implementation}
+    print(f"model: {t.model_name}, {run.record['model']['parameters'] / 1e6:.1f} M parameters on "
+          f"{run.dev.name}, {run.precision}")
+    return model
+
+
+def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
+    """Return validation and test accuracy / macro-F1 (summed over ranks) and store them in the record."""
+    if handed_over(run, "evaluate"):
+        return {k: v for k, v in run.handover.get("metrics", {}).items() if not k.startswith("loss")}
+    out, t0 = {}, time.perf_counter()
+    if run.record.get("status") in ("running", "finished"):
+        world = run.rank.world_size if run.rank else 1
+        reduce = ddp.reducer(world, run.dev.type)
+        for split, short in (("validation", "val"), ("test", "test")):
+            sampler = ddp.ShardSampler(len(splits[split]), run.rank.rank, world) if run.rank else None
+            loader = eval_loader(run, splits[split], sampler)
+            metrics = loop.evaluate(model, loader, run.dev, run.precision, reduce=reduce,
+                                    rows_per_batch=loader.batch_size)
+            out.update({f"{short}_{k}": v for k, v in metrics.items()})
+        print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}, test accuracy "
+              f"{out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
+    run.record.setdefault("phases", {})["evaluate"] = time.perf_counter() - t0
+    run.record.setdefault("metrics", {}).update(out)
+    return out
+
+
+def save(run: Run, model: torch.nn.Module) -> Path | None:
+    """Save the model and tokenizer to save_dir (XLA weights copied to the host first); None if not asked."""
+    folder = run.args.measure.save_dir
+    if handed_over(run, "save") or not folder or not run.lead or run.record.get("status") not in ("running", "finished"):
+        return None
+    state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
+    model.save_pretrained(repo_path(folder), state_dict=state)
+    run.tokenizer.save_pretrained(repo_path(folder))
+    run.record["saved_to"] = str(repo_path(folder))
+    return repo_path(folder)
+
+
+def finish(run: Run, status: str | None = None, error: str | None = None) -> dict:
+    """Complete the record (systems figures, memory, status) and write it; return it."""
+    if handed_over(run, "finish"):
+        return run.handover
+    _record_failures_in_notebook(run, on=False)
+    rec = run.record
+    if status:
+        rec["status"] = status
+    if error:
+        rec["error"] = error
+    if rec["status"] == "running":
+        rec["status"] = "finished"
+    rec["memory"] = peak_memory.peak(run.dev.type)
+    if run.fit is not None and run.timing:
+        steady = run.fit.steady_shapes or run.fit.shapes
+        rec["systems"] = systems_section(run.model_config, steady, run.timing["steady_time_s"],
+                                         run.timing["steady_steps"], run.precision,
+                                         rec["precision"]["compute_dtype"], rec["device"],
+                                         records.peaks_dir(run.record_path),
+                                         fused_attention=rec.get("model", {}).get("attention") == "sdpa"
+                                         and run.dev.type == "cuda")
+    if run.compiles:
+        rec["xla"] = run.compiles.section(run.args.measure.timing_warmup_steps
+                                          * run.args.train.gradient_accumulation_steps, run.timing,
+                                          len(run.fit.shapes) if run.fit else None)
+    if run.rank is not None:
+        rec["distributed"] = {**rec.get("distributed", {}),
+                              **launch.distributed_section(run.rank, run.args, run.timing, run.step_model)}
+    rec["finished_at"] = records.now()
+    rec["world_size"] = run.rank.world_size if run.rank else 1
+    if run.lead:
+        try:
+            records.write_record(run.record_path, rec)
+        except records.RecordWriteError:
+            print(records.json_text(rec), file=sys.stderr)  # the last place the result can go
+            raise
+    rec["_source"] = str(run.record_path)  # in memory only: where the record was written
+    if run.lead:
+        print(f"record: {rec['status']}, written to {run.record_path}")
+    return rec
+
+
+def run_all(args: RunArgs) -> dict:
+    """Run every step for `args`; a failure (OOM, error) is recorded, never lost. Return the record."""
+    run = start(args)  # parameter errors raise here, before anything is recorded or built
+    if run.handover is not None:
+        return run.handover
+    try:
+        splits = tokenize(run, load_data(run))
+        model = build_model(run)
+        train(run, model, splits)
+        evaluate(run, model, splits)
+        save(run, model)
+    except Exception as err:  # noqa: BLE001 - every failure must reach the record
+        traceback.print_exc(file=sys.stderr)
+        rec = finish(run, records.failure_status(f"{type(err).__name__}: {err}"), f"{type(err).__name__}: {err}")
+        if run.rank is not None:
+            raise  # a rank that failed exits non-zero, so torchrun stops the others
+        return rec
+    return finish(run)
+
+
+def _record_failures_in_notebook(run: Run, on: bool = True) -> None:
+    """In a notebook, make an exception in any later cell write the run's failure record first."""
+    try:
+        shell = get_ipython()  # noqa: F821 - defined only inside IPython
+    except NameError:
+        return
+    if not on:
+        shell.set_custom_exc((), None)
+        return
+
+    def record_then_show(self, etype, value, tb, tb_offset=None):
+        if run.record.get("status") in ("running", "finished") and "finished_at" not in run.record:
+            text = f"{etype.__name__}: {value}"
+            finish(run, records.failure_status(text), text)
+            print(f"the run's failure is recorded in {run.record_path}", file=sys.stderr)
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    shell.set_custom_exc((Exception,), record_then_show)
+
+
+def summary(record: dict):
+    """Return a one-column table of the record's headline figures for the notebook to show."""
+    import pandas as pd
+
+    t, m, s = record.get("timing", {}), record.get("metrics", {}), record.get("systems", {})
+    rows = {
+        "status": record.get("status"), "device": record.get("device", {}).get("name"),
+        "precision": record.get("precision", {}).get("used"),
+        "train_time_s": t.get("train_time_s"), "first_step_s": t.get("first_step_s"),
+        "step_time_median_s": t.get("step_time_median_s"), "samples_per_s": t.get("samples_per_s"),
+        "val_accuracy": m.get("val_accuracy"), "test_accuracy": m.get("test_accuracy"),
+        "test_macro_f1": m.get("test_macro_f1"), "final_loss": m.get("final_loss"),
+        "achieved_tflops": s.get("achieved_tflops"), "mfu": s.get("mfu"),
+        "arithmetic_intensity": s.get("arithmetic_intensity"), "record": record.get("_source"),
+    }
+    return pd.DataFrame({"value": rows})

@@ -1,0 +1,138 @@
+"""Training with its measurement around the loop: timing windows, utilization, energy, profile,
+periodic validation (time to accuracy); and the loaders, optimizer and schedule the loop steps with.
+
+    t = prepare_training(run, model, splits)    # the benchmark reuses this
+    fit = train(run, model, splits)             # steps.train: fills the record's timing and metrics
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from helpers.measure import peak_memory, timing
+from helpers.measure.energy import samples_per_joule, start_energy
+from helpers.measure.monitor import start_monitor
+from helpers.measure.profile import StepProfiler
+from helpers.run import ddp, device, optim, tokens, train as loop
+from helpers.run.args import repo_path
+from helpers.session import Run, handed_over
+
+
+@dataclass
+class Training:
+    """What train() runs: the loader, optimizer, schedule and the model as it steps (compiled, in DDP)."""
+
+    loader: object
+    sampler: object
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    step_model: torch.nn.Module
+
+
+def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
+    """Return the loader, optimizer, schedule and stepping model of the run (the benchmark reuses it)."""
+    t, tr = run.args.task, run.args.train
+    sampler = ddp.train_sampler(splits["train"], run.rank, tr.seed) if run.rank else None
+    if run.rank:
+        run.record["distributed"] = {"shards": ddp.shard_check(sampler, run.rank, run.dev.type)}
+    if t.group_by_length and sampler is None:
+        sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
+    collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
+    loader = tokens.loader(splits["train"], tr.batch, collate, shuffle=True, seed=tr.seed,
+                           drop_last=run.dev.type == "xla", sampler=sampler,
+                           pin_memory=run.dev.type == "cuda")
+    steps = min(tr.max_steps or math.inf, len(loader) // tr.gradient_accumulation_steps * tr.epochs)
+    optimizer = optim.build_optimizer(model, tr.lr, tr.llrd_decay, tr.weight_decay, tr.optim,
+                                      run.dev.type, run.precision)
+    scheduler = optim.build_scheduler(optimizer, steps, tr.warmup_ratio)
+    step_model = ddp.wrap(model, run.rank, run.dev.type) if run.rank else model
+    if tr.compile:
+        step_model = torch.compile(step_model, backend="openxla" if run.dev.type == "xla" else "inductor")
+    return Training(loader, sampler, optimizer, scheduler, step_model)
+
+
+def eval_loader(run: Run, split, sampler=None):
+    """Return an evaluation loader: no shuffling, the training padding, batches of max(batch, 32)."""
+    collate = tokens.collator(run.tokenizer, run.args.task.padding, run.args.task.pad_to_multiple_of)
+    return tokens.loader(split, max(run.args.train.batch, 32), collate, shuffle=False,
+                         seed=run.args.train.seed, sampler=sampler)
+
+
+def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
+    """Train with the run's timing, utilization, energy and profile around the loop; fill in the record."""
+    if handed_over(run, "train"):
+        return None
+    m, tr = run.args.measure, run.args.train
+    t = prepare_training(run, model, splits)
+    run.step_model = t.step_model
+    loader = run.compiles.wrap(t.loader) if run.compiles else t.loader
+    per_step = {"cpu": "host", "cuda": "events", "xla": "window"}[run.dev.type]
+    event = (lambda: torch.cuda.Event(enable_timing=True)) if run.dev.type == "cuda" else None
+    timer = timing.StepTimer(lambda: device.synchronize(run.dev), m.timing_warmup_steps, m.log_every,
+                             per_step, event=event)
+    peak_memory.reset_peak(run.dev.type)
+    monitor, energy = start_monitor(run.dev.type), start_energy(run.dev.type)
+    profiler = StepProfiler(m.profile and run.lead, repo_path(m.profile_dir) / run.name,
+                            warmup_steps=m.timing_warmup_steps, profile_steps=m.profile_steps,
+                            device_type=run.dev.type)
+    callbacks = [lambda step: monitor.mark_steady() if step == m.timing_warmup_steps else None,
+                 lambda step: profiler.step()]
+    if m.eval_every:
+        callbacks.append(_curve_callback(run, model, splits, timer))
+    try:
+        result = loop.fit(t.step_model, loader, t.optimizer, t.scheduler, run.dev, run.precision, tr.epochs,
+                          timer=timer, max_steps=tr.max_steps, grad_accum=tr.gradient_accumulation_steps,
+                          max_grad_norm=tr.max_grad_norm, log_every=m.log_every, diverge_factor=m.diverge_factor,
+                          progress=m.progress and run.lead, callbacks=tuple(callbacks), sampler=t.sampler)
+    finally:
+        run.record["utilization"], run.record["energy"] = monitor.stop(), energy.stop()
+        profiler.close()
+        if run.compiles:
+            run.compiles.mark("train_end")
+    run.fit, run.timing = result, timer.summary()
+    run.record.setdefault("phases", {})["train"] = run.timing["train_time_s"]
+    rec = run.record
+    rec["status"] = "running" if result.status == "finished" else result.status
+    if result.reason:
+        rec["error"] = result.reason
+    rec["timing"] = {**run.timing, "skipped_steps": result.skipped_steps}
+    if run.rank is not None and run.timing["samples_per_s"]:
+        # the ranks step in lockstep: the run's rate is rank 0's times the ranks
+        world = run.rank.world_size
+        rec["timing"].update(samples_per_s_per_device=run.timing["samples_per_s"],
+                             samples_per_s=run.timing["samples_per_s"] * world,
+                             tokens_per_s=run.timing["tokens_per_s"] * world)
+        run.timing = rec["timing"]
+    rec["energy"]["samples_per_joule"] = samples_per_joule(run.timing["samples_processed"], rec["energy"])
+    rec["profile"] = profiler.summary()
+    rec["shapes"] = {"distinct": len(result.shapes),
+                     "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}}
+    rec["metrics"] = {"final_loss": result.final_loss, "loss_curve": result.loss_curve,
+                      "diverged_at_step": result.diverged_at_step}
+    rec["curve"] = run.curve
+    rate = run.timing["samples_per_s"]
+    print(f"training: {result.status}, {result.steps} steps in {run.timing['train_time_s']:.1f} s"
+          + (f", {rate:.1f} samples/s steady" if rate else "")
+          + (f", final loss {result.final_loss:.4f}" if result.final_loss is not None else "")
+          + (f" ({result.reason})" if result.reason else ""))
+    return result
+
+
+def _curve_callback(run: Run, model, splits, timer):
+    """Return the callback that evaluates `curve_rows` validation rows every `eval_every` steps, outside
+    the timed windows, and notes (step, training seconds so far, samples, accuracy)."""
+    m = run.args.measure
+    rows = splits["validation"].select(range(min(m.curve_rows, len(splits["validation"]))))
+    val = eval_loader(run, rows)
+
+    def curve(step: int) -> None:
+        if step % m.eval_every:
+            return
+        timer.close_window()
+        metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
+        run.curve.append({"step": step, "train_time_s": sum(w.seconds for w in timer.windows),
+                          "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"],
+                          "rows": metrics["rows"]})
+    return curve

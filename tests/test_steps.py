@@ -1,0 +1,87 @@
+"""The run path: every outcome of a run reaches its record file, and nothing is built before the checks."""
+import pytest
+
+from helpers import steps
+from helpers.run import records
+from helpers.run.args import ConfigError, build_args
+
+
+def _args(tiny_model_dir, tiny_data_dir, results, **kw):
+    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=32, max_length=16,
+                epochs=1, lr=5e-3, results_path=str(results), progress=False, log_every=2)
+    return build_args({**base, **kw})
+
+
+def _only_record(results):
+    found, skipped = records.read_records(results)
+    assert not skipped
+    (rec,) = found
+    return rec
+
+
+def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_dir, tmp_path):
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="ok", suite="demo"))
+    saved = _only_record(tmp_path)
+    assert saved["_source"] == str(tmp_path / "demo" / f"ok@{rec['device']['key']}.json")
+    assert saved["run_id"] == rec["run_id"] and saved["status"] == "finished"
+    assert saved["timing"]["steps"] == 256 // 32 and saved["metrics"]["test_rows"] == 64
+    assert set(saved["phases"]) >= {"load_data", "tokenize", "build_model", "train", "evaluate"}
+    assert saved["systems"]["mfu"] > 0 and saved["params_given"][0] == "batch"
+
+
+def test_oom_is_recorded_and_does_not_raise(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    def boom(run):
+        raise MemoryError("host ran out of memory")
+    monkeypatch.setattr(steps, "build_model", boom)
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="big"))
+    saved = _only_record(tmp_path)
+    assert rec["status"] == saved["status"] == "oom" and "MemoryError" in saved["error"]
+    assert saved["params"]["batch"] == 32  # the configuration that ran out is kept
+
+
+def test_nan_divergence_is_recorded(tiny_model_dir, tiny_data_dir, tmp_path):
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, lr=1e6, run_name="nan",
+                              max_grad_norm=None, warmup_ratio=0.0))
+    assert rec["status"] == "diverged" and rec["metrics"]["diverged_at_step"] % 2 == 0
+    assert "test_accuracy" not in rec["metrics"]  # no evaluation of a diverged model
+
+
+def test_a_loss_that_explodes_but_stays_finite_is_diverged(tiny_model_dir, tiny_data_dir, tmp_path):
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, lr=30.0, run_name="boom", log_every=1,
+                              max_grad_norm=None, warmup_ratio=0.0, diverge_factor=3.0, precision="fp32"))
+    assert rec["status"] == "diverged" and "above 3 x the first window's" in rec["error"]
+
+
+def test_parameter_errors_raise_before_anything_is_recorded(tiny_model_dir, tiny_data_dir, tmp_path):
+    with pytest.raises(ConfigError, match="max_length=4096 is above"):
+        steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, max_length=4096))
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_run_that_would_make_no_optimizer_step_is_failed_before_the_model(tiny_model_dir, tiny_data_dir,
+                                                                             tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr(steps, "build_model", lambda run: built.append(run))
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, train_subset=32, batch=16,
+                              gradient_accumulation_steps=4, run_name="zero"))
+    assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"] and not built
+
+
+def test_the_destination_is_checked_before_any_model_is_built(tiny_model_dir, tiny_data_dir, tmp_path,
+                                                              monkeypatch):
+    monkeypatch.setattr(steps.models, "load_model", lambda *a, **k: pytest.fail("model built"))
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(records.RecordWriteError, match="results_path=.*cannot hold run records"):
+        steps.start(_args(tiny_model_dir, tiny_data_dir, blocker / "results"))
+
+
+def test_a_second_run_in_one_process_reports_its_own_peak_memory(tiny_model_dir, tiny_data_dir, tmp_path):
+    import torch
+
+    hog = torch.ones(300 * 2 ** 20 // 4)  # ~300 MiB touched before the first run's training
+    first = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="a"))
+    del hog
+    second = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="b"))
+    assert second["memory"]["host_source"].startswith("VmHWM since the run's reset")
+    assert second["memory"]["host_peak_rss_gib"] < first["memory"]["host_peak_rss_gib"] - 0.2
