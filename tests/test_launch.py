@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import distributed, records
-from helpers.run.args import RunConfig
+from helpers import launch, steps
+from helpers.measure.timing import StepTimer
+from helpers.run import ddp, records, tokens, train
+from helpers.run.args import build_args
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -42,7 +44,7 @@ def nodrop_model_dir(tmp_path_factory) -> Path:
 def ddp_run(tmp_path_factory, nodrop_model_dir, tiny_data_dir):
     """The Nvidia notebook with num_devices=2: it hands the run to torchrun (2 ranks x batch 8)."""
     tmp = tmp_path_factory.mktemp("ddp")
-    results = tmp / "runs.jsonl"
+    results = tmp / "results"
     params = dict(COMMON, model_name=nodrop_model_dir, data_dir=tiny_data_dir, batch=8, num_devices=2,
                   results_path=results, run_name="ddp2", save_dir=tmp / "ckpt", profile="True",
                   profile_steps=2, profile_dir=tmp / "profiles")
@@ -52,21 +54,23 @@ def ddp_run(tmp_path_factory, nodrop_model_dir, tiny_data_dir):
         args += ["-p", k, str(v)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recs, broken = records.read_records(results)
-    return recs, broken, tmp
+    recs, skipped = records.read_records(results)
+    return recs, skipped, tmp
 
 
 def train_single(model_dir, data_dir, batch: int, rank: int, world_size: int, tmp: Path):
     """Train in this process with batch `batch` on shard `rank` of `world_size`; return the model."""
-    from helpers import steps
-
-    cfg = RunConfig(**COMMON, model_name=str(model_dir), data_dir=str(data_dir), batch=batch,
-                    results_path=str(tmp / "single.jsonl"), progress=False)
-    run = steps.start_run(cfg)
-    splits = steps.tokenize_data(run, steps.load_data(run))
+    args = build_args(dict(COMMON, model_name=str(model_dir), data_dir=str(data_dir), batch=batch,
+                           results_path=str(tmp / "single"), progress=False))
+    run = steps.start(args)
+    splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
-    sampler = distributed.train_sampler(splits["train"], rank, world_size, cfg.seed)
-    steps.train_model(run, model, splits, sampler=sampler)
+    t = steps.prepare_training(run, model, splits)
+    sampler = ddp.train_sampler(splits["train"], ddp.Rank(rank, world_size, 0), args.train.seed)
+    loader = tokens.loader(splits["train"], batch, tokens.collator(run.tokenizer, "static"), shuffle=True,
+                           seed=args.train.seed, sampler=sampler)
+    train.fit(model, loader, t.optimizer, t.scheduler, run.dev, run.precision, 1, timer=StepTimer(),
+              max_steps=4, progress=False, sampler=sampler)
     return model
 
 
@@ -93,8 +97,8 @@ def test_two_ranks_equal_one_process_with_the_doubled_batch(ddp_run, nodrop_mode
 
 
 def test_ranks_see_disjoint_rows_and_one_record_is_written(ddp_run):
-    recs, broken, _ = ddp_run
-    assert broken == 0 and len(recs) == 1  # rank 1 wrote nothing
+    recs, skipped, tmp = ddp_run
+    assert not skipped and len(recs) == 1  # rank 1 wrote nothing
     rec = recs[0]
     assert rec["status"] == "finished" and rec["world_size"] == 2
     d = rec["distributed"]
@@ -104,19 +108,17 @@ def test_ranks_see_disjoint_rows_and_one_record_is_written(ddp_run):
     # evaluation counted every validation/test row once across the two ranks
     assert rec["metrics"]["val_rows"] == 64 and rec["metrics"]["test_rows"] == 64
     assert 0 < d["allreduce"]["share_of_step"] < 1 and d["allreduce"]["comm_s"] > 0
+    # the run's rate is both ranks' samples, and every table reads that one
+    t = rec["timing"]
+    assert t["samples_per_s"] == pytest.approx(2 * t["samples_per_s_per_device"])
+    assert d["global_samples_per_s"] == t["samples_per_s"]
 
 
-def test_launch_arguments_rebuild_the_configuration():
-    from helpers.entry import config_from_argv, config_to_argv
-
-    cfg = RunConfig(model_name="minilm", batch=16, llrd_decay=0.9, extra_cc_flags="--auto-cast=matmult",
-                    gradient_checkpointing=True, max_steps=5, extra={"note": "x"}).validate()
-    assert config_from_argv(config_to_argv(cfg)) == cfg
-    hf = config_from_argv(["--model_name_or_path", "minilm", "--per_device_train_batch_size", "16",
-                           "--max_seq_length", "64", "--learning_rate", "1e-4", "--num_train_epochs", "1",
-                           "--output_dir", "ckpt", "--gradient_checkpointing"])
-    got = (hf.model_name, hf.batch, hf.max_length, hf.lr, hf.epochs, hf.save_dir, hf.gradient_checkpointing)
-    assert got == ("minilm", 16, 64, 1e-4, 1, "ckpt", True)
+def test_the_notebook_says_it_handed_over_and_shows_the_result(ddp_run):
+    _, _, tmp = ddp_run
+    text = (tmp / "out.ipynb").read_text()
+    assert "num_devices=2: this run is handed over to torchrun" in text
+    assert "train: done by the 2 torchrun ranks" in text and "evaluate: done by the 2 torchrun ranks" in text
 
 
 def _descendant_with_rank(rank: int, timeout_s: float = 300):
@@ -136,16 +138,16 @@ def _descendant_with_rank(rank: int, timeout_s: float = 300):
 
 def test_killed_rank_ends_the_run_with_a_clear_error_and_a_failed_record(tmp_path, capsys,
                                                                          nodrop_model_dir, tiny_data_dir):
-    results = tmp_path / "runs.jsonl"
-    cfg = RunConfig(**{**COMMON, "max_steps": None}, model_name=str(nodrop_model_dir),
-                    data_dir=str(tiny_data_dir), batch=8, epochs=200, num_devices=2,
-                    results_path=str(results), run_name="killed")
+    results = tmp_path / "results"
+    args = build_args({**COMMON, "max_steps": None, "model_name": str(nodrop_model_dir),
+                       "data_dir": str(tiny_data_dir), "batch": 8, "epochs": 200, "num_devices": 2,
+                       "results_path": str(results), "run_name": "killed"})
     outcome: dict = {}
 
     def target():
         try:
-            outcome["record"] = distributed.launch(cfg)
-        except distributed.DistributedRunError as err:
+            outcome["record"] = launch.torchrun(args, "killed", results / "adhoc" / "killed@cpu.json", "cpu")
+        except launch.DistributedRunError as err:
             outcome["error"] = err
 
     thread = threading.Thread(target=target)
@@ -162,6 +164,5 @@ def test_killed_rank_ends_the_run_with_a_clear_error_and_a_failed_record(tmp_pat
     assert "error" in outcome, "the launch did not fail"
     message = str(outcome["error"])
     assert "'killed' failed" in message and "rank 1" in message and "SIGKILL" in message
-    recs, _ = records.read_records(results)
-    assert len(recs) == 1 and recs[0]["status"] == "failed" and recs[0]["run_name"] == "killed"
-    assert recs[0]["error"]
+    rec = records.read_record(results / "adhoc" / "killed@cpu.json")  # the child's file, read by name
+    assert rec["status"] == "failed" and rec["run_name"] == "killed" and "rank 1" in rec["error"]

@@ -11,8 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import records, suites, sweep
+from helpers.run import records
 from helpers.run.args import REPO_ROOT, ConfigError
+from helpers.study import points, suites, sweep
 
 
 def write_suite(path: Path, body: str) -> Path:
@@ -31,14 +32,20 @@ def write_notebook(path: Path, code: str) -> Path:
     return path
 
 
-# a light notebook that sleeps max_steps seconds and appends a finished record (no torch import)
+# a light notebook that sleeps max_steps seconds and writes a finished record where the sweep reads it
+# (the path is in the point's tag; a real notebook computes the same path from its device)
 RECORDING = """
-import time
+import os, time
 from helpers.run import records
 time.sleep(max_steps)
-records.append_record(results_path, {"schema_version": 2, "run_name": run_name, "suite": suite,
-                                     "status": "finished", "params": {"max_steps": max_steps}})
+records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+                     "suite": suite, "status": "finished", "params": {"max_steps": max_steps}, "pid": os.getpid()})
 """
+
+
+def done_names(results: Path) -> set[str]:
+    """Return the run names with a final record below `results`."""
+    return {r["run_name"] for r in records.read_records(results)[0] if r["status"] in records.DONE}
 
 
 # ----------------------------------------------------------------------------- suite files
@@ -122,20 +129,22 @@ def test_bad_suite_files_are_rejected(tmp_path, body, message):
 
 
 def test_skip_reasons(monkeypatch):
-    assert "nothing to run" in sweep.skip_reason(suites.resolve_suite("cost"))
+    assert "nothing to run" in points.skip_reason(suites.resolve_suite("cost"), None)
     padding = suites.resolve_suite("padding")
-    monkeypatch.setitem(sweep.ENVS, "xla", ".venv-missing")
-    assert sweep.skip_reason(padding) == "its environment .venv-missing is missing (create it with `make xla-venv`)"
+    monkeypatch.setitem(points.ENVS, "xla", (".venv-missing", "accelbench-xla"))
+    assert points.skip_reason(padding, None) == ("its environment .venv-missing is missing (create it with "
+                                                 "`make xla-venv`)")
     monkeypatch.undo()
-    monkeypatch.setattr(sweep, "_has_module", lambda env, module: False)
     flags = suites.resolve_suite("compiler_flags")
-    if sweep.env_python("xla").exists() and (REPO_ROOT / flags.notebook).exists():
-        assert "needs torch-neuronx" in sweep.skip_reason(flags)
+    if points.env_python("xla").exists():
+        assert "needs NeuronCores" in points.skip_reason(flags, {"neuron": False})
+        assert points.skip_reason(flags, {"neuron": True}) is None
 
 
-def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, results_path, monkeypatch):
-    monkeypatch.setattr(sweep, "_bf16_fast", lambda env: False)
-    assert "no fast bf16" in sweep.skip_reason(suites.resolve_suite("precision"))
+def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    assert "no fast bf16" in points.skip_reason(suites.resolve_suite("precision"), {"bf16_fast": False})
+    assert points.skip_reason(suites.resolve_suite("precision"), {"bf16_fast": True}) is None
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
     suite = suites.load_suite(write_suite(tmp_path / "bf16.toml", f"""
         notebook = "{nb}"
@@ -144,20 +153,23 @@ def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, resul
         grid = {{ max_steps = [1] }}
         [full]
     """))
-    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {}
-    assert not results_path.exists()
-    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs", force=True) == {"bf16": {"finished": 1}}
-    monkeypatch.setattr(sweep, "_bf16_fast", lambda env: True)
-    assert sweep.skip_reason(suite) is None
+    monkeypatch.setattr(points, "device_of", lambda env, requested="auto": {"key": "cpu-slow", "bf16_fast": False})
+    assert sweep.sweep([suite], "quick", results, tmp_path / "runs") == {}
+    assert not results.exists()
+    assert sweep.sweep([suite], "quick", results, tmp_path / "runs", force=True) == {"bf16": {"finished": 1}}
 
 
-def test_papermill_command_passes_every_parameter():
+def test_papermill_command_passes_typed_parameters_and_the_environments_kernel():
     suite = suites.resolve_suite("batch_scaling")
-    cmd = sweep.papermill_command(suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False},
-                                  Path("/tmp/o.ipynb"))
+    cmd = points.papermill_command(suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False},
+                                   Path("/tmp/o.ipynb"))
     assert cmd[0].endswith(".venv/bin/papermill") and cmd[2] == "/tmp/o.ipynb"
-    assert cmd[-12:] == ["-p", "batch", "8", "-p", "llrd_decay", "None", "-p", "lr", "2e-05",
-                         "-p", "progress", "False"]
+    assert cmd[cmd.index("--kernel") + 1] == "accelbench"
+    import yaml
+
+    assert yaml.safe_load(cmd[-1]) == {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False}
+    xla = suites.resolve_suite("padding")
+    assert points.papermill_command(xla, {}, Path("/tmp/o.ipynb"))[4] == "accelbench-xla"
 
 
 @pytest.mark.parametrize("text, status", [("torch.OutOfMemoryError: CUDA out of memory", "oom"),
@@ -167,21 +179,25 @@ def test_classify_failure(text, status):
     assert records.failure_status(text) == status
 
 
-def test_a_bad_parameter_is_recorded_as_failed_before_any_launch(tmp_path, results_path):
-    suite = suites.load_suite(write_suite(tmp_path / "bad.toml", """
-        notebook = "Nvidia/baseline.ipynb"
-        [quick]
-        grid = { batch = [0] }
-        [full]
-    """))
-    summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
-    assert summary == {"bad": {"failed": 1}}
-    (rec,), _ = records.read_records(results_path)
-    assert rec["status"] == "failed" and "batch=0 is invalid" in rec["error"]
-    assert not (tmp_path / "runs").exists()  # refused in seconds, no notebook started
+def test_a_bad_parameter_is_refused_when_the_suite_is_read(tmp_path):
+    with pytest.raises(ConfigError, match="batch=0 is invalid"):
+        suites.load_suite(write_suite(tmp_path / "bad.toml", """
+            notebook = "Nvidia/baseline.ipynb"
+            [quick]
+            grid = { batch = [0] }
+            [full]
+        """))
+    with pytest.raises(ConfigError, match="unknown parameter 'learnin_rate': did you mean 'lr'"):
+        suites.load_suite(write_suite(tmp_path / "typo.toml", """
+            notebook = "Nvidia/baseline.ipynb"
+            [quick]
+            params = { learnin_rate = 1e-4 }
+            [full]
+        """))
 
 
-def test_token_stats_suite_writes_its_own_record(tmp_path, results_path, tiny_data_dir, tiny_model_dir):
+def test_token_stats_suite_writes_its_own_record(tmp_path, tiny_data_dir, tiny_model_dir):
+    results_path = tmp_path / "results"
     suite = suites.load_suite(write_suite(tmp_path / "tok.toml", f"""
         kind = "token_stats"
         [params]
@@ -193,12 +209,14 @@ def test_token_stats_suite_writes_its_own_record(tmp_path, results_path, tiny_da
     assert sweep.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
     (rec,), _ = records.read_records(results_path)
     assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
+    assert rec["_source"].endswith(f"@{rec['device']['key']}.json") and rec["device"]["type"] == "cpu"
     assert rec["run_name"] == suites.expand(suite, "quick")[0].run_name and rec["suite"] == "tok"
 
 
 # ----------------------------------------------------------------------------- notebooks
 @pytest.mark.slow
-def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, results_path, tiny_model_dir, tiny_data_dir):
+def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, tiny_data_dir):
+    results_path = tmp_path / "results"
     suite = suites.load_suite(write_suite(tmp_path / "two.toml", f"""
         notebook = "Nvidia/baseline.ipynb"
         [params]
@@ -217,33 +235,36 @@ def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, results_path, tin
     """))
     runs = tmp_path / "runs"
     assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
-    recs, broken = records.read_records(results_path)
+    recs, skipped = records.read_records(results_path)
     names = [p.run_name for p in suites.expand(suite, "quick")]
-    assert broken == 0 and [r["run_name"] for r in recs] == names
+    assert not skipped and [r["run_name"] for r in recs] == names
     assert all(r["status"] == "finished" and r["suite"] == "two" for r in recs)
     assert [r["params"]["seed"] for r in recs] == [1, 2] and recs[0]["timing"]["steps"] == 5
     for name in names:
         html = (runs / "two" / f"{name}.html").read_text()
-        assert html.startswith("<!-- Written by `python -m helpers.sweep two`")
+        assert html.startswith("<!-- Written by `python -m helpers.study.sweep two`")
         nb = nbformat.read(runs / "two" / f"{name}.ipynb", as_version=4)
-        assert nb.cells[0].source.startswith("Written by `python -m helpers.sweep two`")
+        assert nb.cells[0].source.startswith("Written by `python -m helpers.study.sweep two`")
+        assert "training: finished, 5 steps" in (runs / "two" / f"{name}.log").read_text()  # streamed
     # a second sweep finds both done and runs nothing
     assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"already done": 2}}
     assert len(records.read_records(results_path)[0]) == 2
 
 
 @pytest.mark.slow
-def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path, results_path):
+def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path):
+    results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", """
         if max_steps == 1:
             raise MemoryError("host ran out of memory")
+        import os
         if max_steps == 2:
-            import os, time
+            import time
             open(results_path + ".pid", "w").write(str(os.getpid()))
             time.sleep(120)
         from helpers.run import records
-        records.append_record(results_path, {"schema_version": 2, "run_name": run_name,
-                                             "status": "finished", "params": {}})
+        records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+                                                              "status": "finished", "params": {}})
     """)
     suite = suites.load_suite(write_suite(tmp_path / "fails.toml", f"""
         notebook = "{nb}"
@@ -254,7 +275,7 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
     """))
     summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
     assert summary == {"fails": {"oom": 1, "timeout": 1, "finished": 1}}
-    oom, timeout, done = records.read_records(results_path)[0]
+    oom, timeout, done = sorted(records.read_records(results_path)[0], key=lambda r: r["params"].get("max_steps", 3))
     assert oom["status"] == "oom" and "MemoryError: host ran out of memory" in oom["error"]
     assert oom["runner"]["returncode"] == 1 and oom["params"]["max_steps"] == 1
     assert timeout["status"] == "timeout" and "20 s timeout" in timeout["error"]
@@ -264,13 +285,13 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
 
     pid = int(Path(f"{results_path}.pid").read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    # a timed-out point is tried again by the next sweep; oom is final (records.finished_run_names)
-    assert records.finished_run_names(results_path) == {oom["run_name"], done["run_name"]}
+    # a timed-out point is tried again by the next sweep; oom is final
+    assert done_names(results_path) == {oom["run_name"], done["run_name"]}
 
 
 def sweep_cli(toml: Path, results: Path, runs: Path) -> list[str]:
     """Return the command line that runs a suite file's sweep in a process of its own."""
-    return [sys.executable, "-m", "helpers.sweep", str(toml), "--results", str(results), "--runs-dir", str(runs)]
+    return [sys.executable, "-m", "helpers.study.sweep", str(toml), "--results", str(results), "--runs-dir", str(runs)]
 
 
 def _kill_with_children(pid: int) -> None:
@@ -286,7 +307,8 @@ def _kill_with_children(pid: int) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path, results_path):
+def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path):
+    results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
     toml = write_suite(tmp_path / "killme.toml", f"""
         notebook = "{nb}"
@@ -302,22 +324,87 @@ def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path, re
     while not (runs / "killme" / f"{second}.log").exists():  # the second point has started
         assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was killed"
         time.sleep(0.1)
-    assert records.finished_run_names(results_path) == {first}
+    assert done_names(results_path) == {first}
     _kill_with_children(proc.pid)  # SIGKILL: no handler, no clean-up, like a lost machine
     proc.wait()
-    assert records.finished_run_names(results_path) == {first}
+    assert done_names(results_path) == {first}
     out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120).stdout
     assert "killme: 1 already done, 1 finished" in out
-    names = [r["run_name"] for r in records.read_records(results_path)[0]]
-    assert names == [first, second]
+    assert sorted(r["run_name"] for r in records.read_records(results_path)[0]) == sorted([first, second])
 
 
-def test_cli_lists_points_and_skips(capsys):
+def _point_processes(results: Path) -> list:
+    """Return the live processes tagged with a point below `results` (a notebook, its kernel)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if str(results) in proc.environ().get(points.POINT_TAG, ""):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_alone_leaves_no_notebook_running_beside_its_resumption(tmp_path):
+    import psutil
+
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    toml = write_suite(tmp_path / "orphan.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [20] }}
+        [full]
+    """)
+    (name,) = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
+    cmd = sweep_cli(toml, results_path, tmp_path / "runs")
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not any("ipykernel" in " ".join(p.cmdline()) for p in _point_processes(results_path)):
+        assert proc.poll() is None and time.monotonic() < deadline, "the kernel never started"
+        time.sleep(0.2)
+    orphans = _point_processes(results_path)
+    proc.send_signal(signal.SIGKILL)  # the sweep alone: its notebook and kernel run on in their session
+    proc.wait()
+    assert all(p.is_running() for p in orphans)
+    out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180).stdout
+    assert "orphan: 1 finished" in out
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in orphans)
+    (rec,), _ = records.read_records(results_path)
+    assert rec["run_name"] == name and rec["pid"] not in {p.pid for p in orphans}  # the resumed sweep's run
+
+
+@pytest.mark.slow
+def test_two_sweeps_on_one_results_folder_never_run_the_same_point(tmp_path):
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    toml = write_suite(tmp_path / "shared.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [15] }}
+        [full]
+    """)
+    first = subprocess.Popen(sweep_cli(toml, results_path, tmp_path / "runs"), cwd=REPO_ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not _point_processes(results_path):
+        assert first.poll() is None and time.monotonic() < deadline, "the first sweep never started its point"
+        time.sleep(0.2)
+    second = subprocess.run(sweep_cli(toml, results_path, tmp_path / "runs2"), cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120).stdout
+    assert "shared: 1 running in another sweep" in second
+    assert first.wait(timeout=120) == 0
+    assert len(records.read_records(results_path)[0]) == 1
+
+
+def test_cli_lists_points(capsys):
     sweep.main(["all", "--list"])
     out = capsys.readouterr().out
-    assert "precision (notebook, 40 points)" in out
-    assert "cost (derived, 0 points): nothing to run" in out
-    assert "  precision-quick-precision=bf16-pure-sr,max_length=32,seed=5-" in out
+    assert "cost (derived, 0 points)" in out and "batch_scaling (notebook, " in out
+    assert "  batch_scaling-quick-batch=" in out
 
 
 # a stand-in that records when it ran and on how many threads it was told to run
@@ -327,14 +414,14 @@ from helpers.run import records
 t0 = time.time()
 open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
 time.sleep(max_steps)
-records.append_record(results_path, {"schema_version": 2, "run_name": run_name, "suite": suite,
-                                     "status": "finished", "start": t0, "end": time.time(),
-                                     "omp": os.environ.get("OMP_NUM_THREADS")})
+records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name, "suite": suite,
+                     "status": "finished", "start": t0, "end": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")})
 """
 
 
 @pytest.mark.slow
-def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, results_path, monkeypatch):
+def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, monkeypatch):
+    results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
     suite = suites.load_suite(write_suite(tmp_path / "pair.toml", f"""
         notebook = "{nb}"
@@ -345,20 +432,21 @@ def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, result
     """))
     monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
     assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
-    a, b = records.read_records(results_path)[0]
+    a, b = sorted(records.read_records(results_path)[0], key=lambda r: r["start"])
     assert a["omp"] == b["omp"] == "2"
     assert max(a["start"], b["start"]) < min(a["end"], b["end"])  # they overlapped
     # --jobs 1 overrides the suite: one at a time, threads left alone
-    results2 = tmp_path / "again.jsonl"
+    results2 = tmp_path / "again"
     sweep.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
-    a, b = records.read_records(results2)[0]
+    a, b = sorted(records.read_records(results2)[0], key=lambda r: r["start"])
     assert a["omp"] is None and a["end"] <= b["start"]
 
 
 @pytest.mark.slow
-def test_sigterm_stops_every_running_point_and_records_none(tmp_path, results_path):
+def test_sigterm_stops_every_running_point_and_records_none(tmp_path):
     import psutil
 
+    results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
     toml = write_suite(tmp_path / "stopme.toml", f"""
         notebook = "{nb}"
@@ -378,4 +466,4 @@ def test_sigterm_stops_every_running_point_and_records_none(tmp_path, results_pa
     assert proc.wait(timeout=30) != 0
     for pid in (int(p.read_text()) for p in pid_files):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert records.read_records(results_path)[0] == []
+    assert records.read_records(results_path)[0] == [] and not _point_processes(results_path)

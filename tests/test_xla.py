@@ -21,8 +21,8 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make xla-venv; make test-xla)")
 
-from helpers import records  # noqa: E402
-from helpers.run.args import RunConfig  # noqa: E402
+from helpers.run import records  # noqa: E402
+from helpers.run.args import build_args  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.xla, pytest.mark.slow]
@@ -32,10 +32,11 @@ pytestmark = [pytest.mark.xla, pytest.mark.slow]
 def notebook_record(tmp_path_factory, tiny_model_dir, tiny_data_dir):
     """Trainium/baseline.ipynb through papermill: tiny model, static padding, 5 steps (3 of warm-up)."""
     tmp = tmp_path_factory.mktemp("trn-nb")
-    results = tmp / "runs.jsonl"
+    results = tmp / "results"
     params = dict(model_name=tiny_model_dir, data_dir=tiny_data_dir, batch=8, max_length=32,
                   padding="static", max_steps=5, lr=5e-3, precision="fp32", eval_subset=16, optlevel=1,
-                  extra_cc_flags="--verbose=info", results_path=results, run_name="trn-nb")
+                  extra_cc_flags="--verbose=info", results_path=results, run_name="trn-nb",
+                  xla_cache_dir=tmp / "xla-cache")
     args = [sys.executable, "-m", "papermill", str(REPO / "Trainium/baseline.ipynb"), str(tmp / "out.ipynb"),
             "--cwd", str(tmp)]
     for k, v in params.items():
@@ -89,12 +90,13 @@ def sgd_fit(model, loader, dev, steps: int):
     """train.fit with plain SGD: no optimizer state, so each compiled graph stays small."""
     import torch
 
+    from helpers.measure.timing import StepTimer
     from helpers.run import train
 
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     return train.fit(model, loader, optimizer, scheduler, dev, "fp32", 1, max_steps=steps, log_every=steps,
-                     timing_warmup_steps=3, progress=False)
+                     timer=StepTimer(warmup_steps=3, per_step="window"), progress=False)
 
 
 # ---------------------------------------------------------------- compilations against shapes
@@ -117,7 +119,7 @@ def compiles_by_lengths(small_model_dir):
         torch.manual_seed(0)
         config = tiny_bert_config(num_hidden_layers=1, vocab_size=2048)  # ids here are < 2048
         model = BertForSequenceClassification(config).to(dev.torch_device)
-        loader = xla.CompileCountingLoader(synthetic_loader(tokenizer, lengths, steps))
+        loader = xla.CountingLoader(synthetic_loader(tokenizer, lengths, steps))
         sgd_fit(model, loader, dev, steps)
         return loader.per_batch(final=met.counter_value("UncachedCompile"))
     return run
@@ -146,22 +148,22 @@ def test_dynamic_padding_compilations_grow_with_distinct_lengths(static_and_dyna
 def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
     from helpers import steps
 
-    cfg = RunConfig(model_name=str(tiny_model_dir), device="xla", padding="dynamic",
-                    results_path=str(tmp_path / "r.jsonl"))
+    args = build_args(dict(model_name=str(tiny_model_dir), device="xla", padding="dynamic",
+                           results_path=str(tmp_path / "r")))
     with pytest.warns(UserWarning, match="every new .* shape compiles a new graph"):
-        steps.start_run(cfg)
+        steps.start(args)
 
 
 def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
-    """Refused on Neuron (start_run); on XLA-CPU build_model switches to torch_xla's checkpoint."""
+    """Refused on Neuron (steps.start); on XLA-CPU build_model switches to torch_xla's checkpoint."""
     import torch
 
     from helpers import steps
     from helpers.run.models import load_tokenizer
 
-    cfg = RunConfig(model_name=str(small_model_dir), device="xla", precision="fp32", max_length=16,
-                    gradient_checkpointing=True, results_path=str(tmp_path / "r.jsonl"))
-    run = steps.start_run(cfg)
+    args = build_args(dict(model_name=str(small_model_dir), device="xla", precision="fp32", max_length=16,
+                           gradient_checkpointing=True, results_path=str(tmp_path / "r")))
+    run = steps.start(args)
     model = steps.build_model(run)
     before = model.classifier.weight.detach().cpu().clone()
     result = sgd_fit(model, synthetic_loader(load_tokenizer(str(small_model_dir)), [16], 2), run.dev, 2)
@@ -175,7 +177,7 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
 # ---------------------------------------------------------------- scripts and torchrun
 def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, small_model_dir, tiny_data_dir):
     """Trainium/train.py (Hugging Face argument names), single process, then eval.py on its checkpoint."""
-    results, ckpt, metrics = tmp_path / "runs.jsonl", tmp_path / "ckpt", tmp_path / "test_metrics.json"
+    results, ckpt, metrics = tmp_path / "results", tmp_path / "ckpt", tmp_path / "test_metrics.json"
     monkeypatch.setattr(sys, "argv", [
         "train.py", "--model_name_or_path", str(small_model_dir), "--data_dir", str(tiny_data_dir),
         "--per_device_train_batch_size", "8", "--max_seq_length", "32", "--learning_rate", "5e-3",
@@ -206,14 +208,14 @@ def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, sma
 def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, small_model_dir, tiny_data_dir):
     """The limitation, shown: under torchrun every PJRT_DEVICE=CPU process gets an 'xla' world of size 1,
     so gradients would not be averaged; the run stops with that message and a failed record."""
-    from helpers import distributed
+    from helpers import launch, steps
 
-    results = tmp_path / "runs.jsonl"
-    cfg = RunConfig(model_name=str(small_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
-                    max_length=32, max_steps=2, precision="fp32", num_devices=2,
-                    results_path=str(results), run_name="trn-torchrun", progress=False)
-    with pytest.raises(distributed.DistributedRunError, match="'trn-torchrun' failed"):
-        distributed.launch(cfg)
-    (rec,), _ = records.read_records(results)  # one record: rank 0's
+    results = tmp_path / "results"
+    args = build_args(dict(model_name=str(small_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                           max_length=32, max_steps=2, precision="fp32", num_devices=2,
+                           results_path=str(results), run_name="trn-torchrun", progress=False))
+    with pytest.raises(launch.DistributedRunError, match="'trn-torchrun' failed"):
+        steps.start(args)  # num_devices=2: the run is handed to torchrun
+    (rec,), _ = records.read_records(results)  # one record: rank 0's, read by the launcher by name
     assert rec["status"] == "failed" and rec["distributed"]["world_size"] == 2
     assert "process group has world size 1" in rec["error"] and "cannot join processes" in rec["error"]

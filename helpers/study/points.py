@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import psutil
+import yaml
 
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, ConfigError, build_args
@@ -77,7 +78,8 @@ def papermill_command(suite: Suite, params: dict, out_path: Path, kernel: str | 
             raise ConfigError(f"{name}={value!r}: suites pass scalar parameters only")
     return [str(env_python(suite.env).parent / "papermill"), str(REPO_ROOT / suite.notebook), str(out_path),
             "--kernel", kernel or ENVS[suite.env][1], "--cwd", str(REPO_ROOT), "--log-output",
-            "--parameters_yaml", json.dumps(params)]  # JSON is YAML: numbers stay numbers, None stays null
+            # PyYAML writes 2e-05 as 2.0e-05, which its loader (papermill's) reads back as a float
+            "--parameters_yaml", yaml.safe_dump(params, default_flow_style=True).strip()]
 
 
 def tagged(tag: str) -> list[psutil.Process]:

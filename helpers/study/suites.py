@@ -27,7 +27,7 @@ from helpers.run.args import FIELDS, ConfigError, build_args, repo_path, unknown
 SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
 KINDS = ("notebook", "token_stats", "derived")
-ENVS = {"main": ".venv", "xla": ".venv-xla"}
+ENVS = {"main": (".venv", "accelbench"), "xla": (".venv-xla", "accelbench-xla")}  # folder, Jupyter kernel
 REQUIRES = (None, "neuron", "fast-bf16")
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
