@@ -1,0 +1,177 @@
+"""Every record as one row of a pandas DataFrame: the frame the report's tables and plots are made from.
+
+    df, skipped = load("Experiment/results")     # every record below the folder, any machine's
+
+`pandas.json_normalize` flattens each record (`timing.samples_per_s`, `params.batch`, ...); the frame keeps
+the latest record per (suite, run name, device), and adds the named columns below, so a table is a
+`groupby().agg()` over names that mean the same on every device. MFU is recomputed against one peak per
+(device, dtype, threads): the published one for GPUs and NeuronCores, the machine's measured one (its
+`_peaks/<device>.json`, copied with its records) for CPUs, so rows of a table compare.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from helpers.calc.facts import cuda_device_key, device_roof
+from helpers.run import records
+
+# named column: (record paths tried in order, scale)
+METRICS = {
+    "step_ms": (("timing.step_time_median_s",), 1000),
+    "step_ms_p10": (("timing.step_time_p10_s",), 1000),
+    "step_ms_p90": (("timing.step_time_p90_s",), 1000),
+    "samples_per_s": (("timing.samples_per_s",), 1),
+    "window_min": (("timing.window_samples_per_s.min",), 1),
+    "window_max": (("timing.window_samples_per_s.max",), 1),
+    "tokens_per_s": (("timing.tokens_per_s",), 1),
+    "train_s": (("timing.train_time_s",), 1),
+    "first_step_s": (("timing.first_step_s",), 1),
+    "steady_steps": (("timing.steady_steps", "timing.steps"), 1),
+    "steps": (("timing.steps",), 1),
+    "tflops": (("systems.achieved_tflops",), 1),
+    "ai": (("systems.arithmetic_intensity",), 1),
+    "flops_per_step": (("systems.flops_per_step",), 1),
+    "mem_gib": (("memory.cuda_max_allocated_gib", "memory.host_peak_rss_gib"), 1),
+    "compilations": (("xla.graph_compilations",), 1),
+    "compile_s": (("xla.compile_time_s",), 1),
+    "compilations_after_warmup": (("xla.compilations_after_warmup",), 1),
+    "shapes": (("shapes.distinct",), 1),
+    "test_acc": (("metrics.test_accuracy",), 1),
+    "val_acc": (("metrics.val_accuracy",), 1),
+    "test_f1": (("metrics.test_macro_f1",), 1),
+    "final_loss": (("metrics.final_loss",), 1),
+    "majority": (("data.majority_share.test",), 1),
+    "test_rows": (("metrics.test_rows",), 1),
+    "energy_j": (("energy.joules",), 1),
+    "watts": (("energy.mean_watts",), 1),
+    "samples_per_j": (("energy.samples_per_joule",), 1),
+    "eval_s": (("phases.evaluate",), 1),
+}
+SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other", "host_gap")
+# what each device's utilization column measures, in words
+UTILIZATION = {"cuda": ("utilization.sm_util_pct_mean", "NVML utilization.gpu: % of time a kernel ran"),
+               "xla": ("utilization.neuroncore_util_pct_mean", "NeuronCore utilization (neuron-monitor)"),
+               "cpu": ("utilization.proc_cpu_util_pct_mean", "process CPU % of the run's threads (psutil)")}
+PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
+          "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
+          "train_subset", "eval_subset", "gradient_accumulation_steps", "group_by_length", "eval_every")
+NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
+
+
+def _number(value):
+    """Return `value` as a float when it is a finite number, else NaN ("not measured", None, text)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return np.nan
+    return float(value) if np.isfinite(value) else np.nan
+
+
+def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Series:
+    """Return the first of `paths` that holds a number, per row, times `scale`."""
+    out = pd.Series(np.nan, index=raw.index)
+    for path in paths:
+        if path in raw:
+            out = out.fillna(raw[path].map(_number) * scale)
+    return out
+
+
+def variant_of(suite, run_name: str) -> str | None:
+    """Return the suite variant a run name says it belongs to (`<suite>-<variant>-...`)."""
+    for variant in ("quick", "full"):
+        if isinstance(suite, str) and run_name.startswith(f"{suite}-{variant}-"):
+            return variant
+    return None
+
+
+def load_peaks(root: str | Path) -> dict[tuple[str, str], dict]:
+    """Return every measured CPU peak below `root` (any machine's `_peaks/*.json`) by (device key, 'dtype, N threads')."""
+    out = {}
+    for path in sorted(Path(root).rglob("_peaks/*.json")):
+        try:
+            known = json.loads(path.read_text())
+        except ValueError:
+            continue
+        for key, peak in known.items():
+            out[(path.stem, key)] = {**peak, "file": str(path)}
+    return out
+
+
+def report_peak(row: pd.Series, peaks: dict) -> tuple[float, str]:
+    """Return the peak TFLOP/s a row's MFU is against, and its source."""
+    dtype = row.get("compute_dtype") or "fp32"
+    if row.get("device_type") == "cuda":
+        key = cuda_device_key(row.get("device") or "")
+        if key:
+            roof = device_roof(key, dtype)
+            return roof["peak_tflops"], f"published ({key})"
+    elif row.get("device.neuron") is True:
+        return device_roof("trn1-core", dtype)["peak_tflops"], "published (trn1-core)"
+    found = peaks.get((row.get("device_key"), f"{dtype}, {int(row['threads'])} threads")) \
+        if pd.notna(row.get("threads")) else None
+    if found:
+        return found["peak_tflops"], f"measured ({found['shape']}, {found['measured_at'][:10]})"
+    return _number(row.get("systems.peak_tflops")), "the run's own"
+
+
+def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
+    """Return one row per record with the named columns (the latest record per suite point and device)."""
+    if not found:
+        return pd.DataFrame(columns=["suite", "variant", "run_name", "device", "device_key", "status"])
+    raw = pd.json_normalize(found, sep=".")
+    df = pd.DataFrame(index=raw.index)
+    df["suite"] = raw.get("suite", pd.Series(None, index=raw.index)).fillna("adhoc")
+    df["run_name"] = raw["run_name"]
+    df["variant"] = [variant_of(s, n) for s, n in zip(df["suite"], df["run_name"])]
+    df["status"] = raw.get("status")
+    df["fixture"] = raw.get("fixture", pd.Series(False, index=raw.index)).fillna(False).astype(bool)
+    df["device_type"] = raw.get("device.type")
+    df["device"] = raw.get("device.name", pd.Series("unknown", index=raw.index)).fillna("unknown")
+    df["device_key"] = raw.get("device.key", df["device"]).fillna(df["device"])
+    df["device.neuron"] = raw.get("device.neuron", pd.Series(False, index=raw.index)).fillna(False)
+    df["instance"] = raw.get("device.instance")
+    df["threads"] = raw.get("device.torch_threads")
+    df["compute_dtype"] = raw.get("precision.compute_dtype", raw.get("precision.used"))
+    df["finished_at"] = raw.get("finished_at", raw.get("started_at"))
+    for name in PARAMS:
+        column = raw.get(f"params.{name}", pd.Series(None, index=raw.index))
+        df[name] = column.astype(object).where(column.notna(), None)
+    df["precision"] = raw.get("precision.used", df["precision"])
+    df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
+    for name, (paths, scale) in METRICS.items():
+        df[name] = _column(raw, paths, scale)
+    for share in SHARES:
+        df[f"share_{share}"] = _column(raw, (f"profile.class_share.{share}",), 100)
+    util = [(_number(raw.at[i, UTILIZATION.get(t, ("", ""))[0]]) if UTILIZATION.get(t, ("", ""))[0] in raw else np.nan)
+            for i, t in zip(raw.index, df["device_type"])]
+    df["util_pct"] = pd.Series(util, index=raw.index) / np.where(df["device_type"] == "cpu",
+                                                                  df["threads"].fillna(1).astype(float), 1.0)
+    df["util_metric"] = df["device_type"].map(lambda t: UTILIZATION.get(t, ("", "not measured"))[1])
+    df["near_majority"] = (df["test_acc"] - df["majority"]) < NEAR_MAJORITY
+    df["curve"] = raw.get("curve", pd.Series([[]] * len(raw), index=raw.index))
+    df["source"] = raw.get("_source")
+    peaks = peaks or {}
+    found_peaks = [report_peak(row, peaks) for _, row in df.iterrows()]
+    df["peak_tflops"] = [p for p, _ in found_peaks]
+    df["peak_source"] = [s for _, s in found_peaks]
+    df["mfu_pct"] = 100 * df["tflops"] / df["peak_tflops"]
+    df = _latest(df)
+    return df.reset_index(drop=True)
+
+
+def _latest(df: pd.DataFrame) -> pd.DataFrame:
+    """Keep one row per (suite, run name, device): the latest finished one, else the latest."""
+    df = df.assign(_done=(df["status"] == "finished").astype(int))
+    df = df.sort_values(["_done", "finished_at"], na_position="first", kind="stable")
+    return df.drop_duplicates(["suite", "run_name", "device_key"], keep="last").drop(columns="_done")
+
+
+def load(root: str | Path, include_fixtures: bool = False) -> tuple[pd.DataFrame, dict]:
+    """Return the frame of every record below `root` and what was skipped (by reason)."""
+    found, skipped = records.read_records(root)
+    df = frame(found, load_peaks(root))
+    if not include_fixtures and len(df):
+        df = df[~df["fixture"]].reset_index(drop=True)
+    return df, dict(skipped)
