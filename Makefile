@@ -1,5 +1,5 @@
 # accelbench-bert: `make test` runs every test; `make report` re-runs the quick suites and rebuilds
-# Experiment/ and Pictures/. Both create the environments they need.
+# Experiment/ and Pictures/; `make baseline` is the first run. Each creates what it needs.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +12,7 @@ export EMOTION_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/train.jsonl),$(SHARED_
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv xla-venv test test-main test-xla report baseline bench clean
+.PHONY: venv xla-venv test test-main test-xla report baseline baseline-smoke bench clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -37,22 +37,31 @@ test-main: venv
 test-xla: xla-venv
 	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla
 
-## report: quick variant of every suite that can run here, then every table and plot
+## report: the quick variant of every suite that runs here (resumes), then every table and plot
 report: venv xla-venv
-	$(PY) -m helpers.sweep all --variant quick
-	$(PY) -m helpers.report
+	$(PY) -m helpers.study.sweep all --variant quick
+	$(PY) -m helpers.study.report
 
-## baseline: the embedded default run only (CPU, MiniLM, real data subset), ~10 minutes
+## baseline: the embedded default, the README's first run (CPU or GPU, MiniLM, the real data)
+BASELINE_RUN ?= minilm-baseline
+BASELINE_RESULTS ?= Experiment/results
+BASELINE_PARAMS ?= -p model_name minilm -p max_length 32 -p padding dynamic -p group_by_length True \
+	-p batch 32 -p lr 1e-4 -p epochs 1 -p log_every 50 -p eval_every 100 -p progress False
 baseline: venv
-	$(VENV)/bin/papermill Nvidia/baseline.ipynb Experiment/runs/baseline-default.ipynb \
-	  -p model_name minilm -p train_subset 4000 -p epochs 1 -p max_length 64 -p batch 32 \
-	  -p lr 1e-4 -p run_name minilm-default
-	$(PY) -m helpers.records --run minilm-default
-	@echo "record appended to Experiment/results/runs.jsonl; notebook: Experiment/runs/baseline-default.ipynb"
+	@mkdir -p Experiment/runs
+	$(VENV)/bin/papermill Nvidia/baseline.ipynb Experiment/runs/$(BASELINE_RUN).ipynb --log-output \
+	  $(BASELINE_PARAMS) -p run_name $(BASELINE_RUN) -p results_path $(BASELINE_RESULTS) $(EXTRA)
+	$(PY) -m helpers.run.records $(BASELINE_RESULTS)/adhoc --run $(BASELINE_RUN)
+	@echo "executed notebook: Experiment/runs/$(BASELINE_RUN).ipynb"
+
+## baseline-smoke: `make baseline` on a tiny setting (CI runs it: the first command must never break)
+baseline-smoke:
+	$(MAKE) baseline BASELINE_RUN=baseline-smoke BASELINE_RESULTS=$(abspath .ci/smoke-results) \
+	  EXTRA="-p train_subset 256 -p eval_subset 64 -p max_steps 4 -p eval_every 2"
 
 ## bench: the harness-overhead / optimized-preset benchmark (writes BENCHMARKS.md figures)
 bench: venv
-	$(PY) -m helpers.bench
+	$(PY) -m helpers.study.bench
 
 clean:
 	rm -rf $(VENV) $(XLA_VENV)

@@ -6,8 +6,10 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from helpers import bench, train
+from helpers.measure.timing import StepTimer
+from helpers.run import train
 from helpers.run.device import resolve_device
+from helpers.study.bench import harness as bench, render, sections
 from helpers.run.optim import build_optimizer, build_scheduler
 from conftest import tiny_bert_config
 
@@ -82,10 +84,9 @@ def test_bare_loop_and_fit_do_the_same_work(precision):
     scheds = [build_scheduler(o, 6, 0.5) for o in opts]
     torch.manual_seed(1)
     train.fit(harness, batches, opts[0], scheds[0], CPU, precision, epochs=1, log_every=2,
-              progress=False, max_grad_norm=0.5)
+              progress=False, max_grad_norm=0.5, timer=StepTimer())
     torch.manual_seed(1)
-    bench.bare_loop(bare, batches, opts[1], scheds[1],
-                    torch.bfloat16 if precision == "bf16" else None, "cpu", max_grad_norm=0.5)
+    bench.bare_loop(bare, batches, opts[1], scheds[1], precision, "cpu", max_grad_norm=0.5)
     for (name, a), (_, b) in zip(harness.named_parameters(), bare.named_parameters()):
         assert torch.equal(a, b), name
     assert not torch.equal(harness.classifier.weight, _model().classifier.weight)  # it did train
@@ -100,12 +101,11 @@ def _fake_results():
     sp = {"optimized preset": sp["x"], "baseline preset": sp["y"],
           "matmul peak": [{"flops": 2e14, "seconds": 1.0}] * 5}
     return {
-        "overhead": {"config": {**bench.OVERHEAD_CFG}, "precision": "bf16", "rates": ov,
+        "overhead": {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": ov,
                      "steps_per_window": 3},
         "speedup": {"model": "bert-base-random", "baseline": {}, "optimized": {}, "precision": "bf16",
                     "rates": sp, "steps_per_window": 3,
-                    "peak": {"precision": "bf16", "source": "measured", "scan": {"square 1024": 0.2},
-                             "roofline_default_n1024": 0.2},
+                    "peak": {"precision": "bf16", "source": "measured", "scan": {"square 1024": 0.2}},
                     "stall": {"micro_batches": 15, "wait_median_ms": 1.0, "wait_max_ms": 2.0,
                               "step_median_ms": 500.0, "stall_fraction": 0.002}},
         "accuracy": {"rows": 100, "epochs": 1, "runs": {
@@ -120,14 +120,14 @@ def _fake_results():
     }
 
 
-META = {"command": "python -m helpers.bench", "date": "2026-01-01 00:00", "machine": "cpu (AVX2)",
+META = {"command": "python -m helpers.study.bench", "date": "2026-01-01 00:00", "machine": "cpu (AVX2)",
         "torch": "2", "transformers": "5", "threads": 2, "load_start": 0.5, "load_end": 0.7}
 
 
 def test_report_has_every_section_and_its_verdict():
-    blocks = bench.render(_fake_results(), META)
+    blocks = render.render(_fake_results(), META)
     main = blocks["main"]
-    assert main.startswith("_Written by `python -m helpers.bench`")
+    assert main.startswith("_Written by `python -m helpers.study.bench`")
     for heading in ("### 1. Harness overhead", "### 2. `fit` vs Hugging Face `Trainer`",
                     "### 3. Optimized preset", "### 4. MFU", "### 5. Data pipeline", "### Accuracy"):
         assert heading in main
@@ -138,8 +138,8 @@ def test_report_has_every_section_and_its_verdict():
     assert "**MFU = 60.0%**" in main  # 120 TFLOP/s of a 200 TFLOP/s peak timed in the same rounds
     assert "median of 3 = **2.00 s**" in main and "**+0.1000**" in main
     assert "| bf16 autocast vs fp32 |" in blocks["levers"] and "3.000x" in blocks["levers"]
-    empty = bench.render({}, META)["main"]
-    assert empty.count("Not measured in this run") == 5 and "levers" not in bench.render({}, META)
+    empty = render.render({}, META)["main"]
+    assert empty.count("Not measured in this run") == 5 and "levers" not in render.render({}, META)
 
 
 def test_paired_ratios_cancel_a_drifting_machine():
@@ -158,7 +158,7 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
     raw = tmp_path / "bench.jsonl"
     stale = {**results["overhead"], "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5
                                               for k in results["overhead"]["rates"]}}
-    later = {**META, "command": "python -m helpers.bench --sections overhead", "date": "2026-01-02 00:00"}
+    later = {**META, "command": "python -m helpers.study.bench --sections overhead", "date": "2026-01-02 00:00"}
     old_lever = {**results["levers"]["levers"][0], "name": "batch 128 vs 64"}
     rows = [(META, "overhead", stale), (META, "speedup", results["speedup"]),
             (META, "levers", {**results["levers"], "levers": [old_lever, results["levers"]["levers"][0]]}),
@@ -166,10 +166,10 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
     with open(raw, "w") as f:
         for meta, section, result in rows:
             f.write(json.dumps({"meta": meta, "section": section, "result": result}) + "\n")
-    blocks = bench.render_raw(raw)
+    blocks = render.render_raw(raw)
     main = blocks["main"]
-    assert "\n\n_speedup: written by `python -m helpers.bench` on 2026-01-01" in main
-    assert main.startswith("_overhead: written by `python -m helpers.bench --sections overhead` on 2026-01-02")
+    assert "\n\n_speedup: written by `python -m helpers.study.bench` on 2026-01-01" in main
+    assert main.startswith("_overhead: written by `python -m helpers.study.bench --sections overhead` on 2026-01-02")
     assert "fit / bare loop = 0.990x" in main and "**optimized / baseline samples/s = 12.000x" in main
     # the lever measured again later is shown once, from the later run; the other one from the first
     levers = blocks["levers"]
@@ -180,21 +180,21 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
 
 def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
     path = tmp_path / "BENCHMARKS.md"
-    bench.write_blocks(path, {"main": "first"})
+    render.write_blocks(path, {"main": "first"})
     path.write_text(path.read_text() + "\nhand-written notes\n")
-    bench.write_blocks(path, {"main": "second", "levers": "table"})
+    render.write_blocks(path, {"main": "second", "levers": "table"})
     text = path.read_text()
     assert "first" not in text and "second" in text and "hand-written notes" in text
     assert text.index("<!-- bench:main begin -->") < text.index("hand-written notes") < text.index("table")
-    bench.write_blocks(path, {"levers": "table 2"})
+    render.write_blocks(path, {"levers": "table 2"})
     assert text.replace("table", "table 2") == path.read_text()
 
 
 def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch):
-    monkeypatch.setattr(bench, "OVERHEAD_CFG", {**bench.OVERHEAD_CFG, "batch": 8})
+    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
     args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
                               warmup=1, steps=2, model=str(tiny_model_dir), gate=None)
-    out = bench.overhead_section(args, sync=lambda: None)
+    out = sections.overhead_section(args, sync=lambda: None)
     assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     for windows in out["rates"].values():
         assert len(windows) == 2 and all(w["samples"] > 0 and w["flops"] > 0 for w in windows)

@@ -237,11 +237,12 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
     parser.add_argument("path", nargs="?", default=RESULTS_DIR, help="a record file or a results folder")
+    parser.add_argument("--run", help="only records of this run name")
     args = parser.parse_args(argv)
     path = repo_path(args.path)
-    found, _ = read_records(path)
+    found = [r for r in read_records(path)[0] if args.run in (None, r["run_name"])]
     if not found:
-        raise SystemExit(f"no record in {path}")
+        raise SystemExit(f"no record{' of ' + args.run if args.run else ''} in {path}")
     newest = max(found, key=lambda r: (str(r.get("finished_at") or r.get("started_at")), r["_source"]))
     print(headline(newest))
     print(f"  record: {newest['_source']}")

@@ -1,0 +1,106 @@
+"""The harness benchmark: `fit` against a bare loop and Hugging Face Trainer, the optimized preset against
+the baseline, levers one at a time (helpers/study/bench/sections.py), into BENCHMARKS.md.
+
+    python -m helpers.study.bench --threads 2 --data-dir ../shared/data/emotion     # CPU, all sections
+    python -m helpers.study.bench --device cuda --data-dir ../shared/data/emotion   # a GPU
+    python -m helpers.study.bench --sections levers                                 # one lever at a time
+    python -m helpers.study.bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import torch
+
+from helpers.run.args import repo_path
+from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
+from helpers.study.bench import sections as bench_sections
+from helpers.study.bench.harness import wait_quiet
+from helpers.study.bench.render import render, render_raw, write_blocks
+
+SECTIONS = bench_sections.SECTIONS
+
+def machine(dev_type: str) -> str:
+    """Return the machine in words: the GPU name, or the CPU model with its bf16 capability."""
+    if dev_type == "cuda":
+        return f"{torch.cuda.get_device_name()} (host {cpu_name()}, {cpu_capability()})"
+    return f"{cpu_name()} ({cpu_capability()}), {os.cpu_count()} cores"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the chosen sections, write their Markdown into `--out`, return the raw results."""
+    import transformers
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--model", default="bert-base-random",
+                        help="model of the timed sections (a tiny local folder for smoke runs)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU); default: all")
+    parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
+    parser.add_argument("--sections", nargs="+", default=[s for s in SECTIONS if s != "levers"],
+                        choices=SECTIONS)
+    parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
+    parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up windows")
+    parser.add_argument("--steps", type=int, default=4,
+                        help="optimizer steps a window: one epoch over steps x batch rows")
+    parser.add_argument("--acc-rows", type=int, default=4000, help="training rows of the accuracy runs")
+    parser.add_argument("--acc-epochs", type=int, default=1)
+    parser.add_argument("--max-other-cores", type=float, default=0.5,
+                        help="CPU: before each window, wait while other processes use this many cores")
+    parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
+    parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--render", metavar="RAW", default=None,
+                        help="run nothing: rewrite --out from the raw windows in RAW (Experiment/results/_bench/bench.jsonl)")
+    args = parser.parse_args(argv)
+    if args.render:
+        blocks = render_raw(repo_path(args.render))
+        write_blocks(repo_path(args.out), blocks)
+        print("\n\n".join(blocks.values()))
+        return {}
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as `make`: rayon threads fight torch's
+    dev = resolve_device(args.device)
+    args.device = dev.type
+    args.gate = None if dev.type != "cpu" or args.max_other_cores <= 0 else \
+        (lambda: wait_quiet(args.max_other_cores, args.quiet_timeout))
+    sync = lambda: synchronize(dev)  # noqa: E731
+    meta = {"command": "python -m helpers.study.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(dev.type),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0],
+            "max_other_cores": args.max_other_cores if args.gate else None}
+    results: dict = {}
+    for section in args.sections:
+        print(f"bench: {section} ...", file=sys.stderr, flush=True)
+        if section == "overhead":
+            results["overhead"] = bench_sections.overhead_section(args, sync)
+        elif section == "speedup":
+            results["speedup"] = bench_sections.speedup_section(args, sync)
+        elif section == "accuracy":
+            results["accuracy"] = bench_sections.accuracy_section(args)
+        elif section == "data":
+            results["data"] = bench_sections.data_section(args)
+        elif section == "levers":
+            results["levers"] = bench_sections.levers_section(args, sync)
+        raw = repo_path("Experiment/results/_bench/bench.jsonl")  # raw windows, kept if a later section dies
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        meta["load_end"] = os.getloadavg()[0]
+        with open(raw, "a") as f:
+            f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
+    meta["load_end"] = os.getloadavg()[0]
+    blocks = render(results, meta)
+    if set(args.sections) <= {"levers"}:
+        blocks.pop("main")
+    write_blocks(repo_path(args.out), blocks)
+    print("\n\n".join(blocks.values()))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The benchmark's Markdown: each section's figures and verdicts into BENCHMARKS.md, between
+`<!-- bench:NAME begin/end -->` markers (the text around them is kept), live or from the raw windows file.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from helpers.study.bench.harness import median_rate, paired_ratios, paired_text
+
+def _verdict(value: float | None, target: float) -> str:
+    return "not measured" if value is None else ("met" if value >= target else "**not met**")
+
+
+def _rate_table(rates: dict[str, list[dict]], key: str = "samples", unit: str = "samples/s") -> list[str]:
+    lines = [f"| configuration | median {unit} | min .. max | windows |", "|---|---:|---:|---:|"]
+    for name, windows in rates.items():
+        if key in windows[0]:
+            values = [w[key] for w in windows]
+            lines.append(f"| {name} | {statistics.median(values):.3g} | {min(values):.3g} .. "
+                         f"{max(values):.3g} | {len(values)} |")
+    return lines
+
+
+def _windows(results: dict):
+    """Yield every timed window of every section."""
+    for sec in results.values():
+        for rates in [sec.get("rates")] + [x.get("rates") for x in sec.get("levers", [])]:
+            for windows in (rates or {}).values():
+                yield from windows
+
+
+def _head(results: dict, meta: dict) -> str:
+    """Return the italic line naming the command, date, machine and load of the windows in `results`."""
+    gate = ""
+    if meta.get("max_other_cores"):
+        others = [w["other_cores"] for w in _windows(results) if w.get("other_cores") is not None]
+        late = sum(o >= meta["max_other_cores"] for o in others)
+        gate = (f" Each window waited until other processes used < {meta['max_other_cores']} cores; "
+                f"{late} of {len(others)} windows started without that (wait timed out).")
+    return (f"_Written by `{meta['command']}` on {meta['date']}. Machine: {meta['machine']}; "
+            f"torch {meta['torch']}, transformers {meta['transformers']}, {meta['threads']} torch "
+            f"threads; 1-minute load average {meta['load_start']:.2f} at start, "
+            f"{meta['load_end']:.2f} at end.{gate}_")
+
+
+def render(results: dict, meta: dict) -> dict[str, str]:
+    """Return the Markdown blocks ('main', 'levers') for the sections in `results`."""
+    head = _head(results, meta)
+    md = [head, ""]
+    o = results.get("overhead")
+    md += ["### 1. Harness overhead: `fit` vs a bare PyTorch loop", ""]
+    md += ["### 2. `fit` vs Hugging Face `Trainer`", ""] if not o else []
+    if o:
+        r_bare, t_bare = paired_text(o["rates"], "fit (harness)", "bare loop")
+        r_hf, t_hf = paired_text(o["rates"], "fit (harness)", "Trainer")
+        md += [f"{o['config']['model_name']}, batch {o['config']['batch']}, L={o['config']['max_length']}, "
+               f"precision {o['precision']}, {o['config']['optim']}; {o['steps_per_window']} "
+               "optimizer steps a window.", "", *_rate_table(o["rates"]), "",
+               f"**fit / bare loop = {t_bare}** (target >= 0.97x: {_verdict(r_bare, 0.97)}).", "",
+               "### 2. `fit` vs Hugging Face `Trainer`", "",
+               f"Same rounds as section 1. **fit / Trainer = {t_hf}** "
+               f"(target >= 1.0x: {_verdict(r_hf, 1.0)}).", ""]
+    else:
+        md += ["Not measured in this run (`--sections overhead`).", ""]
+    s = results.get("speedup")
+    md += ["### 3. Optimized preset vs the study's baseline preset", ""]
+    if s:
+        x, t_x = paired_text(s["rates"], "optimized preset", "baseline preset")
+        md += [f"{s['model']}; baseline `{s['baseline']}`; optimized `{s['optimized']}`; "
+               f"{s['steps_per_window']} optimizer steps a window.", "", *_rate_table(s["rates"]), "",
+               f"**optimized / baseline samples/s = {t_x}** (target >= 10x: {_verdict(x, 10)}).", ""]
+    else:
+        md += ["Not measured in this run (`--sections speedup`).", ""]
+    md += ["### 4. MFU of the optimized preset", ""]
+    if s:
+        p = s["peak"]
+        achieved = median_rate(s["rates"], "optimized preset", "flops") / 1e12
+        peak = median_rate(s["rates"], "matmul peak", "flops") / 1e12 if "matmul peak" in s["rates"] \
+            else p.get("peak_tflops")
+        mfu = achieved / peak if peak else None
+        mfu_rounds = ""
+        if "matmul peak" in s["rates"]:  # timed in the same rounds: the per-round MFU cancels drift
+            mfu, text = paired_text(s["rates"], "optimized preset", "matmul peak", "flops")
+            mfu_rounds = f" Per round, optimized FLOP/s / peak FLOP/s = {text}."
+        md += [f"Model FLOPs = forward + backward matmuls (`calc.flops.model_flops`, padded length; "
+               f"AdamW's elementwise work left out), MFU as `calc.flops.estimate_mfu`. Peak: {p.get('source')}.", ""]
+        if "scan" in p:
+            md += ["| matmul shape | TFLOP/s (0.5 s scan) |", "|---|---:|",
+                   *[f"| {k} | {v:.3f} |" for k, v in p["scan"].items()], ""]
+        md += [f"Achieved {achieved:.3f} TFLOP/s (median) against a {p['precision']} peak of "
+               f"{peak or float('nan'):.3f} TFLOP/s: **MFU = "
+               f"{'%.1f%%' % (100 * mfu) if mfu else 'not measured'}** "
+               f"(target >= 40%: {_verdict(mfu, 0.40)}).{mfu_rounds}", ""]
+    else:
+        md += ["Not measured in this run (`--sections speedup`).", ""]
+    md += ["### 5. Data pipeline", ""]
+    d = results.get("data")
+    if d:
+        t = statistics.median(d["tokenize_s"])
+        md += [f"Tokenizing the full training split ({d['rows']} rows, max_length {d['max_length']}, "
+               f"{d['padding']} padding, `tokens.tokenize`): median of {len(d['tokenize_s'])} = "
+               f"**{t:.2f} s** ({d['rows'] / t:,.0f} rows/s).", ""]
+    if s:
+        st = s["stall"]
+        md += [f"Loader stalls in the optimized windows ({st['micro_batches']} micro-batches): wait on "
+               f"`next(loader)` median {st['wait_median_ms']:.2f} ms, max {st['wait_max_ms']:.2f} ms, "
+               f"against a median step of {st['step_median_ms']:.0f} ms: **{100 * st['stall_fraction']:.2f}% "
+               "of the loop waits on data**.", ""]
+    if not d and not s:
+        md += ["Not measured in this run (`--sections data speedup`).", ""]
+    md += ["### Accuracy: baseline vs optimized preset (MiniLM)", ""]
+    a = results.get("accuracy")
+    if a:
+        md += [f"`model_name=minilm`, first {a['rows']} training rows, {a['epochs']} epoch(s), full "
+               "test split.", "", "| preset | precision | steps | test accuracy | test macro-F1 | "
+               "samples/s | train time (s) |", "|---|---|---:|---:|---:|---:|---:|"]
+        for preset, r in a["runs"].items():
+            md.append(f"| {preset} | {r['precision']} | {r['steps']} | {r['test_accuracy']:.4f} | "
+                      f"{r['test_macro_f1']:.4f} | {r['samples_per_s']:.1f} | {r['train_time_s']:.0f} |")
+        b, o2 = a["runs"]["baseline"]["test_accuracy"], a["runs"]["optimized"]["test_accuracy"]
+        md += ["", f"Optimized - baseline test accuracy = **{o2 - b:+.4f}** (target >= 0: "
+               f"{_verdict(o2 - b, 0)}).", ""]
+    else:
+        md += ["Not measured in this run (`--sections accuracy`).", ""]
+    blocks = {"main": "\n".join(md)}
+    lv = results.get("levers")
+    if lv:
+        rows = [head, "", f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
+                "window; control and variant alternate round by round; ratio = variant / control "
+                "samples/s, the median of the per-round ratios (their range beside).", "",
+                "| lever | control | variant | control samples/s | variant samples/s | ratio | per-round range | "
+                "variant's first window (s) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+        for x in lv["levers"]:
+            per_round = paired_ratios(x["rates"], "variant", "control")
+            rows.append(f"| {x['name']} | `{x['control']}` | `{x['variant']}` | "
+                        f"{x['control_samples_per_s']:.2f} | {x['variant_samples_per_s']:.2f} | "
+                        f"{statistics.median(per_round):.3f}x | {min(per_round):.3f} .. {max(per_round):.3f} | "
+                        f"{x['warmup_s']:.1f} |")
+        blocks["levers"] = "\n".join(rows)
+    return blocks
+
+
+def render_raw(raw: Path) -> dict[str, str]:
+    """Return the Markdown blocks from the raw windows file (`--render`): the latest record of each main
+    section, and the latest measurement of each lever, each run named with its own command line."""
+    rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
+    latest = {r["section"]: r for r in rows if r["section"] != "levers"}
+    blocks = {}
+    if latest:
+        runs: dict[tuple, list[str]] = {}  # one head line per run (command, date) that wrote a section
+        for name, r in latest.items():
+            runs.setdefault((r["meta"]["command"], r["meta"]["date"]), []).append(name)
+        metas = {key: {"load_end": latest[names[-1]]["meta"]["load_start"]} | latest[names[-1]]["meta"]
+                 for key, names in runs.items()}
+        heads = [_head({n: latest[n]["result"] for n in names}, metas[key])
+                 .replace("_Written by", f"_{', '.join(names)}: written by", 1) for key, names in runs.items()]
+        body = render({n: r["result"] for n, r in latest.items()}, next(iter(metas.values())))["main"]
+        blocks["main"] = "\n\n".join(heads) + "\n" + body.split("\n", 1)[1]
+    levers, seen = [], set()
+    for r in reversed([r for r in rows if r["section"] == "levers"]):  # newest first
+        fresh = [x for x in r["result"]["levers"] if x["name"] not in seen]
+        seen |= {x["name"] for x in fresh}
+        if fresh:
+            result = {"levers": {**r["result"], "levers": fresh}}
+            levers.insert(0, render(result, {"load_end": r["meta"]["load_start"]} | r["meta"])["levers"])
+    if levers:
+        blocks["levers"] = "\n\n".join(levers)
+    return blocks
+
+
+def write_blocks(path: Path, blocks: dict[str, str]) -> None:
+    """Replace each `<!-- bench:NAME begin -->...<!-- bench:NAME end -->` block in `path` (append if absent)."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    for name, body in blocks.items():
+        begin, end = f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"
+        block = f"{begin}\n{body}\n{end}"
+        if begin in text and end in text:
+            text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+        else:
+            text = text.rstrip("\n") + f"\n\n{block}\n"
+    path.write_text(text)

@@ -1,0 +1,172 @@
+"""The benchmark's sections: harness overhead, the optimized preset against the baseline (with MFU
+against a matmul peak timed in the same rounds), accuracy of both presets, the data pipeline, and levers
+changed one at a time from the optimized configuration.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+from helpers import steps
+from helpers.measure.peaks import matmul_tflops
+from helpers.run import tokens
+from helpers.run.args import PRESETS, build_args
+from helpers.study.bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate,
+                                         paired_ratios, prepare, trainer_window)
+
+SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers")
+# Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
+OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
+                    precision="auto", optim="adamw_torch")
+# Levers start from the study's optimized configuration and change one thing each:
+# (name, control overrides, variant overrides); `attn` is a bench-only knob.
+REFERENCE = dict(model_name="bert-base-random", batch=64, max_length=32, padding="static",
+                 precision="auto", optim="adamw_torch_fused", lr=1.5e-4, llrd_decay=0.95, log_every=100)
+LEVERS = (
+    ("bf16 autocast vs fp32", dict(precision="fp32"), dict(precision="bf16")),
+    ("bf16 weights vs bf16 autocast", dict(precision="bf16"), dict(precision="bf16-pure")),
+    ("fused vs for-loop AdamW", dict(optim="adamw_torch"), dict(optim="adamw_torch_fused")),
+    ("foreach vs for-loop AdamW", dict(optim="adamw_torch"), dict(optim="adamw_torch_foreach")),
+    ("loss read every 100 steps vs every step", dict(log_every=1), dict(log_every=100)),
+    ("SDPA vs eager attention", dict(attn="eager"), dict(attn="sdpa")),
+    ("batch 64 vs 32", dict(batch=32), dict(batch=64)),
+    ("batch 128 vs 64", dict(batch=64), dict(batch=128)),
+    ("batch 32 x 2 accumulation vs batch 64", dict(batch=64),
+     dict(batch=32, gradient_accumulation_steps=2)),
+    ("L=32 vs L=64, static", dict(max_length=64), dict(max_length=32)),
+    ("dynamic padding vs static, L<=64", dict(max_length=64),
+     dict(max_length=64, padding="dynamic", pad_to_multiple_of=8)),
+    ("length-grouped dynamic vs static, L<=64", dict(max_length=64),
+     dict(max_length=64, padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
+    ("dynamic padding vs static, L<=32", dict(), dict(padding="dynamic", pad_to_multiple_of=8)),
+    ("length-grouped dynamic vs static, L<=32", dict(),
+     dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
+    ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
+)
+
+
+
+def overhead_section(args, sync) -> dict:
+    """Return the rates of `fit`, the bare loop and `Trainer` on the same configuration, alternated."""
+    make = lambda: prepare(args.data_dir, args.device, args.steps,  # noqa: E731
+                           **(OVERHEAD_CFG | {"model_name": args.model}))
+    harness, bare, hf = make(), make(), make()  # three copies of the same seeded model
+    with tempfile.TemporaryDirectory() as tmp:
+        rates = alternate({"fit (harness)": fit_window(harness, args.steps),
+                           "bare loop": bare_window(bare, args.steps),
+                           "Trainer": trainer_window(hf, args.steps, tmp)},
+                          args.windows, args.warmup, sync, gate=args.gate)
+    return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision, "rates": rates,
+            "steps_per_window": args.steps}
+
+
+def peak_shapes(hidden: int, intermediate: int, tokens_per_step: int) -> dict[str, tuple]:
+    """Return candidate shapes for the matmul peak: squares and the model's own linear layers."""
+    t = tokens_per_step
+    return {"square 1024": (1024, 1024, 1024), "square 2048": (2048, 2048, 2048),
+            f"attention proj {t}x{hidden}x{hidden}": (t, hidden, hidden),
+            f"FFN up {t}x{hidden}x{intermediate}": (t, hidden, intermediate),
+            f"FFN down {t}x{intermediate}x{hidden}": (t, intermediate, hidden)}
+
+
+def cpu_peak_scan(dtype: torch.dtype, hidden: int, intermediate: int, tokens_per_step: int) -> dict:
+    """Return each candidate shape's matmul TFLOP/s (0.5 s of repeats each)."""
+    return {"scan": {name: matmul_tflops(*shape, dtype, seconds=0.5)
+                     for name, shape in peak_shapes(hidden, intermediate, tokens_per_step).items()}}
+
+
+def speedup_section(args, sync) -> dict:
+    """Return baseline vs optimized preset rates, the matmul peak timed in the same rounds, and stalls."""
+    base = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="baseline")
+    opt = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="optimized")
+    workloads = {"baseline preset": fit_window(base, args.steps),
+                 "optimized preset": fit_window(opt, args.steps)}
+    mcfg, precision = opt.run.model_config, opt.run.precision
+    peak: dict = {"precision": precision}
+    if opt.run.dev.type == "cuda":
+        from helpers.calc.facts import cuda_device_key, device_roof
+
+        key = cuda_device_key(opt.run.dev.name)
+        peak.update(device_roof(key, opt.run.record["precision"]["compute_dtype"]) if key else {"source": "unknown GPU"})
+    else:
+        dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
+        peak.update(cpu_peak_scan(dtype, mcfg.hidden_size, mcfg.intermediate_size,
+                                  opt.run.args.train.batch * opt.run.args.task.max_length))
+        peak["shape"] = max(peak["scan"], key=peak["scan"].get)
+        shape = peak_shapes(mcfg.hidden_size, mcfg.intermediate_size,
+                            opt.run.args.train.batch * opt.run.args.task.max_length)[peak["shape"]]
+        reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * shape[0] * shape[1] * shape[2])))
+        workloads["matmul peak"] = matmul_window(shape, dtype, reps)  # ~2 s a window
+        peak["source"] = f"measured: {peak['shape']} {dtype} matmul, timed in the same rounds"
+    rates = alternate(workloads, args.windows, args.warmup, sync, gate=args.gate)
+    timed = opt.fits[args.warmup:]
+    n_micro = sum(sum(f.shapes.values()) for f, _ in timed)
+    waits = opt.loader.wait_s[-n_micro:]
+    step_s = [t for _, timer in timed for t in timer.step_times_s]
+    stall = {"micro_batches": n_micro, "wait_median_ms": 1e3 * statistics.median(waits),
+             "wait_max_ms": 1e3 * max(waits), "step_median_ms": 1e3 * statistics.median(step_s),
+             "stall_fraction": sum(waits) / (sum(waits) + sum(step_s))}
+    return {"model": args.model, "baseline": PRESETS["baseline"], "optimized": PRESETS["optimized"],
+            "precision": precision, "rates": rates, "peak": peak, "stall": stall,
+            "steps_per_window": args.steps}
+
+
+def accuracy_section(args) -> dict:
+    """Return test accuracy and throughput of the baseline and optimized presets on MiniLM."""
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for preset in ("baseline", "optimized"):
+            run_args = build_args({"model_name": "minilm", "preset": preset, "data_dir": args.data_dir,
+                                   "device": args.device, "train_subset": args.acc_rows, "epochs": args.acc_epochs,
+                                   "progress": False, "results_path": tmp})
+            rec = steps.run_all(run_args)
+            m, t = rec.get("metrics", {}), rec.get("timing", {})
+            runs[preset] = {"status": rec["status"], "test_accuracy": m.get("test_accuracy"),
+                            "test_macro_f1": m.get("test_macro_f1"), "val_accuracy": m.get("val_accuracy"),
+                            "samples_per_s": t.get("samples_per_s"), "train_time_s": t.get("train_time_s"),
+                            "steps": t.get("steps"), "precision": rec["precision"]["used"]}
+    return {"rows": args.acc_rows, "epochs": args.acc_epochs, "runs": runs}
+
+
+def data_section(args) -> dict:
+    """Return the seconds to tokenize the full training split with the optimized preset's padding."""
+    from datasets import DatasetDict
+
+    from helpers.run import data, models
+
+    ds, _ = data.load_emotion(args.data_dir)
+    train_only = DatasetDict(train=ds["train"])
+    tokenizer = models.load_tokenizer("minilm")
+    task = build_args({"preset": "optimized"}).task
+    times_s = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        tokens.tokenize(train_only, tokenizer, task.max_length, task.padding)
+        times_s.append(time.perf_counter() - t0)
+    return {"rows": len(ds["train"]), "max_length": task.max_length, "padding": task.padding,
+            "tokenize_s": times_s}
+
+
+def levers_section(args, sync) -> dict:
+    """Return, for each lever, the variant / control samples/s ratio, alternated in one process."""
+    out = []
+    for name, control, variant in LEVERS:
+        if args.lever and not any(s.lower() in name.lower() for s in args.lever):
+            continue
+        ref = REFERENCE | {"model_name": args.model}
+        a = prepare(args.data_dir, args.device, args.steps, **(ref | control))
+        b = prepare(args.data_dir, args.device, args.steps, **(ref | variant))
+        rates = alternate({"control": fit_window(a, args.steps), "variant": fit_window(b, args.steps)},
+                          args.windows, args.warmup, sync, gate=args.gate)
+        out.append({"name": name, "control": control, "variant": variant,
+                    "control_samples_per_s": median_rate(rates, "control"),
+                    "variant_samples_per_s": median_rate(rates, "variant"),
+                    "ratio": statistics.median(paired_ratios(rates, "variant", "control")), "rates": rates,
+                    "warmup_s": b.fits[0][1].summary()["train_time_s"]})
+        print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
+        del a, b
+    return {"steps_per_window": args.steps, "reference": REFERENCE, "levers": out}
