@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from helpers import steps
-from helpers.run.args import arg, build_args, parse_cli
+from helpers.run.args import arg, build_args
+from helpers.run.argv import parse_cli
 
 
 def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:

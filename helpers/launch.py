@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 
 from helpers.run import records
-from helpers.run.args import REPO_ROOT, RunArgs, to_argv
+from helpers.run.args import REPO_ROOT, RunArgs
+from helpers.run.argv import to_argv
 from helpers.run.ddp import LAUNCH_ID, Rank, allreduce_share
 
 

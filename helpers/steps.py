@@ -31,8 +31,8 @@ from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, xla
 from helpers.run import data, ddp, device, models, neuron, precision as prec, records, tokens, train as loop
-from helpers.run.args import (ConfigError, RunArgs, build_args, check_model_limit, notebook_args, parse_cli,
-                              repo_path, results_dir)
+from helpers.run.args import ConfigError, RunArgs, build_args, check_model_limit, repo_path, results_dir
+from helpers.run.argv import notebook_args, parse_cli
 from helpers.session import Run, handed_over
 from helpers.training import eval_loader, prepare_training, train
 

@@ -1,8 +1,8 @@
 """The run's arguments: types, choices, presets under what was given, unknown names, the scripts' parser."""
 import pytest
 
-from helpers.run.args import (ConfigError, RunArgs, build_args, notebook_args, parse_cli, results_dir,
-                              to_argv)
+from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
+from helpers.run.argv import notebook_args, parse_cli, to_argv
 
 
 def test_defaults_build_and_are_frozen():

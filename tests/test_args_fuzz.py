@@ -2,7 +2,8 @@
 or valid arguments, never another exception."""
 from hypothesis import given, settings, strategies as st
 
-from helpers.run.args import FIELDS, ConfigError, notebook_args
+from helpers.run.args import FIELDS, ConfigError
+from helpers.run.argv import notebook_args
 
 ANY = st.one_of(st.none(), st.booleans(), st.integers(-10, 600), st.floats(allow_nan=True),
                 st.text(max_size=8), st.sampled_from(["None", "True", "64", "5e-5", "static", "dynamic",

@@ -76,7 +76,7 @@ def _batches(n, batch=4, length=12):
              "labels": torch.randint(0, 6, (batch,), generator=g)} for _ in range(n)]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])  # fp16: both scale the loss (GradScaler)
 def test_bare_loop_and_fit_do_the_same_work(precision):
     """Same seed, batches, optimizer and schedule: identical weights after N steps, so the ratio is fair."""
     batches, harness, bare = _batches(6), _model(), _model()

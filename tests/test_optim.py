@@ -55,3 +55,14 @@ def test_optimizer_variants_and_schedule(model):
         lrs.append(opt.param_groups[0]["lr"])
         opt.step(); sched.step()
     assert lrs[0] == 0 and lrs[2] == pytest.approx(1e-3) and lrs[-1] < lrs[3]
+
+
+def test_stochastic_rounding_on_xla_is_plain_adamw_for_the_runtime_to_round():
+    from conftest import tiny_bert_config
+    from transformers import BertForSequenceClassification
+
+    model = BertForSequenceClassification(tiny_bert_config())
+    xla = optim.build_optimizer(model, 1e-3, None, 0.0, device_type="xla", precision="bf16-pure-sr")
+    assert type(xla) is torch.optim.AdamW and xla.defaults["foreach"] is False  # torchao's step is inductor code
+    cpu = optim.build_optimizer(model, 1e-3, None, 0.0, device_type="cpu", precision="bf16-pure-sr")
+    assert type(cpu).__module__.startswith("torchao")

@@ -121,7 +121,8 @@ def bare_loop(model: torch.nn.Module, batches: list[dict], optimizer, scheduler,
               device_type: str, max_grad_norm: float | None, scaler=None) -> None:
     """Train on `batches` (already on the device) with nothing but the step: the reference loop.
 
-    fp16 scales the loss (GradScaler), as fit does; on XLA each step ends with a graph cut, as fit's does.
+    fp16 scales the loss (GradScaler) and leaves the schedule alone on a step the scaler skipped, as fit
+    (and Hugging Face Trainer) do; on XLA each step ends with a graph cut, as fit's does.
     """
     for batch in batches:
         with prec.autocast(precision, device_type):
@@ -131,12 +132,16 @@ def bare_loop(model: torch.nn.Module, batches: list[dict], optimizer, scheduler,
             scaler.unscale_(optimizer)
         if max_grad_norm:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        skipped = False
         if scaler:
+            scale = scaler.get_scale()
             scaler.step(optimizer)
             scaler.update()
+            skipped = scaler.get_scale() < scale
         else:
             optimizer.step()
-        scheduler.step()
+        if not skipped:
+            scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         if device_type == "xla":
             import torch_xla
