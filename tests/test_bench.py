@@ -7,7 +7,7 @@ import torch
 from transformers import BertForSequenceClassification
 
 from helpers.measure.timing import StepTimer
-from helpers.run import train
+from helpers.run import precision as prec, train
 from helpers.run.device import resolve_device
 from helpers.study.bench import harness as bench, render, sections
 from helpers.run.optim import build_optimizer, build_scheduler
@@ -86,7 +86,8 @@ def test_bare_loop_and_fit_do_the_same_work(precision):
     train.fit(harness, batches, opts[0], scheds[0], CPU, precision, epochs=1, log_every=2,
               progress=False, max_grad_norm=0.5, timer=StepTimer())
     torch.manual_seed(1)
-    bench.bare_loop(bare, batches, opts[1], scheds[1], precision, "cpu", max_grad_norm=0.5)
+    bench.bare_loop(bare, batches, opts[1], scheds[1], precision, "cpu", max_grad_norm=0.5,
+                    scaler=prec.grad_scaler(precision, "cpu"))  # as bench.bare_window passes it
     for (name, a), (_, b) in zip(harness.named_parameters(), bare.named_parameters()):
         assert torch.equal(a, b), name
     assert not torch.equal(harness.classifier.weight, _model().classifier.weight)  # it did train
