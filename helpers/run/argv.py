@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import typing
 from pathlib import Path
 from typing import Any, Mapping
@@ -61,7 +62,10 @@ def _papermill_given(history: Any) -> set[str] | None:
         return None
     for source in reversed(history):
         if isinstance(source, str) and source.startswith("# Parameters"):
-            tree = ast.parse(source)
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:  # not Python the kernel could have run: read the assigned names plainly
+                return set(re.findall(r"^(\w+)\s*=", source, re.M))
             return {t.id for node in tree.body if isinstance(node, ast.Assign)
                     for t in node.targets if isinstance(t, ast.Name)}
     return None
