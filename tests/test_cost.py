@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from helpers.calc import cost
@@ -38,3 +40,17 @@ def test_price_csv_has_required_instances_and_sources():
     assert (prices["source"].str.strip().str.len() > 0).all()
     assert (prices["price_per_hour_usd"] > 0).all()
     assert (prices["region"] == "us-east-1").all()
+
+
+def test_accelerator_price_named_instance_or_cheapest_carrier():
+    # the record's instance carries the device: its per-accelerator price, times the accelerators used
+    assert cost.accelerator_price("p4d.24xlarge", "a100-40gb") == ("p4d.24xlarge", pytest.approx(21.96 / 8), "")
+    assert cost.accelerator_price("p4d.24xlarge", "a100-40gb", 2)[1] == pytest.approx(21.96 / 4)
+    # the study's "L4 (g5.xlarge)": g5.xlarge carries the A10G, so the L4 is priced on g6.xlarge
+    instance, usd_h, note = cost.accelerator_price("g5.xlarge", "l4")
+    assert (instance, usd_h) == ("g6.xlarge", 0.8048) and "a10g" in note
+    # no instance recorded (a CPU run): the cheapest carrier, two 2-vCPU units for 4 threads
+    assert cost.accelerator_price(None, "cpu-2vcpu", 2)[:2] == ("m6i.large", pytest.approx(0.192))
+    # trn1.2xlarge and trn1.32xlarge cost the same per chip: the first listed wins
+    assert cost.accelerator_price(None, "trn1-chip")[:2] == ("trn1.2xlarge", 1.34375)
+    assert math.isnan(cost.accelerator_price("x1.nonexistent", "tpu")[1])

@@ -30,6 +30,29 @@ def price_per_accelerator_hour(instance: str) -> float:
     return float(row["price_per_hour_usd"]) / int(row["accelerators"])
 
 
+def accelerator_price(instance: str | None, device_key: str | None, units: int = 1) -> tuple[str | None, float, str]:
+    """Return (instance, USD per hour of `units` accelerators, note): the named instance when the facts say
+    it carries `device_key`, else the cheapest instance that does (per accelerator); NaN when none does."""
+    prices = load_instance_prices()
+    named = prices[prices["instance"] == instance]
+    if len(named) and named["device"].iloc[0] == device_key:
+        row, note = named.iloc[0], ""
+    else:
+        carrying = prices[prices["device"] == device_key]
+        if carrying.empty:
+            return instance, float("nan"), f"no price for {device_key or 'this device'} in the facts"
+        row = carrying.loc[(carrying["price_per_hour_usd"] / carrying["accelerators"]).idxmin()]
+        if instance is None:
+            note = "stand-in: no instance recorded"
+        elif len(named):  # e.g. the study's "L4 (g5.xlarge)": g5.xlarge carries the A10G
+            note = f"{instance} carries {named['device'].iloc[0]}, not {device_key}"
+        else:
+            note = f"{instance} not in the facts"
+    # the share of the instance one accelerator is, times the accelerators used
+    per_accelerator = row["price_per_hour_usd"] / row["accelerators"]
+    return row["instance"], float(per_accelerator * units), note
+
+
 def cost_per_epoch_usd(sec_per_epoch: float, price_per_hour_usd: float) -> float:
     """Return the cost of one epoch in USD: hours per epoch times the hourly price."""
     return sec_per_epoch / SECONDS_PER_HOUR * price_per_hour_usd

@@ -151,9 +151,7 @@ def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
     df["util_metric"] = df["device_type"].map(lambda t: UTILIZATION.get(t, ("", "not measured"))[1])
     df["near_majority"] = (df["test_acc"] - df["majority"]) < NEAR_MAJORITY
     df["curve"] = raw.get("curve", pd.Series([[]] * len(raw), index=raw.index))
-    for column in raw.columns:  # the sections that read their own record fields
-        if column.startswith(("token_stats.", "xla.cache.", "distributed.")):
-            df[column] = raw[column]
+    df["energy_method"] = raw.get("energy.method", pd.Series("not measured", index=raw.index)).fillna("not measured")
     df["source"] = raw.get("_source")
     peaks = peaks or {}
     found_peaks = [report_peak(row, peaks) for _, row in df.iterrows()]
