@@ -6,32 +6,82 @@ VENV := .venv
 XLA_VENV := .venv-xla
 PY := $(VENV)/bin/python
 XPY := $(XLA_VENV)/bin/python
+# trn1 only: built by hand from requirements-neuron.txt (README, "Trainium"); `make lab` gives it a kernel
+NEURON_VENV := .venv-neuron
 # The offline copy of dair-ai/emotion beside the checkout (CI has it); else the hub is used.
 SHARED_DATA := $(abspath ../shared/data/emotion)
 export EMOTION_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/train.jsonl),$(SHARED_DATA),)
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv xla-venv test test-main test-xla report baseline baseline-smoke bench clean
+.PHONY: venv xla-venv test test-main test-xla lab neuron-kernel browser report baseline baseline-smoke bench clean
 
-venv: $(VENV)/.installed
+# One named Jupyter kernel per environment; the notebooks' kernelspecs name them (Nvidia: accelbench,
+# Trainium: accelbench-xla), and papermill and the sweep take that name (`-k NAME` overrides it). Each
+# kernel is registered into its own environment (papermill run from there finds it) and into .venv
+# (JupyterLab runs from there and lists it). A kernel runs its own environment's python, by absolute path.
+KERNELS = share/jupyter/kernels
+XLA_KERNELS := $(VENV)/$(KERNELS)/accelbench-xla/kernel.json $(XLA_VENV)/$(KERNELS)/accelbench-xla/kernel.json
+NEURON_KERNELS := $(VENV)/$(KERNELS)/accelbench-neuron/kernel.json $(NEURON_VENV)/$(KERNELS)/accelbench-neuron/kernel.json
+
+venv: $(VENV)/.installed $(VENV)/$(KERNELS)/accelbench/kernel.json
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements.txt -e .
-	$(PY) -m ipykernel install --prefix $(VENV) --name accelbench --display-name "accelbench (CPU / CUDA)" >/dev/null
 	touch $@
 
-xla-venv: $(XLA_VENV)/.installed
+$(VENV)/$(KERNELS)/accelbench/kernel.json: $(VENV)/.installed
+	$(PY) -m ipykernel install --prefix $(VENV) --name accelbench --display-name "accelbench (CPU / CUDA)"
+
+xla-venv: $(XLA_VENV)/.installed $(XLA_KERNELS)
 $(XLA_VENV)/.installed: requirements-xla.txt pyproject.toml
 	$(PYTHON) -m venv $(XLA_VENV)
 	$(XLA_VENV)/bin/pip install -q -r requirements-xla.txt -e .
-	$(XPY) -m ipykernel install --prefix $(XLA_VENV) --name accelbench-xla --display-name "accelbench-xla (torch-xla)" >/dev/null
 	touch $@
 
-## test: the whole suite (main environment, then the torch-xla CPU environment)
-test: test-main test-xla
+# Installing into another environment's prefix makes ipykernel warn "The kernelspec may not be found"
+# (it is: JupyterLab runs from there); the warning is dropped and the file checked instead.
+NOT_FOUND_WARNING = 2>&1 | { grep -v 'The kernelspec may not be found' || true; }; test -f $@
 
-test-main: venv
+# .venv-xla is torch-xla on the CPU by construction, so its kernel says PJRT_DEVICE=CPU itself
+%/$(KERNELS)/accelbench-xla/kernel.json: $(XLA_VENV)/.installed
+	$(XPY) -m ipykernel install --prefix $* --name accelbench-xla --display-name "accelbench-xla (torch-xla)" \
+	  --env PJRT_DEVICE CPU $(NOT_FOUND_WARNING)
+
+%/$(KERNELS)/accelbench-neuron/kernel.json: $(NEURON_VENV)/bin/python
+	$(NEURON_VENV)/bin/python -m ipykernel install --prefix $* --name accelbench-neuron \
+	  --display-name "accelbench-neuron (Neuron SDK 2.31)" $(NOT_FOUND_WARNING)
+
+## neuron-kernel: register .venv-neuron (trn1, built by hand) as the kernel accelbench-neuron
+neuron-kernel: $(NEURON_KERNELS)
+$(NEURON_VENV)/bin/python:
+	@echo "$(NEURON_VENV) not found: build it on the trn1 first (README, \"Trainium\")"; exit 1
+
+## lab: JupyterLab (in .venv) with the kernels accelbench, accelbench-xla and, where .venv-neuron exists
+## (trn1), accelbench-neuron. `make lab LAB_XLA=0` skips building .venv-xla (on a GPU AMI or trn1).
+## Reach it from a laptop: ssh -L 8888:localhost:8888 HOST
+LAB_PORT ?= 8888
+LAB_XLA ?= 1
+LAB_KERNEL_FILES := $(if $(filter 1,$(LAB_XLA)),$(XLA_KERNELS)) $(if $(wildcard $(NEURON_VENV)/bin/python),$(NEURON_KERNELS))
+lab: venv $(LAB_KERNEL_FILES)
+	$(VENV)/bin/jupyter kernelspec list
+	$(VENV)/bin/jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) $(if $(filter 0,$(shell id -u)),--allow-root)
+
+## browser: Debian's chromium and chromedriver for tests/test_lab.py, installed where this runs as root
+## (CI); elsewhere, without them, that test is skipped and says why
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver >/dev/null) \
+	  || echo "browser: apt-get install chromium chromium-driver failed; tests/test_lab.py will be skipped"; \
+	else echo "browser: chromium/chromedriver missing and not root; tests/test_lab.py will be skipped"; fi
+
+## test: the whole suite (main environment, then the torch-xla CPU environment). Both environments are
+## built first so the main suite's browser test can run the Trainium notebook on the accelbench-xla kernel.
+test: venv xla-venv test-main test-xla
+
+test-main: venv browser $(if $(wildcard $(XLA_VENV)/.installed),$(XLA_KERNELS))
 	$(PY) -m pytest -q -m "not xla"
 
 test-xla: xla-venv

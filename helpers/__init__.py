@@ -1,0 +1,3 @@
+from helpers import noise
+
+noise.install()  # before any helpers module imports transformers (which imports torchao)
