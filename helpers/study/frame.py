@@ -58,7 +58,8 @@ UTILIZATION = {"cuda": ("utilization.sm_util_pct_mean", "NVML utilization.gpu: %
                "cpu": ("utilization.proc_cpu_util_pct_mean", "process CPU % of the run's threads (psutil)")}
 PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
-          "train_subset", "eval_subset", "gradient_accumulation_steps", "group_by_length", "eval_every")
+          "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing", "group_by_length",
+          "eval_every")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 
 
