@@ -119,8 +119,12 @@ def report_peak(row: pd.Series, peaks: dict) -> tuple[float, str]:
 
 def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
-    if not found:
-        return pd.DataFrame(columns=["suite", "variant", "run_name", "device", "device_key", "status"])
+    if not found:  # the same columns as a frame of records, none of them filled
+        columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
+                    "device.neuron", "instance", "threads", "compute_dtype", "finished_at", *PARAMS, *METRICS,
+                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "near_majority", "curve",
+                    "energy_method", "source", "peak_tflops", "peak_source", "mfu_pct"])
+        return pd.DataFrame(columns=list(dict.fromkeys(columns)))
     raw = pd.json_normalize(found, sep=".")
     df = pd.DataFrame(index=raw.index)
     df["suite"] = raw.get("suite", pd.Series(None, index=raw.index)).fillna("adhoc")

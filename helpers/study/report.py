@@ -68,15 +68,17 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
                  published_dir: str | Path = PUBLISHED_DIR, command: str = "python -m helpers.study.report",
                  plots: bool = True, include_fixtures: bool = False) -> list[Path]:
     """Write Experiment/<suite>.md, Experiment/REPORT.md and the figures; return the paths written."""
-    from helpers.study import plots as figures
-
     results, out_dir = repo_path(results), repo_path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     suites = find_suites(suites_dir)
     df, skipped = frame.load(results, include_fixtures)
     names = current_names(suites)
     current = df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df
-    pictures = figures.make_all(current, pictures_dir, published_dir, command) if plots else {}
+    pictures = {}
+    if plots:
+        from helpers.study import plots as figures  # matplotlib only where figures are drawn
+
+        pictures = figures.make_all(current, pictures_dir, published_dir, command)
     head, written, bodies = header(command), [], []
     for suite in suites:
         rows = current[current["suite"] == (suite.report.get("source") or suite.name)] if len(current) else current

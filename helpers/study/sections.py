@@ -86,9 +86,7 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     if pub is not None:
         pub = pub.rename(columns={v: k for k, v in match.items()}).set_index(keys)[list(columns)]
         pub = pub.rename(columns=columns).map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
-        table.index = table.index.map(lambda k: tuple(map(tables._key, k)) if isinstance(k, tuple) else tables._key(k))
-        pub.index = pub.index.map(lambda k: tuple(map(tables._key, k)) if isinstance(k, tuple) else tables._key(k))
-        table = table.join(pub, how="outer")
+        table = tables.keyed(table).join(tables.keyed(pub), how="outer")
     parts.append(markdown(table.fillna(DASH)))
     for device, g in df.groupby("device", sort=False):
         parts.append(f"{short_device(device)}: " + accuracy.best_cell(g, keys))
@@ -125,7 +123,7 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                      "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
                      f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}"})
     return (text + "\n\nThe study's question, stochastic rounding of the bf16 weight update, per length:\n\n"
-            + pd.DataFrame(rows).to_markdown(index=False, disablenumparse=True))
+            + pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
 
 
 def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -144,7 +142,7 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     table = pd.DataFrame({"statistic": [k for k, _ in rows],
                           f"tokens ({r['model_name']} tokenizer)": [fmt(v) for _, v in rows]})
     return ("Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
-            + table.to_markdown(index=False, disablenumparse=True)
+            + table.to_markdown(index=False, disable_numparse=True)
             + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} tokens, the "
               f"next power of two is {chosen}, and it fills the NeuronCore's 128x128 tensor-engine tiles; rows "
               f"longer than {chosen} are truncated (covering 95% would need {r['token_stats.chosen_pow2']}).")
@@ -170,7 +168,7 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
               "baseline test accuracy %", "optimized test accuracy %", "rows × epochs, model"]
     table = pd.DataFrame(rows, index=labels).rename_axis("")
     parts = [] if len(df) else [no_runs(suite)]
-    return "\n\n".join(parts + [table.to_markdown(disablenumparse=True),
+    return "\n\n".join(parts + [table.to_markdown(disable_numparse=True),
                                 "Measured samples/s count samples processed in the steady state; the published "
                                 "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, 3x below that rate "
                                 "(Experiment/published/README.md)."])

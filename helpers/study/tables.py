@@ -91,10 +91,19 @@ def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.Dat
     if pub is not None and pub_columns:
         pub = pub.rename(columns={v: k for k, v in (match or {}).items()})
         pub = pub.set_index(keys)[list(pub_columns)].rename(columns=pub_columns)
-        out.index = out.index.map(lambda k: tuple(map(_key, k)) if isinstance(k, tuple) else _key(k))
-        pub.index = pub.index.map(lambda k: tuple(map(_key, k)) if isinstance(k, tuple) else _key(k))
+        out, pub = keyed(out), keyed(pub)
         out = out.join(pub, how="outer")
     return out.fillna(DASH)
+
+
+def keyed(table: pd.DataFrame) -> pd.DataFrame:
+    """Return `table` with its index values as rows match on (`_key`), the index names kept."""
+    names = table.index.names
+    index = table.index.map(lambda k: tuple(map(_key, k)) if isinstance(k, tuple) else _key(k))
+    if len(names) > 1 and not isinstance(index, pd.MultiIndex):  # an empty index maps to a flat one
+        index = pd.MultiIndex.from_tuples(list(index), names=names)
+    index.names = names
+    return table.set_axis(index)
 
 
 def _key(value) -> str:
@@ -115,7 +124,7 @@ def markdown(table: pd.DataFrame) -> str:
     keys = list(flat.columns[: table.index.nlevels])
     order = flat[keys].apply(lambda col: pd.to_numeric(col, errors="coerce").fillna(float("inf")))
     flat = flat.iloc[order.sort_values(keys, kind="stable").index] if len(flat) else flat
-    return flat.to_markdown(index=False, disablenumparse=True)
+    return flat.to_markdown(index=False, disable_numparse=True)
 
 
 def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
