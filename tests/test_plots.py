@@ -88,6 +88,18 @@ def test_learning_rates_read_as_written():
     assert [plot_style.lr_text(v) for v in (2e-5, 5e-5, 1.5e-4, 3e-4, 1e-3)] == ["2e-5", "5e-5", "1.5e-4", "3e-4", "1e-3"]
 
 
+def test_sparse_records_draw_what_they_have(tmp_path):
+    from record_fixtures import record
+
+    recs = [record("cpu", None, {"batch": 8}, run_name="adhoc-run"),  # no suite: in the roofline only
+            record("t4", "seq_len", {"max_length": 32}, run_name="seq_len-full-L32", status="failed"),
+            {**record("cpu", "small_batch", {"batch": 4}, run_name="small_batch-quick-b4"), "utilization": {}}]
+    written = plots.make_all(frame(recs), tmp_path, PUBLISHED, COMMAND)
+    assert {suite: [p.name for p in paths] for suite, paths in written.items()} == {
+        "roofline": ["roofline.png"], "profile_memory": ["memory_vs_batch.png"],
+        "small_batch": ["small_batch_utilization.png"]}
+
+
 def test_no_rows_draw_nothing(tmp_path):
     assert plots.make_all(frame([]), tmp_path / "p", PUBLISHED, COMMAND) == {}
     assert not list((tmp_path / "p").glob("*.png"))

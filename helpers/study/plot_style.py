@@ -61,7 +61,7 @@ def with_devices(df: pd.DataFrame) -> pd.DataFrame:
     """Return `df` with `who` (device label), `model` (short model name), `colour` and `marker` (one per device)."""
     df = df.copy()
     df["who"] = [device_label(r) for _, r in df.iterrows()]
-    df["model"] = df.get("model_name", pd.Series(None, index=df.index)).map(lambda m: MODELS.get(m, str(m)))
+    df["model"] = df.get("model_name", pd.Series(None, index=df.index)).map(lambda m: MODELS.get(m, m or "model?"))
     fams = {k: family(r) for k, r in df.drop_duplicates("device_key").set_index("device_key").iterrows()}
     taken, spare, style = set(), itertools.cycle(SPARE), {}
     order = list(FAMILIES)
@@ -114,6 +114,7 @@ def lines(ax, d: pd.DataFrame, x: str, y: str, lo: str | None = None, hi: str | 
     drawn = []
     for series, g in d.groupby("series", sort=False):
         agg = g.groupby(x).agg(mid=(y, "median"), lo=(lo or y, "min"), hi=(hi or y, "max"))
+        agg = agg.assign(lo=agg["lo"].fillna(agg["mid"]), hi=agg["hi"].fillna(agg["mid"]))  # no spread recorded
         err = np.vstack([agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]]).clip(min=0)
         label = series + (f" — {suffix(g)}" if suffix else "")
         ax.errorbar(agg.index, agg["mid"], yerr=err, color=g["colour"].iloc[0], capsize=3, linewidth=1.5,

@@ -96,6 +96,7 @@ def _roofs(d: pd.DataFrame) -> dict:
 def roofline(df, published_dir):
     """Achieved TFLOP/s against arithmetic intensity, per device under its one roof, with the published trn1 path."""
     d = df[(df["status"] == "finished") & (df["ai"] > 0) & (df["tflops"] > 0)].sort_values("who", kind="stable")
+    d = d.assign(compute_dtype=d["compute_dtype"].fillna("fp32"))  # as the frame's peak assumes
     if d.empty:
         return None
     traj = style.published(published_dir, "roofline.csv")
@@ -168,7 +169,7 @@ def memory(df, published_dir):
     d = d.assign(series=d["series"] + ", L=" + d["max_length"].astype(int).astype(str))
     fig, (ax,) = style.figure(1, width=8.0, height=4.6)
     style.lines(ax, d, "batch", "mem_gib")
-    batches = sorted(set(d["batch"]) | {2, 64})
+    batches = range(2, 65)  # the suites' batches span 2..64
     cfg = BertConfig(num_labels=6)
     for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), (":", "--", "-.")):
         est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
@@ -183,7 +184,7 @@ def memory(df, published_dir):
             capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
     for gib in capacity:
         ax.axhline(gib, color="gray", linewidth=0.8)
-    style.log2_axis(ax.xaxis, batches)
+    style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
     style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
     ax.set(xlabel="batch size, samples per step", ylabel="peak memory, GiB",
            title="Memory vs batch: measured peaks, estimates, device capacities\n"
@@ -198,8 +199,8 @@ def memory(df, published_dir):
 
 def small_batch(df, published_dir):
     """Utilization % (what each device's metric means, in the legend) and samples/s at small batches."""
-    d = style.rows(df, "small_batch", "util_pct")
-    if d.empty:
+    d, speed = (style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
+    if d.empty and speed.empty:
         return None
     fig, (a, b) = style.figure(2, width=5.0, height=3.8)
     pub = style.published(published_dir, "small_batch_util.csv")
@@ -208,14 +209,16 @@ def small_batch(df, published_dir):
                                          ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P")):
         a.plot(pub["batch"], pub[column], color=style.published_colour(device), marker=marker, markersize=8,
                linestyle="--" if marker == "X" else ":", label=f"published ({device} · bert-base): {what}")
-    metric = lambda g: g["util_metric"].iloc[0]  # noqa: E731
+    def metric(g: pd.DataFrame) -> str:
+        """Return what a series' utilization measures, in words."""
+        return g["util_metric"].iloc[0] if g["util_pct"].notna().any() else "no utilization measured"
+
     style.lines(a, d, "batch", "util_pct", suffix=metric)
-    style.log_y(b, style.lines(b, d.dropna(subset=["samples_per_s"]), "batch", "samples_per_s", "window_min",
-                               "window_max", suffix=metric))
+    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", "window_min", "window_max", suffix=metric))
     a.set(title="How busy the device is\n(each line's metric in the legend)", ylabel="utilization, %", ylim=(0, 105))
     b.set(title="Throughput at small batches\n(bars: slowest to fastest window)", ylabel="throughput, samples/s")
     for ax in (a, b):
-        style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(pub["batch"])))
+        style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
         ax.set_xlabel("batch size, samples per step")
     return fig
 

@@ -59,7 +59,7 @@ def _heatmap(fig, ax, grid: pd.DataFrame, near: pd.DataFrame, title: str) -> Non
 
 def lr_llrd(df, published_dir):
     """Mean test accuracy % over LR x LLRD decay per measured device, hatched near the majority, published beside."""
-    d = style.rows(df, "lr_llrd", "test_acc")
+    d = style.rows(df, "lr_llrd", "test_acc", "lr")
     if d.empty:
         return None
     pub = style.published(published_dir, "lr_llrd.csv").assign(majority=np.nan)
@@ -100,7 +100,7 @@ def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.
 
 def precision(df, published_dir):
     """Test accuracy % by precision mode per length (95% intervals), and the stochastic-rounding effect."""
-    d = style.rows(df, "precision", "test_acc")
+    d = style.rows(df, "precision", "test_acc", "max_length", "precision")
     if d.empty:
         return None
     lengths = sorted(d["max_length"].dropna().astype(int).unique())
