@@ -469,3 +469,16 @@ def test_sigterm_stops_every_running_point_and_records_none(tmp_path):
     for pid in (int(p.read_text()) for p in pid_files):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert records.read_records(results_path)[0] == [] and not _point_processes(results_path)
+
+
+def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
+    real = tmp_path / "results"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    suite = suites.resolve_suite("seq_len")
+    p = suites.expand(suite, "quick")[0]
+    paths = [records.record_path(r, suite.name, p.run_name, "cpu-x").resolve() for r in (real, tmp_path / "link")]
+    assert paths[0] == paths[1]
+    with points.point_lock(paths[0]) as first:
+        with points.point_lock(paths[1]) as second:
+            assert first and not second

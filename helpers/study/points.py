@@ -218,7 +218,8 @@ def run_token_stats(params: dict, record_file: Path) -> str:
 def run_point(suite: Suite, point: Point, dev: dict, results: Path, runs_dir: Path, timeout_s: float,
               threads: int | None = None) -> tuple[str, float, Path]:
     """Run one point unless finished or running elsewhere; return its status, wall seconds and record path."""
-    record_file = records.record_path(results, suite.name, point.run_name, dev["key"])
+    # resolved: two paths to one results folder (a symlink) meet at one lock and one process tag
+    record_file = records.record_path(results, suite.name, point.run_name, dev["key"]).resolve()
     params = point_params(suite, point, results)
     with point_lock(record_file) as mine:
         if not mine:
