@@ -66,7 +66,7 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
                        "batch": ev.batch, "max_length": ev.max_length, "padding": ev.padding,
                        "precision": ev.precision, "device": ev.device, "train_subset": 1, "progress": False})
     run = steps.start(args)
-    splits = steps.tokenize(run, steps.load_data(run))
+    splits = steps.tokenize(run, steps.load_data(run), training=False)
     model = steps.build_model(run)
     loader = steps.eval_loader(run, splits["test"])
     metrics = train.evaluate(model, loader, run.dev, run.precision, rows_per_batch=loader.batch_size)

@@ -127,8 +127,8 @@ def load_data(run: Run):
     return ds
 
 
-def tokenize(run: Run, ds):
-    """Return the tokenized splits; raise ConfigError when the run would make no optimizer step."""
+def tokenize(run: Run, ds, training: bool = True):
+    """Return the tokenized splits; raise ConfigError when a training run would make no optimizer step."""
     if handed_over(run, "tokenize"):
         return None
     t, tr = run.args.task, run.args.train
@@ -139,7 +139,7 @@ def tokenize(run: Run, ds):
     rows = math.ceil(len(splits["train"]) / world)  # DistributedSampler evens the shards out
     batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
     steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
-    if steps == 0:
+    if steps == 0 and training:
         raise ConfigError(f"this run makes no optimizer step: {rows} training rows per device, batch "
                           f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
                           + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")

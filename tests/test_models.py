@@ -33,3 +33,22 @@ def test_unknown_model_error_lists_offline_aliases(name, monkeypatch):
     with pytest.raises(models.ModelError) as err:
         models.load_config(name)
     assert name in str(err.value) and "minilm" in str(err.value) and "bert-base-random" in str(err.value)
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_static_attention_mask_gives_the_same_outputs_as_the_2d_mask(attn):
+    """The 4D mask XLA runs hand the model (no host read of the padding mask) changes nothing."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from conftest import tiny_bert_config
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny_bert_config(vocab_size=200, attn_implementation=attn)).eval()
+    ids = torch.randint(1, 200, (4, 12))
+    mask = torch.ones(4, 12, dtype=torch.long)
+    mask[1, 5:] = 0
+    mask[3, 2:] = 0
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask).logits
+        out = model(input_ids=ids, attention_mask=models.static_attention_mask(model, mask)).logits
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)

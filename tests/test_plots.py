@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from plot_records import study_records
 
-from helpers.study import plot_style, plots, plots_tuning
-from helpers.study.frame import frame
+pytest.importorskip("matplotlib", reason="plots need matplotlib (the main environment, .venv)")
+from plot_records import study_records  # noqa: E402
+
+from helpers.study import plot_style, plots, plots_tuning  # noqa: E402
+from helpers.study.frame import frame  # noqa: E402
 
 PUBLISHED = "Experiment/published"
 COMMAND = "python -m helpers.study.report"

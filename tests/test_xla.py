@@ -59,6 +59,8 @@ def test_notebook_record_carries_the_xla_section(notebook_record):
     assert x["distinct_input_shapes"] == 1  # static padding, last partial batch dropped
     assert x["compilations_after_warmup"] == 0
     assert x["first_step_s"] > x["steady_step_s"]  # the first step pays its compilations
+    assert x["cache"]["state"].startswith("cold") and x["run"]["persistent_cache_misses"] > 0
+    assert x["env"]["XLA_FLAGS"].startswith("--xla_backend_optimization_level=0")  # fast compile by default
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +221,131 @@ def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, small_model_dir, ti
     (rec,), _ = records.read_records(results)  # one record: rank 0's, read by the launcher by name
     assert rec["status"] == "failed" and rec["distributed"]["world_size"] == 2
     assert "process group has world size 1" in rec["error"] and "cannot join processes" in rec["error"]
+
+
+# ---------------------------------------------------------------- graphs per step and per eval batch
+class GraphCountingLoader:
+    """Notes, before handing out each batch, how many graphs the process executed and compiled so far."""
+
+    def __init__(self, loader):
+        self.loader, self.executed, self.compiled = loader, [], []
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    @property
+    def batch_size(self):
+        return self.loader.batch_size
+
+    def __iter__(self):
+        for batch in self.loader:
+            self.note()
+            yield batch
+
+    def note(self) -> None:
+        import torch_xla.core.xla_model as xm
+        import torch_xla.debug.metrics as met
+
+        xm.wait_device_ops()  # execution is asynchronous: ExecuteTime counts a graph when it has run
+        data = met.metric_data("ExecuteTime")
+        self.executed.append(data[0] if data else 0)
+        self.compiled.append(met.counter_value("UncachedCompile") or 0)
+
+    def per_batch(self) -> tuple[list[int], list[int]]:
+        """Return (graphs executed, graphs compiled) during each batch; call note() once after the last."""
+        def diff(xs):
+            return [b - a for a, b in zip(xs, xs[1:])]
+        return diff(self.executed), diff(self.compiled)
+
+
+@pytest.fixture(scope="module")
+def xla_run(tiny_model_dir, tiny_data_dir, tmp_path_factory):
+    """A started XLA run on conftest's tiny BERT (L=32, batch 8), its tokenized splits and model."""
+    from helpers import steps
+
+    args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                           max_length=32, padding="static", precision="fp32", progress=False,
+                           results_path=str(tmp_path_factory.mktemp("graphs"))))
+    run = steps.start(args)
+    splits = steps.tokenize(run, steps.load_data(run))
+    return run, splits, steps.build_model(run)
+
+
+def test_steady_training_step_executes_one_graph(xla_run):
+    """AdamW, clipping, a linear schedule decaying towards 0 and a loss log every 2 steps: after the
+    warm-up each step runs exactly one graph and compiles none. Before: 2 graphs a step (transformers'
+    per-forward padding_mask.all() read), 3 after each loss log (a fresh 0-dim zero is a constant
+    graph), and a new step graph once 1 - lr * wd rounds to 1.0 in fp32 (torch AdamW, step 7 here)."""
+    from helpers import steps
+    from helpers.measure.timing import StepTimer
+    from helpers.run import optim, train
+
+    run, splits, model = xla_run
+    steps_n, warmup = 8, 3
+    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
+    optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
+    # no warm-up, decay to 0 at step 8: lr(7) * 0.01 = 2.5e-8 < 2**-25, so 1 - lr * wd is 1.0 in fp32
+    scheduler = optim.build_scheduler(optimizer, steps_n, 0.0)
+    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n, log_every=2,
+                       timer=StepTimer(warmup_steps=warmup, window_steps=2, per_step="window"), progress=False)
+    loader.note()
+    executed, compiled = loader.per_batch()
+    assert result.steps == steps_n
+    assert executed[warmup:] == [1] * (steps_n - warmup), executed
+    assert sum(compiled[warmup:]) == 0, compiled
+
+
+def test_steady_eval_batch_executes_one_graph(xla_run):
+    """Each evaluation batch runs one graph (forward and confusion update, cut per batch)."""
+    from helpers import steps
+    from helpers.run import train
+
+    run, splits, model = xla_run
+    loader = GraphCountingLoader(steps.eval_loader(run, splits["validation"]))  # 64 rows: 2 batches
+    train.evaluate(model, loader, run.dev, "fp32", rows_per_batch=loader.batch_size)
+    loader.note()
+    executed, _ = loader.per_batch()
+    assert executed == [1] * len(loader), executed  # the last entry includes the final metric reads
+
+
+def test_eval_compilations_do_not_grow_with_rows(xla_run):
+    """Two row counts with different batch counts and remainders (40 = 32 + 8, 100 = 3 x 32 + 4): the
+    second evaluation compiles nothing, and the padded rows are left out of the metrics."""
+    import torch_xla.debug.metrics as met
+    from datasets import concatenate_datasets
+
+    from helpers import steps
+    from helpers.run import train
+
+    run, splits, model = xla_run
+    rows = concatenate_datasets([splits["validation"], splits["test"]])  # 128 rows
+    compiled, results = [], []
+    for n in (40, 100):
+        before = met.counter_value("UncachedCompile") or 0
+        loader = steps.eval_loader(run, rows.select(range(n)))
+        results.append(train.evaluate(model, loader, run.dev, "fp32", rows_per_batch=loader.batch_size))
+        compiled.append((met.counter_value("UncachedCompile") or 0) - before)
+    assert [r["rows"] for r in results] == [40, 100]
+    assert compiled[0] <= 1 and compiled[1] == 0, compiled  # 0 when training compiled it already
+
+
+def test_persistent_cache_on_xla_cpu_is_written_but_never_loaded(tmp_path):
+    """torch-xla 2.9 on the CPU backend: a second process with the same graph finds the cache entry
+    but cannot load it (PJRT CPU: "Deserializing serialized executable not supported") and compiles
+    again. The record's counters (measure.xla.snapshot) tell the three cases apart: cold = misses,
+    warm = hits, this = load_failures. If this fails with hits > 0, torch-xla fixed it: use the cache."""
+    script = ("import torch, torch_xla, json; from helpers.measure import xla; "
+              "x = torch.arange(8.).to(torch_xla.device()); float((x * 3 + 1).sum()); "
+              "print(json.dumps(xla.snapshot()))")
+    env = {**os.environ, "XLA_PERSISTENT_CACHE_PATH": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    snaps = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        snaps.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cold, warm = snaps
+    assert cold["persistent_cache_misses"] == 1 and cold["uncached_compiles"] == 1
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # the executable was written
+    assert warm["persistent_cache_hits"] == 0 and warm["persistent_cache_load_failures"] == 1
+    assert warm["uncached_compiles"] == 1  # compiled again

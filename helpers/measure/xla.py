@@ -9,37 +9,46 @@ the record carries the differences.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from helpers.run.args import RunArgs, repo_path
 
-XLA_CACHE_DIR = "Experiment/cache/xla"
-XLA_ENV = ("PJRT_DEVICE", "XLA_FLAGS", "NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN",
+XLA_ENV = ("PJRT_DEVICE", "XLA_FLAGS", "XLA_PERSISTENT_CACHE_PATH", "NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN",
            "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "XLA_USE_BF16", "NEURON_COMPILE_CACHE_URL",
            "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES")
 
 
-def _entries(folder: Path) -> int:
-    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
-
-
 def init_cache(args: RunArgs, dev) -> dict:
-    """Open torch-xla's persistent compilation cache on the CPU backend (before any XLA computation) and
-    return where it is and whether it held anything; on Neuron, name the Neuron compile cache instead."""
+    """Open torch-xla's persistent compilation cache where asked (before any XLA computation); return
+    what the record says of it. On Neuron the compiler's NEFF cache is the one that counts."""
     if dev.neuron:
         return {"kind": "Neuron compile cache (neuronx-cc)",
                 "dir": args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache"}
+    if not args.neuron.xla_cache_dir:
+        # torch-xla 2.9's CPU backend writes entries it can never load back (tests/test_xla.py shows it)
+        return {"kind": "torch-xla persistent compilation cache", "state": "off", "reason": (
+            "torch-xla 2.9's CPU backend cannot load a serialized executable, so a cache would only be "
+            "written; set xla_cache_dir to use it where the backend can")}
     import torch_xla.runtime as xr
 
-    folder = repo_path(args.neuron.xla_cache_dir or XLA_CACHE_DIR)
+    folder = repo_path(args.neuron.xla_cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    out = {"kind": "torch-xla persistent compilation cache", "dir": str(folder),
-           "entries_before": _entries(folder)}
+    out = {"kind": "torch-xla persistent compilation cache", "dir": str(folder)}
     try:
         xr.initialize_cache(str(folder), readonly=False)
     except RuntimeError as err:  # a second run in one process: the cache opened by the first serves
         out["note"] = f"already initialized in this process ({err})"
     return out
+
+
+def cache_state(run: dict) -> str:
+    """Return what the run's persistent-cache counters say: warm, cold, or written but not loadable."""
+    if run.get("persistent_cache_load_failures"):
+        return "written, not loadable on this backend: every graph compiled again"
+    if run.get("persistent_cache_hits") and not run.get("persistent_cache_misses"):
+        return "warm: every graph loaded from the cache"
+    if run.get("persistent_cache_hits"):
+        return "partly warm"
+    return "cold: every graph compiled and written"
 
 
 def snapshot() -> dict:
@@ -52,6 +61,13 @@ def snapshot() -> dict:
         data = met.metric_data(metric)  # (count, accumulated ns, samples), None before first use
         out[f"{key}_count"] = data[0] if data else 0
         out[f"{key}_time_s"] = data[1] / 1e9 if data else 0.0
+    # torch_xla's persistent cache (XLA_PERSISTENT_CACHE_PATH, torch_xla.runtime.initialize_cache): hits
+    # are graphs a warm cache saved from compiling. On XLA-CPU with torch-xla 2.9 every existing entry
+    # fails to load ("Deserializing serialized executable not supported") and is compiled again: these
+    # counters show that as load failures, not hits. Neuron's NEFF cache is the compiler's own.
+    for counter, key in (("PersistentCacheHit", "hits"), ("PersistentCacheMiss", "misses"),
+                         ("PersistentCacheDeserializeFailure", "load_failures")):
+        out[f"persistent_cache_{key}"] = met.counter_value(counter) or 0
     return out
 
 
@@ -124,12 +140,8 @@ class CompileLog:
             out["steady_step_s"] = timing.get("step_time_median_s")
             if out["first_step_s"] and out["steady_step_s"]:
                 out["first_over_steady"] = round(out["first_step_s"] / out["steady_step_s"], 2)
-        if self.cache.get("entries_before") is not None:
-            after = _entries(Path(self.cache["dir"]))
-            # every graph found in the cache is a hit; a graph compiled now adds an entry
-            self.cache = {**self.cache, "entries_after": after,
-                          "state": "warm" if after == self.cache["entries_before"] and out["graph_compilations"]
-                          == 0 else ("cold" if self.cache["entries_before"] == 0 else "partly warm")}
+        if self.cache.get("state") != "off" and "dir" in self.cache and not self.cache["kind"].startswith("Neuron"):
+            self.cache = {**self.cache, "state": cache_state(out["run"])}
         out["cache"] = self.cache
         out["neuron_cc_flags"] = os.environ.get("NEURON_CC_FLAGS")  # exactly what the compiler saw
         out["env"] = {k: os.environ[k] for k in XLA_ENV if k in os.environ}

@@ -131,8 +131,8 @@ class NeuronArgs:
     num_cores: int = arg(1, "NeuronCores: one per process; more cores = num_devices torchrun ranks")
     neuron_cache_dir: str | None = arg(None, "Neuron compile cache (--cache_dir); None: "
                                        "/var/tmp/neuron-compile-cache")
-    xla_cache_dir: str | None = arg(None, "torch-xla persistent compilation cache on the CPU backend; "
-                                    "None: Experiment/cache/xla")
+    xla_cache_dir: str | None = arg(None, "torch-xla persistent compilation cache (XLA without Neuron); None: "
+                                    "off (torch-xla 2.9's CPU backend cannot load what it writes)")
     xla_fast_compile: bool = arg(True, "XLA on the CPU (no Neuron): compile at "
                                  "--xla_backend_optimization_level=0 (faster compiles, same results)")
 

@@ -94,3 +94,26 @@ def use_xla_checkpointing(model: torch.nn.Module) -> None:
 
     model._set_gradient_checkpointing(enable=True, gradient_checkpointing_func=functools.partial(
         checkpoint, use_reentrant=True))  # torch_xla supports only the re-entrant variant
+
+
+def static_attention_mask(model: torch.nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Return the 4D (batch, 1, 1, length) mask transformers builds from a 2D padding mask, built without
+    reading the mask's values (for XLA).
+
+    transformers 5 (masking_utils.create_bidirectional_mask -> sdpa_mask / eager_mask) evaluates
+    `padding_mask.all()` in Python on every forward, to drop the mask when a batch has no padding. On
+    XLA that is a device-to-host read: one extra small graph executed plus a transfer per forward, and
+    the step can no longer run as one graph. A mask that is already 4D is passed through untouched
+    (`_preprocess_mask_arguments`), so handing the model this one skips the check; the attention
+    computed is the same (SDPA broadcasts the length-1 query axis; eager adds the same 0 / dtype-min
+    bias). sdpa takes a boolean mask (True = attend), eager an additive float mask.
+    """
+    mask = attention_mask[:, None, None, :].bool()
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa")
+    if impl == "sdpa":
+        return mask
+    if impl == "eager":
+        dtype = next(model.parameters()).dtype
+        return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), torch.finfo(dtype).min)
+    raise ValueError(f"static_attention_mask: attention implementation {impl!r} is not handled: "
+                     "use 'sdpa' (the default) or 'eager'")

@@ -48,18 +48,42 @@ def build_optimizer(model: torch.nn.Module, lr: float, llrd_decay: float | None,
     groups = llrd_param_groups(model, lr, llrd_decay, weight_decay)
     for g in groups:
         g.pop("names")
-    if precision == "bf16-pure-sr" and device_type != "xla":
+    if device_type == "xla":
+        # fused/foreach AdamW fails on XLA (NEURON.md); bf16-pure-sr: the Neuron runtime rounds
+        return xla_adamw(groups, lr)
+    if precision == "bf16-pure-sr":
         from helpers.run.precision import sr_adamw
 
         return sr_adamw(groups, lr)  # its step is inductor-compiled: it cannot run on XLA tensors
     kwargs: dict = {}
     if optim == "adamw_torch_fused" and device_type in ("cuda", "cpu"):
         kwargs["fused"] = True
-    elif optim == "adamw_torch_foreach" and device_type != "xla":
+    elif optim == "adamw_torch_foreach":
         kwargs["foreach"] = True
-    elif device_type == "xla":
-        kwargs["foreach"] = False  # fused/foreach AdamW fails on XLA (NEURON.md): per-tensor loop
     return torch.optim.AdamW(groups, lr=lr, **kwargs)
+
+
+def xla_adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
+    """Return torch_xla's AdamW (torch_xla.amp.syncfree), the same update as torch's (decoupled decay).
+
+    torch.optim.AdamW (per-tensor loop) hands each step's lr-dependent values to the graph as Python
+    scalars, and torch_xla bakes a scalar that rounds to 0 or 1 in fp32 into the graph as a constant:
+    `param.mul_(1 - lr * weight_decay)` is 1.0 once lr * wd < 2**-25 (lr < 3e-6 at wd 0.01, the last
+    ~15% of a linear decay from 2e-5), and that step compiles a new graph (once per LLRD group).
+    torch_xla's AdamW is one update op per parameter that keeps the step count and bias corrections on
+    the device and gets lr as an input: the step graph stays the same for every lr > 0. Measured on
+    MiniLM (XLA-CPU, O2): same compile time, steady step 0.73 s vs 0.91 s; weights after 10 steps equal
+    torch's CPU AdamW to 4e-8.
+    """
+    import torch_xla.amp.syncfree as syncfree
+
+    class XlaAdamW(syncfree.AdamW):
+        def step(self, closure=None, found_inf: torch.Tensor | None = None):
+            if found_inf is None:  # no GradScaler on XLA: never skip (a constant 0 in the graph)
+                found_inf = torch.zeros((), device=self.param_groups[0]["params"][0].device)
+            return super().step(closure, found_inf=found_inf)
+
+    return XlaAdamW(groups, lr=lr)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,

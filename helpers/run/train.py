@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from helpers.run import precision as prec
+from helpers.run import models, precision as prec
 from helpers.run.device import DeviceInfo
 
 
@@ -44,6 +44,24 @@ def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
     xm.reduce_gradients(optimizer)  # all-reduces (mean) across replicas; a no-op with one
 
 
+def _to_device(batch: dict, model: torch.nn.Module, dev: DeviceInfo) -> dict:
+    """Return the batch on the device; on XLA with a prebuilt 4D attention mask, so that the forward
+    reads nothing back to the host (models.static_attention_mask) and a step stays one graph."""
+    batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+    if dev.type == "xla" and "attention_mask" in batch:
+        batch["attention_mask"] = models.static_attention_mask(model, batch["attention_mask"])
+    return batch
+
+
+def _zeros(dev: DeviceInfo, *shape: int, dtype=torch.float32) -> torch.Tensor:
+    """Return a zeroed accumulator on the device, built on the host and copied (float() reads a 1-element one).
+
+    torch_xla turns a 0-dim 0 or 1 (torch.zeros((), device=xla), even torch.zeros(()).to(xla)) into a
+    constant that costs one extra graph run when it is read; a copied one-element tensor is plain data.
+    """
+    return torch.zeros(*(shape or (1,)), dtype=dtype).to(dev.torch_device)
+
+
 def _xla_sync() -> None:
     import torch_xla
 
@@ -64,7 +82,7 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
     total = min(max_steps or math.inf, len(train_loader) // grad_accum * epochs)
     bar = tqdm(total=total, desc="train", unit="step", disable=not progress)
     result = FitResult("finished")
-    loss_sum, loss_n, first_loss = torch.zeros((), device=dev.torch_device), 0, None
+    loss_sum, loss_n, first_loss = _zeros(dev), 0, None
     samples = tokens = micro = 0
     model.train()
     for epoch in range(epochs):
@@ -73,7 +91,7 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
         for batch in train_loader:
             if micro == 0:
                 timer.start_step()
-            batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+            batch = _to_device(batch, getattr(model, "module", model), dev)
             last_micro = micro == grad_accum - 1
             # DDP all-reduces in backward: only the last micro-batch of a step needs it
             sync_ctx = contextlib.nullcontext() if last_micro or not hasattr(model, "no_sync") else model.no_sync()
@@ -121,7 +139,7 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
                 first_loss = value if first_loss is None else first_loss
                 if not _check_loss(result, value, first_loss, diverge_factor):
                     break
-                loss_sum, loss_n = torch.zeros((), device=dev.torch_device), 0
+                loss_sum, loss_n = _zeros(dev), 0
             for callback in callbacks:
                 callback(result.steps)
             if result.steps >= total:
@@ -141,7 +159,7 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
 
 def _log(result: FitResult, loss_sum: torch.Tensor, loss_n: int, bar) -> float:
     """Read the mean loss of the last window (one host sync) into the curve; return it."""
-    value = float(loss_sum) / loss_n
+    value = float(loss_sum) / loss_n  # one host read of a 1-element tensor (a .sum() would add a graph on XLA)
     result.loss_curve.append((result.steps, value))
     result.final_loss = value
     bar.set_postfix(loss=f"{value:.4f}")
@@ -181,13 +199,12 @@ def evaluate(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, nu
     """
     xla = dev.type == "xla"
     model.eval()
-    confusion = torch.zeros(num_labels, num_labels, dtype=torch.long, device=dev.torch_device)
-    loss_sum = torch.zeros((), device=dev.torch_device)
-    rows = torch.zeros((), dtype=torch.long, device=dev.torch_device)
+    confusion = _zeros(dev, num_labels, num_labels, dtype=torch.long)
+    loss_sum, rows = _zeros(dev), _zeros(dev, dtype=torch.long)
     for batch in tqdm(loader, desc="eval", unit="batch", disable=not progress):
         if xla and rows_per_batch and batch["labels"].shape[0] < rows_per_batch:
             batch = pad_rows(batch, rows_per_batch)
-        batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+        batch = _to_device(batch, model, dev)
         with prec.autocast(precision, dev.type):
             out = model(**batch)
         labels = batch["labels"]
@@ -203,6 +220,7 @@ def evaluate(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, nu
     model.train()
     if reduce is not None:
         confusion, loss_sum, rows = reduce(confusion), reduce(loss_sum), reduce(rows)
+    # float()/int() read a 1-element tensor as it is: a .sum() would be one more graph on XLA
     return {**metrics_from_confusion(confusion.cpu()), "loss": float(loss_sum) / max(int(rows), 1)}
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 from helpers.calc import cost, job as calc
 from helpers.calc.facts import cuda_device_key, load_instance_prices
 from helpers.run.args import RESULTS_DIR, repo_path
-from helpers.study import cost_plot, frame as frames
+from helpers.study import frame as frames
 from helpers.study.tables import DASH, PUBLISHED_DIR, fmt, short_device
 
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
@@ -276,6 +276,8 @@ def _conclusion(table: pd.DataFrame, breaks: pd.DataFrame, job: Job) -> str:
 
 def plot(table: pd.DataFrame, breaks: pd.DataFrame, job: Job, command: str, path: str | Path) -> Path:
     """Write job cost against epochs, a panel per (compiled, eager) pair, break-even marked; return the PNG."""
+    from helpers.study import cost_plot  # matplotlib only where the figure is drawn
+
     return cost_plot.plot(table, breaks, job, command, path, PAIRS)
 
 
