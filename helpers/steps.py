@@ -34,7 +34,7 @@ from helpers.run import data, ddp, device, models, neuron, precision as prec, re
 from helpers.run.args import ConfigError, RunArgs, build_args, check_model_limit, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
 from helpers.session import Run, handed_over
-from helpers.training import eval_loader, prepare_training, train
+from helpers.training import eval_loader, prepare_training, time_to_accuracy, train
 
 __all__ = ["Run", "build_args", "notebook_args", "parse_cli", "start", "load_data", "tokenize", "build_model",
            "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
@@ -298,4 +298,6 @@ def summary(record: dict):
         "achieved_tflops": s.get("achieved_tflops"), "mfu": s.get("mfu"),
         "arithmetic_intensity": s.get("arithmetic_intensity"), "record": record.get("_source"),
     }
+    if record.get("curve"):
+        rows["validation curve"] = time_to_accuracy(record["curve"])
     return pd.DataFrame({"value": rows})

@@ -117,7 +117,19 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
           + (f", {rate:.1f} samples/s steady" if rate else "")
           + (f", final loss {result.final_loss:.4f}" if result.final_loss is not None else "")
           + (f" ({result.reason})" if result.reason else ""))
+    if run.curve:
+        print("validation curve: " + time_to_accuracy(run.curve))
     return result
+
+
+def time_to_accuracy(curve: list[dict], targets: tuple[float, ...] = (0.85, 0.88, 0.90)) -> str:
+    """Return when the periodic validation first reached each target, in training seconds and steps."""
+    parts = []
+    for target in targets:
+        hit = next((c for c in curve if c["val_accuracy"] >= target), None)
+        parts.append(f"{100 * target:.0f}% at {hit['train_time_s']:.0f} s (step {hit['step']})" if hit
+                     else f"{100 * target:.0f}% not reached (best {100 * max(c['val_accuracy'] for c in curve):.1f}%)")
+    return "; ".join(parts)
 
 
 def _curve_callback(run: Run, model, splits, timer):

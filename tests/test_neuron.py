@@ -83,10 +83,11 @@ def test_bf16_mode_keeps_torch_in_fp32_on_xla():
     assert resolve_precision("auto", cpu, "fp32") == "fp32"  # bf16_mode means nothing off XLA
 
 
-def test_fast_compilation_is_set_on_the_cpu_backend_unless_switched_off(monkeypatch):
+def test_fast_compilation_on_the_cpu_backend_only_when_asked(monkeypatch):
+    # off by default: LLVM -O0 compiles MiniLM's step ~2x faster but runs it 4-6x slower (README)
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert neuron.cpu_xla_env(build_args({}))["XLA_FLAGS"] == neuron.FAST_COMPILE
-    assert "XLA_FLAGS" not in neuron.cpu_xla_env(build_args({"xla_fast_compile": False}))
+    assert "XLA_FLAGS" not in neuron.cpu_xla_env(build_args({}))
+    assert neuron.cpu_xla_env(build_args({"xla_fast_compile": True}))["XLA_FLAGS"] == neuron.FAST_COMPILE
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")  # the user's own level wins
     assert neuron.cpu_xla_env(build_args({}))["XLA_FLAGS"] == "--xla_backend_optimization_level=2"
 
