@@ -92,3 +92,25 @@ def test_a_failing_later_cell_still_writes_the_failed_record(tmp_path, tiny_mode
     assert proc.returncode != 0
     (rec,), _ = records.read_records(tmp_path / "r")
     assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"]
+
+
+@pytest.mark.parametrize("notebook, groups", [("Nvidia/baseline.ipynb", ("task", "train", "measure")),
+                                              ("Trainium/baseline.ipynb", ("task", "train", "measure", "neuron"))])
+def test_the_parameters_cell_holds_every_parameter_at_its_default(notebook, groups):
+    """A value not passed with -p comes from this cell: it must be the arguments' default (a drifted
+    literal would silently change every run), and it must list every parameter, so papermill's
+    'unknown parameter' warning fires only for names the run does not know."""
+    import ast
+    from dataclasses import fields
+
+    import nbformat
+
+    from helpers.run.args import GROUPS
+
+    nb = nbformat.read(REPO / notebook, as_version=4)
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(cell.source).body}
+    expected = {f.name: f.default for g in groups for f in fields(GROUPS[g])}
+    if notebook.startswith("Trainium"):
+        expected["device"] = "xla"  # the one default this notebook changes, on purpose
+    assert values == expected

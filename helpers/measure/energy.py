@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import csv
 import re
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+from helpers.measure.sources import close_nvml, open_nvml
 
 NOT_MEASURED = "not measured"
 NEURON_ROOT = "/sys/devices/virtual/neuron_device"
@@ -77,46 +78,12 @@ def _result(method: str, source: str, seconds: float, joules: float | None = Non
 
 
 # ----------------------------------------------------------------------------- NVML (cuda)
-def _current_cuda_handle(nvml):
-    """NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else by index."""
-    index, uuid = 0, None
-    torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
-    try:
-        if torch is not None and torch.cuda.is_available():
-            index = torch.cuda.current_device()
-            uuid = str(torch.cuda.get_device_properties(index).uuid)
-    except (RuntimeError, AttributeError):
-        pass
-    if uuid:
-        try:
-            return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        except (nvml.NVMLError, TypeError):
-            pass
-    return nvml.nvmlDeviceGetHandleByIndex(index)
-
-
 class _NvmlBackend:
     source = "NVML (nvidia-ml-py) of the current CUDA device"
 
     def __init__(self, nvml=None) -> None:
-        self.reason, self._nvml, self.watts, self.errors = None, None, [], 0
-        if nvml is None:
-            try:
-                import pynvml as nvml
-            except ImportError:
-                self.reason = "pynvml (nvidia-ml-py) is not installed"
-                return
-        try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as err:
-            self.reason = f"NVML unavailable: {err}"
-            return
-        self._nvml = nvml
-        try:
-            self._handle = _current_cuda_handle(nvml)
-        except nvml.NVMLError as err:
-            self.reason = f"NVML has no handle for the current device: {err}"
-            self.close()
+        self.watts, self.errors = [], 0
+        self._nvml, self._handle, self.reason = open_nvml(nvml)
 
     def _energy_mj(self) -> tuple[int | None, str | None]:
         try:
@@ -158,10 +125,7 @@ class _NvmlBackend:
 
     def close(self) -> None:
         if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except self._nvml.NVMLError:
-                pass
+            close_nvml(self._nvml)
             self._nvml = None
 
 

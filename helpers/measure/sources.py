@@ -5,6 +5,7 @@ for each value, never 0.
 """
 from __future__ import annotations
 
+import sys
 from typing import Iterable
 
 import numpy as np
@@ -75,6 +76,50 @@ class PsutilSource(Source):
                 "rss_gib": self._proc.memory_info().rss / GIB}
 
 
+def current_cuda_handle(nvml):
+    """Return the NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else index."""
+    index, uuid = 0, None
+    torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
+    try:
+        if torch is not None and torch.cuda.is_available():
+            index = torch.cuda.current_device()
+            uuid = str(torch.cuda.get_device_properties(index).uuid)
+    except (RuntimeError, AttributeError):
+        pass
+    if uuid:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        except (nvml.NVMLError, TypeError):
+            pass
+    return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def open_nvml(nvml=None) -> tuple[object, object, str | None]:
+    """Return (pynvml, the current device's handle, None), or (None, None, why NVML cannot measure)."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return None, None, "pynvml (nvidia-ml-py) is not installed"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as err:
+        return None, None, f"NVML unavailable: {err}"
+    try:
+        return nvml, current_cuda_handle(nvml), None
+    except nvml.NVMLError as err:
+        close_nvml(nvml)
+        return None, None, f"NVML has no handle for the current device: {err}"
+
+
+def close_nvml(nvml) -> None:
+    """Shut NVML down (errors ignored: it may already be)."""
+    try:
+        nvml.nvmlShutdown()
+    except nvml.NVMLError:
+        pass
+
+
 class NvmlSource(Source):
     """NVML utilization and memory of the current CUDA device.
 
@@ -86,40 +131,8 @@ class NvmlSource(Source):
     backend, fields = "nvml", ("sm_util_pct", "mem_util_pct", "mem_used_gib")
 
     def __init__(self) -> None:
-        self.reason, self.errors, self._nvml = None, 0, None
-        try:
-            import pynvml
-        except ImportError:
-            self.reason = "pynvml (nvidia-ml-py) is not installed"
-            return
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as err:
-            self.reason = f"NVML unavailable: {err}"
-            return
-        self._nvml = pynvml
-        try:
-            self._handle = self._current_device_handle()
-        except pynvml.NVMLError as err:
-            self.reason = f"NVML has no handle for the current device: {err}"
-            self.close()
-
-    def _current_device_handle(self):
-        index, uuid = 0, None
-        try:
-            import torch
-            if torch.cuda.is_available():
-                index = torch.cuda.current_device()
-                uuid = str(torch.cuda.get_device_properties(index).uuid)
-        except (ImportError, RuntimeError, AttributeError):
-            pass
-        if uuid:
-            # With CUDA_VISIBLE_DEVICES the CUDA index is not the NVML index; the UUID is shared.
-            try:
-                return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-            except (self._nvml.NVMLError, TypeError):
-                pass
-        return self._nvml.nvmlDeviceGetHandleByIndex(index)
+        self.errors = 0
+        self._nvml, self._handle, self.reason = open_nvml()
 
     def sample(self) -> dict | None:
         try:
@@ -136,10 +149,7 @@ class NvmlSource(Source):
 
     def close(self) -> None:
         if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except self._nvml.NVMLError:
-                pass
+            close_nvml(self._nvml)
             self._nvml = None
 
 
