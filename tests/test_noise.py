@@ -61,7 +61,7 @@ def test_a_cuda_build_still_shows_a_failed_extension(collect, monkeypatch):
 
 @pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao is not installed here")
 def test_importing_helpers_then_transformers_prints_nothing_from_torchao():
-    code = "import helpers.models, torchao"  # helpers.models imports transformers, which imports torchao
+    code = "import helpers.run.models, torchao"  # it imports transformers, which imports torchao
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Failed to load" not in proc.stderr and "is an Enum subclass" not in proc.stderr, proc.stderr
