@@ -1,5 +1,38 @@
-"""python -m helpers.decide: which accelerator for a fine-tuning job (helpers/study/decide.py)."""
-from helpers.study.decide import main
+"""python -m helpers.decide: which accelerator for a fine-tuning job (the table: helpers/study/decide.py)."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from helpers.run.args import RESULTS_DIR, repo_path
+from helpers.study import decide, frame
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: print the decision table for a job; --write also writes the report page and plot."""
+    p = argparse.ArgumentParser(prog="python -m helpers.decide", description=decide.__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=float, default=3, help="epochs of the job")
+    p.add_argument("--rows", type=int, default=decide.FULL_ROWS, help="training rows per epoch")
+    p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
+    p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
+    p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
+    p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
+    p.add_argument("--write", action="store_true", help="also write Experiment/decide.md and Pictures/decide_cost.png")
+    args = p.parse_args(argv)
+    if args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or args.epochs <= 0 or args.rows < 1:
+        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), --epochs > 0, --rows >= 1")
+    job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache)
+    df, _ = frame.load(repo_path(args.results))
+    table = decide.decision(df, job)
+    print(decide.markdown(table, breaks := decide.break_even(table, job), job))
+    if args.write:
+        command = shlex.join(["python", "-m", "helpers.decide", *(sys.argv[1:] if argv is None else argv)])
+        page, figure = repo_path("Experiment/decide.md"), repo_path("Pictures/decide_cost.png")
+        text = decide.markdown(table, breaks, job, figure="../Pictures/decide_cost.png")
+        page.write_text(f"<!-- Written by `{command}`; regenerate it, do not edit by hand. -->\n\n{text}\n")
+        print(f"wrote {page}\nwrote {decide.plot(table, breaks, job, command, figure)}")
+
 
 if __name__ == "__main__":
     main()

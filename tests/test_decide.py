@@ -5,6 +5,7 @@ import math
 import pandas as pd
 import pytest
 
+from helpers import decide as cli
 from helpers.calc import job as calc
 from helpers.run import records
 from helpers.study import decide, frame
@@ -154,7 +155,7 @@ def test_plot_is_deterministic(df, tmp_path):
 
 
 def test_cli_prints_the_table_for_a_job(results, capsys):
-    decide.main(["--epochs", "3", "--rows", "16000", "--target-accuracy", "0.94", "--results", str(results)])
+    cli.main(["--epochs", "3", "--rows", "16000", "--target-accuracy", "0.94", "--results", str(results)])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Which device for 3 epochs")
     header = next(line for line in out if line.startswith("| device"))
@@ -165,4 +166,4 @@ def test_cli_prints_the_table_for_a_job(results, capsys):
     assert out[-1].startswith("For 3 epochs over 16,000 rows")
     for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"]):
         with pytest.raises(SystemExit):
-            decide.main([*bad, "--results", str(results)])
+            cli.main([*bad, "--results", str(results)])

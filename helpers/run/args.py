@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
+from helpers.run.coerce import ConfigError, coerce
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = "Experiment/results"
 
@@ -30,10 +32,6 @@ def repo_path(path: str | Path) -> Path:
     """Return `path` as is when absolute, else relative to the repository root (not the cwd)."""
     path = Path(path)
     return path if path.is_absolute() else REPO_ROOT / path
-
-
-class ConfigError(ValueError):
-    """A parameter has a value outside what the run accepts; the message names both."""
 
 
 def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
@@ -190,7 +188,7 @@ def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) ->
     if unknown:
         raise ConfigError(unknown_message(unknown[0]))
     given = set(values) if given is None else set(given)
-    coerced = {name: _coerce(name, value) for name, value in values.items()}
+    coerced = {name: coerce(name, value, HINTS[name]) for name, value in values.items()}
     preset = coerced.get("preset", TrainArgs.preset)
     if preset not in PRESETS:
         raise ConfigError(f"preset={preset!r} is unknown: allowed {', '.join(PRESETS)}")
@@ -209,59 +207,6 @@ def unknown_message(name: str) -> str:
     close = difflib.get_close_matches(name, list(FIELDS) + list(ALIASES), n=1, cutoff=0.6)
     hint = f" did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
     return f"unknown parameter {name!r}:{hint} (every parameter: python Nvidia/train.py --help)"
-
-
-def _coerce(name: str, value: Any) -> Any:
-    """Return `value` in the declared type of parameter `name` (papermill and TOML pass strings)."""
-    hint = HINTS[name]
-    args = typing.get_args(hint)
-    optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), hint) if args else hint
-    if isinstance(value, Path):
-        value = str(value)
-    if value is None or (optional and isinstance(value, str) and value.strip() in ("None", "none", "null", "")):
-        if optional:
-            return None
-        raise ConfigError(f"{name}=None is not allowed: give a {getattr(base, '__name__', base)}")
-    if typing.get_origin(hint) is Literal:
-        choices = typing.get_args(hint)
-        kind = type(choices[0])
-        try:
-            value = kind(value.strip()) if isinstance(value, str) and kind is not str else value
-        except ValueError:
-            pass
-        if isinstance(value, bool) or value not in choices:
-            raise ConfigError(f"{name}={value!r} is unknown: allowed {', '.join(map(str, choices))}")
-        return value
-    if base is bool:
-        text = str(value).strip().lower()
-        if isinstance(value, bool):
-            return value
-        if text in ("true", "1", "yes", "on") and not isinstance(value, float):
-            return True
-        if text in ("false", "0", "no", "off") and not isinstance(value, float):
-            return False
-        raise ConfigError(f"{name}={value!r} is not a boolean: use True or False")
-    if base is int:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            return int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{name}={value!r} is not an integer")
-    if base is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{name}={value!r} is not a number")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name}={value!r} is not a number") from None
-    if base is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{name}={value!r} is not a string")
-    return value
 
 
 # ----------------------------------------------------------------------------- checking

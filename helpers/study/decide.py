@@ -14,10 +14,7 @@ Arithmetic: helpers/calc/job.py.
 """
 from __future__ import annotations
 
-import argparse
 import math
-import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +22,7 @@ import pandas as pd
 
 from helpers.calc import cost, job as calc
 from helpers.calc.facts import cuda_device_key, load_instance_prices
-from helpers.run.args import RESULTS_DIR, repo_path
-from helpers.study import frame as frames
+from helpers.run.args import repo_path
 from helpers.study.tables import DASH, PUBLISHED_DIR, fmt, short_device
 
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
@@ -279,28 +275,3 @@ def plot(table: pd.DataFrame, breaks: pd.DataFrame, job: Job, command: str, path
     from helpers.study import cost_plot  # matplotlib only where the figure is drawn
 
     return cost_plot.plot(table, breaks, job, command, path, PAIRS)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command line: print the decision table for a job; --write also writes the report page and plot."""
-    p = argparse.ArgumentParser(prog="python -m helpers.decide", description=__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=float, default=3, help="epochs of the job")
-    p.add_argument("--rows", type=int, default=FULL_ROWS, help="training rows per epoch")
-    p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
-    p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
-    p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
-    p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
-    p.add_argument("--write", action="store_true", help="also write Experiment/decide.md and Pictures/decide_cost.png")
-    args = p.parse_args(argv)
-    if args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or args.epochs <= 0 or args.rows < 1:
-        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), --epochs > 0, --rows >= 1")
-    job = Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache)
-    df, _ = frames.load(repo_path(args.results))
-    table = decision(df, job)
-    print(markdown(table, breaks := break_even(table, job), job))
-    if args.write:
-        command = shlex.join(["python", "-m", "helpers.decide", *(sys.argv[1:] if argv is None else argv)])
-        page, figure = repo_path("Experiment/decide.md"), repo_path("Pictures/decide_cost.png")
-        text = markdown(table, breaks, job, figure="../Pictures/decide_cost.png")
-        page.write_text(f"<!-- Written by `{command}`; regenerate it, do not edit by hand. -->\n\n{text}\n")
-        print(f"wrote {page}\nwrote {plot(table, breaks, job, command, figure)}")
