@@ -167,3 +167,15 @@ def test_cli_prints_the_table_for_a_job(results, capsys):
     for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"]):
         with pytest.raises(SystemExit):
             cli.main([*bad, "--results", str(results)])
+
+
+def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
+    from helpers.study import cost_plot, plot_style
+
+    a100 = plot_style.FAMILIES["a100-40gb"][0]
+    assert cost_plot._colour(pd.Series({"source": "published", "device": "A100", "family": "gpu"})) == a100
+    assert cost_plot._colour(pd.Series({"source": "measured", "device": "NVIDIA A100-SXM4-40GB", "family": "gpu"})) == a100
+    assert cost_plot._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"})) == \
+        plot_style.FAMILIES["trn1"][0]
+    assert cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
+        plot_style.FAMILIES["cpu"][0]

@@ -16,6 +16,7 @@ from helpers import launch, steps
 from helpers.measure.timing import StepTimer
 from helpers.run import ddp, records, tokens, train
 from helpers.run.args import build_args
+from helpers.study import frame
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -112,6 +113,9 @@ def test_ranks_see_disjoint_rows_and_one_record_is_written(ddp_run):
     t = rec["timing"]
     assert t["samples_per_s"] == pytest.approx(2 * t["samples_per_s_per_device"])
     assert d["global_samples_per_s"] == t["samples_per_s"]
+    row = frame.frame([rec]).iloc[0]  # the tables' spread of that rate: a rank's timing windows x 2 ranks
+    assert row["window_max"] == pytest.approx(2 * t["window_samples_per_s"]["max"])
+    assert row["window_min"] == pytest.approx(2 * t["window_samples_per_s"]["min"])
 
 
 def test_the_notebook_says_it_handed_over_and_shows_the_result(ddp_run):

@@ -70,6 +70,8 @@ def test_device_tables_show_every_machine_and_findings_open_the_report(two_machi
     assert "What do the study's claims come to" in first_heading  # the findings table comes first
     assert "| claim" in first_heading or "claim |" in first_heading
     assert "AWS Trainium (trn1.2xlarge)" in text and "A100" in text
+    roofline = (tmp_path / "Experiment" / "roofline.md").read_text()  # a derived section reads every suite's runs
+    assert "No runs with FLOP counts" not in roofline and "batch_scaling" in roofline, roofline
 
 
 def test_a_second_report_is_byte_identical(two_machines, tmp_path):

@@ -1,6 +1,7 @@
 """Suite files, grid expansion, run names, and the runner: resume, failures, timeouts, a real kill."""
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, ConfigError
-from helpers.study import points, suites, sweep
+from helpers.study import frame, points, sections, suites, sweep
 
 
 def write_suite(path: Path, body: str) -> Path:
@@ -213,6 +214,10 @@ def test_token_stats_suite_writes_its_own_record(tmp_path, tiny_data_dir, tiny_m
     assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
     assert rec["_source"].endswith(f"@{rec['device']['key']}.json") and rec["device"]["type"] == "cpu"
     assert rec["run_name"] == suites.expand(suite, "quick")[0].run_name and rec["suite"] == "tok"
+    df, _ = frame.load(results_path)  # the report's section is built from that record
+    text = sections.token_stats_section(suite, df[df["suite"] == "tok"], None)
+    assert re.search(rf"covers 95%\s*\|\s*{rec['token_stats']['p95']}\s*\|", text), text
+    assert re.search(r"The suites train at max_length=(8|16|32), the study's choice", text), text
 
 
 # ----------------------------------------------------------------------------- notebooks

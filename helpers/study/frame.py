@@ -38,6 +38,7 @@ METRICS = {
     "mem_gib": (("memory.cuda_max_allocated_gib", "memory.host_peak_rss_gib"), 1),
     "compilations": (("xla.graph_compilations",), 1),
     "compile_s": (("xla.compile_time_s",), 1),
+    "train_compile_s": (("xla.train.compile_time_s", "xla.compile_time_s"), 1),  # inside the train time
     "compilations_after_warmup": (("xla.compilations_after_warmup",), 1),
     "shapes": (("shapes.distinct",), 1),
     "test_acc": (("metrics.test_accuracy",), 1),
@@ -119,13 +120,21 @@ def report_peak(row: pd.Series, peaks: dict) -> tuple[float, str]:
     return row.get("record_peak"), "the run's own"
 
 
+def roof_bandwidth(row: pd.Series, peaks: dict) -> float:
+    """Return the memory bandwidth (GB/s) of the roof a row's MFU is against: measured with a CPU's peak,
+    else NaN (the plots take a GPU's or NeuronCore's from the published facts)."""
+    found = peaks.get((row.get("device_key"), f"{row.get('compute_dtype') or 'fp32'}, {int(row['threads'])} threads")) \
+        if pd.notna(row.get("threads")) and row.get("device_type") not in ("cuda",) else None
+    return float(found["mem_bw_gbps"]) if found and found.get("mem_bw_gbps") else np.nan
+
+
 def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
     if not found:  # the same columns as a frame of records, none of them filled
         columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
                     "device.neuron", "instance", "threads", "compute_dtype", "finished_at", *PARAMS, *METRICS,
                     *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "near_majority", "curve",
-                    "energy_method", "source", "peak_tflops", "peak_source", "mfu_pct"])
+                    "energy_method", "source", "peak_tflops", "peak_source", "peak_bw_gbps", "mfu_pct"])
         return pd.DataFrame(columns=list(dict.fromkeys(columns)))
     raw = pd.json_normalize(found, sep=".")
     df = pd.DataFrame(index=raw.index)
@@ -149,6 +158,11 @@ def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():
         df[name] = _column(raw, paths, scale)
+    per_rank = _column(raw, ("timing.samples_per_s_per_device",), 1)  # data parallel: samples/s is all ranks'
+    ranks = (df["samples_per_s"] / per_rank).round().fillna(1)       # while a timing window is one rank's
+    df["window_min"], df["window_max"] = df["window_min"] * ranks, df["window_max"] * ranks
+    for name in (c for c in raw if c.startswith("token_stats.")):  # the token_lengths suite's statistics
+        df[name] = raw[name]
     for share in SHARES:
         df[f"share_{share}"] = _column(raw, (f"profile.class_share.{share}",), 100)
     util = [(_number(raw.at[i, UTILIZATION.get(t, ("", ""))[0]]) if UTILIZATION.get(t, ("", ""))[0] in raw else np.nan)
@@ -164,6 +178,7 @@ def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
     found_peaks = [report_peak(row, peaks) for _, row in df.iterrows()]
     df["peak_tflops"] = [p for p, _ in found_peaks]
     df["peak_source"] = [s for _, s in found_peaks]
+    df["peak_bw_gbps"] = [roof_bandwidth(row, peaks) for _, row in df.iterrows()]
     df["mfu_pct"] = 100 * df["tflops"] / df["peak_tflops"]
     df = _latest(df)
     return df.reset_index(drop=True)

@@ -88,7 +88,9 @@ def _roofs(d: pd.DataFrame) -> dict:
     out = {}
     for (who, dtype), g in d.dropna(subset=["peak_tflops"]).groupby(["who", "compute_dtype"], sort=False):
         fam = style.family(g.iloc[0])
-        out[(who, dtype)] = (g["peak_tflops"].median(), float(bandwidth.get(ROOF_KEYS.get(fam, fam), np.nan)),
+        measured = g["peak_bw_gbps"].median() if "peak_bw_gbps" in g else np.nan  # a CPU's, with its peak
+        bw = measured if pd.notna(measured) else float(bandwidth.get(ROOF_KEYS.get(fam, fam), np.nan))
+        out[(who, dtype)] = (g["peak_tflops"].median(), bw,
                              g["colour"].iloc[0], str(g["peak_source"].iloc[0]).split(" (")[0])
     return out
 
@@ -114,7 +116,7 @@ def roofline(df, published_dir):
                    label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})")
     for (who, dtype), (peak, bw, colour, source) in roofs.items():
         also = " = published trn1 roof" if same and (who, dtype) == ("trn1 NeuronCore", "bf16") else ""
-        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:g} GB/s"
+        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
         peak_text = f"{peak:g} TFLOP/s" + ("" if source == "published" else f" ({source})")
         _roof(ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":",
               f"roof: {who} {dtype}: {peak_text}, {bw_text}{also}")
@@ -235,17 +237,18 @@ def padding(df, published_dir):
     width = 0.8 / len(series)
     fig, (a, b) = style.figure(2, width=5.0, height=3.8)
     for k, s in enumerate(series):
-        g = d[d["series"] == s].groupby("case")[["compilations", "train_s", "compile_s"]].median().reindex(cases)
+        g = d[d["series"] == s].groupby("case")[["compilations", "train_s", "train_compile_s"]].median().reindex(cases)
+        compiling = g["train_compile_s"].fillna(0).clip(upper=g["train_s"])  # what of the train time compiled
         x = np.arange(len(cases)) + (k - (len(series) - 1) / 2) * width
         colour = d.loc[d["series"] == s, "colour"].iloc[0]
         a.bar(x, g["compilations"], width, color=colour, label=s)
         for xi, v in zip(x, g["compilations"]):
             if pd.notna(v):
                 a.text(xi, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
-        b.bar(x, g["compile_s"].fillna(0), width, color=colour, alpha=0.4)
-        running = (g["train_s"] - g["compile_s"].fillna(0)).clip(lower=0)
-        b.bar(x, running, width, bottom=g["compile_s"].fillna(0), color=colour)
+        b.bar(x, compiling, width, color=colour, alpha=0.4)
+        b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
     a.margins(y=0.15)
+    b.margins(y=0.1)
     a.set(title="XLA graph compilations", ylabel="graph compilations, count")
     b.set(title="Train time\n(lighter: compiling graphs)", ylabel="train time, s")
     style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))

@@ -81,7 +81,9 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
         pictures = figures.make_all(current, pictures_dir, published_dir, command)
     head, written, bodies = header(command), [], []
     for suite in suites:
-        rows = current[current["suite"] == (suite.report.get("source") or suite.name)] if len(current) else current
+        whole = suite.kind == "derived" and not suite.report.get("source")  # e.g. the roofline: every run
+        rows = current if whole or not len(current) else current[current["suite"] == (suite.report.get("source")
+                                                                                   or suite.name)]
         body = [f"## {suite.order}. {suite.title}"] + ([suite.description] if suite.description else [])
         if suite.report.get("table") == "decision":
             body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir, command))

@@ -145,7 +145,7 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             + table.to_markdown(index=False, disable_numparse=True)
             + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} tokens, the "
               f"next power of two is {chosen}, and it fills the NeuronCore's 128x128 tensor-engine tiles; rows "
-              f"longer than {chosen} are truncated (covering 95% would need {r['token_stats.chosen_pow2']}).")
+              f"longer than {chosen} are truncated (covering 95% would need {int(r['token_stats.chosen_pow2'])}).")
 
 
 def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -198,14 +198,17 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     if done.empty:
         parts.append("No runs with FLOP counts yet: run `make report`.")
     else:
-        table = done.groupby(["suite", "device", "compute_dtype"]).agg(
-            runs=("run_name", "size"), ai=("ai", "median"), tflops=("tflops", "median"),
-            mfu_pct=("mfu_pct", "median"), peak=("peak_tflops", "first"), source=("peak_source", "first"))
-        table["device"] = table.index.get_level_values("device").map(short_device)
-        parts.append(table.reset_index(drop=False)[["suite", "compute_dtype", "runs", "ai", "tflops", "mfu_pct",
-                                                    "peak", "source"]]
-                     .assign(device=list(table["device"]))
-                     .to_markdown(index=False, floatfmt=".4g"))
+        table = done.assign(compute_dtype=done["compute_dtype"].fillna("fp32")).groupby(
+            ["device", "compute_dtype", "suite"], sort=True).agg(
+            runs=("run_name", "size"), ai_lo=("ai", "min"), ai_hi=("ai", "max"), tflops=("tflops", "median"),
+            mfu_pct=("mfu_pct", "median"), peak=("peak_tflops", "first"), source=("peak_source", "first")).reset_index()
+        shown = pd.DataFrame({
+            "device": table["device"].map(short_device), "dtype": table["compute_dtype"], "suite": table["suite"],
+            "runs": table["runs"], "FLOP/byte (range)": [f"{fmt(lo)}–{fmt(hi)}" if lo != hi else fmt(lo)
+                                                         for lo, hi in zip(table["ai_lo"], table["ai_hi"])],
+            "TFLOP/s (median)": table["tflops"].map(fmt), "MFU % (median)": table["mfu_pct"].map(fmt),
+            "peak TFLOP/s": table["peak"].map(fmt), "peak from": table["source"]})
+        parts.append(shown.to_markdown(index=False, disable_numparse=True))
     pub = published("roofline.csv", published_dir)
     parts.append("Published (trn1, batch 8 → 64): " + "; ".join(
         f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, {p['achieved_tflops']} TFLOP/s"
