@@ -85,7 +85,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
         result = loop.fit(t.step_model, loader, t.optimizer, t.scheduler, run.dev, run.precision, tr.epochs,
                           timer=timer, max_steps=tr.max_steps, grad_accum=tr.gradient_accumulation_steps,
                           max_grad_norm=tr.max_grad_norm, log_every=m.log_every, diverge_factor=m.diverge_factor,
-                          progress=m.progress and run.lead, callbacks=tuple(callbacks), sampler=t.sampler)
+                          progress=m.progress and run.lead,
+                          log_lines=run.lead and not m.progress, callbacks=tuple(callbacks), sampler=t.sampler)
     finally:
         run.record["utilization"], run.record["energy"] = monitor.stop(), energy.stop()
         profiler.close()
@@ -147,4 +148,7 @@ def _curve_callback(run: Run, model, splits, timer):
         run.curve.append({"step": step, "train_time_s": sum(w.seconds for w in timer.windows),
                           "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"],
                           "rows": metrics["rows"]})
+        if run.lead:
+            print(f"step {step}: validation accuracy {metrics['accuracy']:.1%} on {metrics['rows']} rows, "
+                  f"{run.curve[-1]['train_time_s']:.0f} s of training", flush=True)
     return curve

@@ -66,6 +66,14 @@ def test_loss_falls_and_shapes_are_counted():
     assert result.shapes == {(8, 10): 40}
 
 
+def test_without_a_bar_each_window_prints_its_loss_line(capsys):
+    _fit(_model(), _batches(6, 2), log_every=3)  # the default: quiet
+    assert capsys.readouterr().out == ""
+    result = _fit(_model(), _batches(6, 2), log_every=3, log_lines=True)  # papermill's log, rank 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"train: step {s}/6, loss {v:.4f}" for s, v in result.loss_curve] and len(lines) == 2
+
+
 def test_max_steps_stops_early():
     assert _fit(_model(), _batches(10, 2), max_steps=3).steps == 3
 

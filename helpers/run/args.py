@@ -105,7 +105,7 @@ class MeasureArgs:
     profile: bool = arg(False, "profile a steady-state window (trace + time per op class)")
     profile_steps: int = arg(5, "optimizer steps in the profiled window")
     profile_dir: str = arg("Experiment/profiles", "traces go to <profile_dir>/<run_name>/")
-    progress: bool = arg(True, "progress bars while training")
+    progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead (logs)")
     results_path: str = arg(RESULTS_DIR, "folder of the run records: <results_path>/<suite or adhoc>/"
                             "<run_name>@<device>.json (an old .../runs.jsonl value means its folder)")
     run_name: str | None = arg(None, "name of the run (letters, digits and ._=,+- only); None: built "

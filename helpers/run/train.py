@@ -71,11 +71,12 @@ def _xla_sync() -> None:
 def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, scheduler,
         dev: DeviceInfo, precision: str, epochs: int, *, timer, max_steps: int | None = None,
         grad_accum: int = 1, max_grad_norm: float | None = 1.0, log_every: int = 50,
-        diverge_factor: float = 10.0, progress: bool = True,
+        diverge_factor: float = 10.0, progress: bool = True, log_lines: bool = False,
         callbacks: tuple[Callable[[int], None], ...] = (), sampler=None) -> FitResult:
     """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes.
 
     `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each.
+    Without the bar, `log_lines` prints the loss once per window instead (papermill's log, torchrun's rank 0).
     """
     xla = dev.type == "xla"
     scaler = prec.grad_scaler(precision, dev.type)
@@ -135,7 +136,7 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
             result.steps += 1
             bar.update(1)
             if result.steps % log_every == 0 or result.steps == total:
-                value = _log(result, loss_sum, loss_n, bar)
+                value = _log(result, loss_sum, loss_n, bar, log_lines)
                 first_loss = value if first_loss is None else first_loss
                 if not _check_loss(result, value, first_loss, diverge_factor):
                     break
@@ -147,7 +148,7 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
         if result.status != "finished" or result.steps >= total:
             break
     if loss_n and result.status == "finished":
-        _check_loss(result, _log(result, loss_sum, loss_n, bar), first_loss, diverge_factor)
+        _check_loss(result, _log(result, loss_sum, loss_n, bar, log_lines), first_loss, diverge_factor)
     timer.close_window()
     bar.close()
     if result.steps == 0 and result.status == "finished":
@@ -157,12 +158,14 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
     return result
 
 
-def _log(result: FitResult, loss_sum: torch.Tensor, loss_n: int, bar) -> float:
+def _log(result: FitResult, loss_sum: torch.Tensor, loss_n: int, bar, verbose: bool = False) -> float:
     """Read the mean loss of the last window (one host sync) into the curve; return it."""
     value = float(loss_sum) / loss_n  # one host read of a 1-element tensor (a .sum() would add a graph on XLA)
     result.loss_curve.append((result.steps, value))
     result.final_loss = value
     bar.set_postfix(loss=f"{value:.4f}")
+    if bar.disable and verbose:  # no bar (papermill's log, scripts): one line per window instead
+        print(f"train: step {result.steps}/{bar.total}, loss {value:.4f}", flush=True)
     return value
 
 
