@@ -67,6 +67,11 @@ def test_hub_unreachable_says_how_to_provide_folder(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import: the env is too late
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     with pytest.raises(data.DataError) as err:
         data.load_emotion()
     assert "dair-ai/emotion" in str(err.value) and "python -m helpers.run.data export" in str(err.value)

@@ -29,7 +29,10 @@ def test_seeded_head_is_reproducible(tiny_model_dir):
 
 @pytest.mark.parametrize("name", ["/nonexistent/model-folder", "no-such-org/no-such-model"])
 def test_unknown_model_error_lists_offline_aliases(name, monkeypatch):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import: the env is too late
     with pytest.raises(models.ModelError) as err:
         models.load_config(name)
     assert name in str(err.value) and "minilm" in str(err.value) and "bert-base-random" in str(err.value)
