@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.evidence import PROXY, Finding, band, cells, claim, compare, judged, listing, resolvable_pct, who
+from helpers.study.evidence import (PROXY, Finding, band, cells, claim, compare, concluded, judged, listing,
+                                    resolvable_pct, who)
 from helpers.study.tables import fmt, published
 
 
@@ -40,12 +41,10 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
         res.append(resolvable_pct(a, b))
         parts.append(f"{who(g)}: samples/s {b} at batch {fmt(small['batch'].iloc[0])} → {a} at batch "
                      f"{fmt(large['batch'].iloc[0])}; FLOP/byte {fmt(ai[0])} → {fmt(ai[1])}")
-    verdict, reason, basis = judged(signs, groups, f"differences under {fmt(max(res, default=0))}% are "
-                                                   "within the windows' spread")
-    if not groups:
-        reason = "needs batch_scaling runs at ≥ 3 batches on one device"
-    return Finding("Batch scaling raises arithmetic intensity and throughput", text,
-                   "; ".join(parts) or listing(cells(df, ("batch_scaling",))), verdict, rule, reason, basis)
+    return concluded("Batch scaling raises arithmetic intensity and throughput", text, parts,
+                     listing(cells(df, ("batch_scaling",))), signs, groups, rule,
+                     f"differences under {fmt(max(res, default=0))}% are within the windows' spread",
+                     "needs batch_scaling runs at ≥ 3 batches on one device")
 
 
 @claim
@@ -63,12 +62,9 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
         signs.append(compare(a, b))
         res.append(resolvable_pct(a, b))
         parts.append(f"{who(g)}: step ms {b} at L=32 vs {a} at L=128 ({a.mid / b.mid:.2f}x)")
-    verdict, reason, basis = judged(signs, groups, f"differences under {fmt(max(res, default=0))}% are "
-                                                   "within the steps' spread")
-    if not groups:
-        reason = "needs seq_len or profile_memory runs at L=32 and L=128 on one device"
-    return Finding("L=32 beats L=128 on step time", text, "; ".join(parts) or "no records", verdict, rule,
-                   reason, basis)
+    return concluded("L=32 beats L=128 on step time", text, parts, "no records", signs, groups, rule,
+                     f"differences under {fmt(max(res, default=0))}% are within the steps' spread",
+                     "needs seq_len or profile_memory runs at L=32 and L=128 on one device")
 
 
 @claim
@@ -93,13 +89,11 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
             parts.append(f"{who(g)}: static {fmt(static['compilations'].max())} compilation(s), train {a} s; "
                          f"dynamic{f' (pad to {int(multiple)})' if multiple else ''} "
                          f"{fmt(dyn['compilations'].min())} compilation(s), train {b} s")
-    verdict, reason, basis = judged(signs, groups, f"train times within {fmt(max(res, default=0))}% are not "
-                                                   "resolved")
-    if not groups:
-        reason = ("needs static and dynamic padding runs on an XLA device (torch-xla; trn1 for the study's "
-                  "magnitude); a GPU or the CPU does not compile per shape")
-    return Finding("Dynamic padding recompiles and static padding wins on XLA", statement("padding", published_dir),
-                   "; ".join(parts) or listing(cells(df, ("padding",))), verdict, rule, reason, basis)
+    return concluded("Dynamic padding recompiles and static padding wins on XLA", statement("padding", published_dir),
+                     parts, listing(cells(df, ("padding",))), signs, groups, rule,
+                     f"train times within {fmt(max(res, default=0))}% are not resolved",
+                     "needs static and dynamic padding runs on an XLA device (torch-xla; trn1 for the study's "
+                     "magnitude); a GPU or the CPU does not compile per shape")
 
 
 @claim

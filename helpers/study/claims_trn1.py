@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.study.claims import statement
-from helpers.study.evidence import Finding, band, cells, claim, compare, judged, listing, ratio, resolvable_pct, who
+from helpers.study.evidence import (Finding, band, cells, claim, compare, concluded, judged, listing, ratio,
+                                    resolvable_pct, who)
 from helpers.study.tables import fmt, published
 
 HOST_GIB = 32  # trn1.2xlarge host memory (helpers/facts/device_peaks.csv, key "host")
@@ -59,12 +60,11 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
                     res.append(resolvable_pct(one, b))
                     shown.append(f"{level} {b} s")
             parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
-    verdict, reason, basis = judged(signs, groups, f"train times within {fmt(max(res, default=0))}% are not "
-                                                   "resolved")
-    if not signs:
-        reason = "needs compiler_flags runs on a trn1 NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3"
-    return Finding("--optlevel 2/3 train faster than --optlevel 1", text,
-                   "; ".join(parts) or listing(cells(df, ("compiler_flags",))), verdict, rule, reason, basis)
+    return concluded("--optlevel 2/3 train faster than --optlevel 1", text, parts,
+                     listing(cells(df, ("compiler_flags",))), signs, groups, rule,
+                     f"train times within {fmt(max(res, default=0))}% are not resolved",
+                     "needs compiler_flags runs on a trn1 NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3",
+                     tested=bool(signs))
 
 
 @claim

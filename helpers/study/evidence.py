@@ -159,6 +159,17 @@ def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -
     return verdict, reason, "none" if not signs else ("proxy (direction only)" if proxy else "measured")
 
 
+def concluded(claim: str, published: str, parts: list[str], empty: str, signs: list[int],
+              groups: list[pd.DataFrame], rule: str, unresolved: str, needs: str,
+              tested: bool | None = None) -> Finding:
+    """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
+    `needs`, what would test it, and the evidence `empty` unless `parts` describe some."""
+    verdict, reason, basis = judged(signs, groups, unresolved)
+    if not (bool(groups) if tested is None else tested):
+        reason = needs
+    return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis)
+
+
 def listing(groups: list[pd.DataFrame]) -> str:
     """Return 'device (class), variant suite, model, N runs; ...' for groups that were not judged."""
     return "; ".join(who(g) for g in groups) or "no records"

@@ -19,8 +19,8 @@ from helpers.calc.cost import price_per_accelerator_hour
 from helpers.calc.facts import cuda_device_key
 from helpers.study import claims, claims_trn1
 from helpers.study.accuracy import mean_interval, paired_diffs, resolvable_difference
-from helpers.study.evidence import (PROXY, PROXY_RULE, Band, Finding, band, cells, claim, compare, isclose,
-                                    judged, listing, proxies, ratio, who)
+from helpers.study.evidence import (PROXY, PROXY_RULE, Band, Finding, band, cells, claim, compare, concluded,
+                                    isclose, judged, listing, proxies, ratio, who)
 from helpers.study.tables import PUBLISHED_DIR, fmt, published
 
 QUESTION = "What do the study's claims come to on the machines whose records are here?"
@@ -64,12 +64,11 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
             halves.append(half)
             shown.append(f"L={length} {100 * mean:+.2f} ± {100 * half:.2f} points ({len(diffs[length])} pairs)")
         parts.append(f"{who(g)}: SR − no SR paired by seed: " + ", ".join(shown))
-    verdict, reason, basis = judged(signs, groups, f"an interval contains 0; these pairs resolve an SR effect of "
-                                                   f"±{100 * max(halves, default=0):.2f} points")
-    if not groups:
-        reason = "needs precision runs in bf16-pure and bf16-pure-sr with the same seeds at L=16 and L=32"
-    return Finding("Stochastic rounding's effect depends on sequence length", text,
-                   "; ".join(parts) or listing(cells(df, ("precision",))), verdict, rule, reason, basis)
+    return concluded("Stochastic rounding's effect depends on sequence length", text, parts,
+                     listing(cells(df, ("precision",))), signs, groups, rule,
+                     f"an interval contains 0; these pairs resolve an SR effect of "
+                     f"±{100 * max(halves, default=0):.2f} points",
+                     "needs precision runs in bf16-pure and bf16-pure-sr with the same seeds at L=16 and L=32")
 
 
 @claim
@@ -107,11 +106,9 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
                      f"({len(learned['tuned'])} seeds), {100 * gap:+.2f} points; resolvable {100 * res[-1]:.2f}")
     unresolved = "; ".join([f"the seeds resolve a difference of {100 * max(res, default=0):.2f} points"] * bool(res)
                            + ["a cell learned nothing, so there is no difference to resolve"] * (len(res) < len(signs)))
-    verdict, reason, basis = judged(signs, groups, unresolved)
-    if not groups:
-        reason = "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95"
-    return Finding("LR and LLRD raise accuracy from 92.9% to 94.65%", text,
-                   "; ".join(parts) or listing(cells(df, ("lr_llrd",))), verdict, rule, reason, basis)
+    return concluded("LR and LLRD raise accuracy from 92.9% to 94.65%", text, parts,
+                     listing(cells(df, ("lr_llrd",))), signs, groups, rule, unresolved,
+                     "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95")
 
 
 @claim
