@@ -208,12 +208,9 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
         return run.handover
     _record_failures_in_notebook(run, on=False)
     rec = run.record
-    if status:
-        rec["status"] = status
+    rec["status"] = status or ("finished" if rec["status"] == "running" else rec["status"])
     if error:
         rec["error"] = error
-    if rec["status"] == "running":
-        rec["status"] = "finished"
     rec["memory"] = peak_memory.peak(run.dev.type)
     if run.fit is not None and run.timing:
         steady = run.fit.steady_shapes or run.fit.shapes
@@ -238,9 +235,8 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
         except records.RecordWriteError:
             print(records.json_text(rec), file=sys.stderr)  # the last place the result can go
             raise
-    rec["_source"] = str(run.record_path)  # in memory only: where the record was written
-    if run.lead:
         print(f"record: {rec['status']}, written to {run.record_path}")
+    rec["_source"] = str(run.record_path)  # in memory only: where the record was written
     return rec
 
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
+from helpers.calc.job import samples_per_joule
 from helpers.measure import peak_memory, timing
-from helpers.measure.energy import samples_per_joule, start_energy
+from helpers.measure.energy import start_energy
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, tokens, train as loop

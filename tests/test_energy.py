@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.calc.job import samples_per_joule
 from helpers.measure.energy import (NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts,
-                            samples_per_joule, start_energy)
+                                    start_energy)
 
 
 class FakeClock:

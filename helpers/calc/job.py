@@ -3,6 +3,7 @@
     one_off = one_off_s(compile_s=310.0, first_step_s=312.1, step_s=0.08)      # 312.0 s
     share = one_off_share_s(one_off, runs_sharing_cache=4)                     # 78.0 s each
     wall_s(share, per_epoch_s(16_000, 584.0), epochs=3)                        # 160.2 s
+    samples_per_joule(16_000, {"method": "measured", "joules": 4000.0})        # 4.0
 
 A job is `epochs` passes over `rows` training rows. Its wall time is a one-off part (XLA / Neuron graph
 compilation, torch.compile, the first step's warm-up) plus epochs x the steady per-epoch time. Compiled
@@ -13,6 +14,8 @@ Process warm-up that no cache keeps (CUDA context, allocator) is paid by every r
 from __future__ import annotations
 
 import math
+
+from helpers.measure.energy import NOT_MEASURED
 
 SECONDS_PER_HOUR = 3600
 
@@ -115,3 +118,11 @@ def one_off_budget_s(epochs: float, epoch_a_usd: float, one_off_b_usd: float, ep
     budget_usd = b_total - epochs * epoch_a_usd
     # in seconds of a's instance time
     return budget_usd / price_a_per_hour_usd * SECONDS_PER_HOUR
+
+
+def samples_per_joule(samples: float, energy: dict) -> float | None:
+    """Training samples per joule of the window's energy; None when energy was not measured."""
+    joules = energy.get("joules")
+    if energy.get("method") == NOT_MEASURED or not isinstance(joules, (int, float)) or joules <= 0:
+        return None
+    return samples / joules

@@ -30,14 +30,6 @@ FACTS_CSV = Path(__file__).resolve().parents[1] / "facts" / "device_power.csv"
 NO_PUBLISHED_MAX = "no published maximum power for this device"
 
 
-def samples_per_joule(samples: float, energy: dict) -> float | None:
-    """Training samples per joule of the window's energy; None when energy was not measured."""
-    joules = energy.get("joules")
-    if energy.get("method") == NOT_MEASURED or not isinstance(joules, (int, float)) or joules <= 0:
-        return None
-    return samples / joules
-
-
 def published_max_watts(key: str, facts_csv: str | Path = FACTS_CSV) -> tuple[float | None, str]:
     """(maximum power in watts, its source) for key in facts/device_power.csv; (None, why) if none."""
     with open(facts_csv, newline="") as f:
