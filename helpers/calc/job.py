@@ -14,15 +14,16 @@ Process warm-up that no cache keeps (CUDA context, allocator) is paid by every r
 from __future__ import annotations
 
 import math
+import numbers
 
 from helpers.measure.energy import NOT_MEASURED
 
 SECONDS_PER_HOUR = 3600
 
 
-def _num(value) -> float:
-    """Return `value` as a float, NaN when it is None, text or not finite."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def number(value) -> float:
+    """Return `value` as a float, NaN when it is None, text, a boolean or not finite ("not measured")."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy scalars are Real, np.bool_ not
         return math.nan
     return float(value) if math.isfinite(value) else math.nan
 
@@ -30,9 +31,9 @@ def _num(value) -> float:
 def one_off_s(compile_s: float | None, first_step_s: float | None, step_s: float | None) -> float:
     """Return a run's one-off seconds (NaN when neither figure was recorded)."""
     # every graph the run compiled (torch_xla CompileTime), during warm-up or later (eval, last batch)
-    compiled = _num(compile_s)
+    compiled = number(compile_s)
     # the first step's excess over a steady one: first compilation, transfers, runtime load, CUDA context
-    first_excess = _num(first_step_s) - _num(step_s)
+    first_excess = number(first_step_s) - number(step_s)
     # the larger of the two: each misses part of what the other sees, neither double-counts
     known = [v for v in (compiled, first_excess) if not math.isnan(v)]
     return max(0.0, *known) if known else math.nan

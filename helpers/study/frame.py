@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.calc.facts import cuda_device_key, device_roof
+from helpers.calc.job import number
 from helpers.run import records
 
 # named column: (record paths tried in order, scale)
@@ -66,19 +67,12 @@ PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padd
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 
 
-def _number(value):
-    """Return `value` as a float when it is a finite number, else NaN ("not measured", None, text)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        return np.nan
-    return float(value) if np.isfinite(value) else np.nan
-
-
 def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Series:
     """Return the first of `paths` that holds a number, per row, times `scale`."""
     out = pd.Series(np.nan, index=raw.index)
     for path in paths:
         if path in raw:
-            out = out.fillna(raw[path].map(_number) * scale)
+            out = out.fillna(raw[path].map(number) * scale)
     return out
 
 
@@ -165,7 +159,7 @@ def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
         df[name] = raw[name]
     for share in SHARES:
         df[f"share_{share}"] = _column(raw, (f"profile.class_share.{share}",), 100)
-    util = [(_number(raw.at[i, UTILIZATION.get(t, ("", ""))[0]]) if UTILIZATION.get(t, ("", ""))[0] in raw else np.nan)
+    util = [(number(raw.at[i, UTILIZATION.get(t, ("", ""))[0]]) if UTILIZATION.get(t, ("", ""))[0] in raw else np.nan)
             for i, t in zip(raw.index, df["device_type"])]
     df["util_pct"] = pd.Series(util, index=raw.index) / np.where(df["device_type"] == "cpu",
                                                                   df["threads"].fillna(1).astype(float), 1.0)
