@@ -169,6 +169,15 @@ def test_cli_prints_the_table_for_a_job(results, capsys):
             cli.main([*bad, "--results", str(results)])
 
 
+def test_cli_writes_a_users_job_where_asked_never_over_the_reports_figure(results, tmp_path):
+    out = tmp_path / "my-job"
+    cli.main(["--epochs", "5", "--results", str(results), "--write", str(out)])
+    page = (out / "decide.md").read_text()
+    assert page.startswith("<!-- Written by `python -m helpers.decide") and "Which device for 5 epochs" in page
+    assert "![job cost against epochs](decide_cost.png)" in page
+    assert (out / "decide_cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
     from helpers.study import cost_plot, plot_style
 
