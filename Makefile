@@ -82,10 +82,11 @@ browser:
 test: venv xla-venv test-main test-xla
 
 test-main: venv browser $(if $(wildcard $(XLA_VENV)/.installed),$(XLA_KERNELS))
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -m "not xla"
 
 test-xla: xla-venv
-	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/test_xla.py
+	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/run/test_xla.py
 
 ## report: the quick variant of every suite that runs here (resumes), then every table and plot
 report: venv xla-venv

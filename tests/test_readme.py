@@ -42,5 +42,5 @@ def test_the_layout_names_every_module_of_helpers():
         if path.name == "__init__.py":
             continue
         rel = path.relative_to(REPO / "helpers").with_suffix("")
-        name = rel.name if rel.parent == Path(".") else f"{rel.parent}/{rel.name}".replace("study/bench/", "bench/")
+        name = rel.name if rel.parent == Path(".") else f"{rel.parent}/{rel.name}"
         assert f"`{rel.name}`" in layout or f"`{name}`" in layout, f"helpers/{rel} is not in README's layout"

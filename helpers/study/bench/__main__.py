@@ -1,5 +1,5 @@
 """The harness benchmark: `fit` against a bare loop and Hugging Face Trainer, the optimized preset against
-the baseline, levers one at a time (helpers/study/bench/sections.py), into BENCHMARKS.md.
+the baseline, levers one at a time (helpers/study/bench/cases.py), into BENCHMARKS.md.
 
     python -m helpers.study.bench --threads 2 --data-dir ../shared/data/emotion     # CPU, all sections
     python -m helpers.study.bench --device cuda --data-dir ../shared/data/emotion   # a GPU
@@ -18,7 +18,7 @@ import torch
 
 from helpers.run.args import repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
-from helpers.study.bench import sections as bench_sections
+from helpers.study.bench import cases as bench_sections
 from helpers.study.bench.harness import wait_quiet
 from helpers.study.bench.render import render, render_raw, write_blocks
 

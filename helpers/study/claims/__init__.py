@@ -1,0 +1,1 @@
+"""The study's claims checked against the records, graded by the evidence they rest on."""

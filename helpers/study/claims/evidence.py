@@ -1,0 +1,188 @@
+"""What a finding stands on: the device class of a record, whether it is a proxy, a cell's timing band,
+and how the per-device comparisons of a claim combine into one verdict.
+
+A comparison is a sign: +1 the effect the study claims, resolved beyond the spread; -1 the opposite,
+resolved; 0 not resolved. A claim holds when every comparison is +1, does not hold when any is -1, and is
+inconclusive otherwise; with no comparison it is not testable here.
+"""
+from __future__ import annotations
+
+import math
+import functools
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from helpers.study.report.tables import fmt, short_device
+
+VERDICTS = ("holds", "does not hold", "inconclusive", "not testable here")
+REAL_MODEL = "bert-base-uncased"
+CLASSES = {"gpu": "GPU", "trn1": "trn1 NeuronCore", "xla-cpu": "XLA on the CPU", "cpu": "CPU"}
+REAL_CLASSES = ("gpu", "trn1")
+PROXY = "The proxy rule applies (direction only)."
+PROXY_RULE = ("Proxy rule: a record of another model than bert-base-uncased, or of the CPU or XLA on the CPU, "
+              "stands in only for the direction of an effect, and the verdict names it; a magnitude, an "
+              "accuracy level or a ranking of devices needs bert-base on a GPU or a trn1 NeuronCore. Where "
+              "any real record is here, proxies are left out.")
+NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")  # None -> NaN
+# columns a claim may read; an empty frame lacks most of them
+COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", "device.neuron", "instance",
+           "model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
+           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
+           "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
+           "window_max", "train_s", "ai", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
+           "util_pct", "util_metric", "share_matmul", "share_copy_data_movement")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One claim of the study: its published evidence, the evidence here, the verdict, its rule and why."""
+
+    claim: str
+    published: str
+    measured: str
+    verdict: str
+    rule: str
+    reason: str = ""
+    basis: str = "measured"  # measured | proxy (direction only) | estimate | none
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r}; expected one of {VERDICTS}")
+
+
+class Band(NamedTuple):
+    """A cell's median and the spread around it (timing windows, step p10-p90, or runs' min-max)."""
+
+    mid: float
+    lo: float
+    hi: float
+
+    def __str__(self) -> str:
+        return fmt(self.mid) if math.isclose(self.lo, self.hi) else f"{fmt(self.mid)} ({fmt(self.lo)}–{fmt(self.hi)})"
+
+
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """Return the frame with every column a claim reads, plus `cls` (device class) and `proxy`."""
+    if "cls" in df:
+        return df
+    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *COLUMNS])))
+    df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
+    neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
+    cls = np.where(df["device_type"] == "cuda", "gpu",
+                   np.where(df["device_type"] == "xla", np.where(neuron, "trn1", "xla-cpu"), "cpu"))
+    df = df.assign(cls=cls, variant=df["variant"].fillna("adhoc"))
+    return df.assign(proxy=(df["model_name"] != REAL_MODEL) | ~df["cls"].isin(REAL_CLASSES))
+
+
+def cells(df: pd.DataFrame, suites: tuple[str, ...], classes: tuple[str, ...] = tuple(CLASSES),
+          status: str | None = "finished", prefer_real: bool = True) -> list[pd.DataFrame]:
+    """Return the rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is."""
+    rows = df[df["suite"].isin(suites) & df["cls"].isin(classes)]
+    if status:
+        rows = rows[rows["status"] == status]
+    if prefer_real and (~rows["proxy"]).any():
+        rows = rows[~rows["proxy"]]
+    return [g for _, g in rows.groupby(["device_key", "variant", "suite"], sort=True)]
+
+
+def who(rows: pd.DataFrame) -> str:
+    """Return 'device (class), variant suite, model, N runs' for a group of rows."""
+    r = rows.iloc[0]
+    n = len(rows)
+    return (f"{short_device(str(r['device']))} [{CLASSES[r['cls']]}], {r['variant']} {r['suite']}, "
+            f"{r['model_name']}, {n} run{'s' if n != 1 else ''}")
+
+
+def proxies(groups: list[pd.DataFrame]) -> str:
+    """Return the proxies among the groups, as 'model on class', or '' when every group is real."""
+    found = dict.fromkeys(f"{g['model_name'].iloc[0]} on {CLASSES[g['cls'].iloc[0]]}"
+                          for g in groups if g["proxy"].iloc[0])
+    return ", ".join(found)
+
+
+def band(rows: pd.DataFrame, metric: str) -> Band:
+    """Return a metric's median over rows and its spread: windows for samples/s, p10-p90 for step ms, the
+    steps' relative p10-p90 for a train time, else the runs' min-max."""
+    values = rows[metric].astype(float)
+    if metric == "samples_per_s":
+        lo, hi = rows["window_min"].fillna(values), rows["window_max"].fillna(values)
+    elif metric == "step_ms":
+        lo, hi = rows["step_ms_p10"].fillna(values), rows["step_ms_p90"].fillna(values)
+    elif metric in ("train_s", "cost_usd"):
+        rel = ((rows["step_ms_p90"] - rows["step_ms_p10"]) / (2 * rows["step_ms"])).astype(float).fillna(0)
+        lo, hi = values * (1 - rel), values * (1 + rel)
+    else:
+        lo, hi = values, values
+    return Band(float(values.median()), float(lo.min()), float(hi.max()))
+
+
+def compare(a: Band, b: Band) -> int:
+    """Return +1 when a is above b beyond both spreads, -1 when below, 0 when they overlap."""
+    if any(math.isnan(x) for x in (*a, *b)):
+        return 0
+    return 1 if a.lo > b.hi else (-1 if a.hi < b.lo else 0)
+
+
+def resolvable_pct(a: Band, b: Band) -> float:
+    """Return the smallest relative difference (%) two cells with these spreads resolve: their half-widths summed."""
+    return 100 * ((a.hi - a.lo) + (b.hi - b.lo)) / 2 / ((a.mid + b.mid) / 2)
+
+
+def ratio(a: Band, b: Band) -> Band:
+    """Return a / b with the band of the extreme ratios."""
+    return Band(a.mid / b.mid, a.lo / b.hi, a.hi / b.lo)
+
+
+def combine(signs: list[int]) -> str:
+    """Return the verdict of a list of comparisons (see the module docstring)."""
+    if not signs:
+        return "not testable here"
+    if any(s < 0 for s in signs):
+        return "does not hold"
+    return "holds" if all(s > 0 for s in signs) else "inconclusive"
+
+
+def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -> tuple[str, str, str]:
+    """Return (verdict, reason, basis) of comparisons made on `groups`; `unresolved` says what the
+    sample could have resolved, shown when the verdict is inconclusive."""
+    verdict = combine(signs)
+    reason = f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, " \
+             f"{sum(s < 0 for s in signs)} against it"
+    if verdict == "inconclusive" and unresolved:
+        reason += f"; {unresolved}"
+    proxy = proxies(groups)
+    if proxy:
+        reason += f"; direction only, on proxy: {proxy}"
+    return verdict, reason, "none" if not signs else ("proxy (direction only)" if proxy else "measured")
+
+
+def concluded(claim: str, published: str, parts: list[str], empty: str, signs: list[int],
+              groups: list[pd.DataFrame], rule: str, unresolved: str, needs: str,
+              tested: bool | None = None) -> Finding:
+    """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
+    `needs`, what would test it, and the evidence `empty` unless `parts` describe some."""
+    verdict, reason, basis = judged(signs, groups, unresolved)
+    if not (bool(groups) if tested is None else tested):
+        reason = needs
+    return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis)
+
+
+def listing(groups: list[pd.DataFrame]) -> str:
+    """Return 'device (class), variant suite, model, N runs; ...' for groups that were not judged."""
+    return "; ".join(who(g) for g in groups) or "no records"
+
+
+def isclose(series: pd.Series, value: float) -> pd.Series:
+    """Return where a column (numbers, or 'none' / None) equals `value` to float precision."""
+    return np.isclose(pd.to_numeric(series, errors="coerce").astype(float), value, rtol=1e-9, atol=0)
+
+
+def claim(fn: Callable[[pd.DataFrame, str], Finding]) -> Callable[[pd.DataFrame, str], Finding]:
+    """Return a claim function that accepts the plain frame (it prepares it once)."""
+    @functools.wraps(fn)
+    def wrapped(df: pd.DataFrame, published_dir: str) -> Finding:
+        return fn(prepare(df), published_dir)
+    return wrapped

@@ -1,0 +1,128 @@
+"""The study's claims about throughput, padding and utilization across device classes, each a function of
+(frame, published_dir) returning a Finding whose verdict a stated rule computes from the records
+(helpers/study/claims/evidence.py). trn1-only claims are in claims_trn1.py; accuracy, speedup and cost in findings.py.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.study.claims.evidence import (PROXY, Finding, band, cells, claim, compare, concluded, judged, listing,
+                                    resolvable_pct, who)
+from helpers.study.report.tables import fmt, published
+
+
+def statement(key: str, published_dir: str) -> str:
+    """Return the study's sentence for a claim without a table (statements.csv), labelled published."""
+    rows = published("statements.csv", published_dir).set_index("claim")
+    return f"{rows.at[key, 'statement']} (published, the study's text)"
+
+
+@claim
+def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether a larger batch raises arithmetic intensity and samples/s."""
+    pub = published("roofline.csv", published_dir)
+    lo, hi = pub.iloc[0], pub.iloc[-1]
+    text = (f"trn1, batch {lo['batch']} → {hi['batch']}: {lo['arithmetic_intensity_flop_per_byte']} → "
+            f"{hi['arithmetic_intensity_flop_per_byte']} FLOP/byte, {lo['achieved_tflops']} → "
+            f"{hi['achieved_tflops']} TFLOP/s (published)")
+    rule = ("holds if on every device with ≥ 3 batches, samples/s at the largest batch exceeds the smallest "
+            "batch's beyond their timing windows' spread and FLOP/byte rises; does not hold if either falls "
+            "beyond it on any; inconclusive otherwise. " + PROXY)
+    groups = [g for g in cells(df, ("batch_scaling",)) if g["batch"].nunique() >= 3]
+    signs, parts, res = [], [], []
+    for g in groups:
+        small, large = g[g["batch"] == g["batch"].min()], g[g["batch"] == g["batch"].max()]
+        a, b = band(large, "samples_per_s"), band(small, "samples_per_s")
+        ai = (small["ai"].median(), large["ai"].median())
+        s = compare(a, b)
+        if pd.notna(ai[0]) and pd.notna(ai[1]):
+            s = -1 if (ai[1] < ai[0] or s < 0) else (s if ai[1] > ai[0] else 0)
+        signs.append(s)
+        res.append(resolvable_pct(a, b))
+        parts.append(f"{who(g)}: samples/s {b} at batch {fmt(small['batch'].iloc[0])} → {a} at batch "
+                     f"{fmt(large['batch'].iloc[0])}; FLOP/byte {fmt(ai[0])} → {fmt(ai[1])}")
+    return concluded("Batch scaling raises arithmetic intensity and throughput", text, parts,
+                     listing(cells(df, ("batch_scaling",))), signs, groups, rule,
+                     f"differences under {fmt(max(res, default=0))}% are within the windows' spread",
+                     "needs batch_scaling runs at ≥ 3 batches on one device")
+
+
+@claim
+def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether a step at L=32 is faster than at L=128 (same batch)."""
+    pub = published("seq_len_profile.csv", published_dir).set_index("max_length")
+    text = (f"trn1: step {pub.at['32', 'step_time_ms']} ms at L=32 vs {pub.at['128', 'step_time_ms']} ms at "
+            "L=128 (published)")
+    rule = ("holds if on every device with both lengths the L=128 step time exceeds L=32's beyond their steps' "
+            "p10–p90; does not hold if it is below beyond it on any; inconclusive otherwise. " + PROXY)
+    groups = [g for g in cells(df, ("seq_len", "profile_memory")) if {32, 128} <= set(g["max_length"])]
+    signs, parts, res = [], [], []
+    for g in groups:
+        a, b = band(g[g["max_length"] == 128], "step_ms"), band(g[g["max_length"] == 32], "step_ms")
+        signs.append(compare(a, b))
+        res.append(resolvable_pct(a, b))
+        parts.append(f"{who(g)}: step ms {b} at L=32 vs {a} at L=128 ({a.mid / b.mid:.2f}x)")
+    return concluded("L=32 beats L=128 on step time", text, parts, "no records", signs, groups, rule,
+                     f"differences under {fmt(max(res, default=0))}% are within the steps' spread",
+                     "needs seq_len or profile_memory runs at L=32 and L=128 on one device")
+
+
+@claim
+def padding(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether dynamic padding compiles more graphs and trains slower than static padding on XLA."""
+    rule = ("on each XLA device, per dynamic case: holds if it compiled more graphs than static padding and its "
+            "train time exceeds static's beyond the steps' relative p10–p90; does not hold if it compiled no "
+            "more, or trained faster beyond that spread; inconclusive otherwise. GPU and CPU records cannot "
+            "stand in. " + PROXY)
+    groups = [g for g in cells(df, ("padding",), ("trn1", "xla-cpu"))
+              if (g["padding"] == "static").any() and (g["padding"] == "dynamic").any()]
+    signs, parts, res = [], [], []
+    for g in groups:
+        static = g[g["padding"] == "static"]
+        a = band(static, "train_s")
+        dynamic = g[g["padding"] == "dynamic"]
+        for multiple, dyn in dynamic.groupby(dynamic["pad_to_multiple_of"].fillna(0)):
+            b = band(dyn, "train_s")
+            more = dyn["compilations"].min() > static["compilations"].max()
+            signs.append(-1 if not more or compare(b, a) < 0 else compare(b, a))
+            res.append(resolvable_pct(a, b))
+            parts.append(f"{who(g)}: static {fmt(static['compilations'].max())} compilation(s), train {a} s; "
+                         f"dynamic{f' (pad to {int(multiple)})' if multiple else ''} "
+                         f"{fmt(dyn['compilations'].min())} compilation(s), train {b} s")
+    return concluded("Dynamic padding recompiles and static padding wins on XLA", statement("padding", published_dir),
+                     parts, listing(cells(df, ("padding",))), signs, groups, rule,
+                     f"train times within {fmt(max(res, default=0))}% are not resolved",
+                     "needs static and dynamic padding runs on an XLA device (torch-xla; trn1 for the study's "
+                     "magnitude); a GPU or the CPU does not compile per shape")
+
+
+@claim
+def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether a GPU stays busier than a NeuronCore at batches up to 16."""
+    pub = published("small_batch_util.csv", published_dir)
+    pub = pub[pub["batch"].astype(int) <= 16]
+    text = (f"batch {pub['batch'].iloc[0]}–{pub['batch'].iloc[-1]}: A100 SM utilization "
+            f"{pub['a100_sm_util_pct'].iloc[0]}–{pub['a100_sm_util_pct'].iloc[-1]}% vs trn1 tensor engine "
+            f"{pub['trn_tensor_engine_util_pct'].iloc[0]}–{pub['trn_tensor_engine_util_pct'].iloc[-1]}% (published)")
+    rule = ("for each GPU and NeuronCore pair with small_batch runs of the same variant, at every batch ≤ 16 both "
+            "measured: holds if the GPU's utilization exceeds the NeuronCore's beyond their runs' range (one run: "
+            "its value, no spread); does not hold if below at any batch; inconclusive if equal within range. "
+            "Each side's util_metric says what it measures; a CPU or XLA on the CPU cannot stand in.")
+    groups = cells(df, ("small_batch",), ("gpu", "trn1"))
+    gpus, cores = [g for g in groups if g["cls"].iloc[0] == "gpu"], [g for g in groups if g["cls"].iloc[0] == "trn1"]
+    signs, parts, judged_groups = [], [], []
+    for gpu in gpus:
+        for core in [c for c in cores if c["variant"].iloc[0] == gpu["variant"].iloc[0]]:
+            pairs = [(b, band(gpu[gpu["batch"] == b], "util_pct"), band(core[core["batch"] == b], "util_pct"))
+                     for b in sorted(set(gpu["batch"]) & set(core["batch"])) if b <= 16]
+            if pairs:
+                signs += [compare(a, b) for _, a, b in pairs]
+                judged_groups += [gpu, core]
+                parts.append(f"{who(gpu)} ({gpu['util_metric'].iloc[0]}) vs {who(core)} "
+                             f"({core['util_metric'].iloc[0]}): " + ", ".join(
+                                 f"batch {fmt(batch)} {a}% vs {b}%" for batch, a, b in pairs))
+    verdict, reason, basis = judged(signs, judged_groups, "utilizations equal within their runs' range")
+    if not signs:
+        reason = "needs small_batch runs at batches ≤ 16 on a GPU and on a trn1 NeuronCore"
+    return Finding("GPUs keep higher utilization at small batch", text,
+                   "; ".join(parts) or listing(cells(df, ("small_batch",))), verdict, rule, reason, basis)

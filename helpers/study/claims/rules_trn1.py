@@ -1,0 +1,165 @@
+"""The study's claims that only trn1 can settle (neuronx-cc flags, the 77-hour dynamic-padding run, the
+profiler's DMA and AllReduce figures, gradient checkpointing, host memory): "not testable here", naming what
+each needs, unless records of a NeuronCore are in the frame; then the stated rule applies to them.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.study.claims.rules import statement
+from helpers.study.claims.evidence import (Finding, band, cells, claim, compare, concluded, judged, listing, ratio,
+                                    resolvable_pct, who)
+from helpers.study.report.tables import fmt, published
+
+HOST_GIB = 32  # trn1.2xlarge host memory (helpers/facts/device_peaks.csv, key "host")
+TRIED_BATCH = 64  # the batch above 48 the study tried (batch_scaling's grid: 8, 16, 32, 48, 64)
+
+
+@claim
+def padding_77h(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether a full dynamic-padding run on trn1 takes an order of magnitude longer than static."""
+    rule = ("holds if a full-variant (bert-base, whole data) dynamic-padding run without rounding on a NeuronCore "
+            "took ≥ 10x its static run's train time (77 h is hundreds of times the study's minutes-long static "
+            "runs); does not hold below 10x; not testable without that pair (a magnitude: no proxy).")
+    g = df[(df["suite"] == "padding") & (df["cls"] == "trn1") & (df["variant"] == "full") & ~df["proxy"]
+           & (df["status"] == "finished")]
+    static, dyn = g[g["padding"] == "static"], g[(g["padding"] == "dynamic") & g["pad_to_multiple_of"].isna()]
+    if static.empty or dyn.empty:
+        return Finding("A dynamic-padding run takes ~77 h on trn1", statement("padding_77h", published_dir),
+                       listing(cells(df, ("padding",))), "not testable here", rule,
+                       "needs full static and dynamic padding runs of bert-base on a trn1 NeuronCore", "none")
+    times = ratio(band(dyn, "train_s"), band(static, "train_s"))
+    verdict = "holds" if times.mid >= 10 else "does not hold"
+    return Finding("A dynamic-padding run takes ~77 h on trn1", statement("padding_77h", published_dir),
+                   f"{who(pd.concat([static, dyn]))}: dynamic {fmt(dyn['train_s'].median() / 3600)} h vs static "
+                   f"{fmt(static['train_s'].median() / 3600)} h ({times.mid:.1f}x)", verdict, rule,
+                   f"dynamic took {times.mid:.1f}x the static train time (threshold 10x)")
+
+
+@claim
+def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether neuronx-cc --optlevel 2 and 3 train faster than --optlevel 1."""
+    pub = published("compiler_flags.csv", published_dir)
+    pub = pub[pub["distribution_strategy"] == "llm-training"]
+    text = "trn1, transformer + llm-training, one run each: " + ", ".join(
+        f"optlevel {r.optlevel} {r.train_time_s} s" for r in pub.itertuples()) + " (published)"
+    rule = ("on each NeuronCore and flag combination with optlevel 1: holds if optlevel 2 and 3 train faster "
+            "than 1 beyond the steps' relative p10–p90; does not hold if either is slower beyond it; "
+            "inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no proxy).")
+    signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False)
+    for g in groups:
+        for (model_type, strategy), combo in g.groupby(["model_type", "distribution_strategy"]):
+            if not (combo["optlevel"] == 1).any():
+                continue
+            one, shown = band(combo[combo["optlevel"] == 1], "train_s"), []
+            for level in (2, 3):
+                other = combo[combo["optlevel"] == level]
+                if len(other):
+                    b = band(other, "train_s")
+                    signs.append(compare(one, b))
+                    res.append(resolvable_pct(one, b))
+                    shown.append(f"{level} {b} s")
+            parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
+    return concluded("--optlevel 2/3 train faster than --optlevel 1", text, parts,
+                     listing(cells(df, ("compiler_flags",))), signs, groups, rule,
+                     f"train times within {fmt(max(res, default=0))}% are not resolved",
+                     "needs compiler_flags runs on a trn1 NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3",
+                     tested=bool(signs))
+
+
+@claim
+def dma_bound(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether a NeuronCore's profile at a small batch is dominated by data movement."""
+    pub = published("roofline.csv", published_dir).iloc[0]
+    text = (f"{statement('dma_bound', published_dir)}; tensor engine active {pub['tensor_engine_active_pct']}% "
+            f"at batch {pub['batch']} (published)")
+    rule = ("holds if on every NeuronCore with a profile at batch ≤ 16, the data-movement share of step time "
+            "exceeds the matmul share at its smallest profiled batch; does not hold if the matmul share is larger "
+            "on any. Needs the Neuron profiler's engine/DMA split (neuron-monitor has none; XLA on the CPU has no "
+            "DMA engines): no proxy.")
+    signs, parts, groups = [], [], []
+    for g in cells(df, tuple(df["suite"].dropna().unique()), ("trn1",), prefer_real=False):
+        g = g[(g["batch"] <= 16) & g["share_copy_data_movement"].notna() & g["share_matmul"].notna()]
+        if len(g):
+            r = g[g["batch"] == g["batch"].min()]
+            copy, matmul = r["share_copy_data_movement"].median(), r["share_matmul"].median()
+            signs.append(1 if copy > matmul else -1)
+            groups.append(g)
+            parts.append(f"{who(g)}: at batch {fmt(r['batch'].iloc[0])} data movement {fmt(copy)}% vs matmul "
+                         f"{fmt(matmul)}% of step time")
+    verdict, reason, basis = judged(signs, groups)
+    if not signs:
+        reason = "needs a Neuron profiler (neuron-profile) trace of a trn1 run at batch ≤ 16"
+    return Finding("trn1 is DMA/memory-bound at small batch", text, "; ".join(parts) or "no trn1 profile",
+                   verdict, rule, reason, basis)
+
+
+@claim
+def allreduce(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return the AllReduce figure's standing: no record field carries a collective's bandwidth."""
+    pub = published("seq_len_profile.csv", published_dir)
+    text = (f"{statement('allreduce', published_dir)}: " + ", ".join(
+        f"{r.allreduce_gbps} GB/s at L={r.max_length}" for r in pub.itertuples()) + " (published)")
+    rule = ("not testable without the Neuron profiler's collective (AllReduce) bandwidth of a 2-core trn1 run; "
+            "a scaling record's samples/s does not measure it.")
+    found = cells(df, ("scaling",), ("trn1",), prefer_real=False)
+    return Finding("AllReduce bandwidth of the multi-core run", text, listing(found), "not testable here", rule,
+                   "needs a 2-NeuronCore trn1 run profiled with neuron-profile; no record field holds AllReduce "
+                   "GB/s", "none")
+
+
+@claim
+def gradient_checkpointing(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether gradient checkpointing fails on a NeuronCore."""
+    rule = ("holds if every trn1 run with gradient_checkpointing=True failed; does not hold if any finished. "
+            "A GPU or the CPU runs it fine and cannot stand in.")
+    runs = df[(df["gradient_checkpointing"] == True) & (df["cls"] == "trn1")]  # noqa: E712 - object column
+    if runs.empty:
+        elsewhere = df[df["gradient_checkpointing"] == True]  # noqa: E712
+        return Finding("Gradient checkpointing fails on Trainium", statement("gradient_checkpointing", published_dir),
+                       "trn1: none; elsewhere: " + listing([g for _, g in elsewhere.groupby("device_key")]),
+                       "not testable here", rule, "needs a trn1 run with gradient_checkpointing=True; this "
+                       "repository refuses it on Neuron before compiling (helpers/steps.py)", "none")
+    finished = (runs["status"] == "finished").sum()
+    return Finding("Gradient checkpointing fails on Trainium", statement("gradient_checkpointing", published_dir),
+                   f"{who(runs)}: statuses " + ", ".join(f"{k} {v}" for k, v in runs["status"].value_counts().items()),
+                   "does not hold" if finished else "holds", rule,
+                   f"{finished} of {len(runs)} runs finished")
+
+
+@claim
+def host_memory(df: pd.DataFrame, published_dir: str) -> Finding:
+    """Return whether batches above 48 outgrow a trn1.2xlarge's host memory: measured runs, else the estimate."""
+    from transformers import BertConfig
+
+    from helpers.calc.memory import GIB, estimate_train_memory, largest_batch_that_fits
+
+    rule = (f"measured first: on trn1.2xlarge records of bert-base at batch > 48, does not hold if any finished, "
+            f"holds if any ran out of memory (status oom). Else the estimate (helpers/calc/memory.py: bert-base, "
+            f"L=128, fp32, training state on a {HOST_GIB} GiB host, 1 GiB reserved): holds if the largest batch "
+            f"that fits is 48..{TRIED_BATCH - 1}, does not hold if below 48, inconclusive if {TRIED_BATCH} fits "
+            "(what the compiler holds on the host is not modelled).")
+    runs = df[(df["cls"] == "trn1") & (df["instance"] == "trn1.2xlarge") & (df["batch"] > 48) & ~df["proxy"]]
+    cfg = BertConfig(num_labels=6)
+    fits = largest_batch_that_fits(cfg, HOST_GIB, 128, "fp32", device_type="cpu")
+    at_tried = estimate_train_memory(cfg, TRIED_BATCH, 128, "fp32", device_type="cpu")["total"] / GIB
+    estimate = (f"estimate, no run: batch {TRIED_BATCH} holds {at_tried:.1f} GiB of training state; the largest "
+                f"batch that fits {HOST_GIB} GiB is {fits}")
+    measured = estimate
+    if len(runs):
+        finished, oom = runs[runs["status"] == "finished"], runs[runs["status"] == "oom"]
+        measured = f"{who(runs)}: " + ", ".join(
+            f"batch {fmt(r.batch)} {r.status}" + (f" (host peak {fmt(r.mem_gib)} GiB)" if pd.notna(r.mem_gib) else "")
+            for r in runs.itertuples()) + f"; {estimate}"
+        if len(finished) or len(oom):
+            return Finding("Batch > 48 needs more host memory", statement("host_memory", published_dir), measured,
+                           "does not hold" if len(finished) else "holds", rule,
+                           f"measured: {len(finished)} finished, {len(oom)} out of memory at batch > 48")
+    verdict = "holds" if 48 <= fits < TRIED_BATCH else ("does not hold" if fits < 48 else "inconclusive")
+    why = {"holds": f"estimate: batch 48 fits and batch {TRIED_BATCH} does not",
+           "does not hold": "estimate: even batch 48 does not fit, yet the study ran it",
+           "inconclusive": f"estimate: the training state of batch {TRIED_BATCH} fits ({at_tried:.1f} of {HOST_GIB} "
+                           f"GiB), so the limit is elsewhere (compiler); a trn1.2xlarge run at batch {TRIED_BATCH} "
+                           "would settle it"}[verdict]
+    return Finding("Batch > 48 needs more host memory", statement("host_memory", published_dir),
+                   measured if len(runs) else estimate, verdict, rule, why, "estimate")

@@ -1,0 +1,1 @@
+"""Which accelerator for a fine-tuning job: `python -m helpers.study.decide`."""

@@ -1,0 +1,43 @@
+"""python -m helpers.study.decide: which accelerator for a fine-tuning job (the table: helpers/study/decide/ranking.py)."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from helpers.run.args import RESULTS_DIR, repo_path
+from helpers.study.decide import ranking as decide
+from helpers.study.report import frame
+from helpers.study.report.build import header
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: print the decision table for a job; --write DIR also writes it with its plot into DIR."""
+    p = argparse.ArgumentParser(prog="python -m helpers.study.decide", description=decide.__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=float, default=3, help="epochs of the job")
+    p.add_argument("--rows", type=int, default=decide.FULL_ROWS, help="training rows per epoch")
+    p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
+    p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
+    p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
+    p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
+    p.add_argument("--write", metavar="DIR", help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
+                   "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)")
+    args = p.parse_args(argv)
+    if args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or args.epochs <= 0 or args.rows < 1:
+        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), --epochs > 0, --rows >= 1")
+    job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache)
+    df, _ = frame.load(repo_path(args.results))
+    table = decide.decision(df, job)
+    print(decide.markdown(table, breaks := decide.break_even(table, job), job))
+    if args.write:
+        command = shlex.join(["python", "-m", "helpers.study.decide", *(sys.argv[1:] if argv is None else argv)])
+        out = repo_path(args.write)
+        out.mkdir(parents=True, exist_ok=True)
+        page, figure = out / "decide.md", out / "decide_cost.png"
+        text = decide.markdown(table, breaks, job, figure="decide_cost.png")
+        page.write_text(f"{header(command)}\n\n{text}\n")
+        print(f"wrote {page}\nwrote {decide.plot(table, breaks, job, command, figure)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The decision figure: a job's cost against its epochs per device, one panel per (compiled, eager) pair,
+the epochs where a compiled device's one-off is repaid marked. Drawn from helpers.study.decide's table.
+
+Each line is one-off dollars + epochs x dollars per epoch; published devices dashed. Written with no
+version stamp, so the same table gives the same bytes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from helpers.calc.facts import cuda_device_key
+from helpers.study.report import plot_style as style
+
+
+def _colour(r: pd.Series) -> str:
+    """Return the device's colour in every figure of the report (published devices by the study's name)."""
+    if r["source"] == "published":
+        return style.published_colour(str(r["device"]))
+    fam = cuda_device_key(str(r["device"])) if r["family"] == "gpu" else r["family"]
+    return style.FAMILIES.get(fam, style.SPARE[0])[0]
+
+
+def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compiled: str) -> None:
+    top = max([10.0, 2 * job.epochs] + [1.2 * e for e in crossings["epochs"] if e < 100])
+    epochs = np.linspace(0, top, 201)
+    for _, r in d.iterrows():
+        label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
+        ax.plot(epochs, np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"], label=label,
+                color=_colour(r), linestyle="--" if r["source"] == "published" else "-", linewidth=1.6)
+    for _, c in crossings[crossings["epochs"] <= top].iterrows():
+        ax.plot(c["epochs"], c["usd_at"], "o", color="black", markersize=4)
+        ax.annotate(f"{c['epochs']:.3g}", (c["epochs"], c["usd_at"]), textcoords="offset points", xytext=(4, -10),
+                    fontsize=7)
+    ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
+    ax.set(xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})", ylabel="job cost, USD",
+           xlim=(0, top), ylim=(0, None), title=f"{title}\n(dots: break-even epochs)")
+    if d["lower_bound"].any():
+        ax.text(0.02, 0.97, f"{compiled} compile time not measured:\nits one-off is missing, no break-even drawn",
+                transform=ax.transAxes, fontsize=7, va="top")
+
+
+def plot(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, path: str | Path,
+         pairs: dict[tuple[str, str], str]) -> Path:
+    """Write the figure to `path` (PNG) with a footer naming `command`; return the path."""
+    panels = [(pair, title, table[table["family"].isin(pair) & table["epoch_usd"].notna()])
+              for pair, title in pairs.items()]
+    panels = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
+    fig, axes = style.figure(len(panels), width=5.5, height=4.2)
+    for ax, (pair, title, d) in zip(axes, panels):
+        crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
+        _panel(ax, d, crossings, job, title, pair[0])
+    fig.suptitle(f"Job cost against epochs: one-off compilation shared by {job.runs_sharing_cache} run(s)"
+                 f"{', warm cache' if job.warm_cache else ''}, then $ per epoch (dashed: published)", fontsize=10)
+    style.finish(fig, command, *style.handles(fig))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return style.save(fig, path)

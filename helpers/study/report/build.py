@@ -1,0 +1,132 @@
+"""Every table and plot of the report from the run records: Experiment/<suite>.md, Experiment/REPORT.md
+and Pictures/*.png.
+
+    python -m helpers.study.report [--results Experiment/results]
+
+Reads every record below the results folder (several machines' folders copied side by side included),
+keeps the suites' current points (records of an edited suite never mix with new ones), and renders from
+that one frame: the findings, the machines, a section per suite, the accelerator decision. Rendering
+starts no process and runs nothing; a second run on the same records writes the same bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from helpers.run.args import repo_path
+from helpers.study.decide import ranking as decide
+from helpers.study.claims import findings
+from helpers.study.report import frame
+from helpers.study.report import sections
+from helpers.study.sweep.suites import SUITES_DIR, TARGETS, expand, find_suites, retarget
+from helpers.study.report.tables import PUBLISHED_DIR
+
+OUT_DIR = "Experiment"
+PICTURES_DIR = "Pictures"
+RESULTS = "Experiment/results"
+LIBRARIES = ("libraries.torch", "libraries.transformers", "libraries.torch-xla", "libraries.torch-neuronx")
+
+
+def current_names(found: list) -> dict[str, set[str]]:
+    """Return, per suite, the run names its file expands to today (either target, either variant)."""
+    return {s.name: {p.run_name for t in TARGETS for v in ("quick", "full") for p in expand(retarget(s, t), v)}
+            for s in found if s.kind != "derived"}
+
+
+def machines(df: pd.DataFrame) -> str:
+    """Return the table of devices the records come from: runs, dates, instance and CPU features."""
+    if df.empty:
+        return "No runs yet: run `make report` (or `python -m helpers.study.sweep all`)."
+    table = df.groupby("device").agg(
+        key=("device_key", "first"), instance=("instance", lambda s: ", ".join(sorted(set(s.dropna()))) or "—"),
+        finished=("status", lambda s: f"{(s == 'finished').sum()} / {len(s)}"),
+        dates=("finished_at", lambda s: f"{str(s.min())[:10]} to {str(s.max())[:10]}"))
+    return table.reset_index().to_markdown(index=False)
+
+
+def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_dir, command: str) -> str:
+    """Return the accelerator decision for the study's job (3 epochs of 16,000 rows, 94% validation accuracy)."""
+    job = decide.Job()
+    table = decide.decision(df, job, published_dir)
+    breaks = decide.break_even(table, job)
+    figure = None
+    if pictures_dir is not None:
+        png = decide.plot(table, breaks, job, command, repo_path(pictures_dir) / "decide_cost.png")
+        figure = Path(os.path.relpath(png, out_dir)).as_posix()
+    return decide.markdown(table, breaks, job, figure=figure)
+
+
+def header(command: str) -> str:
+    """Return the first line of every generated Markdown file."""
+    return f"<!-- Written by `{command}`; regenerate it, do not edit by hand. -->"
+
+
+def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
+                 pictures_dir: str | Path = PICTURES_DIR, suites_dir: str | Path = SUITES_DIR,
+                 published_dir: str | Path = PUBLISHED_DIR, command: str = "python -m helpers.study.report",
+                 plots: bool = True, include_fixtures: bool = False) -> list[Path]:
+    """Write Experiment/<suite>.md, Experiment/REPORT.md and the figures; return the paths written."""
+    results, out_dir = repo_path(results), repo_path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suites = find_suites(suites_dir)
+    df, skipped = frame.load(results, include_fixtures)
+    names = current_names(suites)
+    current = df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df
+    pictures = {}
+    if plots:
+        from helpers.study.report import plots as figures  # matplotlib only where figures are drawn
+
+        pictures = figures.make_all(current, pictures_dir, published_dir, command)
+    head, written, bodies = header(command), [], []
+    for suite in suites:
+        whole = suite.kind == "derived" and not suite.report.get("source")  # e.g. the roofline: every run
+        rows = current if whole or not len(current) else current[current["suite"] == (suite.report.get("source")
+                                                                                   or suite.name)]
+        body = [f"## {suite.order}. {suite.title}"] + ([suite.description] if suite.description else [])
+        if suite.report.get("table") == "decision":
+            body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir, command))
+        else:
+            body.append(sections.section(suite, rows, published_dir))
+        body += [f"![{p.stem.replace('_', ' ')}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
+                 for p in pictures.get(suite.name, [])]
+        text = "\n\n".join(body) + "\n"
+        path = out_dir / f"{suite.name}.md"
+        path.write_text(f"{head}\n\n{text}")
+        written.append(path)
+        bodies.append(text)
+    note = (f"{len(df)} records below `{results.relative_to(repo_path('.')) if results.is_relative_to(repo_path('.')) else results}`, "
+            f"{len(current)} of them current points of a suite"
+            + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "") + ".")
+    intro = [head, "", "# BERT fine-tuning on dair-ai/emotion: the report", "",
+             "Published columns are the original study's figures (Experiment/published/README.md), never results "
+             "of this repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
+             "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.", "",
+             findings.markdown(findings.findings(current, published_dir)), "", "## Machines", "", note, "",
+             machines(current), ""]
+    report = out_dir / "REPORT.md"
+    report.write_text("\n".join(intro) + "\n" + "\n".join(bodies))
+    return written + [report] + [p for ps in pictures.values() for p in ps]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: python -m helpers.study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
+    parser = argparse.ArgumentParser(prog="python -m helpers.study.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default=RESULTS, help="folder of the run records (every machine's below it)")
+    parser.add_argument("--out-dir", default=OUT_DIR, help="where <suite>.md and REPORT.md go")
+    parser.add_argument("--pictures", default=PICTURES_DIR, help="where the figures go")
+    parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--no-plots", action="store_true", help="tables only")
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "helpers.study.report", *(sys.argv[1:] if argv is None else argv)])
+    for path in build_report(args.results, args.out_dir, args.pictures, args.suites_dir,
+                             command=command, plots=not args.no_plots):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""How the report's figures look: one colour per device, published points marked, legends below, a footer,
+deterministic PNGs, and a check that no label overlaps another or the data.
+
+Colours follow the device, never the suite, so a device reads the same in every figure; the study's
+published figures reuse their device's colour with their own marker (X), dashed lines and hatched bars,
+and are labelled "published (device)".
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+from helpers.calc.facts import cuda_device_key
+from helpers.run.args import repo_path
+from helpers.study.report.tables import short_device
+
+DPI = 110
+FOOTER_IN = 0.22  # height of the footer line, inches
+# (colour, marker) by device family, Okabe-Ito colours; a family not listed, or a second device of a family,
+# takes the next of SPARE (in device key order)
+FAMILIES = {"trn1": ("#E69F00", "D"), "a100-40gb": ("#009E73", "s"), "a100-80gb": ("#009E73", "s"),
+            "t4": ("#D55E00", "^"), "l4": ("#CC79A7", "v"), "h100": ("#0072B2", "P"), "h200": ("#0072B2", "P"),
+            "cpu": ("#56B4E9", "o"), "xla-cpu": ("#000000", "v")}
+SPARE = (("#8C564B", "h"), ("#7F7F7F", "p"), ("#BCBD22", "*"), ("#9467BD", "<"), ("#17BECF", ">"))
+CUDA_SHORT = {"a100-40gb": "A100 40GB", "a100-80gb": "A100 80GB", "t4": "T4", "l4": "L4", "a10g": "A10G",
+              "h100": "H100", "h200": "H200"}
+MODELS = {"minilm": "MiniLM", "bert-base-uncased": "bert-base", "bert-base-random": "bert-base (random init)"}
+PUBLISHED = {"marker": "X", "linestyle": "--", "markersize": 9}  # a published line; bars: hatch PUBLISHED_HATCH
+PUBLISHED_HATCH = "///"
+
+
+def family(row: pd.Series) -> str:
+    """Return a device's family ('trn1', 'a100-40gb', 'cpu', 'xla-cpu', ...): what picks its colour."""
+    if row.get("device.neuron") is True or "Trainium" in str(row.get("device")):
+        return "trn1"
+    if row.get("device_type") == "cuda":
+        return cuda_device_key(str(row.get("device"))) or str(row.get("device_key"))
+    return "xla-cpu" if row.get("device_type") == "xla" else str(row.get("device_type") or "unknown")
+
+
+def device_label(row: pd.Series) -> str:
+    """Return a device's short name: 'trn1 NeuronCore', 'A100 40GB', 'CPU Xeon 2.80GHz', 'XLA on CPU'."""
+    fam = family(row)
+    if fam == "trn1":
+        return "trn1 NeuronCore"
+    if fam in CUDA_SHORT:
+        return CUDA_SHORT[fam]
+    name = short_device(str(row.get("device"))).replace("@ ", "")
+    if fam == "xla-cpu":
+        return "XLA on CPU"
+    return f"CPU {name}" if fam == "cpu" else name
+
+
+def with_devices(df: pd.DataFrame) -> pd.DataFrame:
+    """Return `df` with `who` (device label), `model` (short model name), `colour` and `marker` (one per device)."""
+    df = df.copy()
+    df["who"] = [device_label(r) for _, r in df.iterrows()]
+    df["model"] = df.get("model_name", pd.Series(None, index=df.index)).map(lambda m: MODELS.get(m, m or "model?"))
+    fams = {k: family(r) for k, r in df.drop_duplicates("device_key").set_index("device_key").iterrows()}
+    taken, spare, style = set(), itertools.cycle(SPARE), {}
+    order = list(FAMILIES)
+    for key in sorted(fams, key=lambda k: (order.index(fams[k]) if fams[k] in order else len(order), k)):
+        known = FAMILIES.get(fams[key])
+        style[key] = known if known and known[0] not in taken else next(spare)
+        taken.add(style[key][0])
+    df["colour"] = df["device_key"].map(lambda k: style[k][0])
+    df["marker"] = df["device_key"].map(lambda k: style[k][1])
+    return df
+
+
+def published_colour(device: str) -> str:
+    """Return the colour of a device the study published ('trn1', 'A100', 'T4', 'L4')."""
+    return FAMILIES.get({"a100": "a100-40gb"}.get(device.lower(), device.lower()), ("#333333",))[0]
+
+
+def lr_text(value: float) -> str:
+    """Return a learning rate as people write it: 2e-5, 1.5e-4."""
+    mantissa, exponent = f"{float(value):.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def log2_axis(axis, values) -> None:
+    """Put `axis` on a base-2 log scale with one plain label per value drawn (16, 32, 64, 128)."""
+    (axis.axes.set_xscale if axis.axis_name == "x" else axis.axes.set_yscale)("log", base=2)
+    axis.set_major_locator(FixedLocator(sorted({float(v) for v in values})))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+
+
+def log_axis(axis, lo: float, hi: float) -> None:
+    """Put `axis` on a log scale from `lo` to `hi` in plain numbers (1, 2, 5, 10; decades only beyond three)."""
+    (axis.axes.set_xscale if axis.axis_name == "x" else axis.axes.set_yscale)("log")
+    (axis.axes.set_xlim if axis.axis_name == "x" else axis.axes.set_ylim)(lo, hi)
+    axis.set_major_locator(LogLocator(subs=(1, 2, 5) if hi / lo <= 1e3 else (1,)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def log_y(ax, values) -> None:
+    """Use a log y axis (labels 1, 2, 5, 10, ...) when `values` span more than a factor of 30."""
+    values = pd.Series(values).dropna()
+    if len(values) and values.min() > 0 and values.max() / values.min() > 30:
+        log_axis(ax.yaxis, values.min() / 1.3, values.max() * 1.3)
+
+
+def lines(ax, d: pd.DataFrame, x: str, y: str, lo: str | None = None, hi: str | None = None, suffix=None) -> pd.Series:
+    """Draw per series the median of `y` by `x`, bars from the lowest `lo` to the highest `hi`; return the values."""
+    drawn = []
+    for series, g in d.groupby("series", sort=False):
+        agg = g.groupby(x).agg(mid=(y, "median"), lo=(lo or y, "min"), hi=(hi or y, "max"))
+        agg = agg.assign(lo=agg["lo"].fillna(agg["mid"]), hi=agg["hi"].fillna(agg["mid"]))  # no spread recorded
+        err = np.vstack([agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]]).clip(min=0)
+        label = series + (f" — {suffix(g)}" if suffix else "")
+        ax.errorbar(agg.index, agg["mid"], yerr=err, color=g["colour"].iloc[0], capsize=3, linewidth=1.5,
+                    marker=g["marker"].iloc[0], markersize=5, label=label)
+        drawn.append(agg.stack())
+    return pd.concat(drawn) if drawn else pd.Series(dtype=float)
+
+
+def figure(n: int = 1, width: float = 5.0, height: float = 3.6, wrap: int = 3):
+    """Return a figure and a list of `n` axes, `wrap` to a row at most."""
+    ncols = min(n, wrap)
+    nrows = -(-n // ncols)
+    fig = Figure(figsize=(width * ncols, height * nrows))  # not pyplot: no global state, any backend
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(nrows, ncols, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.remove()
+    return fig, axes[:n]
+
+
+def rows(df: pd.DataFrame, suite: str, *columns: str) -> pd.DataFrame:
+    """Return the finished rows of `suite` having `columns`, per device its full variant if any, with a `series`."""
+    d = df[(df["suite"] == suite) & (df["status"] == "finished")].dropna(subset=list(columns))
+    full = set(d.loc[d["variant"] == "full", "device_key"])
+    d = d[(d["variant"] == "full") | ~d["device_key"].isin(full)]
+    return d.assign(series=d["who"] + " · " + d["model"]).sort_values(["who", "series"], kind="stable")
+
+
+def published(published_dir, file: str) -> pd.DataFrame:
+    """Return one of the study's published tables (Experiment/published/<file>)."""
+    return pd.read_csv(repo_path(published_dir) / file)
+
+
+def key(fig, handle) -> None:
+    """Add a legend entry that no drawn artist carries (what hatching or shading means)."""
+    fig.__dict__.setdefault("legend_extras", []).append(handle)
+
+
+def handles(fig) -> tuple[list, list[str]]:
+    """Return every labelled artist of `fig` once: measured first, then published, then the entries of `key`."""
+    found: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            found.setdefault(label, handle)
+    order = sorted(found, key=lambda label: label.startswith("published"))
+    for handle in getattr(fig, "legend_extras", []):
+        order.append(handle.get_label())
+        found.setdefault(handle.get_label(), handle)
+    return [found[label] for label in order], order
+
+
+def _fits(fig, legend) -> bool:
+    """Return whether a legend is narrower than its figure."""
+    return legend.get_window_extent(fig.canvas.get_renderer()).width < 0.98 * fig.bbox.width
+
+
+def finish(fig, command: str, handles=None, labels=None) -> None:
+    """Add the legend below the axes (as many columns as fit), the footer line, and lay the figure out."""
+    foot = FOOTER_IN / fig.get_figheight()
+    fig.text(0.005, foot / 3, f"Written by `{command}`", fontsize=7, color="dimgray")
+    bottom = foot
+    if handles:
+        legend = None
+        for ncol in range(min(len(handles), 4), 0, -1):
+            if legend is not None:
+                legend.remove()
+            legend = fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, foot), ncol=ncol,
+                                fontsize=8, frameon=False)
+            if _fits(fig, legend):
+                break
+        bottom += legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height + 0.01
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+
+
+def save(fig, path: Path) -> Path:
+    """Write `fig` as a PNG with no time or version in it (same figure, same bytes); return the path."""
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    return path
+
+
+def _drawn(axis) -> list:
+    """Return the major ticks of `axis` inside its view (those matplotlib draws)."""
+    lo, hi = sorted(axis.get_view_interval())
+    slack = 1e-9 * (hi - lo)
+    return [t for t in axis.get_major_ticks() if t.get_loc() is not None and lo - slack <= t.get_loc() <= hi + slack]
+
+
+def _boxes(fig, renderer):
+    """Yield (what, kind, window extent, owning axes or None) for every label and legend drawn on `fig`."""
+    for i, ax in enumerate(fig.axes):
+        ticks = [(f"{a} tick", t) for a, axis in (("x", ax.xaxis), ("y", ax.yaxis)) if axis.get_visible()
+                 for tick in _drawn(axis) for t in (tick.label1, tick.label2)]
+        named = [("x label", ax.xaxis.label), ("y label", ax.yaxis.label), ("title", ax.title)]
+        for kind, t in ticks + named + [("text", t) for t in ax.texts]:
+            if t.get_visible() and t.get_text().strip():
+                yield f"axes {i} {kind} {t.get_text()!r}", kind, t.get_window_extent(renderer), ax
+        if ax.get_legend():
+            yield f"axes {i} legend", "legend", ax.get_legend().get_window_extent(renderer), ax
+    for t in fig.texts:
+        yield f"figure text {t.get_text()!r}", "figure text", t.get_window_extent(renderer), None
+    for j, legend in enumerate(fig.legends):
+        yield f"figure legend {j}", "legend", legend.get_window_extent(renderer), None
+
+
+def _hit(a, b) -> bool:
+    """Return whether two window extents overlap by more than a pixel each way."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
+
+
+def overlaps(fig) -> list[str]:
+    """Return what a reader would stumble over: labels overlapping, labels or legends on data, labels off the canvas."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = list(_boxes(fig, renderer))
+    canvas = fig.bbox
+    found = [f"{what} is off the canvas" for what, _, box, _ in boxes
+             if box.x0 < -1 or box.y0 < -1 or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1]
+    found += [f"{wa} overlaps {wb}" for (wa, _, a, _), (wb, _, b, _) in itertools.combinations(boxes, 2)
+              if _hit(a, b)]
+    for what, kind, box, owner in boxes:
+        for i, ax in enumerate(fig.axes):
+            own = owner is not None and owner.bbox.bounds == ax.bbox.bounds  # its axes, or a twin of it
+            if not (own and kind == "text") and _hit(box, ax.patch.get_window_extent(renderer)):
+                found.append(f"{what} lies on the data of axes {i}")
+    return found

@@ -1,0 +1,291 @@
+"""The report's figures, drawn from the frame (helpers/study/report/frame.py) with the study's published figures beside.
+
+    make_all(df, "Pictures", "Experiment/published", command) -> {suite: [png paths]}
+
+Each figure compares devices (one colour per device, helpers/study/report/plot_style.py); a device that ran a
+suite's full variant shows that, else its quick one, and every line names its model. Published points
+(X markers, dashed, hatched) are the study's bert-base runs; they share an axis with measured runs only
+where the quantity compares (accuracy, speedup, utilization %, FLOP/s), never as raw step times.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.patches import Patch
+from matplotlib.ticker import NullLocator
+
+from helpers.calc.facts import device_roof, load_device_peaks
+from helpers.run.args import repo_path
+from helpers.study.report import plot_style as style
+from helpers.study.report import plots_tuning
+from helpers.study.report.frame import SHARES
+
+ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
+STUDY_DEVICES = ("t4", "l4", "a100-40gb", "trn1-core")  # the study's devices, whose capacities are drawn
+OP_CLASSES = {"matmul": "matmul", "attention": "attention", "elementwise_norm_act": "elementwise, norm, activation",
+              "optimizer": "optimizer", "copy_data_movement": "copies, data movement", "other": "other",
+              "host_gap": "host gap (no op running)"}
+
+
+def batch_scaling(df, published_dir):
+    """Throughput and step time against batch, per device."""
+    d = style.rows(df, "batch_scaling", "samples_per_s")
+    if d.empty:
+        return None
+    fig, (a, b) = style.figure(2)
+    style.log_y(a, style.lines(a, d, "batch", "samples_per_s", "window_min", "window_max"))
+    style.log_y(b, style.lines(b, d, "batch", "step_ms", "step_ms_p10", "step_ms_p90"))
+    a.set(title="Throughput vs batch\n(bars: slowest to fastest timing window)", ylabel="throughput, samples/s")
+    b.set(title="Step time vs batch\n(bars: 10th to 90th percentile step)", ylabel="median step time, ms")
+    for ax in (a, b):
+        style.log2_axis(ax.xaxis, d["batch"])
+        ax.set_xlabel("batch size, samples per step")
+    return fig
+
+
+def seq_len(df, published_dir):
+    """Tokens/s and step time against sequence length; growth relative to L=32 beside the published trn1's."""
+    d = style.rows(df, "seq_len", "step_ms")
+    if d.empty:
+        return None
+    ratio = d["tokens_per_s"] / d["samples_per_s"]
+    d = d.assign(tok_lo=d["window_min"] * ratio, tok_hi=d["window_max"] * ratio)
+    fig, (a, b, c) = style.figure(3, width=4.4)
+    style.log_y(a, style.lines(a, d, "max_length", "tokens_per_s", "tok_lo", "tok_hi"))
+    style.log_y(b, style.lines(b, d, "max_length", "step_ms", "step_ms_p10", "step_ms_p90"))
+    at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
+    rel = d[d["series"].isin(at32.index)]
+    style.lines(c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel")
+    pub = style.published(published_dir, "seq_len_profile.csv")
+    pub_rel = pub["step_time_ms"] / pub.loc[pub["max_length"] == 32, "step_time_ms"].iloc[0]
+    c.plot(pub["max_length"], pub_rel, color=style.published_colour("trn1"), **style.PUBLISHED,
+           label="published (trn1 · bert-base), over its own L=32")
+    lengths = sorted(set(d["max_length"]) | set(pub["max_length"]))
+    c.plot(lengths, [x / 32 for x in lengths], color="gray", linestyle=":", linewidth=1, label="proportional to L")
+    a.set(title="Tokens/s vs sequence length", ylabel="throughput, tokens/s (padded)")
+    b.set(title="Step time vs sequence length\n(measured only)", ylabel="median step time, ms")
+    c.set(title="Step time relative to L=32\n(each line over its own L=32 step)",
+          ylabel="step time ÷ step time at L=32")
+    for ax in (a, b, c):
+        style.log2_axis(ax.xaxis, lengths if ax is c else d["max_length"])
+        ax.set_xlabel("sequence length L, tokens (padded)")
+    style.log2_axis(c.yaxis, [x / 32 for x in lengths])
+    return fig
+
+
+def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle: str, label: str) -> None:
+    """Draw min(peak, intensity x bandwidth) over `xs` (only the flat roof where the bandwidth is unknown)."""
+    ys = np.full_like(xs, peak) if np.isnan(bw_gbps) else np.minimum(peak, xs * bw_gbps / 1000)
+    ax.plot(xs, ys, color=colour, linestyle=linestyle, linewidth=1.3, label=label)
+
+
+def _roofs(d: pd.DataFrame) -> dict:
+    """Return each device's one roof per dtype: {(device, dtype): (peak TFLOP/s, GB/s or NaN, colour, peak source)}."""
+    bandwidth = load_device_peaks().set_index("key")["mem_bw_gbps"]
+    out = {}
+    for (who, dtype), g in d.dropna(subset=["peak_tflops"]).groupby(["who", "compute_dtype"], sort=False):
+        fam = style.family(g.iloc[0])
+        measured = g["peak_bw_gbps"].median() if "peak_bw_gbps" in g else np.nan  # a CPU's, with its peak
+        bw = measured if pd.notna(measured) else float(bandwidth.get(ROOF_KEYS.get(fam, fam), np.nan))
+        out[(who, dtype)] = (g["peak_tflops"].median(), bw,
+                             g["colour"].iloc[0], str(g["peak_source"].iloc[0]).split(" (")[0])
+    return out
+
+
+def roofline(df, published_dir):
+    """Achieved TFLOP/s against arithmetic intensity, per device under its one roof, with the published trn1 path."""
+    d = df[(df["status"] == "finished") & (df["ai"] > 0) & (df["tflops"] > 0)].sort_values("who", kind="stable")
+    d = d.assign(compute_dtype=d["compute_dtype"].fillna("fp32"))  # as the frame's peak assumes
+    if d.empty:
+        return None
+    traj = style.published(published_dir, "roofline.csv")
+    ai, tf = traj["arithmetic_intensity_flop_per_byte"], traj["achieved_tflops"]
+    trn1 = device_roof("trn1-core", "bf16")
+    roofs = _roofs(d)
+    same = roofs.get(("trn1 NeuronCore", "bf16"), ())[:2] == (trn1["peak_tflops"], trn1["mem_bw_gbps"])
+    ridges = [p * 1000 / b for p, b in [r[:2] for r in roofs.values()] + [(trn1["peak_tflops"], trn1["mem_bw_gbps"])]
+              if b > 0]
+    xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
+    fig, (ax,) = style.figure(1, width=9.5, height=6.0)
+    for (who, dtype), g in d.groupby(["who", "compute_dtype"], sort=False):
+        ax.scatter(g["ai"], g["tflops"], edgecolors=g["colour"].iloc[0], marker=g["marker"].iloc[0], s=32,
+                   facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none", linewidths=1.3, zorder=3,
+                   label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})")
+    for (who, dtype), (peak, bw, colour, source) in roofs.items():
+        also = " = published trn1 roof" if same and (who, dtype) == ("trn1 NeuronCore", "bf16") else ""
+        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
+        peak_text = f"{peak:g} TFLOP/s" + ("" if source == "published" else f" ({source})")
+        _roof(ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":",
+              f"roof: {who} {dtype}: {peak_text}, {bw_text}{also}")
+    if not same:
+        _roof(ax, xs, trn1["peak_tflops"], trn1["mem_bw_gbps"], style.published_colour("trn1"), "-.",
+              f"published roof: trn1 NeuronCore bf16: {trn1['peak_tflops']:g} TFLOP/s, {trn1['mem_bw_gbps']:g} GB/s")
+    ax.plot(ai, tf, color=style.published_colour("trn1"), marker="X", markersize=10, linestyle="none", zorder=4,
+            label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}")
+    ax.annotate("", xy=(ai.iloc[-1], tf.iloc[-1]), xytext=(ai.iloc[0], tf.iloc[0]),
+                arrowprops={"arrowstyle": "->", "color": style.published_colour("trn1"), "linewidth": 1.5})
+    for b, x, y in zip(traj["batch"], ai, tf):
+        ax.annotate(f"b{b}", (x, y), xytext=(0, -15), textcoords="offset points", ha="center", fontsize=8)
+    peaks = [r[0] for r in roofs.values()] + [trn1["peak_tflops"]]
+    style.log_axis(ax.xaxis, xs[0], xs[-1])
+    style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
+    ax.set(xlabel="arithmetic intensity, FLOP per byte of memory traffic", ylabel="achieved throughput, TFLOP/s",
+           title="Roofline: each run under its device's roof\n(roofs from published peaks unless marked measured)")
+    return fig
+
+
+def profile(df, published_dir):
+    """Share of a training step's profiled time by op class, per device and length, as stacked bars."""
+    columns = [f"share_{s}" for s in SHARES]
+    d = style.rows(df, "profile_memory", "share_matmul")
+    if d.empty:
+        return None
+    shares = d.groupby(["series", "max_length"], sort=False)[columns].mean().fillna(0)
+    fig, (ax,) = style.figure(1, width=8.5, height=0.45 * len(shares) + 1.8)
+    left = np.zeros(len(shares))
+    y = np.arange(len(shares))[::-1]
+    for column, colour in zip(columns, sns.color_palette("pastel", len(columns))):
+        ax.barh(y, shares[column], left=left, color=colour, edgecolor="white", label=OP_CLASSES[column[6:]])
+        for yi, x0, w in zip(y, left, shares[column]):
+            if w >= 8:
+                ax.text(x0 + w / 2, yi, f"{w:.0f}", ha="center", va="center", fontsize=7)
+        left += shares[column].to_numpy()
+    ax.set_yticks(y, [f"{s}, L={int(L)}" for s, L in shares.index])
+    ax.set(xlim=(0, 100), xlabel="share of profiled step time, % (profiler self time)",
+           title="Where a training step's time goes, by op class")
+    return fig
+
+
+def memory(df, published_dir):
+    """Measured peak memory against batch per device, bert-base estimates (helpers/calc/memory.py), capacities."""
+    from transformers import BertConfig
+
+    from helpers.calc.memory import GIB, estimate_train_memory
+
+    d = pd.concat([style.rows(df, s, "mem_gib", "batch", "max_length") for s in ("batch_scaling", "small_batch")])
+    if d.empty:
+        return None
+    d = d.assign(series=d["series"] + ", L=" + d["max_length"].astype(int).astype(str))
+    fig, (ax,) = style.figure(1, width=8.0, height=4.6)
+    style.lines(ax, d, "batch", "mem_gib")
+    batches = range(2, 65)  # the suites' batches span 2..64
+    cfg = BertConfig(num_labels=6)
+    for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), (":", "--", "-.")):
+        est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
+        ax.plot(batches, est, color="black", linestyle=ls, linewidth=1,
+                label=f"estimate: bert-base, L={length}, {mode}, AdamW")
+    peaks = load_device_peaks().set_index("key")
+    measured = [ROOF_KEYS.get(style.family(r), style.family(r)) for _, r in d.iterrows()]
+    capacity: dict[float, list[str]] = {}
+    for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
+        if key in peaks.index and key != "host":
+            name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(key, style.CUDA_SHORT.get(key, key))
+            capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
+    for gib in capacity:
+        ax.axhline(gib, color="gray", linewidth=0.8)
+    style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
+    style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
+    ax.set(xlabel="batch size, samples per step", ylabel="peak memory, GiB",
+           title="Memory vs batch: measured peaks, estimates, device capacities\n"
+                 "(measured: CUDA max allocated on GPUs, process RSS elsewhere)")
+    right = ax.twinx()
+    right.set(yscale="log", ylim=ax.get_ylim())
+    right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
+    right.yaxis.set_minor_locator(NullLocator())
+    right.grid(False)
+    return fig
+
+
+def small_batch(df, published_dir):
+    """Utilization % (what each device's metric means, in the legend) and samples/s at small batches."""
+    d, speed = (style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
+    if d.empty and speed.empty:
+        return None
+    fig, (a, b) = style.figure(2, width=5.0, height=3.8)
+    pub = style.published(published_dir, "small_batch_util.csv")
+    for column, device, what, marker in (("a100_sm_util_pct", "A100", "SM utilization %", "X"),
+                                         ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
+                                         ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P")):
+        a.plot(pub["batch"], pub[column], color=style.published_colour(device), marker=marker, markersize=8,
+               linestyle="--" if marker == "X" else ":", label=f"published ({device} · bert-base): {what}")
+    def metric(g: pd.DataFrame) -> str:
+        """Return what a series' utilization measures, in words."""
+        return g["util_metric"].iloc[0] if g["util_pct"].notna().any() else "no utilization measured"
+
+    style.lines(a, d, "batch", "util_pct", suffix=metric)
+    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", "window_min", "window_max", suffix=metric))
+    a.set(title="How busy the device is\n(each line's metric in the legend)", ylabel="utilization, %", ylim=(0, 105))
+    b.set(title="Throughput at small batches\n(bars: slowest to fastest window)", ylabel="throughput, samples/s")
+    for ax in (a, b):
+        style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
+        ax.set_xlabel("batch size, samples per step")
+    return fig
+
+
+def padding(df, published_dir):
+    """Graph compilations and train time (compiling part lighter) for static against dynamic padding."""
+    d = style.rows(df, "padding", "compilations")
+    if d.empty:
+        return None
+    multiple = d["pad_to_multiple_of"].map(lambda m: f",\nmultiple of {int(m)}" if pd.notna(m) and m else "")
+    d = d.assign(case=d["padding"].astype(str) + multiple)
+    cases = sorted(set(d["case"]), key=lambda c: (not c.startswith("static"), "multiple" not in c, c))
+    series = list(dict.fromkeys(d["series"]))
+    width = 0.8 / len(series)
+    fig, (a, b) = style.figure(2, width=5.0, height=3.8)
+    for k, s in enumerate(series):
+        g = d[d["series"] == s].groupby("case")[["compilations", "train_s", "train_compile_s"]].median().reindex(cases)
+        compiling = g["train_compile_s"].fillna(0).clip(upper=g["train_s"])  # what of the train time compiled
+        x = np.arange(len(cases)) + (k - (len(series) - 1) / 2) * width
+        colour = d.loc[d["series"] == s, "colour"].iloc[0]
+        a.bar(x, g["compilations"], width, color=colour, label=s)
+        for xi, v in zip(x, g["compilations"]):
+            if pd.notna(v):
+                a.text(xi, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
+        b.bar(x, compiling, width, color=colour, alpha=0.4)
+        b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
+    a.margins(y=0.15)
+    b.margins(y=0.1)
+    a.set(title="XLA graph compilations", ylabel="graph compilations, count")
+    b.set(title="Train time\n(lighter: compiling graphs)", ylabel="train time, s")
+    style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))
+    for ax in (a, b):
+        ax.set_xticks(range(len(cases)), cases)
+        ax.set_xlabel("padding")
+    return fig
+
+
+# suite -> (file name, figure); a suite may have several
+PLOTS = (("batch_scaling", "batch_scaling", batch_scaling), ("seq_len", "seq_len", seq_len),
+         ("lr_llrd", "lr_llrd_heatmap", plots_tuning.lr_llrd),
+         ("precision", "precision_accuracy", plots_tuning.precision),
+         ("speedup", "speedup", plots_tuning.speedup), ("roofline", "roofline", roofline),
+         ("profile_memory", "profile_op_classes", profile), ("profile_memory", "memory_vs_batch", memory),
+         ("small_batch", "small_batch_utilization", small_batch), ("padding", "padding_compilations", padding))
+
+
+def figures(df: pd.DataFrame, published_dir, command: str):
+    """Yield (suite, file name, finished figure) for every figure that has data."""
+    if df.empty:
+        return
+    df = style.with_devices(df)
+    with sns.axes_style("whitegrid"):
+        for suite, name, draw in PLOTS:
+            fig = draw(df, published_dir)
+            if fig is not None:
+                style.finish(fig, command, *style.handles(fig))
+                yield suite, name, fig
+
+
+def make_all(df: pd.DataFrame, pictures_dir: str | Path, published_dir: str | Path,
+             command: str) -> dict[str, list[Path]]:
+    """Write every figure that has data into `pictures_dir` as PNG; return {suite: [paths written]}."""
+    pictures_dir = repo_path(pictures_dir)
+    pictures_dir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, list[Path]] = {}
+    for suite, name, fig in figures(df, published_dir, command):
+        out.setdefault(suite, []).append(style.save(fig, pictures_dir / f"{name}.png"))
+    return out

@@ -1,0 +1,174 @@
+"""The report's figures of what the study tuned: LR x LLRD, precision modes, and the baseline -> optimized speedup.
+
+Accuracies are percent; an interval is 95%, over seeds (several runs) or the test set (one run), from
+helpers/study/claims/accuracy.py. Heatmap cells within NEAR_MAJORITY of always answering the commonest label
+learned ~nothing and are marked. The study's published accuracies (bert-base on trn1) stand beside
+measured bert-base runs, and as differences beside any model's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.patches import Patch, Rectangle
+
+from helpers.study.claims import accuracy
+from helpers.study.report import plot_style as style
+from helpers.study.report.frame import NEAR_MAJORITY
+
+# precision mode: its tick label (bf16-pure rounds each weight update to nearest or stochastically)
+MODES = {"fp32": "fp32", "bf16": "bf16\nautocast", "bf16-pure": "bf16-pure\nnearest",
+         "bf16-pure-sr": "bf16-pure\nstochastic"}
+HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
+CMAP = colormaps["viridis"].with_extremes(under="0.6")  # under: the near-majority cells, off the scale
+
+
+def _decay(value) -> str:
+    """Return an LLRD decay as a column label: 'none' (one flat LR) or the factor (0.95)."""
+    return "none" if value in (None, "none", "") or pd.isna(value) else f"{float(value):g}"
+
+
+def _grid(d: pd.DataFrame, value: str, lrs, decays) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return mean accuracy % by (lr, decay) and whether each cell ended near the majority class."""
+    g = d.groupby(["lr", "decay"]).agg(acc=(value, "mean"), majority=("majority", "mean"))
+    grid = g["acc"].unstack().reindex(index=lrs, columns=decays) * 100
+    near = ((g["acc"] - g["majority"]) < NEAR_MAJORITY).unstack().reindex(index=lrs, columns=decays)
+    return grid, near.fillna(False).astype(bool)
+
+
+def _heatmap(fig, ax, grid: pd.DataFrame, near: pd.DataFrame, title: str) -> None:
+    """Draw one grid as coloured cells with their values; near-majority cells hatched and off the colour scale."""
+    values, marked = grid.to_numpy(dtype=float), near.to_numpy()
+    learned = values[~marked & ~np.isnan(values)]
+    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(values), np.nanmax(values))
+    mesh = ax.pcolormesh(np.ma.masked_invalid(values), cmap=CMAP, vmin=lo - 0.05, vmax=hi + 0.05)
+    for i, j in zip(*np.nonzero(~np.isnan(values))):
+        r, g, b, _ = mesh.cmap(mesh.norm(values[i, j]))
+        ax.text(j + 0.5, i + 0.5, f"{values[i, j]:.1f}", ha="center", va="center", fontsize=8,
+                color="white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black")
+        if marked[i, j]:
+            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, **HATCH))
+    ax.set_xticks(np.arange(grid.shape[1]) + 0.5, grid.columns)
+    ax.set_yticks(np.arange(grid.shape[0]) + 0.5, [style.lr_text(v) for v in grid.index])
+    ax.invert_yaxis()
+    ax.grid(False)
+    ax.set_facecolor("0.88")
+    ax.set(title=title, xlabel="layer-wise LR decay (none: one flat LR)", ylabel="peak learning rate")
+    fig.colorbar(mesh, ax=ax, label="accuracy, %", pad=0.03)
+
+
+def lr_llrd(df, published_dir):
+    """Mean test accuracy % over LR x LLRD decay per measured device, hatched near the majority, published beside."""
+    d = style.rows(df, "lr_llrd", "test_acc", "lr")
+    if d.empty:
+        return None
+    pub = style.published(published_dir, "lr_llrd.csv").assign(majority=np.nan)
+    pub = pub.assign(decay=pub["llrd_decay"].map(_decay), lr=pub["lr"].astype(float))
+    d = d.assign(decay=d["llrd_decay"].map(_decay), lr=d["lr"].astype(float))
+    lrs = sorted(set(d["lr"]) | set(pub["lr"]))
+    decays = ["none"] + sorted((set(d["decay"]) | set(pub["decay"])) - {"none"}, key=float, reverse=True)
+    seeds = lambda g: f"mean of {g['seed'].nunique()} seeds" if g["seed"].nunique() > 1 else "one seed"  # noqa: E731
+    panels = [(f"{s}\nmeasured, {seeds(g)}", _grid(g, "test_acc", lrs, decays))
+              for s, g in d.groupby("series", sort=False)]
+    panels.append(("published (trn1 · bert-base)\nmean of 2 runs", _grid(pub, "accuracy", lrs, decays)))
+    fig, axes = style.figure(len(panels), width=4.2, height=3.5)
+    for ax, (title, (grid, near)) in zip(axes, panels):
+        _heatmap(fig, ax, grid, near, title)
+    if any(near.to_numpy().any() for _, (_, near) in panels):
+        share = d["majority"].dropna()
+        text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
+        style.key(fig, Patch(facecolor="0.6", label=f"within {100 * NEAR_MAJORITY:.0f} points of always answering the "
+                                                      f"commonest label{text}: learned ~nothing", **HATCH))
+    if any(grid.isna().to_numpy().any() for _, (grid, _) in panels):
+        style.key(fig, Patch(facecolor="0.88", label="not run"))
+    return fig
+
+
+def _interval(values, rows=None) -> tuple[float, float]:
+    """Return the mean and 95% half-width of `values` (0 where no interval is known)."""
+    mean, half, _ = accuracy.mean_interval(list(values), rows)
+    return mean, 0.0 if np.isnan(half) else half
+
+
+def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.DataFrame, label: str) -> None:
+    """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device."""
+    if stats:
+        mean, half = zip(*stats)
+        ax.errorbar(np.array(x) + offset, mean, yerr=half, linestyle="none", marker=g["marker"].iloc[0], capsize=3,
+                    color=g["colour"].iloc[0], label=label)
+
+
+def precision(df, published_dir):
+    """Test accuracy % by precision mode per length (95% intervals), and the stochastic-rounding effect."""
+    d = style.rows(df, "precision", "test_acc", "max_length", "precision")
+    if d.empty:
+        return None
+    lengths = sorted(d["max_length"].dropna().astype(int).unique())
+    modes = [m for m in MODES if m in set(d["precision"])] + sorted(set(d["precision"]) - set(MODES))
+    pub = style.published(published_dir, "stochastic_rounding.csv")
+    pub = pub.assign(precision=pub["stochastic_rounding"].map({"off": "bf16-pure", "on": "bf16-pure-sr"}))
+    fig, axes = style.figure(len(lengths) + 1, width=4.3, height=3.8, wrap=4)
+    series = list(dict.fromkeys(d["series"]))
+    shift = {s: (k - (len(series) - 1) / 2) * 0.5 / len(series) for k, s in enumerate(series)}
+    trn1 = {"color": style.published_colour("trn1"), "marker": "X", "markersize": 9, "linestyle": "none",
+            "label": "published (trn1 · bert-base), one run each"}
+    for ax, length in zip(axes, lengths):
+        for s in series:
+            g = d[(d["series"] == s) & (d["max_length"] == length)].groupby("precision")
+            stats = {m: _interval(x["test_acc"] * 100, x["test_rows"].max()) for m, x in g}
+            _points(ax, [modes.index(m) for m in stats], list(stats.values()), shift[s], d[d["series"] == s], s)
+        p = pub[(pub["max_length"] == length) & pub["precision"].isin(modes)]
+        if (d["model"] == "bert-base").any():  # published runs are bert-base: beside bert-base runs only
+            ax.plot(p["precision"].map(modes.index) + 0.35, p["accuracy"] * 100, **trn1)
+        ax.set_xticks(range(len(modes)), [MODES.get(m, m) for m in modes], fontsize=8)
+        ax.set(title=f"L = {length}: test accuracy by mode\n(mean, 95% interval)", xlim=(-0.5, len(modes) - 0.4),
+               xlabel="precision mode (bf16-pure: update rounding)", ylabel="test accuracy, %")
+    lo, hi = min(ax.get_ylim()[0] for ax in axes[:-1]), max(ax.get_ylim()[1] for ax in axes[:-1])
+    for ax in axes[:-1]:  # one scale for every length, so their panels compare; room for the markers
+        ax.set_ylim(lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo))
+    ax = axes[-1]
+    for s in series:
+        diffs = accuracy.paired_diffs(d[d["series"] == s], "precision", "bf16-pure-sr", "bf16-pure", "max_length")
+        diffs = {int(L): v for L, v in diffs.items() if int(L) in lengths}
+        _points(ax, [lengths.index(L) for L in diffs], [_interval(np.array(v) * 100) for v in diffs.values()],
+                shift[s], d[d["series"] == s], s)
+    wide = pub.pivot_table(index="max_length", columns="stochastic_rounding", values="accuracy")
+    effect = ((wide["on"] - wide["off"]) * 100).reindex(lengths).dropna()
+    ax.plot([lengths.index(L) + 0.3 for L in effect.index], effect, **trn1)
+    ax.axhline(0, color="gray", linewidth=0.8)
+    ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
+    ax.set(title="Stochastic rounding: SR − nearest\n(paired by seed, 95% interval)", xlim=(-0.5, len(lengths) - 0.4),
+           xlabel="sequence length L, tokens", ylabel="difference in test accuracy, points")
+    return fig
+
+
+def speedup(df, published_dir):
+    """Baseline -> optimized speedup (train time ratio) per device, measured and published, as horizontal bars."""
+    d = style.rows(df, "speedup", "train_s")
+    bars = []
+    for series, g in d.groupby("series", sort=False):
+        t = g.groupby("preset")["train_s"].mean()
+        if {"baseline", "optimized"} <= set(t.index):
+            bars.append((style.family(g.iloc[0]), f"{series} ({g['variant'].iloc[0] or 'ad hoc'})",
+                         t["baseline"] / t["optimized"], g["colour"].iloc[0], None))
+    if not bars:
+        return None
+    for _, r in style.published(published_dir, "speedup.csv").iterrows():
+        fam = {"a100": "a100-40gb"}.get(r["device"].lower(), r["device"].lower())
+        bars.append((fam, f"published ({r['device']} · bert-base)", r["speedup"], style.published_colour(r["device"]),
+                     style.PUBLISHED_HATCH))
+    order = list(dict.fromkeys(b[0] for b in bars))
+    bars.sort(key=lambda b: (order.index(b[0]), b[4] is not None))
+    fig, (ax,) = style.figure(1, width=8.0, height=0.5 * len(bars) + 1.6)
+    y = np.arange(len(bars))[::-1]
+    for yi, (_, label, value, colour, hatch) in zip(y, bars):
+        ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else colour, linewidth=0.6)
+        ax.text(value, yi, f" {value:.2f}×", va="center", fontsize=8)
+    ax.set_yticks(y, [b[1] for b in bars])
+    ax.set_xlim(0, max(b[2] for b in bars) * 1.18)
+    ax.set(title="Baseline → optimized: how many times faster training gets",
+           xlabel="speedup: baseline train time ÷ optimized train time (×)")
+    style.key(fig, Patch(facecolor="0.6", label="measured here (model and variant in the label)"))
+    style.key(fig, Patch(facecolor="white", edgecolor="black", hatch=style.PUBLISHED_HATCH,
+                         label="published by the study (bert-base, 3 epochs)"))
+    return fig

@@ -1,0 +1,228 @@
+"""One section of the report per suite: the question it answers, its tables, and what the data show.
+
+`section(suite, df, published_dir)` takes the frame rows of the suite's current points (every device) and
+dispatches on the suite file's `[report] table`: grid (the default), accuracy, precision, token_stats,
+speedup, padding, roofline. Published figures stand beside in columns labelled "published".
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from helpers.study.claims import accuracy
+from helpers.study.report import tables
+from helpers.study.sweep.suites import Suite
+from helpers.study.report.tables import DASH, fmt, markdown, published, short_device
+
+STUDY_TEST_ROWS = 2000
+BERT_BASE_EPOCH_ROWS = 16000
+
+
+def caption(suite: Suite, df: pd.DataFrame) -> str:
+    """Return the line under a table saying which variant(s), devices and runs it shows, and what was fixed."""
+    parts = []
+    for variant, g in df.groupby("variant", dropna=False):
+        fixed = suite.variants.get(variant, {}).get("params", {})
+        devices = ", ".join(f"{short_device(d)} ({n} runs)" for d, n in g["device"].value_counts().items())
+        parts.append(f"`{variant}` variant on {devices}; fixed: "
+                     + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress"))
+    return "; ".join(parts) + "."
+
+
+def no_runs(suite: Suite) -> str:
+    """Return what a suite without records says, and the command that fills it."""
+    return (f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` "
+            "(or `make report`).")
+
+
+def _published(spec: dict, published_dir) -> tuple[pd.DataFrame | None, dict, dict]:
+    pub = (spec.get("published") or [None])[0]
+    if not pub:
+        return None, {}, {}
+    table = published(pub["file"], published_dir)
+    for column, mapping in pub.get("map", {}).items():
+        table[column] = table[column].map(lambda v: mapping.get(v, v))
+    return table, pub.get("columns", {}), pub.get("match", {})
+
+
+def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return the suite's grid: rows = its keys, a column group per device, published columns, the trend."""
+    spec = suite.report
+    keys, values = spec["keys"], spec["values"]
+    pub, columns, match = _published(spec, published_dir)
+    parts = [] if len(df) else [no_runs(suite)]
+    if len(df):
+        parts.append(caption(suite, df))
+    parts.append(markdown(tables.grid_table(df, keys, values, pub, columns, match)))
+    if "util_pct" in values and len(df):
+        metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in df.groupby("device")["util_metric"].first().items())
+        parts.append(f"Utilization measures different things per device ({metrics}); published columns are "
+                     "the study's A100 SM % and trn1 engine %: compare each with its own kind only.")
+    for device in dict.fromkeys(df["device"]):
+        for value in spec.get("trend", []):
+            line = tables.trend(df, keys[0], value, device)
+            if line:
+                parts.append(line)
+    return "\n\n".join(parts)
+
+
+def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return test accuracy with 95% intervals per cell, flags for runs that learned nothing, and the best cell."""
+    spec = suite.report
+    keys = spec["keys"]
+    pub, columns, match = _published(spec, published_dir)
+    if not len(df):
+        parts = [no_runs(suite)]
+        table = pd.DataFrame(index=pd.Index([], name=keys[0]) if len(keys) == 1 else
+                             pd.MultiIndex.from_tuples([], names=keys))
+    else:
+        parts = [caption(suite, df)]
+        table = None
+        for device, g in df.groupby("device", sort=False):
+            t = accuracy.accuracy_table(g, keys)
+            if df["device"].nunique() > 1:
+                t.columns = [f"{c} · {short_device(device)}" for c in t.columns]
+            table = t if table is None else table.join(t, how="outer")
+    if pub is not None:
+        pub = pub.rename(columns={v: k for k, v in match.items()}).set_index(keys)[list(columns)]
+        pub = pub.rename(columns=columns).map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
+        table = tables.keyed(table).join(tables.keyed(pub), how="outer")
+    parts.append(markdown(table.fillna(DASH)))
+    for device, g in df.groupby("device", sort=False):
+        parts.append(f"{short_device(device)}: " + accuracy.best_cell(g, keys))
+    parts.append(INTERVAL_NOTE)
+    return "\n\n".join(parts)
+
+
+INTERVAL_NOTE = ("Accuracies in %, mean ± half-width of the 95% interval: the t-interval over seeds where a "
+                 "cell has several, else the binomial interval of its test rows (test-set noise only: "
+                 "seed-to-seed variation is then not measured). A run within 5 points of always answering "
+                 "the commonest label (`learned?` no) learned nothing and is left out of conclusions.")
+
+
+def _is_fraction(value) -> bool:
+    try:
+        return 0 < float(value) <= 1
+    except (TypeError, ValueError):
+        return False
+
+
+def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return accuracy per precision mode and length, and the study's question: SR minus round-to-nearest."""
+    text = accuracy_section(suite, df, published_dir)
+    pub = published("stochastic_rounding.csv", published_dir)
+    rows = []
+    for length in sorted({int(x) for x in pub["max_length"]} | {int(x) for x in df["max_length"].dropna()}):
+        diffs = accuracy.paired_diffs(df[df["max_length"] == length], "precision", "bf16-pure-sr", "bf16-pure",
+                                      "max_length").get(length, []) if len(df) else []
+        mine = pub[pub["max_length"].astype(int) == length].set_index("stochastic_rounding")["accuracy"]
+        on, off = (float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index) else (math.nan,) * 2
+        noise = 100 * accuracy.Z95 * math.sqrt(2 * on * (1 - on) / STUDY_TEST_ROWS) if on == on else math.nan
+        rows.append({"max_length": str(length), "seeds": str(len(diffs)),
+                     "measured: SR − nearest (points)": accuracy.fmt_interval(diffs, None) if diffs else DASH,
+                     "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
+                     f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}"})
+    return (text + "\n\nThe study's question, stochastic rounding of the bf16 weight update, per length:\n\n"
+            + pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
+
+
+def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return the token-length statistics and the length the suites use, with the rule that picks it."""
+    done = df[df["status"] == "finished"]
+    if done.empty or "token_stats.mean" not in done:
+        return no_runs(suite)
+    r = done.iloc[-1]
+    mean = r["token_stats.mean"]
+    chosen = 1 << math.ceil(math.log2(mean))
+    rows = [("rows", r["token_stats.rows"]), ("min", r["token_stats.min"]), ("max", r["token_stats.max"]),
+            ("mean", mean), ("median", r["token_stats.median"]), ("covers 90%", r["token_stats.p90"]),
+            ("covers 95%", r["token_stats.p95"]), ("covers 99%", r["token_stats.p99"]),
+            ("chosen length: the power of two above the mean (the study's rule)", chosen),
+            ("alternative: the power of two covering 95% of rows", r["token_stats.chosen_pow2"])]
+    table = pd.DataFrame({"statistic": [k for k, _ in rows],
+                          f"tokens ({r['model_name']} tokenizer)": [fmt(v) for _, v in rows]})
+    return ("Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
+            + table.to_markdown(index=False, disable_numparse=True)
+            + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} tokens, the "
+              f"next power of two is {chosen}, and it fills the NeuronCore's 128x128 tensor-engine tiles; rows "
+              f"longer than {chosen} are truncated (covering 95% would need {int(r['token_stats.chosen_pow2'])}).")
+
+
+def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return baseline vs optimized preset per device: train time, speedup, accuracy; published beside."""
+    rows = {}
+    for device, g in df[df["status"] == "finished"].groupby("device", sort=False):
+        base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
+        if base.empty or opt.empty:
+            continue
+        b, o = base["train_s"].mean(), opt["train_s"].mean()
+        rows[f"measured ({short_device(device)}, {g['variant'].iloc[0]})"] = [
+            fmt(b), fmt(o), fmt(b / o), fmt(opt["samples_per_s"].mean()),
+            accuracy.fmt_interval(list(base["test_acc"]), int(base["test_rows"].max() or 0) or None),
+            accuracy.fmt_interval(list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None),
+            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), {g['model_name'].iloc[0]}"]
+    for _, p in published("speedup.csv", published_dir).iterrows():
+        rows[f"published ({p['device']})"] = [p["baseline_train_time_s"], p["optimized_train_time_s"], p["speedup"],
+                                              p["optimized_samples_per_s"], DASH, DASH, "16,000 × 3 epochs, bert-base"]
+    labels = ["baseline train s", "optimized train s", "speedup (baseline / optimized)", "optimized samples/s",
+              "baseline test accuracy %", "optimized test accuracy %", "rows × epochs, model"]
+    table = pd.DataFrame(rows, index=labels).rename_axis("")
+    parts = [] if len(df) else [no_runs(suite)]
+    return "\n\n".join(parts + [table.to_markdown(disable_numparse=True),
+                                "Measured samples/s count samples processed in the steady state; the published "
+                                "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, 3x below that rate "
+                                "(Experiment/published/README.md)."])
+
+
+def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return static vs dynamic padding on XLA, and what the compile time per shape means for a bert-base epoch."""
+    text = grid_section(suite, df, published_dir)
+    dyn = df[(df["padding"] == "dynamic") & (df["status"] == "finished") & (df["shapes"] > 0)]
+    if dyn.empty:
+        return text
+    r = dyn.sort_values("shapes").iloc[-1]
+    per_shape = r["compile_s"] / max(r["compilations"], 1)
+    return text + (f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} graphs for "
+                   f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
+                   f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
+                   f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} "
+                   "distinct lengths (one graph each in training, more in evaluation); the study reports ~77 h for "
+                   "dynamic padding on trn1, where neuronx-cc takes minutes per graph, against minutes of static-"
+                   "padding training.")
+
+
+def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
+    """Return every finished run's point under its device's one roof, by suite, with the published trajectory."""
+    done = df[(df["status"] == "finished") & df["tflops"].notna()]
+    parts = []
+    if done.empty:
+        parts.append("No runs with FLOP counts yet: run `make report`.")
+    else:
+        table = done.assign(compute_dtype=done["compute_dtype"].fillna("fp32")).groupby(
+            ["device", "compute_dtype", "suite"], sort=True).agg(
+            runs=("run_name", "size"), ai_lo=("ai", "min"), ai_hi=("ai", "max"), tflops=("tflops", "median"),
+            mfu_pct=("mfu_pct", "median"), peak=("peak_tflops", "first"), source=("peak_source", "first")).reset_index()
+        shown = pd.DataFrame({
+            "device": table["device"].map(short_device), "dtype": table["compute_dtype"], "suite": table["suite"],
+            "runs": table["runs"], "FLOP/byte (range)": [f"{fmt(lo)}–{fmt(hi)}" if lo != hi else fmt(lo)
+                                                         for lo, hi in zip(table["ai_lo"], table["ai_hi"])],
+            "TFLOP/s (median)": table["tflops"].map(fmt), "MFU % (median)": table["mfu_pct"].map(fmt),
+            "peak TFLOP/s": table["peak"].map(fmt), "peak from": table["source"]})
+        parts.append(shown.to_markdown(index=False, disable_numparse=True))
+    pub = published("roofline.csv", published_dir)
+    parts.append("Published (trn1, batch 8 → 64): " + "; ".join(
+        f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, {p['achieved_tflops']} TFLOP/s"
+        for _, p in pub.iterrows()) + ". MFU above is against one peak per device and dtype: published for GPUs "
+        "and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`).")
+    return "\n\n".join(parts)
+
+
+KINDS = {"grid": grid_section, "accuracy": accuracy_section, "precision": precision_section,
+         "token_stats": token_stats_section, "speedup": speedup_section, "padding": padding_section,
+         "roofline": roofline_section}
+
+
+def section(suite: Suite, df: pd.DataFrame, published_dir=tables.PUBLISHED_DIR) -> str:
+    """Return the Markdown body of `suite`'s section from its frame rows."""
+    return KINDS[suite.report.get("table", "grid")](suite, df, published_dir)

@@ -1,0 +1,144 @@
+"""The report's throughput and shape tables, from the frame (helpers/study/report/frame.py).
+
+Each table is a `groupby().agg()` over the frame, one column group per measured device, the study's
+published figures beside (Experiment/published/*.csv, labelled "published"), rendered with
+`DataFrame.to_markdown`. Its caption says what question it answers; its last line says what the data show,
+computed from them, including whether neighbouring rows differ beyond their spread.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from helpers.run.args import repo_path
+
+PUBLISHED_DIR = "Experiment/published"
+DASH = "—"
+# named frame column: label in words, with units
+LABELS = {
+    "step_ms": "step ms (median)", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
+    "train_s": "train s", "first_step_s": "first step s", "tflops": "TFLOP/s", "mfu_pct": "MFU %",
+    "ai": "FLOP/byte", "mem_gib": "peak memory GiB", "util_pct": "utilization %", "compilations": "compilations",
+    "compile_s": "compile s", "shapes": "distinct shapes", "test_acc": "test accuracy %", "val_acc": "validation accuracy %",
+    "final_loss": "final loss", "compilations_after_warmup": "compilations after warm-up", "steps": "steps",
+    "share_matmul": "matmul %", "share_attention": "attention %", "share_elementwise_norm_act": "elementwise %",
+    "share_optimizer": "optimizer %", "share_copy_data_movement": "copy %", "share_other": "other %",
+    "share_host_gap": "host gap %", "energy_j": "energy J", "samples_per_j": "samples/J",
+}
+PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
+
+
+def fmt(value) -> str:
+    """Return a number with 4 significant digits (thousands with separators), or the dash for none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return DASH
+    if isinstance(value, str):
+        return value
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def short_device(name: str) -> str:
+    """Return a device name short enough for a column header."""
+    for long, short in (("Intel(R) Xeon(R) Processor", "Xeon"), ("(R)", ""), ("(TM)", ""), ("NVIDIA ", ""),
+                        ("Processor", ""), ("AMD EPYC", "EPYC")):
+        name = name.replace(long, short)
+    return " ".join(name.split())
+
+
+def published(file: str, published_dir=PUBLISHED_DIR) -> pd.DataFrame:
+    """Return one of the study's published tables (strings as printed)."""
+    return pd.read_csv(repo_path(published_dir) / file, dtype=str, keep_default_na=False)
+
+
+def cell(values: pd.Series, name: str) -> str:
+    """Return a group's cell: the median, with the spread of one run's windows or of several runs."""
+    values = values.dropna()
+    if values.empty:
+        return DASH
+    scale = 100 if name in PERCENT else 1
+    if len(values) == 1:
+        return fmt(values.iloc[0] * scale)
+    return f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, n={len(values)})"
+
+
+def spread_cell(group: pd.DataFrame, name: str) -> str:
+    """Return a throughput cell: median over runs, with its timing spread (windows' samples/s, steps' p10–p90)."""
+    if name == "samples_per_s" and len(group) == 1 and pd.notna(group["window_min"].iloc[0]):
+        r = group.iloc[0]
+        return f"{fmt(r['samples_per_s'])} ({fmt(r['window_min'])}–{fmt(r['window_max'])})"
+    if name == "step_ms" and len(group) == 1 and pd.notna(group["step_ms_p10"].iloc[0]):
+        r = group.iloc[0]
+        return f"{fmt(r['step_ms'])} ({fmt(r['step_ms_p10'])}–{fmt(r['step_ms_p90'])})"
+    return cell(group[name], name)
+
+
+def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.DataFrame | None = None,
+               pub_columns: dict | None = None, match: dict | None = None) -> pd.DataFrame:
+    """Return rows = the keys' values, columns = each value per measured device, published ones beside."""
+    out = None
+    devices = list(dict.fromkeys(df["device"]))
+    for device in devices:
+        mine = df[df["device"] == device]
+        label = f" · {short_device(device)}" if len(devices) > 1 else ""
+        table = mine.groupby(keys, dropna=False, sort=True).apply(
+            lambda g: pd.Series({f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
+                                | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})),
+            include_groups=False)
+        out = table if out is None else out.join(table, how="outer")
+    if out is None:
+        out = pd.DataFrame(index=pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0]))
+    if pub is not None and pub_columns:
+        pub = pub.rename(columns={v: k for k, v in (match or {}).items()})
+        pub = pub.set_index(keys)[list(pub_columns)].rename(columns=pub_columns)
+        out, pub = keyed(out), keyed(pub)
+        out = out.join(pub, how="outer")
+    return out.fillna(DASH)
+
+
+def keyed(table: pd.DataFrame) -> pd.DataFrame:
+    """Return `table` with its index values as rows match on (`_key`), the index names kept."""
+    names = table.index.names
+    index = table.index.map(lambda k: tuple(map(_key, k)) if isinstance(k, tuple) else _key(k))
+    if len(names) > 1 and not isinstance(index, pd.MultiIndex):  # an empty index maps to a flat one
+        index = pd.MultiIndex.from_tuples(list(index), names=names)
+    index.names = names
+    return table.set_axis(index)
+
+
+def _key(value) -> str:
+    """Return a key value as rows match and show on: numbers as %g, None as 'none'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "none"
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """Return a table as GitHub Markdown, its index as the first columns, sorted numerically."""
+    flat = table.reset_index()
+    for column in flat.columns[: table.index.nlevels]:
+        flat[column] = flat[column].map(_key)
+    keys = list(flat.columns[: table.index.nlevels])
+    order = flat[keys].apply(lambda col: pd.to_numeric(col, errors="coerce").fillna(float("inf")))
+    flat = flat.iloc[order.sort_values(keys, kind="stable").index] if len(flat) else flat
+    return flat.to_markdown(index=False, disable_numparse=True)
+
+
+def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
+    """Return one line saying how `value` moves along `key` on `device`, and whether neighbouring rows
+    differ beyond their spread (the windows' min–max of samples/s, or the steps' p10–p90)."""
+    lo, hi = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}.get(
+        value, (value, value))
+    rows = df[df["device"] == device].groupby(key).agg(mid=(value, "median"), lo=(lo, "min"), hi=(hi, "max"))
+    rows = rows.dropna(subset=["mid"]).sort_index()
+    if len(rows) < 2:
+        return ""
+    apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in zip(rows.iterrows(), rows.iloc[1:].iterrows()))
+    first, last = rows.iloc[0], rows.iloc[-1]
+    return (f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
+            f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
+            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps differ beyond the "
+            "timing spread" + ("" if apart == len(rows) - 1 else " (the others are within it: not resolved)") + ".")

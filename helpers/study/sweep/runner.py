@@ -1,0 +1,139 @@
+"""The sweep runner: every point of the chosen suites not yet finished on this machine's device.
+
+    python -m helpers.study.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
+    python -m helpers.study.sweep all --variant quick               # every suite, saying which it skipped
+    python -m helpers.study.sweep all --variant full --target trainium   # the study on trn1 (.venv-xla)
+
+Points run through helpers.study.sweep.points (a notebook each, resumable, never two sweeps on one point). A
+suite variant with `jobs = N` (or `--jobs N`) runs N points at once, each on cpu_count / N threads. At
+the end the sweep prints where its wall time went: training, evaluation, and everything else (kernel
+start-up, imports, data, model loading), from the points' own records.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from helpers.run import records
+from helpers.run.args import repo_path
+from helpers.study.sweep import points
+from helpers.study.sweep.suites import SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites, resolve_suite, retarget
+
+RUNS_DIR = "Experiment/runs"
+RESULTS = "Experiment/results"
+DEFAULT_TIMEOUT_S = 1800
+
+
+def time_split(done: list[tuple[float, Path]]) -> dict:
+    """Return the points' wall seconds and the shares spent training, evaluating and on everything else."""
+    wall = sum(w for w, _ in done)
+    train = evaluate = 0.0
+    for _, path in done:
+        phases = (records.read_record(path) or {}).get("phases", {})
+        train += phases.get("train", 0.0)
+        evaluate += phases.get("evaluate", 0.0)
+    share = (lambda x: x / wall) if wall else (lambda x: 0.0)
+    return {"points": len(done), "wall_s": wall, "train_s": train, "eval_s": evaluate,
+            "train_share": share(train), "eval_share": share(evaluate),
+            "other_share": share(max(wall - train - evaluate, 0.0))}
+
+
+def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs_dir: str | Path = RUNS_DIR,
+          timeout_s: float | None = None, out=sys.stdout, jobs: int | None = None,
+          force: bool = False) -> dict[str, dict[str, int]]:
+    """Run every point of `suites` not yet finished here; return {suite: {status: count}}."""
+    from tqdm import tqdm
+
+    results, runs_dir = repo_path(results), repo_path(runs_dir)
+    points._STOPPING.clear()
+    plan, devices = [], {}
+    for suite in suites:
+        want = (suite.env, str(suite.params.get("device", "auto")))
+        if suite.kind == "notebook" and points.env_python(suite.env).exists() and want not in devices:
+            devices[want] = points.device_of(*want)
+        dev = devices.get(want) if suite.kind == "notebook" else points.device_of("main", "cpu")
+        reason = points.skip_reason(suite, dev, force)
+        if reason:
+            print(f"skipped {suite.name}: {reason}", file=out)
+        else:
+            plan.append((suite, dev))
+    summary: dict[str, dict[str, int]] = {s.name: {} for s, _ in plan}
+    walls: list[tuple[float, Path]] = []
+    total = sum(len(expand(s, variant)) for s, _ in plan)
+    t0 = time.perf_counter()
+    with tqdm(total=total, desc=f"sweep {variant}", unit="run", file=out, dynamic_ncols=True) as bar:
+        for suite, dev in plan:
+            counts, spec, todo = summary[suite.name], suite.variants[variant], expand(suite, variant)
+            n_jobs = min(jobs or spec.get("jobs", 1), max(1, len(todo)))
+            threads = max(1, (os.cpu_count() or 1) // n_jobs) if n_jobs > 1 else None
+            limit = timeout_s or spec.get("timeout_s", DEFAULT_TIMEOUT_S)
+            pool = concurrent.futures.ThreadPoolExecutor(n_jobs)
+            try:
+                futures = {pool.submit(points.run_point, suite, p, dev, results, runs_dir, limit, threads): p
+                           for p in todo}
+                for future in concurrent.futures.as_completed(futures):
+                    point, (status, wall, path) = futures[future], future.result()
+                    counts[status] = counts.get(status, 0) + 1
+                    if wall:
+                        walls.append((wall, path))
+                    if status not in ("finished", "already done"):
+                        bar.write(f"{point.run_name}: {status} (its record: {path})", file=out)
+                    bar.set_postfix_str(point.run_name[:60])
+                    bar.update(1)
+            except BaseException:  # Ctrl-C or SIGTERM: stop the running notebooks, record nothing for them
+                points._STOPPING.set()
+                pool.shutdown(wait=False, cancel_futures=True)
+                for proc in list(points._LIVE):
+                    points.kill_processes([points.psutil.Process(proc.pid)])
+                raise
+            pool.shutdown()
+    for name, counts in summary.items():
+        print(f"{name}: " + (", ".join(f"{n} {k}" for k, n in counts.items()) or "no points"), file=out)
+    if walls:
+        split = time_split(walls)
+        print(f"wall time {time.perf_counter() - t0:.0f} s; in the {split['points']} points run "
+              f"({split['wall_s']:.0f} s): training {100 * split['train_share']:.0f}%, evaluation "
+              f"{100 * split['eval_share']:.0f}%, start-up, data, model and record "
+              f"{100 * split['other_share']:.0f}%", file=out)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: python -m helpers.study.sweep SUITE|all [--variant quick|full] [--jobs N] ..."""
+    parser = argparse.ArgumentParser(prog="python -m helpers.study.sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", help="a suite name in Experiment/suites, a path to a .toml file, or all")
+    parser.add_argument("--variant", choices=VARIANTS, default="quick")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default: the suite's)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="points run at once, each on cpu_count / jobs threads (default: the suite's, else 1)")
+    parser.add_argument("--results", default=RESULTS, help="folder of the run records (relative to the repo root)")
+    parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
+    parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--target", choices=TARGETS, default="nvidia",
+                        help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb (.venv-xla)")
+    parser.add_argument("--force", action="store_true",
+                        help="run suites that need fast bf16 on a device without it (slow: hours)")
+    parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
+    args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
+    suites = [retarget(s, args.target) for s in (find_suites(args.suites_dir) if args.suite == "all"
+                                                  else [resolve_suite(args.suite, args.suites_dir)])]
+    if args.list:
+        for suite in suites:
+            found = expand(suite, args.variant)
+            print(f"{suite.name} ({suite.kind}, {len(found)} points)")
+            for point in found:
+                print(f"  {point.run_name}")
+        return
+    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs, force=args.force)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Suite files: one TOML file per report table, parsed and expanded into named grid points.
+
+A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
+`kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
+optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16) and `description`, shared `[params]`, and per variant (`[quick]`,
+`[full]`) `params`, `grid` (every combination), `cases` (a list of explicit points, crossed with the
+grid), `timeout_s` and `jobs` (points run at once, each on cpu_count / jobs threads). Parameter names
+are the run's (helpers/run/args.py), checked when the file is read; TOML has no null, so "None" stands
+for None. Its `[report]` table tells helpers.study.report.tables how to tabulate the records.
+
+A point's run name is `<suite>-<variant>-<the values that vary>-<hash of every parameter>`: the same
+point always gets the same name (so a resumed sweep recognises it), and editing a fixed parameter
+gives new names (so records of the old definition are never taken for the new one).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers.run.args import FIELDS, ConfigError, build_args, repo_path, unknown_message
+
+SUITES_DIR = "Experiment/suites"
+VARIANTS = ("quick", "full")
+KINDS = ("notebook", "token_stats", "derived")
+ENVS = {"main": (".venv", "accelbench"), "xla": (".venv-xla", "accelbench-xla")}  # folder, Jupyter kernel
+REQUIRES = (None, "neuron", "fast-bf16")
+# parameters that say where a run reports, not what it measures: left out of the run name's hash
+WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
+# where notebook suites run: the Nvidia notebook (CUDA, else the CPU) in .venv, or the Trainium notebook
+# (NeuronCores, else XLA on the CPU) in .venv-xla; suites that name the Trainium notebook always keep it
+TARGETS = {"nvidia": ("Nvidia/baseline.ipynb", "main"), "trainium": ("Trainium/baseline.ipynb", "xla")}
+
+
+@dataclass
+class Suite:
+    """A parsed suite file: what to run, where, and how the report tabulates it."""
+
+    name: str
+    title: str
+    order: int
+    kind: str
+    notebook: str | None
+    env: str
+    requires: str | None
+    params: dict
+    variants: dict
+    report: dict = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass
+class Point:
+    """One grid point of a suite variant: its run name and the parameters the notebook gets."""
+
+    run_name: str
+    params: dict
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Return the suite in the TOML file `path`; raise ConfigError naming the file on any bad entry."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    kind = raw.get("kind", "notebook")
+    suite = Suite(name=path.stem, title=raw.get("title", path.stem), order=int(raw.get("order", 99)),
+                  kind=kind, notebook=raw.get("notebook"), env=raw.get("env", "main"),
+                  requires=raw.get("requires"), params=raw.get("params", {}),
+                  variants={v: raw[v] for v in VARIANTS if v in raw}, report=raw.get("report", {}),
+                  description=raw.get("description", ""))
+    if kind not in KINDS:
+        raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
+    if suite.requires not in REQUIRES:
+        raise ConfigError(f"{path}: requires={suite.requires!r} is unknown: allowed "
+                          f"{', '.join(r for r in REQUIRES if r)}")
+    if suite.env not in ENVS:
+        raise ConfigError(f"{path}: env={suite.env!r} is unknown: allowed {', '.join(ENVS)}")
+    if kind == "notebook" and not suite.notebook:
+        raise ConfigError(f"{path}: a notebook suite needs notebook = \"Nvidia/baseline.ipynb\" or similar")
+    if kind != "derived" and set(suite.variants) != set(VARIANTS):
+        raise ConfigError(f"{path}: needs both [quick] and [full] tables")
+    for variant in suite.variants:
+        jobs = suite.variants[variant].get("jobs", 1)
+        if not isinstance(jobs, int) or jobs < 1:
+            raise ConfigError(f"{path} [{variant}]: jobs={jobs!r} is invalid: must be an integer >= 1")
+        for point in _combinations(suite, variant):
+            unknown = sorted(set(point) - set(FIELDS))
+            if unknown:
+                raise ConfigError(f"{path} [{variant}]: {unknown_message(unknown[0])}")
+            if kind == "notebook":
+                try:
+                    build_args(point)  # the one place parameters are checked
+                except ConfigError as err:
+                    raise ConfigError(f"{path} [{variant}]: {err}") from None
+    return suite
+
+
+def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
+    """Return every suite in `suites_dir`, in the report's order."""
+    return sorted((load_suite(p) for p in repo_path(suites_dir).glob("*.toml")),
+                  key=lambda s: (s.order, s.name))
+
+
+def resolve_suite(name: str, suites_dir: str | Path = SUITES_DIR) -> Suite:
+    """Return the suite called `name` in `suites_dir`, or the one in the file `name` ends in .toml."""
+    path = Path(name) if name.endswith(".toml") else repo_path(suites_dir) / f"{name}.toml"
+    if not path.exists():
+        known = ", ".join(s.name for s in find_suites(suites_dir))
+        raise SystemExit(f"no suite {name!r} ({path} does not exist); known: {known}, or all")
+    return load_suite(path)
+
+
+def _combinations(suite: Suite, variant: str) -> list[dict]:
+    """Return the parameter dicts of a variant: shared params, variant params, each case x grid."""
+    spec = suite.variants.get(variant, {})
+    base = {**suite.params, **spec.get("params", {})}
+    grid = spec.get("grid", {})
+    combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    return [{**base, **case, **combo} for case in spec.get("cases", [{}]) for combo in combos]
+
+
+def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
+    """Return `<suite>-<variant>-<k=v,...>-<hash>`: the grid values, then a hash of every parameter."""
+    label = ",".join(f"{k}={params[k]}" for k in varying) or "point"
+    digest = hashlib.sha1(json.dumps({k: v for k, v in params.items() if k not in WHERE},
+                                     sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return f"{suite}-{variant}-{label}-{digest}".replace("/", "_").replace(" ", "")
+
+
+def expand(suite: Suite, variant: str) -> list[Point]:
+    """Return the points of `suite`'s `variant`, each with its run name (empty for derived suites)."""
+    if suite.kind == "derived":
+        return []
+    if variant not in suite.variants:
+        raise ConfigError(f"suite {suite.name} has no [{variant}] table")
+    combos = _combinations(suite, variant)
+    names = list(dict.fromkeys(k for c in combos for k in c))  # every name, in first-seen order
+    varying = [k for k in names if len({json.dumps(c.get(k), default=str) for c in combos}) > 1]
+    return [Point(run_name(suite.name, variant, c, [k for k in varying if k in c]), c) for c in combos]
+
+
+def retarget(suite: Suite, target: str) -> Suite:
+    """Return `suite` as run on `target`: trainium moves Nvidia-notebook suites to the Trainium notebook."""
+    if target not in TARGETS:
+        raise ConfigError(f"target={target!r} is unknown: allowed {', '.join(TARGETS)}")
+    if target == "nvidia" or suite.kind != "notebook" or suite.notebook != TARGETS["nvidia"][0]:
+        return suite
+    notebook, env = TARGETS[target]
+    # device=xla is the Trainium notebook's default; naming it gives these points their own run names
+    return dataclasses.replace(suite, notebook=notebook, env=env, params={**suite.params, "device": "xla"})

@@ -1,0 +1,351 @@
+"""The Trainium path for real on torch-xla's CPU backend (PJRT_DEVICE=CPU; `make test-xla`, .venv-xla).
+
+The notebook end to end, graph compilations with static and dynamic padding, Trainium/train.py and
+eval.py, and what torchrun can and cannot do with XLA on the CPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+# XLA:CPU's LLVM backend at -O0 compiles a BERT train step several times faster; the graphs, and so
+# the compile counts these tests check, are the same at any level. Subprocesses inherit both.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make xla-venv; make test-xla)")
+
+from helpers.run import records  # noqa: E402
+from helpers.run.args import build_args  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.xla, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def notebook_record(tmp_path_factory, tiny_model_dir, tiny_data_dir):
+    """Trainium/baseline.ipynb through papermill: tiny model, static padding, 5 steps (3 of warm-up)."""
+    tmp = tmp_path_factory.mktemp("trn-nb")
+    results = tmp / "results"
+    params = dict(model_name=tiny_model_dir, data_dir=tiny_data_dir, batch=8, max_length=32,
+                  padding="static", max_steps=5, lr=5e-3, precision="fp32", eval_subset=16, optlevel=1,
+                  extra_cc_flags="--verbose=info", results_path=results, run_name="trn-nb",
+                  xla_cache_dir=tmp / "xla-cache")
+    args = [sys.executable, "-m", "papermill", str(REPO / "Trainium/baseline.ipynb"), str(tmp / "out.ipynb"),
+            "--cwd", str(tmp)]
+    for k, v in params.items():
+        args += ["-p", k, str(v)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,), _ = records.read_records(results)
+    return rec
+
+
+def test_notebook_record_carries_the_xla_section(notebook_record):
+    rec = notebook_record
+    assert rec["status"] == "finished" and rec["device"]["type"] == "xla"
+    assert rec["timing"]["steps"] == 5 and rec["metrics"]["test_rows"] == 16
+    x = rec["xla"]
+    assert x["neuron_cc_flags"] == "--model-type=transformer --optlevel=1 --auto-cast=none --verbose=info"
+    assert x["env"]["PJRT_DEVICE"] == "CPU" and x["env"]["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "0"
+    assert x["graph_compilations"] == x["train"]["uncached_compiles"] + x["eval"]["uncached_compiles"] > 0
+    assert x["compile_time_s"] > 0 and x["eval"]["uncached_compiles"] > 0
+    assert x["distinct_input_shapes"] == 1  # static padding, last partial batch dropped
+    assert x["compilations_after_warmup"] == 0
+    assert x["first_step_s"] > x["steady_step_s"]  # the first step pays its compilations
+    assert x["cache"]["state"].startswith("cold") and x["run"]["persistent_cache_misses"] > 0
+    assert x["env"]["XLA_FLAGS"].startswith("--xla_backend_optimization_level=0")  # the test module's (tiny model)
+
+
+@pytest.fixture(scope="module")
+def small_model_dir(tmp_path_factory) -> Path:
+    """conftest's tiny BERT with one layer (half the graph to compile) and the MiniLM tokenizer."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from conftest import tiny_bert_config
+    from helpers.run import models
+
+    root = tmp_path_factory.mktemp("tiny-bert-1layer")
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert_config(num_hidden_layers=1)).save_pretrained(root)
+    models.load_tokenizer("minilm").save_pretrained(root)
+    return root
+
+
+def synthetic_loader(tokenizer, lengths: list[int], steps: int, batch: int = 4):
+    """Batches of `batch` rows, batch i padded (dynamic collator) to lengths[i % len(lengths)] tokens."""
+    from helpers.run import tokens
+
+    rows = [{"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
+            for i in range(steps) for j in range(batch)]
+    return tokens.loader(rows, batch, tokens.collator(tokenizer, "dynamic"), shuffle=False, seed=0)
+
+
+def sgd_fit(model, loader, dev, steps: int):
+    """train.fit with plain SGD: no optimizer state, so each compiled graph stays small."""
+    import torch
+
+    from helpers.measure.timing import StepTimer
+    from helpers.run import train
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    return train.fit(model, loader, optimizer, scheduler, dev, "fp32", 1, max_steps=steps, log_every=steps,
+                     timer=StepTimer(warmup_steps=3, per_step="window"), progress=False)
+
+
+# ---------------------------------------------------------------- compilations against shapes
+@pytest.fixture(scope="module")
+def compiles_by_lengths(small_model_dir):
+    """Return a function: train on batches of the given lengths (cycled) and return per-step compilations."""
+    import torch
+    import torch_xla.debug.metrics as met
+    from transformers import BertForSequenceClassification
+
+    from conftest import tiny_bert_config
+    from helpers.measure import xla
+    from helpers.run.device import resolve_device
+    from helpers.run.models import load_tokenizer
+
+    dev = resolve_device("xla")
+    tokenizer = load_tokenizer(str(small_model_dir))
+
+    def run(lengths: list[int], steps: int = 5) -> list[int]:
+        torch.manual_seed(0)
+        config = tiny_bert_config(num_hidden_layers=1, vocab_size=2048)  # ids here are < 2048
+        model = BertForSequenceClassification(config).to(dev.torch_device)
+        loader = xla.CountingLoader(synthetic_loader(tokenizer, lengths, steps))
+        sgd_fit(model, loader, dev, steps)
+        return loader.per_batch(final=met.counter_value("UncachedCompile"))
+    return run
+
+
+@pytest.fixture(scope="module")
+def static_and_dynamic(compiles_by_lengths):
+    # fresh lengths per run: the graph cache is process-wide. The static run goes first, so the
+    # process's one-off graphs count against it, never in favour of the relation checked below.
+    return {1: compiles_by_lengths([16]), 3: compiles_by_lengths([20, 24, 28])}
+
+
+def test_static_padding_compiles_nothing_after_warmup(static_and_dynamic):
+    per_step = static_and_dynamic[1]
+    assert sum(per_step[:3]) > 0 and sum(per_step[3:]) == 0
+
+
+def test_dynamic_padding_compilations_grow_with_distinct_lengths(static_and_dynamic):
+    total = {k: sum(v) for k, v in static_and_dynamic.items()}
+    assert total[3] - total[1] >= 3 - 1  # at least one new graph per new length
+    # the lengths cycle 20, 24, 28, 20, ...: each compiles at its first step, then is cached
+    per_step = static_and_dynamic[3]
+    assert all(n > 0 for n in per_step[:3]) and sum(per_step[3:]) == 0
+
+
+def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
+    from helpers import steps
+
+    args = build_args(dict(model_name=str(tiny_model_dir), device="xla", padding="dynamic",
+                           results_path=str(tmp_path / "r")))
+    with pytest.warns(UserWarning, match="every new .* shape compiles a new graph"):
+        steps.start(args)
+
+
+def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
+    """Refused on Neuron (steps.start); on XLA-CPU build_model switches to torch_xla's checkpoint."""
+    import torch
+
+    from helpers import steps
+    from helpers.run.models import load_tokenizer
+
+    args = build_args(dict(model_name=str(small_model_dir), device="xla", precision="fp32", max_length=16,
+                           gradient_checkpointing=True, results_path=str(tmp_path / "r")))
+    run = steps.start(args)
+    model = steps.build_model(run)
+    before = model.classifier.weight.detach().cpu().clone()
+    result = sgd_fit(model, synthetic_loader(load_tokenizer(str(small_model_dir)), [16], 2), run.dev, 2)
+    funcs = {getattr(m._gradient_checkpointing_func, "func", None) for m in model.modules()
+             if getattr(m, "gradient_checkpointing", False)}
+    assert {f.__module__ for f in funcs} == {"torch_xla.utils.checkpoint"}
+    assert result.steps == 2 and torch.isfinite(torch.tensor(result.final_loss))
+    assert not torch.equal(before, model.classifier.weight.detach().cpu())
+
+
+# ---------------------------------------------------------------- scripts and torchrun
+def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, small_model_dir, tiny_data_dir):
+    """Trainium/train.py (Hugging Face argument names), single process, then eval.py on its checkpoint."""
+    results, ckpt, metrics = tmp_path / "results", tmp_path / "ckpt", tmp_path / "test_metrics.json"
+    monkeypatch.setattr(sys, "argv", [
+        "train.py", "--model_name_or_path", str(small_model_dir), "--data_dir", str(tiny_data_dir),
+        "--per_device_train_batch_size", "8", "--max_seq_length", "32", "--learning_rate", "5e-3",
+        "--max_steps", "4", "--max_eval_samples", "16", "--precision", "fp32",
+        "--output_dir", str(ckpt), "--results_path", str(results), "--run_name", "trn-script",
+        "--progress", "False"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch_xla is already imported in this process: expected here
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(REPO / "Trainium/train.py"), run_name="__main__")
+    assert done.value.code == 0
+    (rec,), _ = records.read_records(results)
+    assert rec["status"] == "finished" and rec["params"]["batch"] == 8 and rec["params"]["max_length"] == 32
+    assert rec["device"]["type"] == "xla" and rec["xla"]["graph_compilations"] > 0
+    assert (ckpt / "config.json").exists()
+
+    monkeypatch.setattr(sys, "argv", ["eval.py", "--model_name_or_path", str(ckpt), "--data_dir",
+                                      str(tiny_data_dir), "--max_seq_length", "32", "--max_eval_samples",
+                                      "16", "--precision", "fp32", "--output_file", str(metrics)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runpy.run_path(str(REPO / "Trainium/eval.py"), run_name="__main__")
+    out = json.loads(metrics.read_text())
+    assert out["rows"] == 16 and 0 <= out["accuracy"] <= 1 and 0 <= out["macro_f1"] <= 1
+    assert out["accuracy"] == rec["metrics"]["test_accuracy"]  # the saved weights are the trained ones
+
+
+def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, small_model_dir, tiny_data_dir):
+    """The limitation, shown: under torchrun every PJRT_DEVICE=CPU process gets an 'xla' world of size 1,
+    so gradients would not be averaged; the run stops with that message and a failed record."""
+    from helpers import launch, steps
+
+    results = tmp_path / "results"
+    args = build_args(dict(model_name=str(small_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                           max_length=32, max_steps=2, precision="fp32", num_devices=2,
+                           results_path=str(results), run_name="trn-torchrun", progress=False))
+    with pytest.raises(launch.DistributedRunError, match="'trn-torchrun' failed"):
+        steps.start(args)  # num_devices=2: the run is handed to torchrun
+    (rec,), _ = records.read_records(results)  # one record: rank 0's, read by the launcher by name
+    assert rec["status"] == "failed" and rec["distributed"]["world_size"] == 2
+    assert "process group has world size 1" in rec["error"] and "cannot join processes" in rec["error"]
+
+
+# ---------------------------------------------------------------- graphs per step and per eval batch
+class GraphCountingLoader:
+    """Notes, before handing out each batch, how many graphs the process executed and compiled so far."""
+
+    def __init__(self, loader):
+        self.loader, self.executed, self.compiled = loader, [], []
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    @property
+    def batch_size(self):
+        return self.loader.batch_size
+
+    def __iter__(self):
+        for batch in self.loader:
+            self.note()
+            yield batch
+
+    def note(self) -> None:
+        import torch_xla.core.xla_model as xm
+        import torch_xla.debug.metrics as met
+
+        xm.wait_device_ops()  # execution is asynchronous: ExecuteTime counts a graph when it has run
+        data = met.metric_data("ExecuteTime")
+        self.executed.append(data[0] if data else 0)
+        self.compiled.append(met.counter_value("UncachedCompile") or 0)
+
+    def per_batch(self) -> tuple[list[int], list[int]]:
+        """Return (graphs executed, graphs compiled) during each batch; call note() once after the last."""
+        def diff(xs):
+            return [b - a for a, b in zip(xs, xs[1:])]
+        return diff(self.executed), diff(self.compiled)
+
+
+@pytest.fixture(scope="module")
+def xla_run(tiny_model_dir, tiny_data_dir, tmp_path_factory):
+    """A started XLA run on conftest's tiny BERT (L=32, batch 8), its tokenized splits and model."""
+    from helpers import steps
+
+    args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                           max_length=32, padding="static", precision="fp32", progress=False,
+                           results_path=str(tmp_path_factory.mktemp("graphs"))))
+    run = steps.start(args)
+    splits = steps.tokenize(run, steps.load_data(run))
+    return run, splits, steps.build_model(run)
+
+
+def test_steady_training_step_executes_one_graph(xla_run):
+    """AdamW, clipping, a linear schedule decaying towards 0 and a loss log every 2 steps: after the
+    warm-up each step runs exactly one graph and compiles none. Before: 2 graphs a step (transformers'
+    per-forward padding_mask.all() read), 3 after each loss log (a fresh 0-dim zero is a constant
+    graph), and a new step graph once 1 - lr * wd rounds to 1.0 in fp32 (torch AdamW, step 7 here)."""
+    from helpers import steps
+    from helpers.measure.timing import StepTimer
+    from helpers.run import optim, train
+
+    run, splits, model = xla_run
+    steps_n, warmup = 8, 3
+    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
+    optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
+    # no warm-up, decay to 0 at step 8: lr(7) * 0.01 = 2.5e-8 < 2**-25, so 1 - lr * wd is 1.0 in fp32
+    scheduler = optim.build_scheduler(optimizer, steps_n, 0.0)
+    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n, log_every=2,
+                       timer=StepTimer(warmup_steps=warmup, window_steps=2, per_step="window"), progress=False)
+    loader.note()
+    executed, compiled = loader.per_batch()
+    assert result.steps == steps_n
+    assert executed[warmup:] == [1] * (steps_n - warmup), executed
+    assert sum(compiled[warmup:]) == 0, compiled
+
+
+def test_steady_eval_batch_executes_one_graph(xla_run):
+    """Each evaluation batch runs one graph (forward and confusion update, cut per batch)."""
+    from helpers import steps
+    from helpers.run import train
+
+    run, splits, model = xla_run
+    loader = GraphCountingLoader(steps.eval_loader(run, splits["validation"]))  # 64 rows: 2 batches
+    train.evaluate(model, loader, run.dev, "fp32", rows_per_batch=loader.batch_size)
+    loader.note()
+    executed, _ = loader.per_batch()
+    assert executed == [1] * len(loader), executed  # the last entry includes the final metric reads
+
+
+def test_eval_compilations_do_not_grow_with_rows(xla_run):
+    """Two row counts with different batch counts and remainders (40 = 32 + 8, 100 = 3 x 32 + 4): the
+    second evaluation compiles nothing, and the padded rows are left out of the metrics."""
+    import torch_xla.debug.metrics as met
+    from datasets import concatenate_datasets
+
+    from helpers import steps
+    from helpers.run import train
+
+    run, splits, model = xla_run
+    rows = concatenate_datasets([splits["validation"], splits["test"]])  # 128 rows
+    compiled, results = [], []
+    for n in (40, 100):
+        before = met.counter_value("UncachedCompile") or 0
+        loader = steps.eval_loader(run, rows.select(range(n)))
+        results.append(train.evaluate(model, loader, run.dev, "fp32", rows_per_batch=loader.batch_size))
+        compiled.append((met.counter_value("UncachedCompile") or 0) - before)
+    assert [r["rows"] for r in results] == [40, 100]
+    assert compiled[0] <= 1 and compiled[1] == 0, compiled  # 0 when training compiled it already
+
+
+def test_persistent_cache_on_xla_cpu_is_written_but_never_loaded(tmp_path):
+    """torch-xla 2.9 on the CPU backend: a second process with the same graph finds the cache entry
+    but cannot load it (PJRT CPU: "Deserializing serialized executable not supported") and compiles
+    again. The record's counters (measure.xla.snapshot) tell the three cases apart: cold = misses,
+    warm = hits, this = load_failures. If this fails with hits > 0, torch-xla fixed it: use the cache."""
+    script = ("import torch, torch_xla, json; from helpers.measure import xla; "
+              "x = torch.arange(8.).to(torch_xla.device()); float((x * 3 + 1).sum()); "
+              "print(json.dumps(xla.snapshot()))")
+    env = {**os.environ, "XLA_PERSISTENT_CACHE_PATH": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    snaps = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        snaps.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cold, warm = snaps
+    assert cold["persistent_cache_misses"] == 1 and cold["uncached_compiles"] == 1
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # the executable was written
+    assert warm["persistent_cache_hits"] == 0 and warm["persistent_cache_load_failures"] == 1
+    assert warm["uncached_compiles"] == 1  # compiled again

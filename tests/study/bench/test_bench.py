@@ -1,0 +1,203 @@
+import argparse
+import json
+import copy
+
+import pytest
+import torch
+from transformers import BertForSequenceClassification
+
+from helpers.measure.timing import StepTimer
+from helpers.run import precision as prec, train
+from helpers.run.device import resolve_device
+from helpers.study.bench import harness as bench
+from helpers.study.bench import render
+from helpers.study.bench import cases as sections
+from helpers.run.optim import build_optimizer, build_scheduler
+from conftest import tiny_bert_config
+
+CPU = resolve_device("cpu")
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_alternate_rotates_order_skips_warmup_and_takes_medians():
+    clock, order = FakeClock(), []
+    seconds = {"a": [9.0, 1.0, 2.0, 4.0, 2.0, 1.0], "b": [9.0, 4.0, 4.0, 8.0, 4.0, 2.0]}
+
+    def workload(name):
+        def run():
+            order.append(name)
+            clock.t += seconds[name][sum(1 for n in order if n == name) - 1]
+            return {"samples": 8, "flops": 80}
+        return run
+
+    syncs = []
+    rates = bench.alternate({"a": workload("a"), "b": workload("b")}, windows=5, warmup=1,
+                            sync=lambda: syncs.append(1), clock=clock)
+    assert order == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b", "b", "a"]  # rotated each round
+    assert len(syncs) == 2 * len(order)  # the device is synced before every clock read
+    assert [w["seconds"] for w in rates["a"]] == [1.0, 2.0, 4.0, 2.0, 1.0]  # warm-up window dropped
+    assert bench.median_rate(rates, "a") == pytest.approx(8 / 2.0)
+    assert bench.median_rate(rates, "b", "flops") == pytest.approx(80 / 4.0)
+    assert bench.ratio(rates, "a", "b") == pytest.approx(2.0)
+
+
+def test_a_workload_may_time_its_own_loop():
+    clock = FakeClock()
+
+    def setup_then_loop():
+        clock.t += 100.0  # per-call setup the workload leaves out of its own loop time
+        return {"samples": 8, "seconds": 0.5}
+
+    rates = bench.alternate({"w": setup_then_loop}, windows=5, warmup=1, clock=clock)
+    assert [w["samples"] for w in rates["w"]] == [16.0] * 5
+    assert [w["seconds"] for w in rates["w"]] == [0.5] * 5
+
+
+def test_timed_loader_records_one_wait_per_batch():
+    loader = bench.TimedLoader([{"x": torch.zeros(2)}] * 3)
+    assert len(loader) == 3 and len(list(loader)) == 3 and len(loader.wait_s) == 3
+    assert all(w >= 0 for w in loader.wait_s)
+
+
+def _model():
+    torch.manual_seed(0)  # dropout stays on: both loops must draw the same masks in the same order
+    return BertForSequenceClassification(tiny_bert_config(vocab_size=200))
+
+
+def _batches(n, batch=4, length=12):
+    g = torch.Generator().manual_seed(0)
+    return [{"input_ids": torch.randint(1, 200, (batch, length), generator=g),
+             "attention_mask": torch.ones(batch, length, dtype=torch.long),
+             "labels": torch.randint(0, 6, (batch,), generator=g)} for _ in range(n)]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])  # fp16: both scale the loss (GradScaler)
+def test_bare_loop_and_fit_do_the_same_work(precision):
+    """Same seed, batches, optimizer and schedule: identical weights after N steps, so the ratio is fair."""
+    batches, harness, bare = _batches(6), _model(), _model()
+    opts = [build_optimizer(m, 1e-3, 0.9, 0.01) for m in (harness, bare)]
+    scheds = [build_scheduler(o, 6, 0.5) for o in opts]
+    torch.manual_seed(1)
+    train.fit(harness, batches, opts[0], scheds[0], CPU, precision, epochs=1, log_every=2,
+              progress=False, max_grad_norm=0.5, timer=StepTimer())
+    torch.manual_seed(1)
+    bench.bare_loop(bare, batches, opts[1], scheds[1], precision, "cpu", max_grad_norm=0.5,
+                    scaler=prec.grad_scaler(precision, "cpu"))  # as bench.bare_window passes it
+    for (name, a), (_, b) in zip(harness.named_parameters(), bare.named_parameters()):
+        assert torch.equal(a, b), name
+    assert not torch.equal(harness.classifier.weight, _model().classifier.weight)  # it did train
+
+
+def _fake_results():
+    rates = lambda a, b: {"x": [{"samples": a, "flops": 1e12 * a, "seconds": 1.0}] * 5,  # noqa: E731
+                          "y": [{"samples": b, "flops": 1e12 * b, "seconds": 1.0}] * 5}
+    ov = rates(99.0, 100.0)
+    ov = {"fit (harness)": ov["x"], "bare loop": ov["y"], "Trainer": ov["y"]}
+    sp = rates(120.0, 10.0)
+    sp = {"optimized preset": sp["x"], "baseline preset": sp["y"],
+          "matmul peak": [{"flops": 2e14, "seconds": 1.0}] * 5}
+    return {
+        "overhead": {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": ov,
+                     "steps_per_window": 3},
+        "speedup": {"model": "bert-base-random", "baseline": {}, "optimized": {}, "precision": "bf16",
+                    "rates": sp, "steps_per_window": 3,
+                    "peak": {"precision": "bf16", "source": "measured", "scan": {"square 1024": 0.2}},
+                    "stall": {"micro_batches": 15, "wait_median_ms": 1.0, "wait_max_ms": 2.0,
+                              "step_median_ms": 500.0, "stall_fraction": 0.002}},
+        "accuracy": {"rows": 100, "epochs": 1, "runs": {
+            p: {"status": "finished", "test_accuracy": acc, "test_macro_f1": 0.5, "val_accuracy": acc,
+                "samples_per_s": 10.0, "train_time_s": 5.0, "steps": 4, "precision": "bf16"}
+            for p, acc in (("baseline", 0.6), ("optimized", 0.7))}},
+        "data": {"rows": 16000, "max_length": 32, "padding": "static", "tokenize_s": [1.0, 2.0, 3.0]},
+        "levers": {"steps_per_window": 3, "reference": {}, "levers": [
+            {"name": "bf16 autocast vs fp32", "control": {}, "variant": {}, "control_samples_per_s": 1.0,
+             "variant_samples_per_s": 3.0, "ratio": 3.0, "warmup_s": 9.0,
+             "rates": {"control": [{"samples": 1.0}] * 5, "variant": [{"samples": 3.0}] * 5}}]},
+    }
+
+
+META = {"command": "python -m helpers.study.bench", "date": "2026-01-01 00:00", "machine": "cpu (AVX2)",
+        "torch": "2", "transformers": "5", "threads": 2, "load_start": 0.5, "load_end": 0.7}
+
+
+def test_report_has_every_section_and_its_verdict():
+    blocks = render.render(_fake_results(), META)
+    main = blocks["main"]
+    assert main.startswith("_Written by `python -m helpers.study.bench`")
+    for heading in ("### 1. Harness overhead", "### 2. `fit` vs Hugging Face `Trainer`",
+                    "### 3. Optimized preset", "### 4. MFU", "### 5. Data pipeline", "### Accuracy"):
+        assert heading in main
+    assert ("**fit / bare loop = 0.990x (median of 5 per-round ratios, range 0.990 .. 0.990; ratio of "
+            "medians 0.990x)** (target >= 0.97x: met)") in main
+    assert "**fit / Trainer = 0.990x (median of 5" in main and "(target >= 1.0x: **not met**)" in main
+    assert "**optimized / baseline samples/s = 12.000x (median of 5" in main
+    assert "**MFU = 60.0%**" in main  # 120 TFLOP/s of a 200 TFLOP/s peak timed in the same rounds
+    assert "median of 3 = **2.00 s**" in main and "**+0.1000**" in main
+    assert "| bf16 autocast vs fp32 |" in blocks["levers"] and "3.000x" in blocks["levers"]
+    empty = render.render({}, META)["main"]
+    assert empty.count("Not measured in this run") == 5 and "levers" not in render.render({}, META)
+
+
+def test_paired_ratios_cancel_a_drifting_machine():
+    # the machine slows down 2x over the run; the harness is always 10% slower than the bare loop
+    speed = [1.0, 1.5, 2.0, 2.0, 2.0]
+    rates = {"fit": [{"samples": 9.0 / s} for s in speed], "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
+    assert bench.paired_ratios(rates, "fit", "bare")[0] == pytest.approx(0.9 * 1.5)  # rounds misaligned
+    rates["bare"] = [{"samples": 10.0 / s} for s in speed]
+    assert bench.paired_ratios(rates, "fit", "bare") == pytest.approx([0.9] * 5)
+    med, text = bench.paired_text(rates, "fit", "bare")
+    assert med == pytest.approx(0.9) and "range 0.900 .. 0.900" in text
+
+
+def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(tmp_path):
+    results = _fake_results()
+    raw = tmp_path / "bench.jsonl"
+    stale = {**results["overhead"], "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5
+                                              for k in results["overhead"]["rates"]}}
+    later = {**META, "command": "python -m helpers.study.bench --sections overhead", "date": "2026-01-02 00:00"}
+    old_lever = {**results["levers"]["levers"][0], "name": "batch 128 vs 64"}
+    rows = [(META, "overhead", stale), (META, "speedup", results["speedup"]),
+            (META, "levers", {**results["levers"], "levers": [old_lever, results["levers"]["levers"][0]]}),
+            (later, "overhead", results["overhead"]), (later, "levers", results["levers"])]
+    with open(raw, "w") as f:
+        for meta, section, result in rows:
+            f.write(json.dumps({"meta": meta, "section": section, "result": result}) + "\n")
+    blocks = render.render_raw(raw)
+    main = blocks["main"]
+    assert "\n\n_speedup: written by `python -m helpers.study.bench` on 2026-01-01" in main
+    assert main.startswith("_overhead: written by `python -m helpers.study.bench --sections overhead` on 2026-01-02")
+    assert "fit / bare loop = 0.990x" in main and "**optimized / baseline samples/s = 12.000x" in main
+    # the lever measured again later is shown once, from the later run; the other one from the first
+    levers = blocks["levers"]
+    assert levers.count("| bf16 autocast vs fp32 |") == 1 and levers.count("| batch 128 vs 64 |") == 1
+    assert levers.index("| batch 128 vs 64 |") < levers.index("--sections overhead") < levers.index(
+        "| bf16 autocast vs fp32 |")
+
+
+def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
+    path = tmp_path / "BENCHMARKS.md"
+    render.write_blocks(path, {"main": "first"})
+    path.write_text(path.read_text() + "\nhand-written notes\n")
+    render.write_blocks(path, {"main": "second", "levers": "table"})
+    text = path.read_text()
+    assert "first" not in text and "second" in text and "hand-written notes" in text
+    assert text.index("<!-- bench:main begin -->") < text.index("hand-written notes") < text.index("table")
+    render.write_blocks(path, {"levers": "table 2"})
+    assert text.replace("table", "table 2") == path.read_text()
+
+
+def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch):
+    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
+    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
+                              warmup=1, steps=2, model=str(tiny_model_dir), gate=None)
+    out = sections.overhead_section(args, sync=lambda: None)
+    assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
+    for windows in out["rates"].values():
+        assert len(windows) == 2 and all(w["samples"] > 0 and w["flops"] > 0 for w in windows)

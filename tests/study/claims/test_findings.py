@@ -1,0 +1,290 @@
+"""Every claim of the findings table reaches each of its verdicts on hand-made records (tests/record_fixtures.py),
+and its measured-evidence text names the device, the variant and the run count."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.run import records
+from helpers.study.claims import rules as claims
+from helpers.study.claims import rules_trn1 as claims_trn1
+from helpers.study.claims import findings
+from helpers.study.claims.evidence import Finding
+from helpers.study.report.frame import frame
+from tests.record_fixtures import record
+
+PUB = "Experiment/published"
+MODEL = {"quick": "minilm", "full": "bert-base-uncased"}
+NAMES = {"a100": "A100", "t4": "T4", "trn1": "Trainium", "cpu": "Xeon", "xla-cpu": "XLA CPU"}
+
+
+@pytest.fixture(autouse=True)
+def no_library_versions(monkeypatch):
+    """Skip reading installed packages' metadata for every fixture record (most of a record's cost)."""
+    monkeypatch.setattr(records, "library_versions", lambda: {})
+
+
+def run(device: str, suite: str, params: dict, variant: str = "full", ai: float | None = None,
+        util: float | None = None, shares: dict | None = None, **figures) -> dict:
+    """Return a fixture record of one run of `suite`'s `variant` on `device` with these params and figures."""
+    params = {"model_name": MODEL[variant], **params}
+    name = f"{suite}-{variant}-" + "-".join(f"{k}{v}" for k, v in sorted(params.items()) if k != "model_name")
+    extra = {}
+    if "precision" in params:  # what the run used, as the run path records it
+        extra["precision"] = {"requested": params["precision"], "used": params["precision"],
+                              "compute_dtype": "bf16", "mechanism": "fixture"}
+    if ai is not None:
+        extra["systems"] = {"arithmetic_intensity": ai, "achieved_tflops": 1.0}
+    if util is not None:
+        key = "sm_util_pct_mean" if device in ("a100", "t4") else "neuroncore_util_pct_mean"
+        extra["utilization"] = {key: util}
+    if shares is not None:
+        extra["profile"] = {"class_share": shares}
+    return record(device, suite, params, run_name=name, **extra, **figures)
+
+
+def judge(claim, recs: list[dict]) -> Finding:
+    """Return a claim's finding on the frame of these records."""
+    return claim(frame(recs), PUB)
+
+
+def check(found: Finding, verdict: str, device: str | None = None, variant: str = "full", runs: int | None = None):
+    """Assert the verdict, and that the measured text names the device, the variant and the run count."""
+    assert found.verdict == verdict, (found.verdict, found.reason, found.measured)
+    if device:
+        assert NAMES[device] in found.measured and variant in found.measured, found.measured
+    if runs:
+        assert f"{runs} run" in found.measured, found.measured
+
+
+def batches(device: str, rates: list[float], variant: str = "full") -> list[dict]:
+    return [run(device, "batch_scaling", {"batch": b}, variant, ai=50 + b, samples_per_s=s)
+            for b, s in zip((8, 16, 64), rates)]
+
+
+@pytest.mark.parametrize("rates, verdict", [([100, 200, 400], "holds"), ([400, 200, 100], "does not hold"),
+                                            ([100, 101, 102], "inconclusive")])
+def test_batch_scaling(rates, verdict):
+    found = judge(claims.batch_scaling, batches("a100", rates))
+    check(found, verdict, "a100", "full", 3)
+    assert ("spread" in found.reason) == (verdict == "inconclusive")
+
+
+def test_batch_scaling_untestable_and_proxy():
+    check(judge(claims.batch_scaling, batches("a100", [100, 200])), "not testable here", "a100", "full", 2)
+    proxy = judge(claims.batch_scaling, batches("cpu", [100, 200, 400], "quick"))
+    check(proxy, "holds", "cpu", "quick", 3)
+    assert "direction only, on proxy: minilm on CPU" in proxy.reason and proxy.basis.startswith("proxy")
+    real = judge(claims.batch_scaling, batches("a100", [100, 200, 400]) + batches("cpu", [400, 200, 100], "quick"))
+    assert real.verdict == "holds" and "Xeon" not in real.measured  # a real device outranks a proxy
+
+
+@pytest.mark.parametrize("steps, verdict", [((55, 115), "holds"), ((120, 55), "does not hold"),
+                                            ((100, 102), "inconclusive"), ((55, None), "not testable here")])
+def test_seq_len(steps, verdict):
+    recs = [run("trn1", "seq_len", {"max_length": L, "batch": 64}, step_ms=s)
+            for L, s in zip((32, 128), steps) if s]
+    check(judge(claims.seq_len, recs), verdict, "trn1" if steps[1] else None, "full", 2 if steps[1] else None)
+
+
+def padding_runs(device: str, dynamic: tuple[int, float], variant: str = "full", multiple: int | None = 16):
+    static = run(device, "padding", {"padding": "static"}, variant, compilations=1, train_s=100.0)
+    params = {"padding": "dynamic"} | ({"pad_to_multiple_of": multiple} if multiple else {})
+    return [static, run(device, "padding", params, variant, compilations=dynamic[0], train_s=dynamic[1])]
+
+
+@pytest.mark.parametrize("dynamic, verdict", [((40, 1000.0), "holds"), ((1, 1000.0), "does not hold"),
+                                              ((40, 70.0), "does not hold"), ((40, 101.0), "inconclusive")])
+def test_padding(dynamic, verdict):
+    check(judge(claims.padding, padding_runs("trn1", dynamic)), verdict, "trn1", "full", 2)
+
+
+def test_padding_needs_xla():
+    found = judge(claims.padding, padding_runs("a100", (1, 100.0)))
+    check(found, "not testable here", "a100", "full", 2)
+    proxy = judge(claims.padding, padding_runs("xla-cpu", (5, 300.0), "quick", 8))
+    check(proxy, "holds", "xla-cpu", "quick", 2)
+    assert "on proxy: minilm on XLA on the CPU" in proxy.reason
+
+
+@pytest.mark.parametrize("hours, verdict", [(77.0, "holds"), (0.1, "does not hold")])
+def test_padding_77h(hours, verdict):
+    found = judge(claims_trn1.padding_77h, padding_runs("trn1", (900, hours * 3600), multiple=None))
+    check(found, verdict, "trn1", "full", 2)
+
+
+def test_padding_77h_needs_trn1_full():
+    found = judge(claims_trn1.padding_77h, padding_runs("xla-cpu", (5, 1e6), "quick", None))
+    check(found, "not testable here", "xla-cpu", "quick", 2)
+
+
+def flags(device: str, times: dict[int, float], variant: str = "full") -> list[dict]:
+    return [run(device, "compiler_flags", {"optlevel": level, "distribution_strategy": "llm-training"}, variant,
+                train_s=t) for level, t in times.items()]
+
+
+@pytest.mark.parametrize("times, verdict", [({1: 132.0, 2: 120.0, 3: 118.0}, "holds"),
+                                            ({1: 132.0, 2: 150.0, 3: 118.0}, "does not hold"),
+                                            ({1: 132.0, 2: 130.0, 3: 129.0}, "inconclusive")])
+def test_optlevel(times, verdict):
+    check(judge(claims_trn1.optlevel, flags("trn1", times)), verdict, "trn1", "full", 3)
+
+
+def test_optlevel_needs_neuron():
+    found = judge(claims_trn1.optlevel, flags("xla-cpu", {1: 132.0, 2: 100.0}, "quick"))
+    check(found, "not testable here", "xla-cpu", "quick", 2)
+    assert "neuronx-cc" in found.reason
+
+
+def precision_runs(device: str, effects: dict[int, float], variant: str = "full") -> list[dict]:
+    """Five seeds per length: bf16-pure at a base accuracy, bf16-pure-sr shifted by the length's effect ± noise."""
+    recs = []
+    for length, effect in effects.items():
+        for seed, noise in zip(range(1, 6), (0.0, 0.004, -0.004, 0.002, -0.002)):
+            base = 0.80 + seed / 100
+            recs.append(run(device, "precision", {"precision": "bf16-pure", "max_length": length, "seed": seed},
+                            variant, test_acc=base))
+            recs.append(run(device, "precision", {"precision": "bf16-pure-sr", "max_length": length, "seed": seed},
+                            variant, test_acc=base + effect + noise))
+    return recs
+
+
+@pytest.mark.parametrize("effects, verdict", [({16: 0.05, 32: -0.05}, "holds"),
+                                              ({16: -0.05, 32: -0.05}, "does not hold"),
+                                              ({16: 0.0, 32: -0.05}, "inconclusive")])
+def test_stochastic_rounding(effects, verdict):
+    found = judge(findings.stochastic_rounding, precision_runs("a100", effects))
+    check(found, verdict, "a100", "full", 20)
+    assert ("resolve an SR effect of ±" in found.reason) == (verdict == "inconclusive")
+
+
+def test_stochastic_rounding_untestable_and_proxy():
+    only_pure = [r for r in precision_runs("a100", {16: 0.05}) if r["params"]["precision"] == "bf16-pure"]
+    check(judge(findings.stochastic_rounding, only_pure), "not testable here", "a100", "full", 5)
+    proxy = judge(findings.stochastic_rounding, precision_runs("cpu", {16: 0.05, 32: -0.05}, "quick"))
+    check(proxy, "holds", "cpu", "quick", 20)
+    assert "on proxy: minilm on CPU" in proxy.reason
+
+
+def llrd_runs(device: str, ref: list[float], tuned: list[float], variant: str = "full") -> list[dict]:
+    cells = [({"lr": 2e-5}, ref), ({"lr": 1.5e-4, "llrd_decay": 0.95}, tuned)]
+    return [run(device, "lr_llrd", {**params, "seed": seed}, variant, test_acc=acc)
+            for params, accs in cells for seed, acc in enumerate(accs, 1)]
+
+
+@pytest.mark.parametrize("ref, tuned, verdict", [([0.90, 0.905], [0.94, 0.945], "holds"),
+                                                 ([0.90, 0.905], [0.85, 0.855], "does not hold"),
+                                                 ([0.90, 0.93], [0.91, 0.92], "inconclusive"),
+                                                 ([0.35, 0.36], [0.91, 0.92], "inconclusive")])
+def test_lr_llrd(ref, tuned, verdict):
+    found = judge(findings.lr_llrd, llrd_runs("trn1", ref, tuned))
+    check(found, verdict, "trn1", "full", 4)
+    if ref[0] < 0.5:
+        assert "learned nothing" in found.measured
+
+
+def test_lr_llrd_untestable():
+    tuned_only = [r for r in llrd_runs("a100", [0.9], [0.94]) if r["params"]["lr"] == 1.5e-4]
+    check(judge(findings.lr_llrd, tuned_only), "not testable here", "a100", "full", 1)
+
+
+def util_runs(device: str, utils: list[float], variant: str = "full") -> list[dict]:
+    return [run(device, "small_batch", {"batch": b, "seed": seed}, variant, util=u)
+            for b in (2, 4, 8) for seed, u in enumerate(utils, 1)]
+
+
+@pytest.mark.parametrize("gpu, core, verdict", [([40.0], [10.0], "holds"), ([20.0], [60.0], "does not hold"),
+                                                ([30.0, 40.0], [35.0, 45.0], "inconclusive")])
+def test_small_batch_util(gpu, core, verdict):
+    found = judge(claims.small_batch_util, util_runs("a100", gpu) + util_runs("trn1", core))
+    check(found, verdict, "a100", "full", 3 * len(gpu))
+    assert "Trainium" in found.measured and "NVML" in found.measured and "neuron-monitor" in found.measured
+
+
+def test_small_batch_util_needs_both_classes():
+    found = judge(claims.small_batch_util, util_runs("a100", [40.0]) + util_runs("cpu", [10.0]))
+    check(found, "not testable here", "a100", "full", 3)  # a CPU cannot stand in for a NeuronCore
+
+
+@pytest.mark.parametrize("shares, verdict", [({"copy_data_movement": 0.5, "matmul": 0.2}, "holds"),
+                                             ({"copy_data_movement": 0.1, "matmul": 0.6}, "does not hold")])
+def test_dma_bound(shares, verdict):
+    found = judge(claims_trn1.dma_bound, [run("trn1", "profile_memory", {"batch": 8}, shares=shares)])
+    check(found, verdict, "trn1", "full", 1)
+
+
+def test_dma_bound_needs_trn1_profile():
+    found = judge(claims_trn1.dma_bound, [run("a100", "profile_memory", {"batch": 8}, shares={"matmul": 0.2})])
+    check(found, "not testable here")
+    assert "neuron-profile" in found.reason
+
+
+def presets(device: str, baseline_s: float, optimized_s: float, variant: str = "full") -> list[dict]:
+    return [run(device, "speedup", {"preset": "baseline"}, variant, train_s=baseline_s),
+            run(device, "speedup", {"preset": "optimized"}, variant, train_s=optimized_s)]
+
+
+@pytest.mark.parametrize("device, baseline_s, verdict", [("a100", 727.0, "holds"), ("trn1", 551.0, "holds"),
+                                                         ("t4", 372.0, "holds"), ("a100", 200.0, "does not hold")])
+def test_speedup(device, baseline_s, verdict):
+    check(judge(findings.speedup, presets(device, baseline_s, 100.0)), verdict, device, "full", 2)
+
+
+def test_speedup_proxy_is_not_testable():
+    found = judge(findings.speedup, presets("cpu", 700.0, 100.0, "quick"))
+    check(found, "not testable here", "cpu", "quick", 2)
+    assert "minilm on CPU" in found.reason and "direction only" in found.measured
+
+
+@pytest.mark.parametrize("trn1_s, verdict", [(60.0, "holds"), (400.0, "does not hold"), (82.0, "inconclusive")])
+def test_cost_ranking(trn1_s, verdict):
+    recs = [run("trn1", "speedup", {"preset": "optimized"}, train_s=trn1_s),
+            run("a100", "speedup", {"preset": "optimized"}, train_s=40.0),
+            run("t4", "speedup", {"preset": "optimized"}, train_s=367.0)]
+    found = judge(findings.cost_ranking, recs)
+    check(found, verdict, "trn1", "full", 1)
+    assert "A100" in found.measured and "T4" in found.measured
+
+
+def test_cost_ranking_needs_two_study_devices():
+    found = judge(findings.cost_ranking, [run("a100", "speedup", {"preset": "optimized"}, train_s=40.0)])
+    check(found, "not testable here", "a100", "full", 1)
+
+
+def test_allreduce_is_not_testable_even_with_trn1_scaling():
+    recs = [run("trn1", "scaling", {"num_devices": n}) for n in (1, 2)]
+    check(judge(claims_trn1.allreduce, recs), "not testable here", "trn1", "full", 2)
+
+
+@pytest.mark.parametrize("device, status, verdict", [("trn1", "failed", "holds"), ("trn1", "finished", "does not hold"),
+                                                     ("a100", "finished", "not testable here")])
+def test_gradient_checkpointing(device, status, verdict):
+    recs = [run(device, "batch_scaling", {"gradient_checkpointing": True, "batch": 64}, status=status)]
+    check(judge(claims_trn1.gradient_checkpointing, recs), verdict, device, "full", 1)
+
+
+@pytest.mark.parametrize("status, verdict", [("oom", "holds"), ("finished", "does not hold")])
+def test_host_memory_measured(status, verdict):
+    recs = [run("trn1", "batch_scaling", {"batch": 64}, status=status, memory={"host_peak_rss_gib": 20.0})]
+    check(judge(claims_trn1.host_memory, recs), verdict, "trn1", "full", 1)
+
+
+def test_host_memory_estimate():
+    found = judge(claims_trn1.host_memory, [])
+    check(found, "inconclusive")
+    assert found.basis == "estimate" and found.measured.startswith("estimate")
+
+
+def test_findings_table_and_markdown():
+    tokens = run("cpu", "token_lengths", {}, "quick")
+    del tokens["params"]["batch"], tokens["params"]["max_length"]  # a record without them: None in the frame
+    recs = batches("a100", [100, 200, 400]) + presets("cpu", 700.0, 100.0, "quick") + [tokens]
+    table = findings.findings(frame(recs), PUB)
+    assert len(table) == len(findings.CLAIMS) and set(table["verdict"]) <= {
+        "holds", "does not hold", "inconclusive", "not testable here"}
+    text = findings.markdown(table).strip().splitlines()
+    assert text[0] == findings.QUESTION
+    assert text[-1].startswith(f"Of {len(findings.CLAIMS)} claims, 1 hold, 0 do not hold, 1 are inconclusive")
+    empty = findings.findings(frame([]), PUB)
+    assert set(empty["verdict"]) == {"not testable here", "inconclusive"}  # the host-memory estimate needs no run
+    with pytest.raises(ValueError):
+        Finding("c", "p", "m", "maybe", "r")

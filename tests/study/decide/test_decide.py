@@ -1,0 +1,192 @@
+"""helpers/study/decide/ranking.py: the decision table, break-even epochs, the report section, plot and CLI, from
+record files shaped as trn1, A100, this CPU and XLA-on-CPU write them (tests/record_fixtures.py)."""
+import math
+
+import pandas as pd
+import pytest
+
+from helpers.study.decide import command as cli
+from helpers.calc import job as calc
+from helpers.run import records
+from helpers.study.decide import ranking as decide
+from helpers.study.report import frame
+from tests.record_fixtures import DEVICES, record
+
+OPTIMIZED = {"preset": "optimized", "model_name": "bert-base-uncased"}
+# 94% first reached at 8,000 samples: half an epoch of 16,000 rows
+CURVE = [{"step": 63, "train_time_s": 10.0, "samples": 4000, "val_accuracy": 0.90},
+         {"step": 125, "train_time_s": 20.0, "samples": 8000, "val_accuracy": 0.941},
+         {"step": 250, "train_time_s": 40.0, "samples": 16000, "val_accuracy": 0.95}]
+LOW_CURVE = [{"step": 10, "train_time_s": 100.0, "samples": 640, "val_accuracy": 0.35},
+             {"step": 20, "train_time_s": 200.0, "samples": 1280, "val_accuracy": 0.60}]
+TRN1 = "AWS Trainium (trn1.2xlarge) (measured)"
+TRN1_USD_H, A100_USD_H, CPU_USD_H = 1.34375, 21.96 / 8, 0.096  # trn1.2xlarge, p4d.24xlarge / 8 GPUs, m6i.large
+
+
+def _records() -> list[dict]:
+    """trn1 and A100 in the optimized preset over all rows, this CPU and XLA-on-CPU on a 1,280-row subset."""
+    subset = {**OPTIMIZED, "train_subset": 1280}
+    return [record("trn1", "speedup", OPTIMIZED, samples_per_s=800.0, compile_s=300.0, compilations=4,
+                   run_name="speedup-full-trn1", curve=CURVE, fixture=False),
+            record("a100", "speedup", OPTIMIZED, samples_per_s=1200.0, run_name="speedup-full-a100",
+                   curve=CURVE, fixture=False),
+            # a faster A100 run on a subset: rule 1 (all rows) still picks the run above
+            record("a100", "speedup", subset, samples_per_s=5000.0, run_name="speedup-quick-a100", fixture=False),
+            record("cpu", "speedup", subset, samples_per_s=6.4, run_name="speedup-quick-cpu", curve=LOW_CURVE,
+                   fixture=False),
+            record("xla-cpu", "speedup", subset, samples_per_s=3.2, compile_s=50.0, compilations=3,
+                   run_name="speedup-quick-xla-cpu", fixture=False)]
+
+
+@pytest.fixture()
+def results(tmp_path):
+    for rec in _records():
+        records.write_record(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+    return tmp_path
+
+
+@pytest.fixture()
+def df(results) -> pd.DataFrame:
+    return frame.load(results)[0]
+
+
+def _row(table: pd.DataFrame, device: str, source: str = "measured") -> pd.Series:
+    found = table[table["device"].str.contains(device) & (table["source"] == source)]
+    assert len(found) == 1, table[["device", "source"]]
+    return found.iloc[0]
+
+
+def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):
+    chosen = decide.representative(df).set_index("device_key")
+    assert chosen.loc[DEVICES["a100"]["key"], "run_name"] == "speedup-full-a100"
+    assert chosen.loc[DEVICES["a100"]["key"], "rule"] == "speedup suite, optimized preset, all rows"
+    assert chosen.loc[DEVICES["cpu"]["key"], "rule"] == "speedup suite, optimized preset, subset (quick)"
+    assert len(chosen) == 4
+
+
+def test_decision_rows_match_hand_computed_values(df):
+    table = decide.decision(df, decide.Job(epochs=3, rows=16_000, target_accuracy=0.94))
+    trn1, a100 = _row(table, "Trainium"), _row(table, "A100")
+    # trn1: one-off = first step (2 + 300 s) - steady step 0.08 s = 301.92 s > compile 300 s; 20 s/epoch
+    assert trn1["one_off_s"] == pytest.approx(301.92)
+    assert trn1["epoch_s"] == pytest.approx(16_000 / 800)
+    assert trn1["job_s"] == pytest.approx(301.92 + 3 * 20)
+    assert trn1["job_usd"] == pytest.approx((301.92 + 60) / 3600 * TRN1_USD_H)
+    assert trn1["instance"] == "trn1.2xlarge" and trn1["energy"] == "not measured"
+    # A100 eager: one-off = 2 - 0.08 s of first-step warm-up, 13.33 s/epoch, NVML energy 260 W x 40 s
+    assert a100["job_s"] == pytest.approx(1.92 + 3 * 16_000 / 1200)
+    assert a100["job_usd"] == pytest.approx((1.92 + 40) / 3600 * A100_USD_H)
+    assert a100["energy"] == "10.4 kJ (measured)"
+    # time to 94%: half an epoch after the one-off
+    assert trn1["target_s"] == pytest.approx(301.92 + 0.5 * 20)
+    assert a100["target"] == f"{1.92 + 0.5 * 16_000 / 1200:.4g} s (0.50 epochs)"
+    # CPU: priced on the 2-vCPU stand-in; never reached 94% in the 1,280 rows it saw
+    cpu = _row(table, "^Xeon")
+    assert cpu["instance"] == "m6i.large" and cpu["usd_per_h"] == CPU_USD_H
+    assert cpu["target"] == "not reached in 1 epoch (best 60.0%)" and math.isnan(cpu["target_s"])
+    assert _row(table, "XLA")["one_off_s"] == pytest.approx(2 + 50 - 0.08)  # first step, compile inside
+    # published rows beside, the L4 priced on g6.xlarge with the study's price kept
+    l4 = _row(table, "L4", "published")
+    assert (l4["instance"], l4["published_usd_per_h"]) == ("g6.xlarge", 0.576)
+    assert _row(table, "trn1", "published")["one_off_s"] == pytest.approx(301.92)  # from the trn1 record
+    # at 3 epochs trn1's compilation outweighs its cheaper epochs
+    assert a100["mark"] == "cheapest (measured); fastest (measured)" and trn1["mark"] == ""
+
+
+def test_runs_sharing_the_cache_split_only_the_compilation(df):
+    table = decide.decision(df, decide.Job(runs_sharing_cache=4))
+    assert _row(table, "Trainium")["one_off_s"] == pytest.approx(301.92 / 4)
+    assert _row(table, "A100")["one_off_s"] == pytest.approx(1.92)  # CUDA warm-up is paid by every run
+    assert _row(decide.decision(df, decide.Job(warm_cache=True)), "Trainium")["one_off_s"] == 0.0
+
+
+def test_target_beyond_the_job_is_not_reached(df):
+    table = decide.decision(df, decide.Job(epochs=0.25, target_accuracy=0.94))
+    assert _row(table, "Trainium")["target"] == "not reached in the job's 0.25 epochs (needs 0.50)"
+
+
+def test_break_even_epochs_of_trn1_against_the_a100(df):
+    job = decide.Job()
+    table = decide.decision(df, job)
+    breaks = decide.break_even(table, job).set_index(["device", "against"])
+    # trn1 saves (13.33 s x $2.745 - 20 s x $1.34375) / 3600 per epoch; its extra one-off repays after ~41 epochs
+    one_off = (301.92 * TRN1_USD_H - 1.92 * A100_USD_H) / 3600
+    saving = (16_000 / 1200 * A100_USD_H - 20 * TRN1_USD_H) / 3600
+    row = breaks.loc[(TRN1, "A100-SXM4-40GB (measured)")]
+    assert row["epochs"] == pytest.approx(one_off / saving) == pytest.approx(41.2, abs=0.1)
+    assert row["reading"] == f"cheaper beyond {one_off / saving:.3g} epochs"
+    # the study's L4 epoch costs less than trn1's: never
+    assert breaks.loc[("trn1 (published)", "L4 (published)"), "reading"] == "never: costs more per epoch"
+    # the same arithmetic on this machine: XLA-on-CPU against the CPU
+    assert ("XLA CPU (Xeon @ 2.80GHz) (measured)", "Xeon @ 2.80GHz (measured)") in breaks.index
+
+
+def test_without_a_trn1_record_the_compile_is_not_measured_and_a_budget_is_given():
+    job = decide.Job()
+    table = decide.decision(pd.DataFrame(), job)
+    assert set(table["source"]) == {"published"}
+    trn1 = _row(table, "trn1", "published")
+    assert trn1["lower_bound"] and math.isnan(trn1["one_off_s"])
+    reading = decide.break_even(table, job).set_index("against").loc["T4 (published)", "reading"]
+    # T4 job $0.05365 - trn1's 3 epochs $0.03069 = $0.02296 of trn1 time at $1.34375/h = 61.5 s
+    budget = calc.one_off_budget_s(3, 27.40 / 3600 * TRN1_USD_H, 0.0, 122.39 / 3600 * 0.526, TRN1_USD_H)
+    assert budget == pytest.approx(61.5, abs=0.1)
+    assert reading == ("compile not measured; cheaper per epoch, so cheaper for 3 epochs if compilation takes "
+                       f"under {budget:.4g} s")
+
+
+def test_markdown_asks_first_and_concludes_last(df):
+    job = decide.Job()
+    table = decide.decision(df, job)
+    lines = decide.markdown(table, decide.break_even(table, job), job).splitlines()
+    assert lines[0].startswith("Which device for 3 epochs over 16,000 training rows, target 94%")
+    assert lines[-1].startswith("For 3 epochs over 16,000 rows: measured (4 devices, one run each): "
+                                "A100-SXM4-40GB is cheapest ($0.03196) and A100-SXM4-40GB fastest (41.92 s)")
+    assert f"{TRN1} against A100-SXM4-40GB (measured): cheaper beyond 41.2 epochs" in lines[-1]
+    assert "trn1 (published) against T4 (published): cheaper beyond 14.7 epochs, L4 (published): never" in lines[-1]
+
+
+def test_plot_is_deterministic(df, tmp_path):
+    job = decide.Job()
+    table = decide.decision(df, job)
+    breaks = decide.break_even(table, job)
+    first = decide.plot(table, breaks, job, "python -m helpers.study.decide", tmp_path / "a.png").read_bytes()
+    assert first[:8] == b"\x89PNG\r\n\x1a\n"
+    assert decide.plot(table, breaks, job, "python -m helpers.study.decide", tmp_path / "b.png").read_bytes() == first
+
+
+def test_cli_prints_the_table_for_a_job(results, capsys):
+    cli.main(["--epochs", "3", "--rows", "16000", "--target-accuracy", "0.94", "--results", str(results)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Which device for 3 epochs")
+    header = next(line for line in out if line.startswith("| device"))
+    assert "job $" in header and "to target" in header
+    rows = [line for line in out if line.startswith("| ") and "measured" in line.split("|")[2]]
+    measured = {r.split("|")[1].strip() for r in rows}
+    assert measured >= {"AWS Trainium (trn1.2xlarge)", "A100-SXM4-40GB", "Xeon @ 2.80GHz", "XLA CPU (Xeon @ 2.80GHz)"}
+    assert out[-1].startswith("For 3 epochs over 16,000 rows")
+    for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"]):
+        with pytest.raises(SystemExit):
+            cli.main([*bad, "--results", str(results)])
+
+
+def test_cli_writes_a_users_job_where_asked_never_over_the_reports_figure(results, tmp_path):
+    out = tmp_path / "my-job"
+    cli.main(["--epochs", "5", "--results", str(results), "--write", str(out)])
+    page = (out / "decide.md").read_text()
+    assert page.startswith("<!-- Written by `python -m helpers.study.decide") and "Which device for 5 epochs" in page
+    assert "![job cost against epochs](decide_cost.png)" in page
+    assert (out / "decide_cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
+    from helpers.study.decide import cost_plot
+    from helpers.study.report import plot_style
+
+    a100 = plot_style.FAMILIES["a100-40gb"][0]
+    assert cost_plot._colour(pd.Series({"source": "published", "device": "A100", "family": "gpu"})) == a100
+    assert cost_plot._colour(pd.Series({"source": "measured", "device": "NVIDIA A100-SXM4-40GB", "family": "gpu"})) == a100
+    assert cost_plot._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"})) == \
+        plot_style.FAMILIES["trn1"][0]
+    assert cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
+        plot_style.FAMILIES["cpu"][0]

@@ -1,0 +1,122 @@
+"""The report's figures from fixture records of several devices: which PNGs are written, that the same frame
+gives the same bytes, that no label overlaps another or the data, and that no data draws nothing."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("matplotlib", reason="plots need matplotlib (the main environment, .venv)")
+from plot_records import study_records  # noqa: E402
+
+from helpers.study.report import plot_style  # noqa: E402
+from helpers.study.report import plots
+from helpers.study.report import plots_tuning
+from helpers.study.report.frame import frame  # noqa: E402
+
+PUBLISHED = "Experiment/published"
+COMMAND = "python -m helpers.study.report"
+EXPECTED = {"batch_scaling": ["batch_scaling.png"], "seq_len": ["seq_len.png"], "lr_llrd": ["lr_llrd_heatmap.png"],
+            "precision": ["precision_accuracy.png"], "speedup": ["speedup.png"], "roofline": ["roofline.png"],
+            "profile_memory": ["profile_op_classes.png", "memory_vs_batch.png"],
+            "small_batch": ["small_batch_utilization.png"], "padding": ["padding_compilations.png"]}
+
+
+@pytest.fixture(scope="module")
+def several() -> pd.DataFrame:
+    """The frame of every plotted suite on an A100, a trn1 NeuronCore and this CPU."""
+    return frame(study_records(("a100", "trn1", "cpu")))
+
+
+@pytest.fixture(scope="module")
+def one_cpu() -> pd.DataFrame:
+    """The frame of every plotted suite on this CPU alone."""
+    return plot_style.with_devices(frame(study_records(("cpu",))))
+
+
+def test_make_all_writes_every_figure_the_same_twice_and_each_reads(several, tmp_path, monkeypatch):
+    first = plots.make_all(several, tmp_path / "one", PUBLISHED, COMMAND)
+    assert {suite: [p.name for p in paths] for suite, paths in first.items()} == EXPECTED
+    problems = {}
+    save = plot_style.save
+
+    def checked_save(fig, path):  # the second run looks at each figure before writing it
+        problems[path.name] = plot_style.overlaps(fig)
+        return save(fig, path)
+
+    monkeypatch.setattr(plot_style, "save", checked_save)
+    second = plots.make_all(several, tmp_path / "two", PUBLISHED, COMMAND)
+    assert problems == {name: [] for paths in EXPECTED.values() for name in paths}
+    for suite, paths in first.items():
+        for one, two in zip(paths, second[suite]):
+            assert one.read_bytes() == two.read_bytes(), f"{one.name} differs between two runs"
+            assert one.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert b"Software" not in one.read_bytes() and b"matplotlib" not in one.read_bytes().lower()
+
+
+@pytest.mark.parametrize("draw", [plots_tuning.speedup, plots_tuning.lr_llrd])
+def test_one_cpu_figures_read(draw, one_cpu):
+    fig = draw(one_cpu, PUBLISHED)
+    plot_style.finish(fig, COMMAND, *plot_style.handles(fig))
+    assert plot_style.overlaps(fig) == []
+    texts = [t.get_text() for ax in fig.axes for t in [ax.title, *ax.get_yticklabels()]] + plot_style.handles(fig)[1]
+    assert any(text.startswith("published (trn1") for text in texts)  # the study's figures say so
+
+
+def test_published_step_times_never_share_an_axis_with_measured_ones(several):
+    fig = plots.seq_len(plot_style.with_devices(several), PUBLISHED)
+    for ax in fig.axes:
+        labels = ax.get_legend_handles_labels()[1]
+        if any(label.startswith("published") for label in labels):
+            assert "÷" in ax.get_ylabel()  # only where every line is over its own L=32 step
+
+
+def test_the_overlap_check_finds_what_a_reader_would_stumble_over():
+    fig, (ax,) = plot_style.figure(1, width=3, height=2)
+    ax.plot([0, 1], [0, 1], label="data")
+    ax.set_xticks([0, 0.02], ["a long tick label", "another long one"])
+    ax.legend(loc="center")
+    found = plot_style.overlaps(fig)
+    assert any("x tick" in f and "overlaps" in f for f in found)
+    assert any("legend" in f and "lies on the data" in f for f in found)
+
+
+def test_the_same_device_has_the_same_colour_in_every_figure(several):
+    df = plot_style.with_devices(several)
+    assert df.groupby("device_key")["colour"].nunique().eq(1).all()
+    assert df.drop_duplicates("device_key")["colour"].is_unique
+    trn1 = df.loc[df["who"] == "trn1 NeuronCore", "colour"].iloc[0]
+    assert plot_style.published_colour("trn1") == trn1
+
+
+def test_learning_rates_read_as_written():
+    assert [plot_style.lr_text(v) for v in (2e-5, 5e-5, 1.5e-4, 3e-4, 1e-3)] == ["2e-5", "5e-5", "1.5e-4", "3e-4", "1e-3"]
+
+
+def test_sparse_records_draw_what_they_have(tmp_path):
+    from record_fixtures import record
+
+    recs = [record("cpu", None, {"batch": 8}, run_name="adhoc-run"),  # no suite: in the roofline only
+            record("t4", "seq_len", {"max_length": 32}, run_name="seq_len-full-L32", status="failed"),
+            {**record("cpu", "small_batch", {"batch": 4}, run_name="small_batch-quick-b4"), "utilization": {}}]
+    written = plots.make_all(frame(recs), tmp_path, PUBLISHED, COMMAND)
+    assert {suite: [p.name for p in paths] for suite, paths in written.items()} == {
+        "roofline": ["roofline.png"], "profile_memory": ["memory_vs_batch.png"],
+        "small_batch": ["small_batch_utilization.png"]}
+
+
+def test_no_rows_draw_nothing(tmp_path):
+    assert plots.make_all(frame([]), tmp_path / "p", PUBLISHED, COMMAND) == {}
+    assert not list((tmp_path / "p").glob("*.png"))
+
+
+def test_a_cpu_roof_is_its_measured_peak_and_copy_bandwidth():
+    cpu = study_records(("cpu",))
+    threads = cpu[0]["device"]["torch_threads"]
+    peaks = {("cpu-intel-xeon-processor-2.80ghz-avx512", f"fp32, {threads} threads"):
+             {"peak_tflops": 0.25, "mem_bw_gbps": 17.0, "shape": "square 2048", "measured_at": "2026-11-23T00:00"}}
+    df = plot_style.with_devices(frame(cpu, peaks))
+    row = df[df["tflops"] > 0].iloc[0]
+    assert row["peak_tflops"] == 0.25 and row["peak_bw_gbps"] == 17.0 and row["peak_source"].startswith("measured")
+    assert row["mfu_pct"] == pytest.approx(100 * row["tflops"] / 0.25)
+    roofs = plots._roofs(df[(df["ai"] > 0) & (df["tflops"] > 0)].assign(compute_dtype="fp32"))
+    assert [r[:2] for r in roofs.values()] == [(0.25, 17.0)]  # the drawn roof slopes at the measured GB/s

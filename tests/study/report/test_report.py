@@ -1,0 +1,130 @@
+"""The report from many machines' records: one frame, device column groups, findings first, same bytes twice."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import steps
+from helpers.run import records
+from helpers.run.args import build_args
+from helpers.study.report import frame
+from helpers.study.report import build as report
+from helpers.study.sweep.suites import expand, resolve_suite
+from record_fixtures import record
+from helpers.study.report.tables import short_device
+
+
+def point(suite: str, variant: str = "quick", **match):
+    """Return the run name and parameters of the suite point whose parameters include `match`."""
+    for p in expand(resolve_suite(suite), variant):
+        if all(p.params.get(k) == v for k, v in match.items()):
+            return p.run_name, p.params
+    raise AssertionError(f"no {suite} point with {match}")
+
+
+def write(folder: Path, rec: dict) -> Path:
+    """Write `rec` where the run path would: <folder>/<suite>/<run_name>@<device>.json."""
+    return records.write_record(records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+
+
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory, tiny_model_dir, tiny_data_dir):
+    """Results of two machines copied side by side: this CPU (a real run) and a GPU box (fixtures)."""
+    root = tmp_path_factory.mktemp("results")
+    # machine A: a real run through the run path, as a batch_scaling point
+    name, params = point("batch_scaling", batch=8)
+    args = build_args({**params, "model_name": str(tiny_model_dir), "data_dir": str(tiny_data_dir),
+                       "run_name": name, "suite": "batch_scaling", "results_path": str(root / "cpu-box"),
+                       "train_subset": 128, "max_steps": 9, "log_every": 3})
+    steps.run_all(args)
+    # machine B: the same points on an A100 and a trn1 (fixtures in the shape those runs write)
+    for batch, rate in ((8, 300.0), (16, 520.0), (32, 900.0), (48, 1100.0), (64, 1250.0)):
+        name, params = point("batch_scaling", batch=batch)
+        write(root / "gpu-box", record("a100", "batch_scaling", params, run_name=name, samples_per_s=rate,
+                                       step_ms=1000 * batch / rate, tflops=rate / 100))
+    name, params = point("speedup", preset="optimized")
+    write(root / "gpu-box", record("trn1", "speedup", params, run_name=name, samples_per_s=800.0, compile_s=300.0,
+                                   compilations=12))
+    return root
+
+
+def build(root: Path, out: Path, **kw) -> list[Path]:
+    return report.build_report(root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report",
+                               **kw)
+
+
+def test_a_record_copied_from_another_machine_is_its_own_row(two_machines):
+    df, skipped = frame.load(two_machines, include_fixtures=True)
+    assert not skipped
+    batch8 = df[(df["suite"] == "batch_scaling") & (df["batch"] == 8)]
+    assert sorted(batch8["device_type"]) == ["cpu", "cuda"]  # one point, two devices: two rows, none dropped
+    assert set(batch8["device"]) == {"NVIDIA A100-SXM4-40GB", next(d for d in batch8["device"] if "A100" not in d)}
+
+
+def test_device_tables_show_every_machine_and_findings_open_the_report(two_machines, tmp_path):
+    build(two_machines, tmp_path, include_fixtures=True)
+    table = (tmp_path / "Experiment" / "batch_scaling.md").read_text()
+    df, _ = frame.load(two_machines, include_fixtures=True)
+    this_cpu = short_device(next(d for d in df[df["device_type"] == "cpu"]["device"]))  # Xeon, EPYC, ...
+    assert "samples/s · A100-SXM4-40GB" in table and f"samples/s · {this_cpu}" in table
+    text = (tmp_path / "Experiment" / "REPORT.md").read_text()
+    first_heading = text.split("\n## ")[0]
+    assert "What do the study's claims come to" in first_heading  # the findings table comes first
+    assert "| claim" in first_heading or "claim |" in first_heading
+    assert "AWS Trainium (trn1.2xlarge)" in text and "A100" in text
+    roofline = (tmp_path / "Experiment" / "roofline.md").read_text()  # a derived section reads every suite's runs
+    assert "No runs with FLOP counts" not in roofline and "batch_scaling" in roofline, roofline
+
+
+def test_a_second_report_is_byte_identical(two_machines, tmp_path):
+    first = {p.name: p.read_bytes() for p in build(two_machines, tmp_path / "a", include_fixtures=True)}
+    second = {p.name: p.read_bytes() for p in build(two_machines, tmp_path / "b", include_fixtures=True)}
+    assert first.keys() == second.keys() and any(n.endswith(".png") for n in first)
+    for name in first:
+        assert first[name] == second[name], f"{name} differs between two renders of the same records"
+
+
+def test_fixtures_never_reach_the_report_unless_asked(two_machines, tmp_path):
+    build(two_machines, tmp_path, plots=False)
+    text = (tmp_path / "Experiment" / "REPORT.md").read_text()
+    assert "A100-SXM4-40GB" not in text and "AWS Trainium (trn1.2xlarge)" not in text  # measured devices
+    df, _ = frame.load(two_machines)
+    assert short_device(next(d for d in df[df["device_type"] == "cpu"]["device"])) in text  # the real CPU run
+
+
+def test_rendering_starts_no_process(two_machines, tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the report started a process: {args}")
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(subprocess, "run", refuse)
+    build(two_machines, tmp_path, include_fixtures=True)
+
+
+def test_old_runs_jsonl_records_are_read(tmp_path, two_machines):
+    legacy = tmp_path / "results" / "old-machine" / "runs.jsonl"
+    legacy.parent.mkdir(parents=True)
+    name, params = point("seq_len", max_length=32)
+    rec = record("cpu", "seq_len", params, run_name=name)
+    rec.pop("fixture")
+    legacy.write_text(json.dumps(rec) + "\n")
+    shutil.copytree(two_machines, tmp_path / "results", dirs_exist_ok=True)
+    df, _ = frame.load(tmp_path / "results")
+    assert name in set(df["run_name"])
+
+
+def test_a_report_without_records_says_what_to_run(tmp_path):
+    (tmp_path / "empty").mkdir()
+    build(tmp_path / "empty", tmp_path, plots=False)
+    assert "No runs of this suite are recorded yet: run `python -m helpers.study.sweep batch_scaling`" in (
+        tmp_path / "Experiment" / "batch_scaling.md").read_text()
+
+
+def test_every_suite_report_spec_names_known_columns(tmp_path):
+    from helpers.study.sweep.suites import find_suites
+    from helpers.study.report.tables import LABELS
+
+    for suite in find_suites():
+        for value in suite.report.get("values", []):
+            assert value in LABELS, f"{suite.name}: unknown report value {value}"

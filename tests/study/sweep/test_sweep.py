@@ -1,0 +1,493 @@
+"""Suite files, grid expansion, run names, and the runner: resume, failures, timeouts, a real kill."""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.run import records
+from helpers.run.args import REPO_ROOT, ConfigError
+from helpers.study.report import frame
+from helpers.study.sweep import points
+from helpers.study.report import sections
+from helpers.study.sweep import suites
+from helpers.study.sweep import runner as sweep
+
+
+def write_suite(path: Path, body: str) -> Path:
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def write_notebook(path: Path, code: str) -> Path:
+    """Write a stand-in notebook: a `parameters` cell with the runner's three names, then `code`."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("run_name = None\nsuite = None\nresults_path = None\nmax_steps = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(textwrap.dedent(code))]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+    return path
+
+
+# a light notebook that sleeps max_steps seconds and writes a finished record where the sweep reads it
+# (the path is in the point's tag; a real notebook computes the same path from its device)
+RECORDING = """
+import os, time
+from helpers.run import records
+time.sleep(max_steps)
+records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+                     "suite": suite, "status": "finished", "params": {"max_steps": max_steps}, "pid": os.getpid()})
+"""
+
+
+def done_names(results: Path) -> set[str]:
+    """Return the run names with a final record below `results`."""
+    return {r["run_name"] for r in records.read_records(results)[0] if r["status"] in records.DONE}
+
+
+# ----------------------------------------------------------------------------- suite files
+def test_every_suite_file_parses_and_expands():
+    found = suites.find_suites()
+    names = [s.name for s in found]
+    assert len(names) == 13 and names[0] == "token_lengths"
+    assert [s.order for s in found] == sorted(s.order for s in found)
+    for suite in found:
+        for variant in suites.VARIANTS:
+            points = suites.expand(suite, variant)
+            assert (len(points) == 0) == (suite.kind == "derived"), (suite.name, variant)
+            assert len({p.run_name for p in points}) == len(points), f"{suite.name}: duplicate run names"
+            for point in points:
+                assert point.run_name.startswith(f"{suite.name}-{variant}-")
+        if suite.kind == "notebook":
+            assert suite.notebook in ("Nvidia/baseline.ipynb", "Trainium/baseline.ipynb")
+
+
+@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 18), ("lr_llrd", "quick", 4),
+                                                  ("batch_scaling", "full", 5), ("compiler_flags", "full", 12),
+                                                  ("padding", "quick", 2), ("padding", "full", 3), ("token_lengths", "quick", 1)])
+def test_known_suites_expand_to_their_grids(name, variant, count):
+    suite = suites.resolve_suite(name)
+    points = suites.expand(suite, variant)
+    assert len(points) == count
+    assert [p.run_name for p in points] == [p.run_name for p in suites.expand(suite, variant)]  # deterministic
+
+
+def test_quick_and_full_variants_differ_in_model():
+    suite = suites.resolve_suite("batch_scaling")
+    assert {p.params["model_name"] for p in suites.expand(suite, "quick")} == {"minilm"}
+    assert {p.params["model_name"] for p in suites.expand(suite, "full")} == {"bert-base-uncased"}
+    assert all(p.params.get("max_steps") for p in suites.expand(suite, "quick"))  # timed, not trained
+    accuracy = suites.resolve_suite("lr_llrd")
+    # accuracy suites train on the whole training split, to the end of an epoch: no subset, no max_steps
+    assert not any(p.params.get("train_subset") or p.params.get("max_steps") for p in suites.expand(accuracy, "quick"))
+
+
+def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
+    body = """
+        notebook = "Nvidia/baseline.ipynb"
+        [params]
+        batch = 8
+        [quick]
+        cases = [{ padding = "static" }, { padding = "dynamic", pad_to_multiple_of = 8 }]
+        grid = { seed = [1, 2, 3] }
+        [full]
+        grid = { seed = [1] }
+    """
+    points = suites.expand(suites.load_suite(write_suite(tmp_path / "t.toml", body)), "quick")
+    assert len(points) == 6
+    assert points[0].run_name.startswith("t-quick-padding=static,seed=1-")
+    assert points[3].params == {"batch": 8, "padding": "dynamic", "pad_to_multiple_of": 8, "seed": 1}
+    # editing a fixed parameter gives new run names, so old records are not taken as done
+    edited = suites.expand(suites.load_suite(write_suite(tmp_path / "t.toml", body.replace("8\n", "16\n", 1))),
+                          "quick")
+    assert not {p.run_name for p in points} & {p.run_name for p in edited}
+
+
+def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook():
+    batch = suites.resolve_suite("batch_scaling")
+    moved = suites.retarget(batch, "trainium")
+    assert (moved.notebook, moved.env) == ("Trainium/baseline.ipynb", "xla")
+    assert {p.params["device"] for p in suites.expand(moved, "full")} == {"xla"}
+    names = {p.run_name for p in suites.expand(batch, "full")}
+    assert not names & {p.run_name for p in suites.expand(moved, "full")}  # a trn1 run is not a GPU run
+    padding = suites.resolve_suite("padding")
+    assert suites.retarget(padding, "trainium") is padding and suites.retarget(batch, "nvidia") is batch
+
+
+@pytest.mark.parametrize("body, message", [
+    ('notebook = "x.ipynb"\n[quick]\nparams = { batchsize = 8 }\n[full]\n', "unknown parameter"),
+    ('notebook = "x.ipynb"\n[quick]\n', "needs both"),
+    ('kind = "train"\n', "kind='train' is unknown"),
+    ('notebook = "x.ipynb"\nenv = "conda"\n[quick]\n[full]\n', "env='conda' is unknown"),
+    ('notebook = "x.ipynb"\nrequires = "tpu"\n[quick]\n[full]\n', "requires='tpu' is unknown"),
+    ('notebook = "x.ipynb"\n[quick]\njobs = 0\n[full]\n', "jobs=0 is invalid"),
+])
+def test_bad_suite_files_are_rejected(tmp_path, body, message):
+    with pytest.raises(ConfigError, match=message):
+        suites.load_suite(write_suite(tmp_path / "bad.toml", body))
+
+
+def test_skip_reasons(monkeypatch):
+    assert "nothing to run" in points.skip_reason(suites.resolve_suite("cost"), None)
+    padding = suites.resolve_suite("padding")
+    monkeypatch.setitem(points.ENVS, "xla", (".venv-missing", "accelbench-xla"))
+    assert points.skip_reason(padding, None) == ("its environment .venv-missing is missing (create it with "
+                                                 "`make xla-venv`)")
+    monkeypatch.undo()
+    flags = suites.resolve_suite("compiler_flags")
+    if points.env_python("xla").exists():
+        assert "needs NeuronCores" in points.skip_reason(flags, {"neuron": False})
+        assert points.skip_reason(flags, {"neuron": True}) is None
+
+
+def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    assert "no fast bf16" in points.skip_reason(suites.resolve_suite("precision"), {"bf16_fast": False})
+    assert points.skip_reason(suites.resolve_suite("precision"), {"bf16_fast": True}) is None
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    suite = suites.load_suite(write_suite(tmp_path / "bf16.toml", f"""
+        notebook = "{nb}"
+        requires = "fast-bf16"
+        [quick]
+        grid = {{ max_steps = [1] }}
+        [full]
+    """))
+    monkeypatch.setattr(points, "device_of", lambda env, requested="auto": {"key": "cpu-slow", "bf16_fast": False})
+    assert sweep.sweep([suite], "quick", results, tmp_path / "runs") == {}
+    assert not results.exists()
+    assert sweep.sweep([suite], "quick", results, tmp_path / "runs", force=True) == {"bf16": {"finished": 1}}
+
+
+def test_papermill_command_passes_typed_parameters_and_the_environments_kernel():
+    suite = suites.resolve_suite("batch_scaling")
+    cmd = points.papermill_command(suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False},
+                                   Path("/tmp/o.ipynb"))
+    assert cmd[0].endswith(".venv/bin/papermill") and cmd[2] == "/tmp/o.ipynb"
+    assert cmd[cmd.index("--kernel") + 1] == "accelbench"
+    import yaml
+
+    assert yaml.safe_load(cmd[-1]) == {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False}
+    xla = suites.resolve_suite("padding")
+    assert points.papermill_command(xla, {}, Path("/tmp/o.ipynb"))[4] == "accelbench-xla"
+
+
+@pytest.mark.parametrize("text, status", [("torch.OutOfMemoryError: CUDA out of memory", "oom"),
+                                          ("MemoryError", "oom"), ("RESOURCE_EXHAUSTED: XLA", "oom"),
+                                          ("ValueError: bad", "failed")])
+def test_classify_failure(text, status):
+    assert records.failure_status(text) == status
+
+
+def test_a_bad_parameter_is_refused_when_the_suite_is_read(tmp_path):
+    with pytest.raises(ConfigError, match="batch=0 is invalid"):
+        suites.load_suite(write_suite(tmp_path / "bad.toml", """
+            notebook = "Nvidia/baseline.ipynb"
+            [quick]
+            grid = { batch = [0] }
+            [full]
+        """))
+    with pytest.raises(ConfigError, match="unknown parameter 'learnin_rate': did you mean 'lr'"):
+        suites.load_suite(write_suite(tmp_path / "typo.toml", """
+            notebook = "Nvidia/baseline.ipynb"
+            [quick]
+            params = { learnin_rate = 1e-4 }
+            [full]
+        """))
+
+
+def test_token_stats_suite_writes_its_own_record(tmp_path, tiny_data_dir, tiny_model_dir):
+    results_path = tmp_path / "results"
+    suite = suites.load_suite(write_suite(tmp_path / "tok.toml", f"""
+        kind = "token_stats"
+        [params]
+        data_dir = "{tiny_data_dir}"
+        model_name = "{tiny_model_dir}"
+        [quick]
+        [full]
+    """))
+    assert sweep.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
+    (rec,), _ = records.read_records(results_path)
+    assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
+    assert rec["_source"].endswith(f"@{rec['device']['key']}.json") and rec["device"]["type"] == "cpu"
+    assert rec["run_name"] == suites.expand(suite, "quick")[0].run_name and rec["suite"] == "tok"
+    df, _ = frame.load(results_path)  # the report's section is built from that record
+    text = sections.token_stats_section(suite, df[df["suite"] == "tok"], None)
+    assert re.search(rf"covers 95%\s*\|\s*{rec['token_stats']['p95']}\s*\|", text), text
+    assert re.search(r"The suites train at max_length=(8|16|32), the study's choice", text), text
+
+
+# ----------------------------------------------------------------------------- notebooks
+@pytest.mark.slow
+def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, tiny_data_dir):
+    results_path = tmp_path / "results"
+    suite = suites.load_suite(write_suite(tmp_path / "two.toml", f"""
+        notebook = "Nvidia/baseline.ipynb"
+        [params]
+        model_name = "{tiny_model_dir}"
+        data_dir = "{tiny_data_dir}"
+        max_length = 32
+        batch = 16
+        lr = 5e-3
+        epochs = 1
+        max_steps = 5
+        progress = false
+        [quick]
+        grid = {{ seed = [1, 2] }}
+        [full]
+        grid = {{ seed = [1] }}
+    """))
+    runs = tmp_path / "runs"
+    assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
+    recs, skipped = records.read_records(results_path)
+    names = [p.run_name for p in suites.expand(suite, "quick")]
+    assert not skipped and [r["run_name"] for r in recs] == names
+    assert all(r["status"] == "finished" and r["suite"] == "two" for r in recs)
+    assert [r["params"]["seed"] for r in recs] == [1, 2] and recs[0]["timing"]["steps"] == 5
+    for name in names:
+        html = (runs / "two" / f"{name}.html").read_text()
+        assert html.startswith("<!-- Written by `python -m helpers.study.sweep two`")
+        nb = nbformat.read(runs / "two" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[0].source.startswith("Written by `python -m helpers.study.sweep two`")
+        assert "training: finished, 5 steps" in (runs / "two" / f"{name}.log").read_text()  # streamed
+    # a second sweep finds both done and runs nothing
+    assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"already done": 2}}
+    assert len(records.read_records(results_path)[0]) == 2
+
+
+@pytest.mark.slow
+def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path):
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", """
+        if max_steps == 1:
+            raise MemoryError("host ran out of memory")
+        import os
+        if max_steps == 2:
+            import time
+            open(results_path + ".pid", "w").write(str(os.getpid()))
+            time.sleep(120)
+        from helpers.run import records
+        records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+                                                              "status": "finished", "params": {}})
+    """)
+    suite = suites.load_suite(write_suite(tmp_path / "fails.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [1, 2, 3] }}
+        timeout_s = 20
+        [full]
+    """))
+    summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
+    assert summary == {"fails": {"oom": 1, "timeout": 1, "finished": 1}}
+    oom, timeout, done = sorted(records.read_records(results_path)[0], key=lambda r: r["params"].get("max_steps", 3))
+    assert oom["status"] == "oom" and "MemoryError: host ran out of memory" in oom["error"]
+    assert oom["runner"]["returncode"] == 1 and oom["params"]["max_steps"] == 1
+    assert timeout["status"] == "timeout" and "20 s timeout" in timeout["error"]
+    assert done["status"] == "finished"
+    # the timed-out kernel (jupyter starts it in a session of its own) was killed with papermill
+    import psutil
+
+    pid = int(Path(f"{results_path}.pid").read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # a timed-out point is tried again by the next sweep; oom is final
+    assert done_names(results_path) == {oom["run_name"], done["run_name"]}
+
+
+def sweep_cli(toml: Path, results: Path, runs: Path) -> list[str]:
+    """Return the command line that runs a suite file's sweep in a process of its own."""
+    return [sys.executable, "-m", "helpers.study.sweep", str(toml), "--results", str(results), "--runs-dir", str(runs)]
+
+
+def _kill_with_children(pid: int) -> None:
+    import psutil
+
+    procs = psutil.Process(pid).children(recursive=True) + [psutil.Process(pid)]
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path):
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    toml = write_suite(tmp_path / "killme.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [1, 4] }}
+        [full]
+    """)
+    first, second = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
+    runs = tmp_path / "runs"
+    cmd = sweep_cli(toml, results_path, runs)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not (runs / "killme" / f"{second}.log").exists():  # the second point has started
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was killed"
+        time.sleep(0.1)
+    assert done_names(results_path) == {first}
+    _kill_with_children(proc.pid)  # SIGKILL: no handler, no clean-up, like a lost machine
+    proc.wait()
+    assert done_names(results_path) == {first}
+    out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120).stdout
+    assert "killme: 1 already done, 1 finished" in out
+    assert sorted(r["run_name"] for r in records.read_records(results_path)[0]) == sorted([first, second])
+
+
+def _point_processes(results: Path) -> list:
+    """Return the live processes tagged with a point below `results` (a notebook, its kernel)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if str(results) in proc.environ().get(points.POINT_TAG, ""):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_alone_leaves_no_notebook_running_beside_its_resumption(tmp_path):
+    import psutil
+
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    toml = write_suite(tmp_path / "orphan.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [20] }}
+        [full]
+    """)
+    (name,) = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
+    cmd = sweep_cli(toml, results_path, tmp_path / "runs")
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not any("ipykernel" in " ".join(p.cmdline()) for p in _point_processes(results_path)):
+        assert proc.poll() is None and time.monotonic() < deadline, "the kernel never started"
+        time.sleep(0.2)
+    orphans = _point_processes(results_path)
+    proc.send_signal(signal.SIGKILL)  # the sweep alone: its notebook and kernel run on in their session
+    proc.wait()
+    assert all(p.is_running() for p in orphans)
+    out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180).stdout
+    assert "orphan: 1 finished" in out
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in orphans)
+    (rec,), _ = records.read_records(results_path)
+    assert rec["run_name"] == name and rec["pid"] not in {p.pid for p in orphans}  # the resumed sweep's run
+
+
+@pytest.mark.slow
+def test_two_sweeps_on_one_results_folder_never_run_the_same_point(tmp_path):
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    toml = write_suite(tmp_path / "shared.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [15] }}
+        [full]
+    """)
+    first = subprocess.Popen(sweep_cli(toml, results_path, tmp_path / "runs"), cwd=REPO_ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not _point_processes(results_path):
+        assert first.poll() is None and time.monotonic() < deadline, "the first sweep never started its point"
+        time.sleep(0.2)
+    second = subprocess.run(sweep_cli(toml, results_path, tmp_path / "runs2"), cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120).stdout
+    assert "shared: 1 running in another sweep" in second
+    assert first.wait(timeout=120) == 0
+    assert len(records.read_records(results_path)[0]) == 1
+
+
+def test_cli_lists_points(capsys):
+    sweep.main(["all", "--list"])
+    out = capsys.readouterr().out
+    assert "cost (derived, 0 points)" in out and "batch_scaling (notebook, " in out
+    assert "  batch_scaling-quick-batch=" in out
+
+
+# a stand-in that records when it ran and on how many threads it was told to run
+TIMED = """
+import os, time
+from helpers.run import records
+t0 = time.time()
+open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
+time.sleep(max_steps)
+records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name, "suite": suite,
+                     "status": "finished", "start": t0, "end": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")})
+"""
+
+
+@pytest.mark.slow
+def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, monkeypatch):
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
+    suite = suites.load_suite(write_suite(tmp_path / "pair.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [6, 7] }}
+        jobs = 2
+        [full]
+    """))
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
+    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
+    a, b = sorted(records.read_records(results_path)[0], key=lambda r: r["start"])
+    assert a["omp"] == b["omp"] == "2"
+    assert max(a["start"], b["start"]) < min(a["end"], b["end"])  # they overlapped
+    # --jobs 1 overrides the suite: one at a time, threads left alone
+    results2 = tmp_path / "again"
+    sweep.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
+    a, b = sorted(records.read_records(results2)[0], key=lambda r: r["start"])
+    assert a["omp"] is None and a["end"] <= b["start"]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_running_point_and_records_none(tmp_path):
+    import psutil
+
+    results_path = tmp_path / "results"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
+    toml = write_suite(tmp_path / "stopme.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [60, 61] }}
+        jobs = 2
+        [full]
+    """)
+    cmd = sweep_cli(toml, results_path, tmp_path / "runs")
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pid_files = [Path(f"{results_path}.{n}.pid") for n in (60, 61)]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() and p.read_text() for p in pid_files):  # both kernels are running
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was stopped"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) != 0
+    for pid in (int(p.read_text()) for p in pid_files):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert records.read_records(results_path)[0] == [] and not _point_processes(results_path)
+
+
+def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
+    real = tmp_path / "results"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    suite = suites.resolve_suite("seq_len")
+    p = suites.expand(suite, "quick")[0]
+    paths = [records.record_path(r, suite.name, p.run_name, "cpu-x").resolve() for r in (real, tmp_path / "link")]
+    assert paths[0] == paths[1]
+    with points.point_lock(paths[0]) as first:
+        with points.point_lock(paths[1]) as second:
+            assert first and not second
