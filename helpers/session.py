@@ -5,7 +5,9 @@ string-keyed side channel), and `handover` marks a run that torchrun's ranks ran
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 import torch
@@ -14,18 +16,23 @@ from helpers.measure.xla import CompileLog
 from helpers.run.args import RunArgs
 from helpers.run.ddp import Rank
 from helpers.run.device import DeviceInfo
+from helpers.run.records import failure_status
 from helpers.run.train import FitResult
 
 
 @dataclass
 class Run:
-    """A run in progress: its arguments, device, precision, record and what the steps hand on."""
+    """A run in progress: its arguments, device, precision, what each step measured, and where it reports.
+
+    The steps fill in their own fields (`data`, `model_info`, `trained`, `metrics`, ...); steps.finish
+    assembles them into the record in one place.
+    """
 
     args: RunArgs
     name: str
     dev: DeviceInfo
     precision: str
-    record: dict
+    head: dict  # who ran what, where: schema version, names, parameters, device, precision, libraries
     record_path: Path
     model_config: object
     tokenizer: object = None
@@ -36,6 +43,17 @@ class Run:
     step_model: torch.nn.Module | None = None  # what trained: the model, compiled or in DDP
     handover: dict | None = None  # the record of the torchrun launch that ran this run instead
     curve: list[dict] = field(default_factory=list)  # periodic validation: time to accuracy
+    data: dict | None = None  # load_data / tokenize: rows, provenance, planned steps
+    model_info: dict | None = None  # build_model
+    trained: dict = field(default_factory=dict)  # train: timing, utilization, energy, profile, shapes
+    metrics: dict = field(default_factory=dict)  # train (loss) and evaluate (accuracy)
+    phases: dict = field(default_factory=dict)  # wall seconds per step
+    distributed: dict = field(default_factory=dict)  # torchrun ranks: shard check
+    outcome: str | None = None  # how training ended (finished, diverged, oom...); None before it ends
+    error: str | None = None
+    saved_to: str | None = None
+    claim: Path | None = None  # the exclusive claim on the record's name, released by finish
+    finished: dict | None = None  # the record, once finish has written it
 
     @property
     def lead(self) -> bool:
@@ -49,3 +67,22 @@ def handed_over(run: Run, step: str) -> bool:
         print(f"{step}: done by the {run.args.train.num_devices} torchrun ranks (their output is above); "
               f"record: {run.record_path}")
     return run.handover is not None
+
+
+def record_failures_in_notebook(run: Run, finish: Callable[..., dict], on: bool = True) -> None:
+    """In a notebook, make an exception in any later cell write the run's failure record first."""
+    try:
+        shell = get_ipython()  # noqa: F821 - defined only inside IPython
+    except NameError:
+        return
+    if not on:
+        shell.set_custom_exc((), None)
+        return
+
+    def record_then_show(self, etype, value, tb, tb_offset=None):
+        if run.finished is None:
+            text = f"{etype.__name__}: {value}"
+            finish(run, failure_status(text), text)
+            print(f"the run's failure is recorded in {run.record_path}", file=sys.stderr)
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    shell.set_custom_exc((Exception,), record_then_show)

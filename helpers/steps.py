@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import re
 import sys
@@ -30,11 +31,13 @@ import torch
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, xla
-from helpers.run import data, ddp, device, models, neuron, precision as prec, records, tokens, train as loop
+from helpers.run import data, ddp, destination, device, models, neuron, precision as prec, records, tokens
+from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, check_model_limit, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
-from helpers.session import Run, handed_over
-from helpers.training import eval_loader, prepare_training, time_to_accuracy, train
+from helpers.session import Run, handed_over, record_failures_in_notebook
+from helpers.run.summary import summary
+from helpers.training import eval_loader, prepare_training, train
 
 __all__ = ["Run", "build_args", "notebook_args", "parse_cli", "start", "load_data", "tokenize", "build_model",
            "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
@@ -65,21 +68,23 @@ def start(args: RunArgs) -> Run:
     if dev.type == "xla" and args.task.padding == "dynamic":
         warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
                       "(minutes each on Neuron); use padding='static' for speed", stacklevel=2)
-    folder = records.check_writable(results_dir(args))  # before any model is built
     if args.measure.profile:
         records.check_writable(repo_path(args.measure.profile_dir), "profile_dir")
     if args.measure.save_dir:
         records.check_writable(repo_path(args.measure.save_dir), "save_dir")
     name = args.measure.run_name or default_name(args, precision)
+    path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
+    destination.check_destination(path)  # the exact folder and file name, before any model is built
     seed_everything(args.train.seed)
-    record = records.new_record({**args.flat(), "run_name": name}, sorted(args.given),
-                                device=dev.describe(), precision={
-                                    "requested": args.train.precision, "used": precision,
-                                    "compute_dtype": device.compute_dtype(precision, args.neuron.bf16_mode,
-                                                                          args.neuron.extra_cc_flags),
-                                    "mechanism": prec.mechanism(precision, dev.type, dev.neuron)})
-    path = records.record_path(folder, args.measure.suite, name, dev.key)
-    run = Run(args, name, dev, precision, record, path, model_config, rank=rank)
+    head = records.new_record({**args.flat(), "run_name": name}, sorted(args.given),
+                              device=dev.describe(), precision={
+                                  "requested": args.train.precision, "used": precision,
+                                  "compute_dtype": device.compute_dtype(precision, args.neuron.bf16_mode,
+                                                                        args.neuron.extra_cc_flags),
+                                  "mechanism": prec.mechanism(precision, dev.type, dev.neuron)})
+    run = Run(args, name, dev, precision, head, path, model_config, rank=rank)
+    if rank is None and not os.environ.get(ddp.LAUNCH_ID):  # a rank runs under its launcher's claim
+        run.claim = destination.claim_name(path, args.measure.replace_record)
     if dev.type == "xla":
         run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
     if rank is not None:
@@ -89,21 +94,23 @@ def start(args: RunArgs) -> Run:
             finish(run, records.failure_status(repr(err)), f"rank {rank.rank}: {type(err).__name__}: {err}")
             raise
     elif args.train.num_devices > 1:
-        run.handover = launch.torchrun(args, name, path, dev.type)
+        try:
+            run.handover = launch.torchrun(args, name, path, dev.type)
+        finally:
+            destination.release(run.claim)  # the ranks wrote (or the launcher recorded) the outcome
         return run
-    _record_failures_in_notebook(run)
+    record_failures_in_notebook(run, finish)
     return run
 
 
 @contextlib.contextmanager
 def phase(run: Run, name: str):
-    """Add the wall seconds of the block to the record's `phases` (where a run's time goes)."""
+    """Add the wall seconds of the block to the run's `phases` (where a run's time goes)."""
     t0 = time.perf_counter()
     try:
         yield
     finally:
-        phases = run.record.setdefault("phases", {})
-        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t0
+        run.phases[name] = run.phases.get(name, 0.0) + time.perf_counter() - t0
 
 
 def seed_everything(seed: int) -> None:
@@ -114,14 +121,14 @@ def seed_everything(seed: int) -> None:
 
 
 def load_data(run: Run):
-    """Return the dataset splits and note their provenance in the record."""
+    """Return the dataset splits; their provenance goes to the run's `data`."""
     if handed_over(run, "load_data"):
         return None
     t = run.args.task
     with phase(run, "load_data"):
         ds, info = data.load_emotion(t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset,
                                      run.args.train.seed, t.drop_bad_rows)
-    run.record["data"] = info
+    run.data = info
     print(f"data: {', '.join(f'{n:,} {s}' for s, n in info['rows'].items())} rows from {info['source']}"
           + (f"; dropped {info['dropped_rows']}" if any(info["dropped_rows"].values()) else ""))
     return ds
@@ -144,7 +151,7 @@ def tokenize(run: Run, ds, training: bool = True):
                           f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
                           + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
                           + ": give more rows (train_subset) or a smaller batch")
-    run.record["data"]["optimizer_steps_planned"] = steps
+    run.data = {**(run.data or {}), "optimizer_steps_planned": steps}
     print(f"tokens: {t.padding} padding to {t.max_length}; {steps} optimizer steps planned "
           f"(batch {tr.batch} x {world} device(s), {tr.epochs} epoch(s){', max_steps' if tr.max_steps else ''})")
     return splits
@@ -160,21 +167,20 @@ def build_model(run: Run) -> torch.nn.Module:
         if tr.gradient_checkpointing and run.dev.type == "xla":
             models.use_xla_checkpointing(model)
         model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
-    run.record["model"] = {"name": t.model_name, "parameters": sum(p.numel() for p in model.parameters()),
-                           "hidden_size": model.config.hidden_size,
-                           "num_hidden_layers": model.config.num_hidden_layers,
-                           "attention": model.config._attn_implementation}
-    print(f"model: {t.model_name}, {run.record['model']['parameters'] / 1e6:.1f} M parameters on "
+    run.model_info = {"name": t.model_name, "parameters": sum(p.numel() for p in model.parameters()),
+                      "hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
+                      "attention": model.config._attn_implementation}
+    print(f"model: {t.model_name}, {run.model_info['parameters'] / 1e6:.1f} M parameters on "
           f"{run.dev.name}, {run.precision}")
     return model
 
 
 def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
-    """Return validation and test accuracy / macro-F1 (summed over ranks) and store them in the record."""
+    """Return validation and test accuracy / macro-F1 (summed over ranks); the run keeps them."""
     if handed_over(run, "evaluate"):
         return {k: v for k, v in run.handover.get("metrics", {}).items() if not k.startswith("loss")}
     out, t0 = {}, time.perf_counter()
-    if run.record.get("status") in ("running", "finished"):
+    if run.outcome in (None, "finished"):
         world = run.rank.world_size if run.rank else 1
         reduce = ddp.reducer(world, run.dev.type)
         for split, short in (("validation", "val"), ("test", "test")):
@@ -185,59 +191,82 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
         print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}, test accuracy "
               f"{out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
-    run.record.setdefault("phases", {})["evaluate"] = time.perf_counter() - t0
-    run.record.setdefault("metrics", {}).update(out)
+    run.phases["evaluate"] = time.perf_counter() - t0
+    run.metrics.update(out)
     return out
 
 
 def save(run: Run, model: torch.nn.Module) -> Path | None:
     """Save the model and tokenizer to save_dir (XLA weights copied to the host first); None if not asked."""
     folder = run.args.measure.save_dir
-    if handed_over(run, "save") or not folder or not run.lead or run.record.get("status") not in ("running", "finished"):
+    if handed_over(run, "save") or not folder or not run.lead or run.outcome not in (None, "finished"):
         return None
     state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
     model.save_pretrained(repo_path(folder), state_dict=state)
     run.tokenizer.save_pretrained(repo_path(folder))
-    run.record["saved_to"] = str(repo_path(folder))
+    run.saved_to = str(repo_path(folder))
     return repo_path(folder)
 
 
 def finish(run: Run, status: str | None = None, error: str | None = None) -> dict:
-    """Complete the record (systems figures, memory, status) and write it; return it."""
+    """Assemble what the steps measured into the run's record and write it; return it. Never loses it:
+    a figure that cannot be computed is recorded with its reason, a record that cannot be written where it
+    belongs is printed whole and saved in the working folder."""
     if handed_over(run, "finish"):
+        destination.release(run.claim)
         return run.handover
-    _record_failures_in_notebook(run, on=False)
-    rec = run.record
-    rec["status"] = status or ("finished" if rec["status"] == "running" else rec["status"])
-    if error:
-        rec["error"] = error
-    rec["memory"] = peak_memory.peak(run.dev.type)
-    if run.fit is not None and run.timing:
-        steady = run.fit.steady_shapes or run.fit.shapes
-        rec["systems"] = systems_section(run.model_config, steady, run.timing["steady_time_s"],
-                                         run.timing["steady_steps"], run.precision,
-                                         rec["precision"]["compute_dtype"], rec["device"],
-                                         records.peaks_dir(run.record_path),
-                                         fused_attention=rec.get("model", {}).get("attention") == "sdpa"
-                                         and run.dev.type == "cuda")
-    if run.compiles:
-        rec["xla"] = run.compiles.section(run.args.measure.timing_warmup_steps
-                                          * run.args.train.gradient_accumulation_steps, run.timing,
-                                          len(run.fit.shapes) if run.fit else None)
-    if run.rank is not None:
-        rec["distributed"] = {**rec.get("distributed", {}),
-                              **launch.distributed_section(run.rank, run.args, run.timing, run.step_model)}
-    rec["finished_at"] = records.now()
-    rec["world_size"] = run.rank.world_size if run.rank else 1
+    record_failures_in_notebook(run, finish, on=False)
+    rec = assemble(run, status, error)
     if run.lead:
         try:
             records.write_record(run.record_path, rec)
-        except records.RecordWriteError:
-            print(records.json_text(rec), file=sys.stderr)  # the last place the result can go
-            raise
-        print(f"record: {rec['status']}, written to {run.record_path}")
-    rec["_source"] = str(run.record_path)  # in memory only: where the record was written
-    return rec
+            where = run.record_path
+        except records.RecordWriteError as err:
+            where = Path.cwd() / run.record_path.name
+            print(records.json_text(rec), file=sys.stderr)  # the whole record, wherever the output goes
+            try:
+                records.write_json_atomic(where, rec)
+            except records.RecordWriteError:
+                where = None
+            print(f"record NOT written to {run.record_path}: {err}; "
+                  + (f"saved to {where} instead" if where else "printed above (no folder took it)"), file=sys.stderr)
+        finally:
+            destination.release(run.claim)
+        print(f"record: {rec['status']}, written to {where}")
+    run.finished = {**rec, "_source": str(run.record_path)}  # _source: in memory only
+    return run.finished
+
+
+def assemble(run: Run, status: str | None, error: str | None) -> dict:
+    """Return the run's record: the head from start, each step's section, and what only the end knows."""
+    rec = {**run.head, "status": status or run.outcome or "finished", "curve": run.curve, "phases": run.phases,
+           "world_size": run.rank.world_size if run.rank else 1, "data": run.data, "model": run.model_info,
+           **run.trained, "metrics": run.metrics or None, "saved_to": run.saved_to}
+    rec["error"] = error or run.error
+    rec["memory"] = _measured("memory", lambda: peak_memory.peak(run.dev.type))
+    if run.fit is not None and run.timing:
+        steady = run.fit.steady_shapes or run.fit.shapes
+        rec["systems"] = _measured("systems", lambda: systems_section(
+            run.model_config, steady, run.timing["steady_time_s"], run.timing["steady_steps"], run.precision,
+            rec["precision"]["compute_dtype"], rec["device"], records.peaks_dir(run.record_path),
+            fused_attention=(run.model_info or {}).get("attention") == "sdpa" and run.dev.type == "cuda"))
+    if run.compiles:
+        rec["xla"] = _measured("xla", lambda: run.compiles.section(
+            run.args.measure.timing_warmup_steps * run.args.train.gradient_accumulation_steps, run.timing,
+            len(run.fit.shapes) if run.fit else None))
+    if run.rank is not None:
+        rec["distributed"] = {**run.distributed, **launch.distributed_section(run.rank, run.args, run.timing,
+                                                                             run.step_model)}
+    rec["finished_at"] = records.now()
+    return {k: v for k, v in rec.items() if v is not None}
+
+
+def _measured(section: str, compute) -> dict:
+    """Return compute()'s section, or the reason it could not be computed (the record is written anyway)."""
+    try:
+        return compute()
+    except Exception as err:  # noqa: BLE001 - a figure we cannot compute must not cost the record
+        return {"reason": f"{section} not computed: {type(err).__name__}: {err}"}
 
 
 def run_all(args: RunArgs) -> dict:
@@ -258,42 +287,3 @@ def run_all(args: RunArgs) -> dict:
             raise  # a rank that failed exits non-zero, so torchrun stops the others
         return rec
     return finish(run)
-
-
-def _record_failures_in_notebook(run: Run, on: bool = True) -> None:
-    """In a notebook, make an exception in any later cell write the run's failure record first."""
-    try:
-        shell = get_ipython()  # noqa: F821 - defined only inside IPython
-    except NameError:
-        return
-    if not on:
-        shell.set_custom_exc((), None)
-        return
-
-    def record_then_show(self, etype, value, tb, tb_offset=None):
-        if run.record.get("status") in ("running", "finished") and "finished_at" not in run.record:
-            text = f"{etype.__name__}: {value}"
-            finish(run, records.failure_status(text), text)
-            print(f"the run's failure is recorded in {run.record_path}", file=sys.stderr)
-        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    shell.set_custom_exc((Exception,), record_then_show)
-
-
-def summary(record: dict):
-    """Return a one-column table of the record's headline figures for the notebook to show."""
-    import pandas as pd
-
-    t, m, s = record.get("timing", {}), record.get("metrics", {}), record.get("systems", {})
-    rows = {
-        "status": record.get("status"), "device": record.get("device", {}).get("name"),
-        "precision": record.get("precision", {}).get("used"),
-        "train_time_s": t.get("train_time_s"), "first_step_s": t.get("first_step_s"),
-        "step_time_median_s": t.get("step_time_median_s"), "samples_per_s": t.get("samples_per_s"),
-        "val_accuracy": m.get("val_accuracy"), "test_accuracy": m.get("test_accuracy"),
-        "test_macro_f1": m.get("test_macro_f1"), "final_loss": m.get("final_loss"),
-        "achieved_tflops": s.get("achieved_tflops"), "mfu": s.get("mfu"),
-        "arithmetic_intensity": s.get("arithmetic_intensity"), "record": record.get("_source"),
-    }
-    if record.get("curve"):
-        rows["validation curve"] = time_to_accuracy(record["curve"])
-    return pd.DataFrame({"value": rows})

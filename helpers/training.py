@@ -2,7 +2,7 @@
 periodic validation (time to accuracy); and the loaders, optimizer and schedule the loop steps with.
 
     t = prepare_training(run, model, splits)    # the benchmark reuses this
-    fit = train(run, model, splits)             # steps.train: fills the record's timing and metrics
+    fit = train(run, model, splits)             # steps.train: the run's timing, energy, loss (run.trained)
 """
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from dataclasses import dataclass
 import torch
 
 from helpers.calc.job import samples_per_joule
+from helpers.calc.roofline import device_peak
 from helpers.measure import peak_memory, timing
 from helpers.measure.energy import start_energy
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
-from helpers.run import ddp, device, optim, tokens, train as loop
+from helpers.run import ddp, device, optim, records, tokens, train as loop
 from helpers.run.args import repo_path
+from helpers.run.summary import time_to_accuracy
 from helpers.session import Run, handed_over
 
 
@@ -37,7 +39,7 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     t, tr = run.args.task, run.args.train
     sampler = ddp.train_sampler(splits["train"], run.rank, tr.seed) if run.rank else None
     if run.rank:
-        run.record["distributed"] = {"shards": ddp.shard_check(sampler, run.rank, run.dev.type)}
+        run.distributed = {"shards": ddp.shard_check(sampler, run.rank, run.dev.type)}
     if t.group_by_length and sampler is None:
         sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
     collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
@@ -62,7 +64,7 @@ def eval_loader(run: Run, split, sampler=None):
 
 
 def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
-    """Train with the run's timing, utilization, energy and profile around the loop; fill in the record."""
+    """Train with the run's timing, utilization, energy and profile around the loop; keep what they measured."""
     if handed_over(run, "train"):
         return None
     m, tr = run.args.measure, run.args.train
@@ -73,6 +75,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     event = (lambda: torch.cuda.Event(enable_timing=True)) if run.dev.type == "cuda" else None
     timer = timing.StepTimer(lambda: device.synchronize(run.dev), m.timing_warmup_steps, m.log_every,
                              per_step, event=event)
+    if run.dev.type == "cpu":  # the CPU roof MFU is held against: measured now, before the clock starts
+        _measure_roof(run)
     peak_memory.reset_peak(run.dev.type)
     monitor, energy = start_monitor(run.dev.type), start_energy(run.dev.type)
     profiler = StepProfiler(m.profile and run.lead, repo_path(m.profile_dir) / run.name,
@@ -89,31 +93,25 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
                           progress=m.progress and run.lead,
                           log_lines=run.lead and not m.progress, callbacks=tuple(callbacks), sampler=t.sampler)
     finally:
-        run.record["utilization"], run.record["energy"] = monitor.stop(), energy.stop()
+        run.trained = {"utilization": monitor.stop(), "energy": energy.stop()}  # kept when the loop raises
         profiler.close()
         if run.compiles:
             run.compiles.mark("train_end")
-    run.fit, run.timing = result, timer.summary()
-    run.record.setdefault("phases", {})["train"] = run.timing["train_time_s"]
-    rec = run.record
-    rec["status"] = "running" if result.status == "finished" else result.status
-    if result.reason:
-        rec["error"] = result.reason
-    rec["timing"] = {**run.timing, "skipped_steps": result.skipped_steps}
+    run.fit, run.timing = result, {**timer.summary(), "skipped_steps": result.skipped_steps}
+    run.phases["train"] = run.timing["train_time_s"]
+    run.outcome, run.error = result.status, result.reason
     if run.rank is not None and run.timing["samples_per_s"]:
         # the ranks step in lockstep: the run's rate is rank 0's times the ranks
         world = run.rank.world_size
-        rec["timing"].update(samples_per_s_per_device=run.timing["samples_per_s"],
-                             samples_per_s=run.timing["samples_per_s"] * world,
-                             tokens_per_s=run.timing["tokens_per_s"] * world)
-        run.timing = rec["timing"]
-    rec["energy"]["samples_per_joule"] = samples_per_joule(run.timing["samples_processed"], rec["energy"])
-    rec["profile"] = profiler.summary()
-    rec["shapes"] = {"distinct": len(result.shapes),
-                     "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}}
-    rec["metrics"] = {"final_loss": result.final_loss, "loss_curve": result.loss_curve,
-                      "diverged_at_step": result.diverged_at_step}
-    rec["curve"] = run.curve
+        run.timing.update(samples_per_s_per_device=run.timing["samples_per_s"],
+                          samples_per_s=run.timing["samples_per_s"] * world,
+                          tokens_per_s=run.timing["tokens_per_s"] * world)
+    energy_section = run.trained["energy"]
+    energy_section["samples_per_joule"] = samples_per_joule(run.timing["samples_processed"], energy_section)
+    run.trained.update(timing=run.timing, profile=profiler.summary(), shapes={
+        "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
+    run.metrics.update(final_loss=result.final_loss, loss_curve=result.loss_curve,
+                       diverged_at_step=result.diverged_at_step)
     rate = run.timing["samples_per_s"]
     print(f"training: {result.status}, {result.steps} steps in {run.timing['train_time_s']:.1f} s"
           + (f", {rate:.1f} samples/s steady" if rate else "")
@@ -124,14 +122,12 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     return result
 
 
-def time_to_accuracy(curve: list[dict], targets: tuple[float, ...] = (0.85, 0.88, 0.90)) -> str:
-    """Return when the periodic validation first reached each target, in training seconds and steps."""
-    parts = []
-    for target in targets:
-        hit = next((c for c in curve if c["val_accuracy"] >= target), None)
-        parts.append(f"{100 * target:.0f}% at {hit['train_time_s']:.0f} s (step {hit['step']})" if hit
-                     else f"{100 * target:.0f}% not reached (best {100 * max(c['val_accuracy'] for c in curve):.1f}%)")
-    return "; ".join(parts)
+def _measure_roof(run: Run) -> None:
+    """Measure (once per machine, dtype and thread count) the CPU roof finish() will read; never fatal."""
+    try:
+        device_peak(run.head["device"], run.head["precision"]["compute_dtype"], records.peaks_dir(run.record_path))
+    except Exception as err:  # noqa: BLE001 - finish records the reason when it cannot find a roof either
+        print(f"the CPU roof could not be measured ({type(err).__name__}: {err}); MFU will say why")
 
 
 def _curve_callback(run: Run, model, splits, timer):

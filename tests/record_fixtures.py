@@ -44,11 +44,11 @@ UTILIZATION = {
 ENERGY = {
     "cuda": {"method": "measured", "source": "NVML total energy counter", "joules": 5200.0, "mean_watts": 260.0,
              "peak_watts": 300.0, "seconds": 20.0, "power_samples": 20, "device_type": "cuda"},
-    "neuron": {"method": "not measured", "source": "Neuron sysfs power utilization", "joules": "not measured",
-               "mean_watts": "not measured", "peak_watts": "not measured", "seconds": 20.0, "power_samples": 0,
+    "neuron": {"method": None, "source": "Neuron sysfs power utilization", "joules": None,
+               "mean_watts": None, "peak_watts": None, "seconds": 20.0, "power_samples": 0,
                "reason": "no published maximum power for this device", "device_type": "neuron"},
-    "cpu": {"method": "not measured", "source": "Intel RAPL", "joules": "not measured",
-            "mean_watts": "not measured", "peak_watts": "not measured", "seconds": 20.0, "power_samples": 0,
+    "cpu": {"method": None, "source": "Intel RAPL", "joules": None,
+            "mean_watts": None, "peak_watts": None, "seconds": 20.0, "power_samples": 0,
             "reason": "no RAPL package domain", "device_type": "cpu"},
 }
 
@@ -78,8 +78,9 @@ def record(device: str, suite: str | None, params: dict, *, status: str = "finis
     if test_acc is not None:
         rec["metrics"].update(test_accuracy=test_acc, test_rows=2000, test_macro_f1=test_acc - 0.05,
                               val_accuracy=val_acc, val_rows=2000)
+    peak = 312.0 if kind == "cuda" else 95.0
     rec["systems"] = {"flops_per_step": 1e12, "achieved_tflops": tflops, "arithmetic_intensity": 100.0,
-                      "peak_tflops": 312.0 if kind == "cuda" else 95.0, "mfu": tflops / 312.0, "bound": "memory"}
+                      "peak_tflops": peak, "mfu": tflops / peak, "bound": "memory", "peak_source": "fixture"}
     rec["utilization"] = copy.deepcopy(UTILIZATION[kind])
     rec["energy"] = copy.deepcopy(ENERGY[kind])
     rec["memory"] = ({"cuda_max_allocated_gib": 5.5, "cuda_max_reserved_gib": 6.0, "host_peak_rss_gib": 3.0}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import numbers
 
-from helpers.measure.energy import NOT_MEASURED
 
 SECONDS_PER_HOUR = 3600
 
@@ -124,6 +123,6 @@ def one_off_budget_s(epochs: float, epoch_a_usd: float, one_off_b_usd: float, ep
 def samples_per_joule(samples: float, energy: dict) -> float | None:
     """Training samples per joule of the window's energy; None when energy was not measured."""
     joules = energy.get("joules")
-    if energy.get("method") == NOT_MEASURED or not isinstance(joules, (int, float)) or joules <= 0:
+    if energy.get("method") is None or not isinstance(joules, (int, float)) or joules <= 0:
         return None
     return samples / joules

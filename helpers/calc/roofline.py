@@ -121,7 +121,7 @@ def systems_section(cfg, shapes: Counter, steady_s: float, steps: int, precision
     time over `steps` optimizer steps; `dtype` is what the matmuls ran in (the peak it is held against).
     """
     if not shapes or steps <= 0 or steady_s <= 0:
-        return {"status": "not measured", "reason": "no steady-state steps"}
+        return {"mfu": None, "reason": "no steady-state steps"}
     flops = sum(n * model_flops(cfg, b, length) for (b, length), n in shapes.items()) / steps
     nbytes = sum(n * step_bytes(cfg, b, length, precision, device.get("type", "cpu"), fused_attention)["total"]
                  for (b, length), n in shapes.items()) / steps
@@ -133,7 +133,7 @@ def systems_section(cfg, shapes: Counter, steady_s: float, steps: int, precision
     if peak["peak_tflops"]:
         return out | roofline_point(flops, nbytes, steady_s / steps, peak["peak_tflops"], peak["mem_bw_gbps"])
     return out | {"achieved_tflops": flops * steps / steady_s / 1e12, "arithmetic_intensity": flops / nbytes,
-                  "mfu": "not measured"}
+                  "mfu": None, "reason": f"no {dtype} peak known for this device"}
 
 
 def intensity_table(cfg, batches: list[int], seq_lens: list[int], precision: str) -> str:

@@ -7,8 +7,8 @@
 cuda: NVML's energy counter (mJ, Volta and newer) at start and stop, "measured"; else the integral of
 NVML power samples, "estimated". cpu: Intel RAPL package counters, "measured". xla / neuron (Trainium):
 the driver's per-minute power utilization (% of maximum) x a published maximum power per device,
-"estimated"; with no published maximum, "not measured" with the utilization kept. A backend that
-cannot tell reports "not measured" (never 0) with a "reason". Counters are device- or package-wide:
+"estimated"; with no published maximum, None with the utilization kept. A backend that
+cannot tell reports None (never 0) with a "reason". Counters are device- or package-wide:
 other processes on the same device count too.
 """
 
@@ -23,7 +23,7 @@ from typing import Callable
 
 from helpers.measure.sources import close_nvml, open_nvml
 
-NOT_MEASURED = "not measured"
+NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 NEURON_ROOT = "/sys/devices/virtual/neuron_device"
 RAPL_ROOT = "/sys/class/powercap"
 FACTS_CSV = Path(__file__).resolve().parents[1] / "facts" / "device_power.csv"
@@ -58,7 +58,7 @@ def _integral_joules(samples: list[tuple[float, float]]) -> float:
 
 def _result(method: str, source: str, seconds: float, joules: float | None = None,
             samples: int = 0, peak_watts: float | None = None, reason: str | None = None, **extra) -> dict:
-    measured = method != NOT_MEASURED and joules is not None
+    measured = method is not None and joules is not None
     out = {"method": method if measured else NOT_MEASURED, "source": source, "seconds": seconds,
            "joules": joules if measured else NOT_MEASURED,
            "mean_watts": joules / seconds if measured and seconds > 0 else NOT_MEASURED,

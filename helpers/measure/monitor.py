@@ -8,7 +8,7 @@
 
 Backends (helpers/measure/sources.py, neuron_monitor.py): psutil (cpu), NVML through pynvml from
 nvidia-ml-py (cuda), a `neuron-monitor` subprocess (neuron, and xla: in this project XLA means
-Trainium). A backend that cannot measure reports the string "not measured" (never 0) for each value,
+Trainium). A backend that cannot measure reports None (never 0) for each value,
 with a "reason".
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Monitor:
             self._steady = True
 
     def stop(self) -> dict:
-        """Stop sampling; flat dict of mean/p90 over the steady window ("not measured" + reason if none)."""
+        """Stop sampling; flat dict of mean/p90 over the steady window (None + reason if none)."""
         if self._result is not None:
             return self._result
         self._stopped.set()

@@ -62,10 +62,10 @@ def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: boo
     for field, key in _OPTIONAL.items():
         out[key] = _mean_pct(rows, field, scale)
     times = [e["total_time"] for e, _ in rows if isinstance(e.get("total_time"), (int, float))]
-    out["total_time_s"] = round(sum(times) / len(times), 6) if times else "not measured"
+    out["total_time_s"] = round(sum(times) / len(times), 6) if times else None
     return out
 
 
 def _mean_pct(rows: list, field: str, scale: float) -> float | str:
     values = [fields[field] for _, fields in rows if field in fields]
-    return round(sum(values) / len(values) * scale, 3) if values else "not measured"
+    return round(sum(values) / len(values) * scale, 3) if values else None

@@ -77,6 +77,13 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
             "seconds": round(time.perf_counter() - start, 2)}
 
 
+def _complete(peak: object) -> bool:
+    """True when a stored roof has every figure a run reads (older or hand-edited files may not)."""
+    return isinstance(peak, dict) and all(isinstance(peak.get(k), (int, float)) and not isinstance(peak.get(k), bool)
+                                          for k in ("peak_tflops", "mem_bw_gbps", "threads")) \
+        and isinstance(peak.get("shape"), str) and isinstance(peak.get("by_shape"), dict)
+
+
 def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
     """Return this machine's roof for `dtype` at the current thread count: read from
     `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically)."""
@@ -86,14 +93,19 @@ def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> d
     if path is not None and path.exists():
         try:
             known = json.loads(path.read_text())
-        except ValueError:  # a file cut short (by an older writer) is measured again, not trusted
+        except (OSError, ValueError):  # a file cut short (by an older writer) is measured again, not trusted
             known = {}
-    if key not in known:
+    known = known if isinstance(known, dict) else {}  # an array or a number: measured again
+    kept = ""
+    if not _complete(known.get(key)):
         known[key] = measure_peak(dtype)
         if path is not None:
-            write_json_atomic(path, known)
+            try:
+                write_json_atomic(path, known)
+            except OSError as err:  # a full disk costs the cache, never the run's figures
+                kept = f"; not kept in {path}: {err}"
     peak = known[key]
-    where = f" ({path})" if path else ""
+    where = f" ({path}{kept})" if path else ""
     return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "
                               f"model shapes ({peak['shape']}) at {peak['threads']} threads{where}"}
 

@@ -75,7 +75,7 @@ def summarize_events(events: list[dict], device: str = "cpu", wall_time_us: floa
     An event is {"name", "self_time_us", "calls", "device", optional "scope"}; only events on
     `device` count. scope "optimizer" or "attention" (the event runs under such an op or label)
     overrides the class of the name. host_gap = wall_time_us - device_busy_us, where busy defaults
-    to the summed self time (the cpu definition); "not measured" without a wall time.
+    to the summed self time (the cpu definition); None without a wall time.
     """
     class_us = dict.fromkeys(CLASSES, 0.0)
     by_name: dict[str, list] = defaultdict(lambda: [0.0, 0])
@@ -90,7 +90,7 @@ def summarize_events(events: list[dict], device: str = "cpu", wall_time_us: floa
     busy_us = sum(class_us.values()) if device_busy_us is None else device_busy_us
     class_ms = {k: round(v / 1e3, 3) for k, v in class_us.items()}
     if wall_time_us is None:
-        class_ms["host_gap"] = "not measured"
+        class_ms["host_gap"] = None
     else:
         # Clamped: threads running ops in parallel can sum to more than the wall time.
         class_ms["host_gap"] = round(max(0.0, wall_time_us - busy_us) / 1e3, 3)
@@ -211,7 +211,7 @@ class StepProfiler:
             self._xla_window.__exit__(None, None, None)
             self._xla_window = None
             self._summary = {**base, "backend": "torch_xla.debug.metrics", "trace_path": None,
-                             "class_time_ms": "not measured", "class_share": "not measured",
+                             "class_time_ms": None, "class_share": None,
                              "top_ops": [], "matmul_achieved_tflops": None,
                              # Device time on Neuron comes from neuron-profile, not the XLA profiler.
                              "xla_profiler_trace": "not supported on this backend",
@@ -261,7 +261,7 @@ def xla_metrics_window():
 
         before = snapshot()
     except ImportError:
-        deltas.update(reason="torch_xla is not installed", status="not measured")
+        deltas.update(reason="torch_xla is not installed")
         yield deltas
         return
     try:

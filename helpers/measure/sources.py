@@ -1,6 +1,6 @@
 """What a utilization monitor samples: psutil (the CPU) and NVML (CUDA GPUs), behind one small interface.
 
-A source that cannot measure says why (`reason`); its summary then carries the string "not measured"
+A source that cannot measure says why (`reason`); its summary then carries None
 for each value, never 0.
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Iterable
 import numpy as np
 import psutil
 
-NOT_MEASURED = "not measured"
+NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 GIB = 2**30
 
 
 def stats(name: str, values: list[float]) -> dict:
-    """{name}_mean and {name}_p90 over values, or "not measured" for both when empty."""
+    """{name}_mean and {name}_p90 over values, or None for both when empty."""
     if not values:
         return {f"{name}_mean": NOT_MEASURED, f"{name}_p90": NOT_MEASURED}
     return {

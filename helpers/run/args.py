@@ -108,10 +108,13 @@ class MeasureArgs:
     progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead (logs)")
     results_path: str = arg(RESULTS_DIR, "folder of the run records: <results_path>/<suite or adhoc>/"
                             "<run_name>@<device>.json (an old .../runs.jsonl value means its folder)")
-    run_name: str | None = arg(None, "name of the run (letters, digits and ._=,+- only); None: built "
-                               "from the parameters")
+    run_name: str | None = arg(None, "name of the run (letters, digits, the equals sign and . _ , + - "
+                               "only); None: built from the parameters")
     suite: str | None = arg(None, "suite the run belongs to (set by the sweep)")
     save_dir: str | None = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
+    # issue 29: one run per name at a time
+    replace_record: bool = arg(False, "run even though a finished record of this run_name exists on this "
+                               "device (it is replaced); False: refused before training")
 
 
 @dataclass(frozen=True)
@@ -125,14 +128,14 @@ class NeuronArgs:
     extra_cc_flags: str = arg("", "appended to NEURON_CC_FLAGS as is")
     stochastic_rounding: bool = arg(False, "NEURON_RT_STOCHASTIC_ROUNDING_EN (on for bf16-pure-sr too)")
     bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
-        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16=1; fp32")
-    num_cores: int = arg(1, "NeuronCores: one per process; more cores = num_devices torchrun ranks")
+        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1; fp32")
+    num_cores: int = arg(1, "NeuronCores: one per process; more cores: num_devices torchrun ranks")
     neuron_cache_dir: str | None = arg(None, "Neuron compile cache (--cache_dir); None: "
                                        "/var/tmp/neuron-compile-cache")
     xla_cache_dir: str | None = arg(None, "torch-xla persistent compilation cache (XLA without Neuron); None: "
                                     "off (torch-xla 2.9's CPU backend cannot load what it writes)")
     xla_fast_compile: bool = arg(False, "XLA on the CPU (no Neuron): compile at "
-                                 "--xla_backend_optimization_level=0: graphs compile ~2x faster but run 4-6x "
+                                 "--xla_backend_optimization_level 0: graphs compile ~2x faster but run 4-6x "
                                  "slower, a gain for tiny models only (same graphs, same results)")
 
 

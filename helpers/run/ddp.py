@@ -126,14 +126,14 @@ def allreduce_share(model: torch.nn.Module, step_s: float | None, device_type: s
     if not hasattr(model, "_get_ddp_logging_data"):
         reason = ("inside the compiled XLA graph: see neuron-profile" if device_type == "xla"
                   else "no DDP wrapper")
-        return {"status": "not measured", "reason": reason}
+        return {"status": None, "reason": reason}
     try:
         data = model._get_ddp_logging_data()  # a private API: sampled iterations, times in ns
     except (AttributeError, RuntimeError) as err:
-        return {"status": "not measured", "reason": f"DDP logging data unavailable ({err})"}
+        return {"status": None, "reason": f"DDP logging data unavailable ({err})"}
     comm_s = data.get("avg_backward_comm_time", 0) / 1e9
     if not comm_s or not step_s:
-        return {"status": "not measured", "reason": "DDP recorded no sampled iteration"}
+        return {"status": None, "reason": "DDP recorded no sampled iteration"}
     return {"source": "DistributedDataParallel._get_ddp_logging_data (sampled steps)",
             "comm_s": comm_s,
             "overlap_with_backward_s": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e9,

@@ -23,10 +23,12 @@ import uuid
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-SCHEMA_VERSION = 3
-STATUSES = ("finished", "failed", "diverged", "oom", "timeout")
+from helpers.run import schema
+
+SCHEMA_VERSION = schema.SCHEMA_VERSION
+STATUSES = get_args(schema.Status)
 DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run these again
 ADHOC = "adhoc"  # the folder of runs that belong to no suite
 # how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
@@ -79,7 +81,7 @@ def peaks_dir(record_file: str | Path) -> Path:
 def new_record(params: dict, given: list[str] | None = None, **fields: Any) -> dict:
     """Return a record skeleton for a run with `params`; the steps fill in the rest."""
     record = {"schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex[:12],
-              "run_name": params.get("run_name"), "suite": params.get("suite"), "status": "running",
+              "run_name": params.get("run_name"), "suite": params.get("suite"), "status": "failed",
               "started_at": now(), "host": socket.gethostname(), "python": platform.python_version(),
               "libraries": library_versions(), "params": params, "params_given": sorted(given or [])}
     record.update(fields)
@@ -87,7 +89,7 @@ def new_record(params: dict, given: list[str] | None = None, **fields: Any) -> d
 
 
 def jsonable(obj: Any) -> Any:
-    """Return `obj` with NaN/inf turned into strings and numpy/torch scalars into Python numbers."""
+    """Return `obj` with NaN/inf turned into None (no figure) and numpy/torch scalars into Python numbers."""
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -95,7 +97,7 @@ def jsonable(obj: Any) -> Any:
     if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 0) == 0:
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
+        return None
     if isinstance(obj, (str, int, float, bool)) or obj is None:
         return obj
     return str(obj)
@@ -119,9 +121,16 @@ def check_writable(folder: str | Path, what: str = "results_path") -> Path:
 
 
 def json_text(obj: Any) -> str:
-    """Return `obj` as the JSON text a record file holds (sorted keys, NaN as strings)."""
+    """Return `obj` as the JSON text a record file holds (sorted keys, NaN as null)."""
     return json.dumps(jsonable({k: v for k, v in obj.items() if not k.startswith("_")}
                                if isinstance(obj, dict) else obj), indent=1, sort_keys=True) + "\n"
+
+
+def _umask() -> int:
+    """Return the process's umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> Path:
@@ -132,6 +141,7 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a record is read by other users and tools
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -146,49 +156,28 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
 
 
 def write_record(path: str | Path, record: dict) -> Path:
-    """Write one run's record to `path` atomically; return the path."""
-    return write_json_atomic(path, record)
-
-
-def upgrade(record: dict) -> dict:
-    """Return `record` in the current schema (older files keep loading)."""
-    version = record.get("schema_version", 1)
-    if version < 2:
-        # schema 1 kept timings and metrics at top level; schema 2 nests them
-        record = dict(record)
-        record.setdefault("timing", {k: record.pop(k) for k in list(record)
-                                     if k in ("train_time_s", "samples_per_s", "step_time_median_s")})
-        record.setdefault("metrics", {k: record.pop(k) for k in list(record)
-                                      if k in ("test_accuracy", "test_macro_f1", "final_loss")})
-        record.setdefault("status", "finished")
-    if version < 3:
-        record = {**record, "schema_version": SCHEMA_VERSION}  # 3 only adds sections
-    return record
-
-
-def _valid(obj: Any) -> str | None:
-    """Return why `obj` is not a usable record (None when it is)."""
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    if not isinstance(obj.get("run_name"), str) or not obj["run_name"]:
-        return "no run_name"
-    return None
+    """Check `record` against the schema and write it to `path` atomically; return the path."""
+    valid, why = schema.validate(jsonable({k: v for k, v in record.items() if not k.startswith("_")}))
+    if why:
+        raise RecordWriteError(f"the record for {path} does not match the schema ({why}); nothing was written")
+    return write_json_atomic(path, valid)
 
 
 def read_record(path: str | Path) -> dict | None:
-    """Return the record in `path` (upgraded), or None when it is missing, cut short or not a record."""
+    """Return the record in `path` (upgraded, checked), or None when it is missing, cut short or invalid."""
     try:
         obj = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return None if _valid(obj) else upgrade(obj)
+    return schema.validate(obj)[0]
 
 
 def read_records(root: str | Path) -> tuple[list[dict], Counter]:
-    """Return every record below `root` (record files and old runs.jsonl lines) and what was skipped, by reason.
+    """Return every valid record below `root` (record files and old runs.jsonl lines) and what was skipped.
 
-    Folders whose name starts with '_' (per-machine peaks, caches) hold no records. A record carries
-    the path it was read from in `_source`.
+    Folders whose name starts with '_' (per-machine peaks, caches) hold no records. A skipped file is
+    counted under '<file>: <why>' (cut short, not a record, a field of the wrong type, a newer schema). A
+    record carries the path it was read from in `_source`.
     """
     root = Path(root)
     found: list[dict] = []
@@ -198,35 +187,26 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
                                                   and not any(part.startswith(("_", ".")) for part in
                                                               p.relative_to(root).parts))
     for path in files:
-        lines = path.read_bytes().splitlines() if path.suffix == ".jsonl" else [path.read_bytes()]
+        name = path.name if root.is_file() else str(path.relative_to(root))
+        try:
+            lines = path.read_bytes().splitlines() if path.suffix == ".jsonl" else [path.read_bytes()]
+        except OSError as err:
+            skipped[f"{name}: unreadable ({err.strerror or err})"] += 1
+            continue
         for raw in lines:
             if not raw.strip():
                 continue
             try:
                 obj = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
-                skipped["cut short or not JSON"] += 1
+                skipped[f"{name}: cut short or not JSON"] += 1
                 continue
-            reason = _valid(obj)
-            if reason:
-                skipped[reason] += 1
+            valid, why = schema.validate(obj)
+            if why:
+                skipped[f"{name}: {why}"] += 1
                 continue
-            found.append({**upgrade(obj), "_source": str(path)})
+            found.append({**valid, "_source": str(path)})
     return found, skipped
-
-
-def headline(record: dict) -> str:
-    """Return the record's headline figures in three lines."""
-    t, m, dev = record.get("timing", {}), record.get("metrics", {}), record.get("device", {})
-    lines = [f"{record['run_name']}: {record.get('status')} on {dev.get('name')} "
-             f"({dev.get('cpu_capability')}), precision {record.get('precision', {}).get('used')}",
-             f"  train {t.get('train_time_s') or 0:.1f} s, {t.get('samples_per_s') or 0:.1f} samples/s, "
-             f"step {t.get('step_time_median_s') or 0:.3f} s (median)",
-             f"  test accuracy {m.get('test_accuracy')}, macro-F1 {m.get('test_macro_f1')}, "
-             f"final loss {m.get('final_loss')}"]
-    if record.get("error"):
-        lines.append(f"  error: {str(record['error']).splitlines()[0][:200]}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -244,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     if not found:
         raise SystemExit(f"no record{' of ' + args.run if args.run else ''} in {path}")
     newest = max(found, key=lambda r: (str(r.get("finished_at") or r.get("started_at")), r["_source"]))
+    from helpers.run.summary import headline  # display only
+
     print(headline(newest))
     print(f"  record: {newest['_source']}")
 

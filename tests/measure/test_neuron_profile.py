@@ -26,7 +26,7 @@ def test_neuron_profile_summary_other_shapes():
     for doc in ({"summary": [entry]}, entry):
         out = parse_neuron_profile_summary(doc)
         assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
-        assert out["mfu_pct"] == "not measured"
+        assert out["mfu_pct"] is None
     as_percent = {k: (v * 100 if k.endswith("_percent") else v) for k, v in entry.items()}
     out = parse_neuron_profile_summary(as_percent, percent_fields_are_fractions=False)
     assert out["dma_active_pct"] == pytest.approx(20.46)

@@ -14,12 +14,19 @@ import pytest
 from helpers.run import records
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def test_write_and_read_back(tmp_path):
     path = records.record_path(tmp_path, "suite", "a", "cpu-x")
     assert path == tmp_path / "suite" / "a@cpu-x.json"
     records.write_record(path, records.new_record({"run_name": "a"}, status="finished", loss=float("nan")))
     rec = records.read_record(path)
-    assert rec["run_name"] == "a" and rec["loss"] == "nan"  # never invalid JSON
+    assert rec["run_name"] == "a" and rec["loss"] is None  # NaN is "no figure": null, never invalid JSON
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # readable by others (0644), not 0600
     assert records.record_path(tmp_path, None, "b", "cpu-x").parent.name == records.ADHOC
 
 
@@ -37,7 +44,9 @@ def test_reading_skips_what_is_not_a_record_and_counts_it(tmp_path):
                       + "[3]\n" + '{"run_name": "half", "st\n')
     found, skipped = records.read_records(tmp_path)
     assert sorted(r["run_name"] for r in found) == ["ok", "old"]
-    assert skipped == {"not a JSON object": 2, "no run_name": 1, "cut short or not JSON": 2}
+    assert skipped == {"s/list@d.json: not a JSON object": 1, "s/noname@d.json: run_name: Field required (1 problem(s))": 1,
+                       "s/cut@d.json: cut short or not JSON": 1, "old/runs.jsonl: not a JSON object": 1,
+                       "old/runs.jsonl: cut short or not JSON": 1}
     old = next(r for r in found if r["run_name"] == "old")
     assert old["timing"]["train_time_s"] == 12.0 and old["metrics"]["test_accuracy"] == 0.9
     assert old["schema_version"] == records.SCHEMA_VERSION and old["_source"] == str(legacy)
@@ -49,7 +58,7 @@ WRITER = textwrap.dedent("""
     path, n = sys.argv[1], 0
     while True:
         n += 1
-        records.write_record(path, {"run_name": "big", "n": n, "pad": "x" * 2_000_000})
+        records.write_record(path, records.new_record({"run_name": "big"}, status="finished", n=n, pad="x" * 2_000_000))
         print(n, flush=True)
 """)
 

@@ -91,7 +91,7 @@ def speedup_section(args, sync) -> dict:
         from helpers.calc.facts import cuda_device_key, device_roof
 
         key = cuda_device_key(opt.run.dev.name)
-        peak.update(device_roof(key, opt.run.record["precision"]["compute_dtype"]) if key else {"source": "unknown GPU"})
+        peak.update(device_roof(key, opt.run.head["precision"]["compute_dtype"]) if key else {"source": "unknown GPU"})
     else:
         dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
         peak.update(cpu_peak_scan(dtype, mcfg.hidden_size, mcfg.intermediate_size,

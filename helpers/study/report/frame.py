@@ -4,19 +4,17 @@
 
 `pandas.json_normalize` flattens each record (`timing.samples_per_s`, `params.batch`, ...); the frame keeps
 the latest record per (suite, run name, device), and adds the named columns below, so a table is a
-`groupby().agg()` over names that mean the same on every device. MFU is recomputed against one peak per
-(device, dtype, threads): the published one for GPUs and NeuronCores, the machine's measured one (its
-`_peaks/<device>.json`, copied with its records) for CPUs, so rows of a table compare.
+`groupby().agg()` over names that mean the same on every device. MFU and the peak it is held against are
+the record's own (`systems.mfu`, `systems.peak_tflops`: computed once, where the run was recorded), so the
+notebook's summary, the report and the benchmark show the same figure.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from helpers.calc.facts import cuda_device_key, device_roof
 from helpers.calc.job import number
 from helpers.run import records
 
@@ -84,45 +82,7 @@ def variant_of(suite, run_name: str) -> str | None:
     return None
 
 
-def load_peaks(root: str | Path) -> dict[tuple[str, str], dict]:
-    """Return every measured CPU peak below `root` (any machine's `_peaks/*.json`) by (device key, 'dtype, N threads')."""
-    out = {}
-    for path in sorted(Path(root).rglob("_peaks/*.json")):
-        try:
-            known = json.loads(path.read_text())
-        except ValueError:
-            continue
-        for key, peak in known.items():
-            out[(path.stem, key)] = {**peak, "file": str(path)}
-    return out
-
-
-def report_peak(row: pd.Series, peaks: dict) -> tuple[float, str]:
-    """Return the peak TFLOP/s a row's MFU is against, and its source."""
-    dtype = row.get("compute_dtype") or "fp32"
-    if row.get("device_type") == "cuda":
-        key = cuda_device_key(row.get("device") or "")
-        if key:
-            roof = device_roof(key, dtype)
-            return roof["peak_tflops"], f"published ({key})"
-    elif row.get("device.neuron") is True:
-        return device_roof("trn1-core", dtype)["peak_tflops"], "published (trn1-core)"
-    found = peaks.get((row.get("device_key"), f"{dtype}, {int(row['threads'])} threads")) \
-        if pd.notna(row.get("threads")) else None
-    if found:
-        return found["peak_tflops"], f"measured ({found['shape']}, {found['measured_at'][:10]})"
-    return row.get("record_peak"), "the run's own"
-
-
-def roof_bandwidth(row: pd.Series, peaks: dict) -> float:
-    """Return the memory bandwidth (GB/s) of the roof a row's MFU is against: measured with a CPU's peak,
-    else NaN (the plots take a GPU's or NeuronCore's from the published facts)."""
-    found = peaks.get((row.get("device_key"), f"{row.get('compute_dtype') or 'fp32'}, {int(row['threads'])} threads")) \
-        if pd.notna(row.get("threads")) and row.get("device_type") not in ("cuda",) else None
-    return float(found["mem_bw_gbps"]) if found and found.get("mem_bw_gbps") else np.nan
-
-
-def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
+def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
     if not found:  # the same columns as a frame of records, none of them filled
         columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
@@ -168,12 +128,11 @@ def frame(found: list[dict], peaks: dict | None = None) -> pd.DataFrame:
     df["curve"] = raw.get("curve", pd.Series([[]] * len(raw), index=raw.index))
     df["energy_method"] = raw.get("energy.method", pd.Series("not measured", index=raw.index)).fillna("not measured")
     df["source"] = raw.get("_source")
-    peaks = peaks or {}
-    found_peaks = [report_peak(row, peaks) for _, row in df.iterrows()]
-    df["peak_tflops"] = [p for p, _ in found_peaks]
-    df["peak_source"] = [s for _, s in found_peaks]
-    df["peak_bw_gbps"] = [roof_bandwidth(row, peaks) for _, row in df.iterrows()]
-    df["mfu_pct"] = 100 * df["tflops"] / df["peak_tflops"]
+    # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
+    df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)
+    df["peak_source"] = raw.get("systems.peak_source", pd.Series(None, index=raw.index))
+    df["peak_bw_gbps"] = _column(raw, ("systems.mem_bw_gbps",), 1).where(df["device_type"] == "cpu")
+    df["mfu_pct"] = _column(raw, ("systems.mfu",), 100)
     df = _latest(df)
     return df.reset_index(drop=True)
 
@@ -188,7 +147,7 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
 def load(root: str | Path, include_fixtures: bool = False) -> tuple[pd.DataFrame, dict]:
     """Return the frame of every record below `root` and what was skipped (by reason)."""
     found, skipped = records.read_records(root)
-    df = frame(found, load_peaks(root))
+    df = frame(found)
     if not include_fixtures and len(df):
         df = df[~df["fixture"]].reset_index(drop=True)
     return df, dict(skipped)

@@ -109,14 +109,14 @@ def test_no_rows_draw_nothing(tmp_path):
     assert not list((tmp_path / "p").glob("*.png"))
 
 
-def test_a_cpu_roof_is_its_measured_peak_and_copy_bandwidth():
+def test_a_cpu_roof_is_its_records_measured_peak_and_copy_bandwidth():
     cpu = study_records(("cpu",))
-    threads = cpu[0]["device"]["torch_threads"]
-    peaks = {("cpu-intel-xeon-processor-2.80ghz-avx512", f"fp32, {threads} threads"):
-             {"peak_tflops": 0.25, "mem_bw_gbps": 17.0, "shape": "square 2048", "measured_at": "2026-11-23T00:00"}}
-    df = plot_style.with_devices(frame(cpu, peaks))
+    for rec in cpu:  # the peak and bandwidth the run measured on its machine, and the MFU against them
+        rec["systems"].update(peak_tflops=0.25, mem_bw_gbps=17.0, peak_source="measured on this machine",
+                              mfu=rec["systems"]["achieved_tflops"] / 0.25)
+    df = plot_style.with_devices(frame(cpu))
     row = df[df["tflops"] > 0].iloc[0]
     assert row["peak_tflops"] == 0.25 and row["peak_bw_gbps"] == 17.0 and row["peak_source"].startswith("measured")
-    assert row["mfu_pct"] == pytest.approx(100 * row["tflops"] / 0.25)
+    assert row["mfu_pct"] == pytest.approx(100 * row["tflops"] / 0.25)  # the record's MFU, in percent
     roofs = plots._roofs(df[(df["ai"] > 0) & (df["tflops"] > 0)].assign(compute_dtype="fp32"))
     assert [r[:2] for r in roofs.values()] == [(0.25, 17.0)]  # the drawn roof slopes at the measured GB/s

@@ -1,0 +1,245 @@
+"""The run record as a typed report (pydantic): one model per section, numbers as numbers.
+
+A figure that was not measured is None, with the section's `reason` saying why (never a string such as
+"not measured" in a number field; NaN and infinities become None). Sections accept keys of their own
+(a backend's extra figures) but type the ones the report reads. Older files (schema 1-3) are upgraded on
+reading; a file that does not validate is skipped by its readers, named with the reason.
+
+    python -m helpers.run.schema --write     # regenerate helpers/facts/record.schema.json after a change
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 4
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
+# the strings older records put in number fields for "no figure"
+SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
+Status = Literal["finished", "failed", "diverged", "oom", "timeout"]
+
+
+def finite_or_none(value: Any) -> Any:
+    """Return None for the 'no figure' values (None, NaN, inf, sentinel strings), else the value as is."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in SENTINELS):
+        return None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
+        return None
+    return value
+
+
+Num = Annotated[float | None, BeforeValidator(finite_or_none)]
+Count = Annotated[int | None, BeforeValidator(finite_or_none)]
+
+
+class Section(BaseModel):
+    """A record section: the typed fields below, plus whatever else a backend measured."""
+
+    model_config = ConfigDict(extra="allow")
+    reason: str | None = None  # why a figure of the section is None
+
+
+class Device(Section):
+    key: str  # a failure recorded by the sweep knows only the device it ran for
+    type: str | None = None
+    name: str | None = None
+    cpu_capability: str | None = None
+    bf16_fast: bool | None = None
+    neuron: bool | None = None
+    cpu_count: Count = None
+    torch_threads: Count = None
+    instance: str | None = None
+
+
+class Precision(Section):
+    requested: str | None = None
+    used: str | None = None
+    compute_dtype: str | None = None
+    mechanism: str | None = None
+
+
+class Data(Section):
+    rows: dict[str, int] = Field(default_factory=dict)
+    dropped_rows: dict[str, int] = Field(default_factory=dict)
+    majority_share: dict[str, Num] = Field(default_factory=dict)
+    source: str | None = None
+    optimizer_steps_planned: Count = None
+
+
+class ModelInfo(Section):
+    name: str | None = None
+    parameters: Count = None
+    trainable_parameters: Count = None
+    hidden_size: Count = None
+    num_hidden_layers: Count = None
+    attention: str | None = None
+
+
+class Timing(Section):
+    train_time_s: Num = None
+    samples_per_s: Num = None
+    tokens_per_s: Num = None
+    first_step_s: Num = None
+    step_time_median_s: Num = None
+    step_time_p10_s: Num = None
+    step_time_p90_s: Num = None
+    steady_time_s: Num = None
+    warmup_time_s: Num = None
+    samples_per_s_per_device: Num = None
+    steps: Count = None
+    steady_steps: Count = None
+    warmup_steps: Count = None
+    windows: Count = None
+    samples_processed: Count = None
+    skipped_steps: Count = None
+    window_samples_per_s: dict[str, Num] | None = None
+
+
+class Systems(Section):
+    mfu: Num = None  # a fraction of peak_tflops: the one MFU, computed where the record is made
+    achieved_tflops: Num = None
+    peak_tflops: Num = None
+    peak_source: str | None = None
+    flops_per_step: Num = None
+    arithmetic_intensity: Num = None
+    attainable_tflops: Num = None
+    bytes_per_step: Num = None
+    mem_bw_gbps: Num = None
+    ridge_point: Num = None
+    bound: str | None = None
+    compute_dtype: str | None = None
+    status: str | None = None
+
+
+class Energy(Section):
+    joules: Num = None
+    mean_watts: Num = None
+    peak_watts: Num = None
+    seconds: Num = None
+    samples_per_joule: Num = None
+    interval_s: Num = None
+    power_samples: Count = None
+    method: str | None = None
+    source: str | None = None
+    device_type: str | None = None
+
+
+class Metrics(Section):
+    final_loss: Num = None
+    val_accuracy: Num = None
+    val_loss: Num = None
+    val_macro_f1: Num = None
+    val_rows: Count = None
+    test_accuracy: Num = None
+    test_loss: Num = None
+    test_macro_f1: Num = None
+    test_rows: Count = None
+    diverged_at_step: Count = None
+    loss_curve: list[list[Num]] = Field(default_factory=list)
+
+
+class CurvePoint(Section):
+    step: int
+    train_time_s: Num = None
+    samples: Count = None
+    val_accuracy: Num = None
+    rows: Count = None
+
+
+class RunRecord(BaseModel):
+    """One run: who ran what, on which device, with what result (schema_version 4)."""
+
+    model_config = ConfigDict(extra="allow")
+    schema_version: Literal[4] = SCHEMA_VERSION
+    run_id: str
+    run_name: str = Field(min_length=1)
+    suite: str | None = None
+    status: Status
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    host: str | None = None
+    python: str | None = None
+    libraries: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    params_given: list[str] = Field(default_factory=list)
+    world_size: int = 1
+    device: Device | None = None
+    precision: Precision | None = None
+    data: Data | None = None
+    model: ModelInfo | None = None
+    timing: Timing | None = None
+    systems: Systems | None = None
+    memory: Section | None = None
+    energy: Energy | None = None
+    utilization: Section | None = None
+    metrics: Metrics | None = None
+    curve: list[CurvePoint] = Field(default_factory=list)
+    phases: dict[str, Num] = Field(default_factory=dict)
+    shapes: Section | None = None
+    xla: Section | None = None
+    distributed: Section | None = None
+    profile: Section | None = None
+
+
+def upgrade(record: dict) -> dict:
+    """Return an older record (schema 1-3) in the current layout; number sentinels go in validation."""
+    version = record.get("schema_version", 1)
+    record = dict(record)
+    if version < 2:
+        # schema 1 kept timings and metrics at top level; schema 2 nests them
+        record.setdefault("timing", {k: record.pop(k) for k in list(record)
+                                     if k in ("train_time_s", "samples_per_s", "step_time_median_s")})
+        record.setdefault("metrics", {k: record.pop(k) for k in list(record)
+                                      if k in ("test_accuracy", "test_macro_f1", "final_loss")})
+        record.setdefault("status", "finished")
+    if version < 4:
+        record["run_id"] = record.get("run_id") or f"v{version}-{record.get('run_name')}"
+        if record.get("profile") is None:
+            record.pop("profile", None)
+        record["schema_version"] = SCHEMA_VERSION
+    return record
+
+
+def validate(obj: Any) -> tuple[dict | None, str | None]:
+    """Return (the record as plain JSON data, None), or (None, why it is not a valid record)."""
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    version = obj.get("schema_version", 1)
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return None, f"schema_version {version} is newer than this code reads ({SCHEMA_VERSION}): update the code"
+    try:
+        model = RunRecord.model_validate(upgrade(obj))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "record"
+        return None, f"{where}: {first['msg']} ({err.error_count()} problem(s))"
+    except (TypeError, ValueError, AttributeError) as err:
+        return None, f"not a record ({err})"
+    return model.model_dump(mode="json", exclude_unset=True), None
+
+
+def json_schema() -> str:
+    """Return the JSON Schema of a record, as committed in helpers/facts/record.schema.json."""
+    return json.dumps(RunRecord.model_json_schema(), indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: print the JSON Schema, or write it to helpers/facts/record.schema.json."""
+    parser = argparse.ArgumentParser(prog="python -m helpers.run.schema", description=main.__doc__)
+    parser.add_argument("--write", action="store_true", help=f"write {SCHEMA_FILE.name}")
+    if parser.parse_args(argv).write:
+        SCHEMA_FILE.write_text(json_schema())
+        print(f"wrote {SCHEMA_FILE}")
+    else:
+        print(json_schema(), end="")
+
+
+if __name__ == "__main__":
+    main()

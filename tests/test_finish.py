@@ -1,0 +1,93 @@
+"""finish never loses a record, and a run's destination and name are checked before anything is built."""
+import json
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from helpers import steps
+from helpers.run import destination, records
+from helpers.run.args import ConfigError, build_args
+
+
+def _args(tiny_model_dir, tiny_data_dir, results, **kw):
+    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=32, max_length=16, epochs=1,
+                max_steps=4, timing_warmup_steps=1, lr=5e-3, results_path=str(results), progress=False, log_every=1,
+                precision="fp32")
+    return build_args({**base, **kw})
+
+
+@pytest.mark.parametrize("peaks", ["[]", '{"fp32, 1 threads": {"peak_tflops": 1.0}}', "{not json"])
+def test_a_malformed_peaks_file_is_measured_again_and_never_costs_the_record(
+        tiny_model_dir, tiny_data_dir, tmp_path, peaks):
+    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="p"))
+    peaks_file = records.peaks_dir(run.record_path) / f"{run.dev.key}.json"
+    peaks_file.parent.mkdir(parents=True)
+    peaks_file.write_text(peaks)
+    splits = steps.tokenize(run, steps.load_data(run))
+    model = steps.build_model(run)
+    steps.train(run, model, splits)
+    rec = steps.finish(run)
+    assert records.read_record(run.record_path)["run_id"] == rec["run_id"]
+    assert rec["systems"]["mfu"] > 0  # measured again before training, not trusted
+    assert isinstance(json.loads(peaks_file.read_text()), dict)
+
+
+def test_a_roof_that_cannot_be_found_is_a_reason_in_a_written_record(tiny_model_dir, tiny_data_dir, tmp_path,
+                                                                     monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr("helpers.calc.roofline.machine_peak", full_disk)
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="disk"))
+    saved = records.read_record(records.record_path(tmp_path, None, "disk", rec["device"]["key"]))
+    assert saved["status"] == "finished" and "No space left" in saved["systems"]["reason"]
+
+
+def test_a_record_that_cannot_go_where_it_belongs_is_printed_and_saved_in_the_working_folder(
+        tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path / "results", run_name="lost"))
+    shutil.rmtree(run.record_path.parent)
+    run.record_path.parent.write_text("a file where the folder was")  # the folder went away mid-run
+    rec = steps.finish(run, "failed", "stopped early")
+    err = capsys.readouterr().err
+    assert f'"run_id": "{rec["run_id"]}"' in err  # printed whole
+    assert records.read_record(tmp_path / run.record_path.name)["run_id"] == rec["run_id"]
+    assert f"saved to {tmp_path / run.record_path.name}" in err
+
+
+def test_a_record_name_too_long_for_the_file_system_is_refused_naming_run_name(tmp_path):
+    fits = tmp_path / ("x" * 200 + "@" + "d" * 35 + ".json")  # 241 bytes + the temporary name's 14 = 255
+    destination.check_destination(fits)
+    with pytest.raises(ConfigError, match="run_name is too long.*at most 200 characters"):
+        destination.check_destination(fits.with_name("x" * 201 + "@" + "d" * 35 + ".json"))
+    assert not list(tmp_path.iterdir())  # the probe is gone
+
+
+def test_the_suites_own_folder_is_checked_before_training(tiny_model_dir, tiny_data_dir, tmp_path):
+    (tmp_path / "demo").write_text("a file where the suite's folder goes")
+    with pytest.raises(records.RecordWriteError, match="demo"):
+        steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="r", suite="demo"))
+
+
+def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tiny_model_dir, tiny_data_dir,
+                                                                              tmp_path):
+    args = _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once")
+    path = records.record_path(tmp_path, None, "once", steps.start(args).dev.key)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        destination.release(destination._claim_path(path))
+        destination._claim_path(path).write_text(json.dumps({"host": socket.gethostname(), "pid": other.pid}))
+        with pytest.raises(ConfigError, match="is running on this device now"):
+            steps.start(args)
+    finally:
+        other.kill()
+        other.wait()
+    steps.run_all(args)  # the claim's process is gone: a stale claim is taken over
+    assert not destination._claim_path(path).exists()  # released by finish
+    with pytest.raises(ConfigError, match="replace_record=True"):
+        steps.start(args)
+    again = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once", replace_record=True))
+    assert records.read_record(path)["run_id"] == again["run_id"]
