@@ -99,7 +99,7 @@ BASELINE_RESULTS ?= Experiment/results
 # measured on a quiet 2-core Xeon (AVX-512, fp32): 88.7% test accuracy in 274 s (README, "Quick start")
 BASELINE_PARAMS ?= -p model_name minilm -p train_subset 12800 -p shuffle_subset True -p max_length 32 \
 	-p padding dynamic -p group_by_length True -p batch 32 -p lr 1e-4 -p epochs 1 -p log_every 50 \
-	-p eval_every 100 -p progress False
+	-p eval_every 100 -p progress False -p replace_record True
 baseline: venv
 	@mkdir -p Experiment/runs
 	$(VENV)/bin/papermill Nvidia/baseline.ipynb Experiment/runs/$(BASELINE_RUN).ipynb --log-output \

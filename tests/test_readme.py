@@ -1,4 +1,4 @@
-"""The README describes the code as it is: every parameter with its default, every module of helpers/."""
+"""The README describes the code as it is: every module of helpers/ is in its layout."""
 from pathlib import Path
 
 
