@@ -31,7 +31,7 @@ import torch
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, xla
-from helpers.run import data, ddp, destination, device, models, neuron, precision as prec, records, tokens
+from helpers.run import data, ddp, destination, device, lora, models, neuron, precision as prec, records, tokens
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, check_model_limit, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
@@ -62,6 +62,7 @@ def start(args: RunArgs) -> Run:
     precision = device.resolve_precision(args.train.precision, dev, args.neuron.bf16_mode)
     model_config = models.load_config(args.task.model_name)
     check_model_limit(args, model_config.max_position_embeddings)
+    lora.spec_of(args.task)  # a bad LoRA setting is refused before anything is built
     if args.train.gradient_checkpointing and dev.neuron:
         raise ConfigError("gradient_checkpointing=True is not supported on Neuron (the study found the "
                           "compiler rejects it): use gradient_accumulation_steps or a smaller batch")
@@ -166,10 +167,13 @@ def build_model(run: Run) -> torch.nn.Module:
         model = models.load_model(t.model_name, seed=tr.seed, gradient_checkpointing=tr.gradient_checkpointing)
         if tr.gradient_checkpointing and run.dev.type == "xla":
             models.use_xla_checkpointing(model)
+        spec = lora.spec_of(t)
+        model = lora.apply(model, spec)  # adapters before the precision cast, so they are cast alike
         model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
     run.model_info = {"name": t.model_name, "parameters": sum(p.numel() for p in model.parameters()),
                       "hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
-                      "attention": model.config._attn_implementation}
+                      "attention": model.config._attn_implementation, **lora.describe(model, spec)}
+    lora.mark_config(run.model_config, spec)  # so calc.flops counts a LoRA step
     print(f"model: {t.model_name}, {run.model_info['parameters'] / 1e6:.1f} M parameters on "
           f"{run.dev.name}, {run.precision}")
     return model
@@ -201,6 +205,7 @@ def save(run: Run, model: torch.nn.Module) -> Path | None:
     folder = run.args.measure.save_dir
     if handed_over(run, "save") or not folder or not run.lead or run.outcome not in (None, "finished"):
         return None
+    model = lora.merged(model)  # adapters merged into plain weights (on the host): any transformers client reads it
     state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
     model.save_pretrained(repo_path(folder), state_dict=state)
     run.tokenizer.save_pretrained(repo_path(folder))

@@ -60,6 +60,12 @@ class TaskArgs:
     pad_to_multiple_of: int | None = arg(None, "dynamic padding only: round each batch's length up")
     group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
                                 "(transformers' LengthGroupedSampler), less padding")
+    # issue 28: LoRA through peft (helpers/run/lora.py)
+    lora_r: int = arg(0, "LoRA rank; 0: full fine-tuning")
+    lora_alpha: int = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
+    lora_dropout: float = arg(0.0, "dropout on the LoRA adapters' input")
+    lora_targets: str = arg("query,value", "linears given adapters: all-linear, or a comma list of query, key, "
+                            "value, attention_output, ffn_up, ffn_down")
 
 
 @dataclass(frozen=True)

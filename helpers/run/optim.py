@@ -1,6 +1,7 @@
 """Optimizer parameter groups (flat or layer-wise LR decay), the AdamW builder and the LR schedule."""
 from __future__ import annotations
 
+import math
 import re
 
 import torch
@@ -64,26 +65,58 @@ def build_optimizer(model: torch.nn.Module, lr: float, llrd_decay: float | None,
 
 
 def xla_adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
-    """Return torch_xla's AdamW (torch_xla.amp.syncfree), the same update as torch's (decoupled decay).
-
-    torch.optim.AdamW (per-tensor loop) hands each step's lr-dependent values to the graph as Python
-    scalars, and torch_xla bakes a scalar that rounds to 0 or 1 in fp32 into the graph as a constant:
-    `param.mul_(1 - lr * weight_decay)` is 1.0 once lr * wd < 2**-25 (lr < 3e-6 at wd 0.01, the last
-    ~15% of a linear decay from 2e-5), and that step compiles a new graph (once per LLRD group).
-    torch_xla's AdamW is one update op per parameter that keeps the step count and bias corrections on
-    the device and gets lr as an input: the step graph stays the same for every lr > 0. Measured on
-    MiniLM (XLA-CPU, O2): same compile time, steady step 0.73 s vs 0.91 s; weights after 10 steps equal
-    torch's CPU AdamW to 4e-8.
-    """
-    import torch_xla.amp.syncfree as syncfree
-
-    class XlaAdamW(syncfree.AdamW):
-        def step(self, closure=None, found_inf: torch.Tensor | None = None):
-            if found_inf is None:  # no GradScaler on XLA: never skip (a constant 0 in the graph)
-                found_inf = torch.zeros((), device=self.param_groups[0]["params"][0].device)
-            return super().step(closure, found_inf=found_inf)
-
+    """Return AdamW for XLA devices whose step is the same graph at every step, in every precision."""
     return XlaAdamW(groups, lr=lr)
+
+
+class XlaAdamW(torch.optim.Optimizer):
+    """AdamW (decoupled weight decay, torch's update) built for XLA graphs.
+
+    torch_xla bakes a Python scalar that rounds to 0 or 1 into the graph as a constant, so torch's AdamW
+    compiles a new step graph at the warm-up's lr 0 and again once 1 - lr * wd rounds to 1.0; torch_xla's
+    syncfree AdamW keeps its step count in found_inf's dtype (bf16 under bf16-pure: it stops at 256) and
+    fails HLO verification when found_inf and the weights differ in dtype; and under XLA_USE_BF16 every
+    fp32 scalar becomes bf16, so beta2 = 0.999 is 1.0 and the bias correction 1 - beta2**t is 0 (NaN).
+    Here the step count lives on the host (a Python int), each group's step size, bias correction and
+    decay factor reach the device as one small tensor per step (data, never a constant), the moments are
+    created before the first step (so step 0 runs the steady graph) and the update is computed in fp32 and
+    written back in the weights' dtype.
+    """
+
+    def __init__(self, params, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        self.steps_done = 0  # on the host: never rounds, never a device constant
+        for group in self.param_groups:
+            for p in group["params"]:
+                # built on the host and copied: device data, not a zeros op inside the first step's graph
+                self.state[p] = {"exp_avg": torch.zeros(p.shape, dtype=p.dtype).to(p.device),
+                                 "exp_avg_sq": torch.zeros(p.shape, dtype=p.dtype).to(p.device)}
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Apply one AdamW update to every parameter that has a gradient."""
+        loss = closure() if closure is not None else None
+        self.steps_done += 1
+        t = self.steps_done
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            beta1, beta2 = group["betas"]
+            # step size (lr / bias correction 1), sqrt(bias correction 2), decay factor: host fp64, sent as data
+            scalars = torch.tensor([group["lr"] / (1 - beta1 ** t), math.sqrt(1 - beta2 ** t),
+                                    1 - group["lr"] * group["weight_decay"]], dtype=torch.float32)
+            size, root, decay = scalars.to(params[0].device).unbind()
+            for p in params:
+                state, grad = self.state[p], p.grad.float()
+                exp_avg = state["exp_avg"].float().mul(beta1).add(grad, alpha=1 - beta1)
+                exp_avg_sq = state["exp_avg_sq"].float().mul(beta2).addcmul(grad, grad, value=1 - beta2)
+                update = exp_avg / (exp_avg_sq.sqrt() / root + group["eps"])
+                p.copy_(p.float() * decay - size * update)
+                state["exp_avg"].copy_(exp_avg)
+                state["exp_avg_sq"].copy_(exp_avg_sq)
+        return loss
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,

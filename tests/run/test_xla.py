@@ -295,6 +295,31 @@ def test_steady_training_step_executes_one_graph(xla_run):
     assert sum(compiled[warmup:]) == 0, compiled
 
 
+def test_a_lora_step_is_one_graph_and_never_recompiles(tiny_model_dir, tiny_data_dir, tmp_path):
+    """LoRA (peft) on XLA: the same one graph a steady step as full fine-tuning, nothing compiled after warm-up."""
+    from helpers import steps
+    from helpers.measure.timing import StepTimer
+    from helpers.run import optim, train
+
+    args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                           max_length=32, padding="static", precision="fp32", progress=False, lora_r=4,
+                           results_path=str(tmp_path)))
+    run = steps.start(args)
+    splits = steps.tokenize(run, steps.load_data(run))
+    model = steps.build_model(run)
+    steps_n, warmup = 6, 3
+    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
+    optimizer = optim.build_optimizer(model, 1e-3, None, 0.01, device_type="xla")
+    scheduler = optim.build_scheduler(optimizer, steps_n, 0.0)
+    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n, log_every=2,
+                       timer=StepTimer(warmup_steps=warmup, window_steps=2, per_step="window"), progress=False)
+    loader.note()
+    executed, compiled = loader.per_batch()
+    assert result.steps == steps_n and sum(p.requires_grad for p in model.parameters()) < 20
+    assert executed[warmup:] == [1] * (steps_n - warmup), executed
+    assert sum(compiled[warmup:]) == 0, compiled
+
+
 def test_steady_eval_batch_executes_one_graph(xla_run):
     """Each evaluation batch runs one graph (forward and confusion update, cut per batch)."""
     from helpers import steps

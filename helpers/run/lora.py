@@ -1,0 +1,117 @@
+"""LoRA adapters through `peft` (task.lora_r > 0): which linears they wrap, what trains, what it costs.
+
+The head trains in full (peft `modules_to_save`); the embeddings, the pooler and every frozen weight
+keep their pretrained values. Nothing here is device-specific: the wrapped model runs on the CPU, CUDA
+and XLA as the plain one does. `save_dir` gets the adapters merged into plain weights (`merged`), so
+`Trainium/eval.py` and any transformers client read it without peft.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+
+from helpers.run.coerce import ConfigError
+
+# The six linears of an encoder layer, by role, as regular expressions over each architecture's
+# module names (peft full-matches a string target against every module name).
+ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
+_LAYER_NAMES = {
+    "bert": {"query": r"attention\.self\.query", "key": r"attention\.self\.key",
+             "value": r"attention\.self\.value", "attention_output": r"attention\.output\.dense",
+             "ffn_up": r"intermediate\.dense", "ffn_down": r"output\.dense"},
+    "distilbert": {"query": r"attention\.q_lin", "key": r"attention\.k_lin", "value": r"attention\.v_lin",
+                   "attention_output": r"attention\.out_lin", "ffn_up": r"ffn\.lin1", "ffn_down": r"ffn\.lin2"},
+}
+_LAYER_NAMES["roberta"] = _LAYER_NAMES["bert"]
+# the task head, trained in full: DistilBERT's head is two linears (pre_classifier, classifier);
+# RoBERTa's `classifier` module holds both of its head linears (dense, out_proj)
+HEADS = {"bert": ["classifier"], "roberta": ["classifier"], "distilbert": ["pre_classifier", "classifier"]}
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA's settings: rank, scaling numerator, dropout on the adapter input and the target roles."""
+
+    r: int
+    alpha: int = 16
+    dropout: float = 0.0
+    targets: str = "query,value"
+
+
+def spec_of(task) -> LoraSpec | None:
+    """Return the LoRA settings of a TaskArgs (None: full fine-tuning, lora_r == 0)."""
+    if task.lora_r < 0 or task.lora_alpha <= 0 or not 0.0 <= task.lora_dropout < 1.0:
+        bad = "lora_r" if task.lora_r < 0 else "lora_alpha" if task.lora_alpha <= 0 else "lora_dropout"
+        raise ConfigError(f"{bad}={getattr(task, bad)!r} is invalid: lora_r >= 0 (0: full fine-tuning), "
+                          "lora_alpha > 0, 0 <= lora_dropout < 1")
+    target_roles(task.lora_targets)  # refuses an unknown target before any model is built
+    return LoraSpec(task.lora_r, task.lora_alpha, task.lora_dropout, task.lora_targets) if task.lora_r else None
+
+
+def target_roles(targets: str) -> tuple[str, ...]:
+    """Return the roles named by `targets` ('all-linear' or a comma list of ROLES), in ROLES order."""
+    if targets.strip() == "all-linear":
+        return ROLES
+    names = {n.strip() for n in targets.split(",") if n.strip()}
+    unknown = names - set(ROLES)
+    if unknown or not names:
+        raise ConfigError(f"lora_targets={targets!r} is invalid: expected 'all-linear' or a comma list of "
+                         f"{', '.join(ROLES)}")
+    return tuple(r for r in ROLES if r in names)
+
+
+def target_regex(model_type: str, targets: str) -> str:
+    """Return the peft target: a regex matching the targeted linears of every encoder layer."""
+    if model_type not in _LAYER_NAMES:
+        raise ConfigError(f"lora_r > 0 needs a known encoder: model_type {model_type!r} is not mapped "
+                          f"(known: {', '.join(_LAYER_NAMES)})")
+    names = _LAYER_NAMES[model_type]
+    return r".*\.layer\.\d+\.(" + "|".join(names[r] for r in target_roles(targets)) + ")"
+
+
+def apply(model: torch.nn.Module, spec: LoraSpec | None) -> torch.nn.Module:
+    """Return the model wrapped with LoRA adapters (the model itself when `spec` is None)."""
+    if spec is None:
+        return model
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    model_type = model.config.model_type
+    config = LoraConfig(task_type=TaskType.SEQ_CLS, r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
+                        target_modules=target_regex(model_type, spec.targets),
+                        modules_to_save=HEADS.get(model_type, ["classifier"]))
+    return get_peft_model(model, config)
+
+
+def is_lora(model: torch.nn.Module) -> bool:
+    """Return True when `model` is a peft model (adapters attached)."""
+    return hasattr(model, "merge_and_unload") and hasattr(model, "peft_config")
+
+
+def describe(model: torch.nn.Module, spec: LoraSpec | None) -> dict:
+    """Return the record's model fields: trainable parameters, AdamW state bytes and the LoRA settings."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    # AdamW keeps two moments (exp_avg, exp_avg_sq) per trainable element, in the parameter's dtype
+    state_bytes = sum(2 * p.numel() * p.element_size() for p in trainable)
+    lora = None if spec is None else {"r": spec.r, "alpha": spec.alpha, "dropout": spec.dropout,
+                                      "targets": spec.targets, "roles": list(target_roles(spec.targets))}
+    return {"trainable_parameters": sum(p.numel() for p in trainable),
+            "optimizer_state_bytes": state_bytes, "lora": lora}
+
+
+def mark_config(config, spec: LoraSpec | None) -> None:
+    """Note the LoRA settings on a model config, so calc.flops counts a LoRA step for it."""
+    config.lora_r = 0 if spec is None else spec.r
+    config.lora_targets = "query,value" if spec is None else spec.targets
+
+
+def merged(model: torch.nn.Module) -> torch.nn.Module:
+    """Return a plain transformers model with the adapters merged in (the model itself if not LoRA).
+
+    Merges a host copy, so the trained model (possibly on an XLA device) is left as it was.
+    """
+    if not is_lora(model):
+        return model
+    host = copy.deepcopy(model).to("cpu")
+    return host.merge_and_unload()
