@@ -16,9 +16,10 @@ import sys
 
 import torch
 
-from helpers.run.args import repo_path
+from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
 from helpers.study.bench import cases as bench_sections
+from helpers.study.bench.bench_records import section_records, write_section_records
 from helpers.study.bench.harness import wait_quiet
 from helpers.study.bench.render import render, render_raw, write_blocks
 
@@ -88,9 +89,13 @@ def main(argv: list[str] | None = None) -> dict:
             results["data"] = bench_sections.data_section(args)
         elif section == "levers":
             results["levers"] = bench_sections.levers_section(args, sync)
-        raw = repo_path("Experiment/results/_bench/bench.jsonl")  # raw windows, kept if a later section dies
-        raw.parent.mkdir(parents=True, exist_ok=True)
         meta["load_end"] = os.getloadavg()[0]
+        # one typed record per configuration, written through helpers.run.records beside the raw windows
+        found = section_records(section, results[section], results[section].pop("heads", {}), meta)
+        results[section]["records"] = found
+        write_section_records(repo_path(RESULTS_DIR), section, found)
+        raw = repo_path(RESULTS_DIR) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
+        raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
