@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--results", default=RESULTS_DIR,
+                        help="results folder: the records go to <results>/_bench/<section>/, raw windows to bench.jsonl")
     parser.add_argument("--render", metavar="RAW", default=None,
                         help="run nothing: rewrite --out from the raw windows in RAW (Experiment/results/_bench/bench.jsonl)")
     args = parser.parse_args(argv)
@@ -93,8 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
         # one typed record per configuration, written through helpers.run.records beside the raw windows
         found = section_records(section, results[section], results[section].pop("heads", {}), meta)
         results[section]["records"] = found
-        write_section_records(repo_path(RESULTS_DIR), section, found)
-        raw = repo_path(RESULTS_DIR) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
+        write_section_records(repo_path(args.results), section, found)
+        raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")

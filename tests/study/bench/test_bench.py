@@ -268,3 +268,19 @@ def test_overhead_records_carry_the_runs_params_and_device(tiny_model_dir, tiny_
         assert rec["timing"]["samples_per_s"] > 0 and rec["bench"]["command"] == META["command"]
     (path, *_) = bench_records.write_section_records(tmp_path, "overhead", recs)
     assert path.name.endswith(f"@{recs['fit (harness)']['device']['key']}.json") and records.read_record(path)
+
+
+def test_the_bench_command_writes_a_record_per_configuration_and_the_raw_row(tiny_model_dir, tiny_data_dir,
+                                                                            monkeypatch, tmp_path):
+    from helpers.run import records
+    from helpers.study.bench.__main__ import main
+
+    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
+    main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
+          "overhead", "--windows", "2", "--warmup", "1", "--steps", "2", "--max-other-cores", "0",
+          "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
+    files = sorted((tmp_path / "results" / "_bench" / "overhead").glob("*.json"))
+    assert len(files) == 3 and all(records.read_record(f)["bench"]["section"] == "overhead" for f in files)
+    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
+    assert set(row["result"]["records"]) == {"fit (harness)", "bare loop", "Trainer"}
+    assert "heads" not in row["result"] and "fit / bare loop" in (tmp_path / "BENCH.md").read_text()
