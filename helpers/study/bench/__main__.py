@@ -16,9 +16,10 @@ import sys
 
 import torch
 
-from helpers.run.args import repo_path
+from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
 from helpers.study.bench import cases as bench_sections
+from helpers.study.bench.bench_records import section_records, write_section_records
 from helpers.study.bench.harness import wait_quiet
 from helpers.study.bench.render import render, render_raw, write_blocks
 
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--results", default=RESULTS_DIR,
+                        help="results folder: the records go to <results>/_bench/<section>/, raw windows to bench.jsonl")
     parser.add_argument("--render", metavar="RAW", default=None,
                         help="run nothing: rewrite --out from the raw windows in RAW (Experiment/results/_bench/bench.jsonl)")
     args = parser.parse_args(argv)
@@ -88,9 +91,13 @@ def main(argv: list[str] | None = None) -> dict:
             results["data"] = bench_sections.data_section(args)
         elif section == "levers":
             results["levers"] = bench_sections.levers_section(args, sync)
-        raw = repo_path("Experiment/results/_bench/bench.jsonl")  # raw windows, kept if a later section dies
-        raw.parent.mkdir(parents=True, exist_ok=True)
         meta["load_end"] = os.getloadavg()[0]
+        # one typed record per configuration, written through helpers.run.records beside the raw windows
+        found = section_records(section, results[section], results[section].pop("heads", {}), meta)
+        results[section]["records"] = found
+        write_section_records(repo_path(args.results), section, found)
+        raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
+        raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]

@@ -61,7 +61,8 @@ def overhead_section(args, sync) -> dict:
                            "Trainer": trainer_window(hf, args.steps, tmp)},
                           args.windows, args.warmup, sync, gate=args.gate)
     return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision, "rates": rates,
-            "steps_per_window": args.steps}
+            "steps_per_window": args.steps,
+            "heads": {"fit (harness)": harness.run.head, "bare loop": bare.run.head, "Trainer": hf.run.head}}
 
 
 def peak_shapes(hidden: int, intermediate: int, tokens_per_step: int) -> dict[str, tuple]:
@@ -112,7 +113,8 @@ def speedup_section(args, sync) -> dict:
              "stall_fraction": sum(waits) / (sum(waits) + sum(step_s))}
     return {"model": args.model, "baseline": PRESETS["baseline"], "optimized": PRESETS["optimized"],
             "precision": precision, "rates": rates, "peak": peak, "stall": stall,
-            "steps_per_window": args.steps}
+            "steps_per_window": args.steps,
+            "heads": {"baseline preset": base.run.head, "optimized preset": opt.run.head}}
 
 
 def accuracy_section(args) -> dict:
@@ -153,7 +155,7 @@ def data_section(args) -> dict:
 
 def levers_section(args, sync) -> dict:
     """Return, for each lever, the variant / control samples/s ratio, alternated in one process."""
-    out = []
+    out, heads = [], {}
     for name, control, variant in LEVERS:
         if args.lever and not any(s.lower() in name.lower() for s in args.lever):
             continue
@@ -167,6 +169,7 @@ def levers_section(args, sync) -> dict:
                     "variant_samples_per_s": median_rate(rates, "variant"),
                     "ratio": statistics.median(paired_ratios(rates, "variant", "control")), "rates": rates,
                     "warmup_s": b.fits[0][1].summary()["train_time_s"]})
+        heads.update({f"{name}: control": a.run.head, f"{name}: variant": b.run.head})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
-    return {"steps_per_window": args.steps, "reference": REFERENCE, "levers": out}
+    return {"steps_per_window": args.steps, "reference": REFERENCE, "levers": out, "heads": heads}

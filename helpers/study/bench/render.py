@@ -7,7 +7,8 @@ import json
 import statistics
 from pathlib import Path
 
-from helpers.study.bench.harness import median_rate, paired_ratios, paired_text
+from helpers.study.bench.bench_records import records_of
+from helpers.study.bench.harness import paired_ratios, paired_text
 
 def _verdict(value: float | None, target: float) -> str:
     return "not measured" if value is None else ("met" if value >= target else "**not met**")
@@ -76,14 +77,12 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     md += ["### 4. MFU of the optimized preset", ""]
     if s:
         p = s["peak"]
-        achieved = median_rate(s["rates"], "optimized preset", "flops") / 1e12
-        peak = median_rate(s["rates"], "matmul peak", "flops") / 1e12 if "matmul peak" in s["rates"] \
-            else p.get("peak_tflops")
-        mfu = achieved / peak if peak else None
-        mfu_rounds = ""
-        if "matmul peak" in s["rates"]:  # timed in the same rounds: the per-round MFU cancels drift
-            mfu, text = paired_text(s["rates"], "optimized preset", "matmul peak", "flops")
-            mfu_rounds = f" Per round, optimized FLOP/s / peak FLOP/s = {text}."
+        # the one MFU: the optimized preset's record (bench_records.systems, calc.flops.estimate_mfu)
+        sys_ = records_of("speedup", s)["optimized preset"].get("systems") or {}
+        achieved, peak, mfu = sys_.get("achieved_tflops") or 0.0, sys_.get("peak_tflops"), sys_.get("mfu")
+        rounds = sys_.get("mfu_per_round") or []
+        mfu_rounds = (f" Per round, optimized FLOP/s / peak FLOP/s: median {mfu:.3f} of {len(rounds)} rounds, "
+                      f"range {min(rounds):.3f} .. {max(rounds):.3f}." if rounds and mfu is not None else "")
         md += [f"Model FLOPs = forward + backward matmuls (`calc.flops.model_flops`, padded length; "
                f"AdamW's elementwise work left out), MFU as `calc.flops.estimate_mfu`. Peak: {p.get('source')}.", ""]
         if "scan" in p:

@@ -26,7 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or args.epochs <= 0 or args.rows < 1:
         p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), --epochs > 0, --rows >= 1")
     job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache)
-    df, _ = frame.load(repo_path(args.results))
+    df, skipped = frame.load(repo_path(args.results))
+    for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
+        print(f"skipped record {what}", file=sys.stderr)
     table = decide.decision(df, job)
     print(decide.markdown(table, breaks := decide.break_even(table, job), job))
     if args.write:

@@ -10,6 +10,7 @@ notebook's summary, the report and the benchmark show the same figure.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,8 @@ PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padd
           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
           "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing", "group_by_length",
           "eval_every")
+TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy")
+FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 
 
@@ -144,10 +147,37 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates(["suite", "run_name", "device_key"], keep="last").drop(columns="_done")
 
 
+def params_problem(record: dict) -> str | None:
+    """Return why a record's parameters cannot be grouped by in a table (None when they can)."""
+    params = record.get("params") or {}
+    for name in PARAMS:
+        value = params.get(name)
+        if value is None:
+            continue
+        if name in TEXT_PARAMS:
+            kind, ok = "text", isinstance(value, str)
+        elif name in FLAG_PARAMS:
+            kind, ok = "true/false", isinstance(value, bool)
+        else:
+            kind = "a finite number"
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok:
+            return f"params.{name}: {kind} expected, not {type(value).__name__} {str(value)[:40]!r}"
+    return None
+
+
 def load(root: str | Path, include_fixtures: bool = False) -> tuple[pd.DataFrame, dict]:
-    """Return the frame of every record below `root` and what was skipped (by reason)."""
+    """Return the frame of every record below `root` and what was skipped ('<file>: <why>': count)."""
     found, skipped = records.read_records(root)
-    df = frame(found)
+    usable = []
+    for rec in found:  # valid records whose parameters a table cannot group by: named, then left out
+        why = params_problem(rec)
+        if why:
+            where = Path(rec["_source"])
+            skipped[f"{where.relative_to(root) if where.is_relative_to(root) else where}: {why}"] += 1
+        else:
+            usable.append(rec)
+    df = frame(usable)
     if not include_fixtures and len(df):
         df = df[~df["fixture"]].reset_index(drop=True)
     return df, dict(skipped)

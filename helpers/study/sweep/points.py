@@ -167,6 +167,15 @@ def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, 
     return status, wall
 
 
+def newer_record(record_file: Path) -> bool:
+    """True when `record_file` holds a record of a newer schema than this code's: never overwritten."""
+    try:
+        version = json.loads(record_file.read_text(encoding="utf-8")).get("schema_version")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(version, int) and not isinstance(version, bool) and version > records.SCHEMA_VERSION
+
+
 def record_failure(record_file: Path, params: dict, status: str, error: str, **extra) -> dict:
     """Write the record of a point that ended without writing its own; return it."""
     rec = records.new_record(params, status=status, error=error, **extra)
@@ -228,6 +237,8 @@ def run_point(suite: Suite, point: Point, dev: dict, results: Path, runs_dir: Pa
         done = records.read_record(record_file)
         if done is not None and done.get("status") in records.DONE:
             return "already done", 0.0, record_file
+        if done is None and newer_record(record_file):
+            return "kept: its record has a newer schema_version", 0.0, record_file
         try:
             build_args(params)  # the one place parameters are checked
             if suite.kind == "token_stats":

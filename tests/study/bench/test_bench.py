@@ -201,3 +201,86 @@ def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_d
     assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     for windows in out["rates"].values():
         assert len(windows) == 2 and all(w["samples"] > 0 and w["flops"] > 0 for w in windows)
+
+
+def test_each_timed_configuration_is_a_valid_record_with_the_one_mfu(tmp_path):
+    from helpers.run import records, schema
+    from helpers.study.bench import bench_records
+
+    results = _fake_results()
+    recs = bench_records.section_records("speedup", results["speedup"], meta=META)
+    assert set(recs) == {"baseline preset", "optimized preset"}  # the matmul peak is no configuration
+    for rec in recs.values():
+        assert schema.validate(rec)[1] is None and rec["status"] == "finished"
+    opt = recs["optimized preset"]
+    assert opt["timing"]["samples_per_s"] == pytest.approx(120.0)
+    # 120 TFLOP/s against the 200 TFLOP/s peak timed in the same rounds, per round, as estimate_mfu
+    assert opt["systems"]["mfu"] == pytest.approx(0.6) and opt["systems"]["peak_tflops"] == pytest.approx(200.0)
+    assert opt["bench"]["configuration"] == "optimized preset" and len(opt["bench"]["windows"]) == 5
+    paths = bench_records.write_section_records(tmp_path, "speedup", recs)
+    assert [records.read_record(p)["run_name"] for p in paths] == [r["run_name"] for r in recs.values()]
+    assert all(p.parent == tmp_path / "_bench" / "speedup" for p in paths)
+    assert records.read_records(tmp_path)[0] == []  # bench records are never study runs of the report
+    levers = bench_records.section_records("levers", results["levers"])
+    assert set(levers) == {"bf16 autocast vs fp32: control", "bf16 autocast vs fp32: variant"}
+    assert levers["bf16 autocast vs fp32: variant"]["timing"]["samples_per_s"] == 3.0
+
+
+def test_without_a_peak_the_record_says_why_mfu_is_none():
+    from helpers.study.bench import bench_records
+
+    sp = _fake_results()["speedup"]
+    rates = {k: v for k, v in sp["rates"].items() if k != "matmul peak"}
+    no_peak = bench_records.section_records("speedup", {**sp, "rates": rates, "peak": {"source": "unknown GPU"}})
+    systems = no_peak["optimized preset"]["systems"]
+    assert systems["mfu"] is None and "unknown GPU" in systems["reason"]
+    published = bench_records.section_records("speedup", {**sp, "rates": rates,
+                                                          "peak": {"peak_tflops": 240.0, "source": "published"}})
+    assert published["optimized preset"]["systems"]["mfu"] == pytest.approx(0.5)
+
+
+def test_the_render_reads_the_mfu_from_the_record_not_the_windows():
+    from helpers.study.bench import bench_records
+
+    results = _fake_results()
+    sp = results["speedup"]
+    recs = bench_records.section_records("speedup", sp)
+    recs["optimized preset"]["systems"]["mfu"] = 0.25  # a record that says otherwise than the windows
+    main = render.render({"speedup": {**sp, "records": recs}}, META)["main"]
+    assert "**MFU = 25.0%**" in main and "60.0%" not in main
+    none = {**recs["optimized preset"], "systems": {"mfu": None, "reason": "no peak"}}
+    main = render.render({"speedup": {**sp, "records": {**recs, "optimized preset": none}}}, META)["main"]
+    assert "**MFU = not measured**" in main
+
+
+def test_overhead_records_carry_the_runs_params_and_device(tiny_model_dir, tiny_data_dir, monkeypatch, tmp_path):
+    from helpers.run import records
+    from helpers.study.bench import bench_records
+
+    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
+    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
+                              warmup=1, steps=2, model=str(tiny_model_dir), gate=None)
+    out = sections.overhead_section(args, sync=lambda: None)
+    recs = bench_records.section_records("overhead", out, out.pop("heads"), META)
+    assert set(recs) == {"fit (harness)", "bare loop", "Trainer"}
+    for rec in recs.values():
+        assert rec["params"]["batch"] == 8 and rec["device"]["type"] == "cpu" and rec["precision"]["used"]
+        assert rec["timing"]["samples_per_s"] > 0 and rec["bench"]["command"] == META["command"]
+    (path, *_) = bench_records.write_section_records(tmp_path, "overhead", recs)
+    assert path.name.endswith(f"@{recs['fit (harness)']['device']['key']}.json") and records.read_record(path)
+
+
+def test_the_bench_command_writes_a_record_per_configuration_and_the_raw_row(tiny_model_dir, tiny_data_dir,
+                                                                            monkeypatch, tmp_path):
+    from helpers.run import records
+    from helpers.study.bench.__main__ import main
+
+    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
+    main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
+          "overhead", "--windows", "2", "--warmup", "1", "--steps", "2", "--max-other-cores", "0",
+          "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
+    files = sorted((tmp_path / "results" / "_bench" / "overhead").glob("*.json"))
+    assert len(files) == 3 and all(records.read_record(f)["bench"]["section"] == "overhead" for f in files)
+    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
+    assert set(row["result"]["records"]) == {"fit (harness)", "bare loop", "Trainer"}
+    assert "heads" not in row["result"] and "fit / bare loop" in (tmp_path / "BENCH.md").read_text()

@@ -190,3 +190,20 @@ def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
         plot_style.FAMILIES["trn1"][0]
     assert cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
         plot_style.FAMILIES["cpu"][0]
+
+
+def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, capsys):
+    import json
+
+    (results / "speedup" / "bad@cpu-x.json").write_text(json.dumps({"run_name": "bad", "status": "exploded"}))
+    newer = {"schema_version": records.SCHEMA_VERSION + 1, "run_name": "later", "status": "finished"}
+    (results / "speedup" / "later@cpu-x.json").write_text(json.dumps(newer))
+    (results / "speedup" / "cut@cpu-x.json").write_text('{"run_name": "cut", "sta')
+    cli.main(["--epochs", "3", "--rows", "16000", "--results", str(results)])
+    out, err = capsys.readouterr()
+    assert "A100" in out and "bad" not in out  # the table of the valid records
+    lines = err.splitlines()
+    assert any(line.startswith("skipped record speedup/bad@cpu-x.json: status: ") for line in lines), err
+    assert (f"skipped record speedup/later@cpu-x.json: schema_version {records.SCHEMA_VERSION + 1} is newer"
+            in err)
+    assert "skipped record speedup/cut@cpu-x.json: cut short or not JSON" in err

@@ -491,3 +491,35 @@ def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
     with points.point_lock(paths[0]) as first:
         with points.point_lock(paths[1]) as second:
             assert first and not second
+
+
+def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(tmp_path, tiny_data_dir,
+                                                                              tiny_model_dir):
+    import io
+    import json
+
+    results_path = tmp_path / "results"
+    suite = suites.load_suite(write_suite(tmp_path / "tok.toml", f"""
+        kind = "token_stats"
+        [params]
+        data_dir = "{tiny_data_dir}"
+        model_name = "{tiny_model_dir}"
+        [quick]
+        [full]
+    """))
+    (point,) = suites.expand(suite, "quick")
+    key = points.device_of("main", "cpu")["key"]
+    newer = records.record_path(results_path, "tok", point.run_name, key)
+    newer.parent.mkdir(parents=True)
+    newer_text = json.dumps({"schema_version": records.SCHEMA_VERSION + 1, "run_name": point.run_name,
+                             "status": "finished", "new_section": {"x": 1}})
+    newer.write_text(newer_text)
+    (results_path / "tok" / "junk@cpu-x.json").write_text(json.dumps({"run_name": "junk", "status": "exploded"}))
+    out = io.StringIO()
+    summary = sweep.sweep([suite], "quick", results_path, out=out)
+    assert summary == {"tok": {"kept: its record has a newer schema_version": 1}}
+    assert newer.read_text() == newer_text  # a newer code's record is never overwritten
+    text = out.getvalue()
+    assert re.search(r"skipped record tok/junk@cpu-x\.json: status: .*1 problem", text), text
+    assert f"skipped record tok/{newer.name}: schema_version {records.SCHEMA_VERSION + 1} is newer" in text
+    assert "tok: 1 kept" in text  # the sweep went on to its summary
