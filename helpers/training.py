@@ -108,7 +108,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
                           tokens_per_s=run.timing["tokens_per_s"] * world)
     energy_section = run.trained["energy"]
     energy_section["samples_per_joule"] = samples_per_joule(run.timing["samples_processed"], energy_section)
-    run.trained.update(timing=run.timing, profile=profiler.summary(), shapes={
+    run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
+        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}"}, shapes={
         "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
     run.metrics.update(final_loss=result.final_loss, loss_curve=result.loss_curve,
                        diverged_at_step=result.diverged_at_step)

@@ -27,6 +27,7 @@ def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_d
     assert saved["timing"]["steps"] == 256 // 32 and saved["metrics"]["test_rows"] == 64
     assert set(saved["phases"]) >= {"load_data", "tokenize", "build_model", "train", "evaluate"}
     assert saved["systems"]["mfu"] > 0 and saved["params_given"][0] == "batch"
+    assert saved["optimizer"]["class"] == "torch.optim.adamw.AdamW"  # what stepped, by its class
 
 
 def test_oom_is_recorded_and_does_not_raise(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):

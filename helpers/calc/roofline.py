@@ -86,6 +86,12 @@ def arithmetic_intensity(cfg, batch: int, seq_len: int, precision: str, device_t
     return model_flops(cfg, batch, seq_len) / nbytes
 
 
+def neuron_core_key(instance: str | None) -> str:
+    """Return the device_peaks.csv key of one NeuronCore of an instance family (trn1 when not known)."""
+    family = (instance or "trn1").split(".")[0].rstrip("n")  # trn1n is trn1's network variant
+    return {"trn2": "trn2-core", "inf2": "inf2-core"}.get(family, "trn1-core")
+
+
 def device_peak(device: dict, dtype: str, peaks_dir: str | Path | None = None) -> dict:
     """Return the roof a run on `device` (a record's device section) is measured against: published
     for GPUs and NeuronCores, this machine's measured one for CPUs (kept in `peaks_dir`)."""
@@ -95,7 +101,7 @@ def device_peak(device: dict, dtype: str, peaks_dir: str | Path | None = None) -
             return {"peak_tflops": None, "mem_bw_gbps": None, "source": f"unknown GPU {device.get('name')!r}"}
         return device_roof(key, dtype)
     if device.get("neuron"):
-        return device_roof("trn1-core", dtype)
+        return device_roof(neuron_core_key(device.get("instance")), dtype)
     return machine_peak(device["key"], dtype, peaks_dir)
 
 

@@ -108,6 +108,8 @@ class CompileLog:
 
     def __init__(self, cache: dict | None = None):
         self.marks: dict[str, dict] = {"start": snapshot()}
+        # before the run's first graph: the environment the compiler gets (the end's may differ)
+        self.env = {k: os.environ[k] for k in XLA_ENV if k in os.environ}
         self.loader: CountingLoader | None = None
         self.cache = cache or {}  # the persistent compilation cache: where, and cold or warm
 
@@ -143,6 +145,9 @@ class CompileLog:
         if self.cache.get("state") != "off" and "dir" in self.cache and not self.cache["kind"].startswith("Neuron"):
             self.cache = {**self.cache, "state": cache_state(out["run"])}
         out["cache"] = self.cache
-        out["neuron_cc_flags"] = os.environ.get("NEURON_CC_FLAGS")  # exactly what the compiler saw
-        out["env"] = {k: os.environ[k] for k in XLA_ENV if k in os.environ}
+        out["neuron_cc_flags"] = self.env.get("NEURON_CC_FLAGS")  # what the first compilation saw
+        out["env"] = self.env
+        changed = {k: os.environ.get(k) for k in XLA_ENV if os.environ.get(k) != self.env.get(k)}
+        if changed:
+            out["env_changed_during_run"] = changed  # later graphs may have compiled with these
         return out

@@ -13,8 +13,10 @@ import importlib.util
 from pathlib import Path
 
 import torch
-from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
-                          BertForSequenceClassification, PretrainedConfig, PreTrainedTokenizerBase)
+# transformers' model classes import accelerate, which imports torch_xla where installed: they are imported
+# where a model is built, so that `from helpers import steps` leaves torch_xla for neuron.apply_env to start
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, PretrainedConfig
+from transformers import PreTrainedTokenizerBase
 
 NUM_LABELS = 6
 ALIASES = ("minilm", "bert-base-random")
@@ -72,6 +74,8 @@ def load_model(model_name: str, num_labels: int = NUM_LABELS, seed: int = 42,
     """Return a sequence classifier with a freshly (seeded) initialised head, in fp32."""
     torch.manual_seed(seed)  # the classifier head (and bert-base-random) starts the same every run
     if model_name == "bert-base-random":
+        from transformers import BertForSequenceClassification
+
         model = BertForSequenceClassification(load_config(model_name, num_labels))
     else:
         try:

@@ -16,6 +16,8 @@ import warnings
 from helpers.run.args import RunArgs
 
 FAST_COMPILE = "--xla_backend_optimization_level=0"
+# the NEURON_CC_FLAGS the user had before this process's first run set them (extended, never replaced)
+USER_CC_FLAGS = "ACCELBENCH_USER_NEURON_CC_FLAGS"
 
 
 def neuron_cc_flags(args: RunArgs) -> str:
@@ -39,8 +41,10 @@ def neuron_cc_flags(args: RunArgs) -> str:
 
 
 def neuron_env(args: RunArgs) -> dict[str, str]:
-    """Return the environment variables (name -> value) a Neuron run of `args` needs."""
-    env = {"NEURON_CC_FLAGS": neuron_cc_flags(args)}
+    """Return the environment variables (name -> value) a Neuron run of `args` needs; a user's own
+    NEURON_CC_FLAGS (from before the first run in this process) are kept after the run's, so they win."""
+    user = os.environ.get(USER_CC_FLAGS, os.environ.get("NEURON_CC_FLAGS", ""))
+    env = {"NEURON_CC_FLAGS": " ".join(f for f in (neuron_cc_flags(args), user) if f)}
     # bf16-pure-sr is realised by the runtime's stochastic rounding on Neuron (helpers/run/optim.py)
     rounding = args.neuron.stochastic_rounding or args.train.precision == "bf16-pure-sr"
     env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1" if rounding else "0"
@@ -69,6 +73,7 @@ def cpu_xla_env(args: RunArgs) -> dict[str, str]:
 def apply_env(args: RunArgs) -> dict[str, str]:
     """Put the XLA environment of `args` into os.environ before torch_xla starts; return what was set."""
     neuron = importlib.util.find_spec("torch_neuronx") is not None
+    os.environ.setdefault(USER_CC_FLAGS, os.environ.get("NEURON_CC_FLAGS", ""))  # the user's, kept once
     # the Neuron variables are set on the CPU backend too: harmless there, and the path is exercised
     env = neuron_env(args) | ({} if neuron else cpu_xla_env(args))
     if "torch_xla" in sys.modules:

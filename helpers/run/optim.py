@@ -5,7 +5,6 @@ import math
 import re
 
 import torch
-from transformers import get_linear_schedule_with_warmup
 
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layer_norm.weight", "layer_norm.bias")
 _LAYER = re.compile(r"\.encoder\.layer\.(\d+)\.")
@@ -122,4 +121,8 @@ class XlaAdamW(torch.optim.Optimizer):
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,
                     warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
     """Return the linear warm-up then linear decay-to-zero schedule over `total_steps`."""
+    # imported here: transformers.optimization imports torch_xla (trainer_pt_utils), which must start after
+    # neuron.apply_env has set its environment
+    from transformers import get_linear_schedule_with_warmup
+
     return get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)

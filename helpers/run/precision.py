@@ -47,14 +47,15 @@ def sr_adamw(param_groups: list[dict], lr: float) -> torch.optim.Optimizer:
 
 def mechanism(precision: str, device_type: str, neuron: bool = False) -> str:
     """Return a short description of how `precision` is realised on this device, for the record."""
+    adamw = "optim.XlaAdamW (update in fp32, written back in bf16)" if device_type == "xla" else "torch AdamW"
     if precision == "bf16-pure-sr":
         if device_type == "xla":
-            return ("Neuron runtime stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), torch AdamW"
-                    if neuron else "none on XLA's CPU backend: torch AdamW, round-to-nearest-even (the "
+            return (f"Neuron runtime stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), {adamw}"
+                    if neuron else f"none on XLA's CPU backend: {adamw}, round-to-nearest-even (the "
                     "Neuron runtime's rounding exists only on NeuronCores)")
         return "torchao.optim._AdamW(bf16_stochastic_round=True)"
     if precision == "bf16-pure":
-        return "model.to(bfloat16), torch AdamW, round-to-nearest-even"
+        return f"model.to(bfloat16), {adamw}, round-to-nearest-even"
     if precision in AUTOCAST_DTYPES:
         return f"torch.autocast({device_type}, {AUTOCAST_DTYPES[precision]}) over fp32 weights"
     return "fp32"

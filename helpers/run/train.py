@@ -44,11 +44,15 @@ def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
     xm.reduce_gradients(optimizer)  # all-reduces (mean) across replicas; a no-op with one
 
 
+# devices where a host read stalls the step: XLA (the step stops being one graph) and CUDA (a sync per forward)
+STATIC_MASK_DEVICES = ("xla", "cuda")
+
+
 def _to_device(batch: dict, model: torch.nn.Module, dev: DeviceInfo) -> dict:
-    """Return the batch on the device; on XLA with a prebuilt 4D attention mask, so that the forward
-    reads nothing back to the host (models.static_attention_mask) and a step stays one graph."""
+    """Return the batch on the device; on XLA and CUDA with a prebuilt 4D attention mask, so that the
+    forward reads nothing back to the host (models.static_attention_mask: transformers' padding_mask.all())."""
     batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
-    if dev.type == "xla" and "attention_mask" in batch:
+    if dev.type in STATIC_MASK_DEVICES and "attention_mask" in batch:
         batch["attention_mask"] = models.static_attention_mask(model, batch["attention_mask"])
     return batch
 

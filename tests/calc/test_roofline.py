@@ -104,3 +104,15 @@ def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
     assert out["peak_source"] == f"measured cpu-test fp32 in {tmp_path}"
     empty = roofline.systems_section(cfg, Counter(), 0.0, 0, "fp32", "fp32", cpu, None)
     assert empty["mfu"] is None and empty["reason"] == "no steady-state steps"
+
+
+@pytest.mark.parametrize("instance, key, bf16", [("trn1.2xlarge", "trn1-core", 95.0), ("trn1n.32xlarge", "trn1-core", 95.0),
+                                                 ("trn2.48xlarge", "trn2-core", 83.375), ("inf2.xlarge", "inf2-core", 95.0),
+                                                 (None, "trn1-core", 95.0)])
+def test_a_neuron_runs_mfu_is_against_its_own_neuroncore(instance, key, bf16):
+    peak = roofline.device_peak({"type": "xla", "neuron": True, "instance": instance, "key": "x"}, "bf16")
+    assert roofline.neuron_core_key(instance) == key and peak["peak_tflops"] == bf16
+
+
+def test_the_a10g_peak_is_nvidias_a10_datasheet():
+    assert roofline.device_peak({"type": "cuda", "name": "NVIDIA A10G", "key": "x"}, "bf16")["peak_tflops"] == 125.0

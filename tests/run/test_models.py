@@ -55,3 +55,28 @@ def test_static_attention_mask_gives_the_same_outputs_as_the_2d_mask(attn):
         ref = model(input_ids=ids, attention_mask=mask).logits
         out = model(input_ids=ids, attention_mask=models.static_attention_mask(model, mask)).logits
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("device_type, static", [("cuda", True), ("xla", True), ("cpu", False)])
+def test_cuda_and_xla_steps_hand_the_model_a_4d_mask_so_the_forward_never_reads_it_back(device_type, static,
+                                                                                           monkeypatch):
+    """transformers checks `padding_mask.all()` on the host every forward unless the mask is already 4D: on
+    CUDA a sync per forward, on XLA an extra graph. The batch the step runs has the 4D mask there (checked
+    on CPU tensors: only the device type decides), and the model never evaluates `.all()` on it."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from conftest import tiny_bert_config
+    from helpers.run import train
+    from helpers.run.device import DeviceInfo
+
+    model = BertForSequenceClassification(tiny_bert_config(vocab_size=200))
+    dev = DeviceInfo(type=device_type, torch_device="cpu", name="test", cpu_capability="", bf16_fast=False)
+    batch = train._to_device({"input_ids": torch.randint(1, 200, (2, 8)),
+                              "attention_mask": torch.ones(2, 8, dtype=torch.long)}, model, dev)
+    assert (batch["attention_mask"].dim() == 4) is static
+    reads = []
+    original = torch.Tensor.all
+    monkeypatch.setattr(torch.Tensor, "all", lambda self, *a, **k: reads.append(self.shape) or original(self, *a, **k))
+    model(**batch)
+    assert (not reads) is static, reads

@@ -50,7 +50,7 @@ def test_env_rounding_bf16_mode_and_cache():
 
 
 def test_apply_sets_environment_and_warns_on_xla_use_bf16(monkeypatch):
-    for name in ("NEURON_CC_FLAGS", "XLA_USE_BF16", "NEURON_RT_STOCHASTIC_ROUNDING_EN"):
+    for name in ("NEURON_CC_FLAGS", "XLA_USE_BF16", "NEURON_RT_STOCHASTIC_ROUNDING_EN", neuron.USER_CC_FLAGS):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
     with pytest.warns(FutureWarning, match="deprecated"):
@@ -60,6 +60,25 @@ def test_apply_sets_environment_and_warns_on_xla_use_bf16(monkeypatch):
     assert os.environ["NEURON_CC_FLAGS"] == env["NEURON_CC_FLAGS"] == flags
     neuron.apply_env(build_args(dict()))  # a leftover XLA_USE_BF16 would turn the next run bf16
     assert "XLA_USE_BF16" not in os.environ
+
+
+def test_a_users_own_neuron_cc_flags_are_extended_not_replaced(monkeypatch):
+    monkeypatch.delenv(neuron.USER_CC_FLAGS, raising=False)
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--verbose=debug --retry_failed_compilation")
+    ours = "--model-type=transformer --optlevel=2 --auto-cast=none"
+    for _ in range(2):  # a notebook cell run again: the user's flags once, never the run's twice
+        neuron.apply_env(build_args(dict()))
+        assert os.environ["NEURON_CC_FLAGS"] == ours + " --verbose=debug --retry_failed_compilation"
+
+
+def test_the_record_keeps_the_flags_the_first_compilation_saw(monkeypatch):
+    from helpers.measure import xla
+
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--optlevel=1")
+    log = xla.CompileLog.__new__(xla.CompileLog)  # snapshot() needs torch_xla: only the env part here
+    log.env = {k: os.environ[k] for k in xla.XLA_ENV if k in os.environ}
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--optlevel=3")
+    assert log.env["NEURON_CC_FLAGS"] == "--optlevel=1"
 
 
 def test_bad_optlevel_is_refused():

@@ -320,6 +320,61 @@ def test_a_lora_step_is_one_graph_and_never_recompiles(tiny_model_dir, tiny_data
     assert sum(compiled[warmup:]) == 0, compiled
 
 
+def test_importing_the_run_path_leaves_torch_xla_for_apply_env_to_start():
+    """transformers.optimization and transformers' model classes import torch_xla where installed; the run
+    path imports them only when it builds a schedule or a model, after neuron.apply_env."""
+    code = ("import sys, importlib.util; from helpers import steps, cli; "
+            "print(importlib.util.find_spec('torch_xla') is not None, 'torch_xla' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["True", "False"], out.stdout  # installed, and not started
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "bf16-pure", "bf16-pure-sr"])
+def test_every_precision_mode_takes_real_steps_on_xla(tiny_model_dir, tiny_data_dir, tmp_path, precision):
+    """A real AdamW step in each mode: bf16-pure failed HLO verification at the first step with torch_xla's
+    syncfree AdamW (fp32 found_inf against bf16 weights)."""
+    from helpers import steps
+
+    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla",
+                                        batch=8, max_length=16, max_steps=3, eval_subset=16, lr=1e-3,
+                                        precision=precision, progress=False, results_path=str(tmp_path))))
+    assert rec["status"] == "finished", rec.get("error")
+    assert rec["metrics"]["final_loss"] is not None and rec["metrics"]["test_accuracy"] is not None
+    assert rec["optimizer"]["class"] == "helpers.run.optim.XlaAdamW" and "XlaAdamW" in rec["precision"]["mechanism"] \
+        or not precision.startswith("bf16-pure")
+
+
+def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
+    """XLA_USE_BF16 (deprecated) makes every fp32 tensor bf16, where beta2 = 0.999 is 1.0: the bias
+    correction is computed on the host, so the update never divides by 0 (NaN by step 2 before)."""
+    code = ("import sys; from helpers import steps; from helpers.run.args import build_args; "
+            f"rec = steps.run_all(build_args(dict(model_name={str(tiny_model_dir)!r}, data_dir={str(tiny_data_dir)!r}, "
+            "device='xla', batch=8, max_length=16, max_steps=3, log_every=1, eval_subset=16, lr=1e-3, "
+            f"bf16_mode='xla_use_bf16', progress=False, results_path={str(tmp_path)!r}))); "
+            "print('STATUS', rec['status'], rec['metrics']['loss_curve'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert "STATUS finished" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+
+
+def test_the_first_step_runs_the_steady_graph(xla_run):
+    """Optimizer state made before step 0 and the warm-up's lr 0 sent as data: step 0 compiles the step
+    graph the later steps reuse (compilations [n, 0, 0, ...]; [n, m, 0, ...] before)."""
+    from helpers import steps
+    from helpers.measure.timing import StepTimer
+    from helpers.run import optim, train
+
+    run, splits, model = xla_run
+    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
+    optimizer = optim.build_optimizer(model, 2e-5, 0.9, 0.01, device_type="xla")
+    scheduler = optim.build_scheduler(optimizer, 5, 0.4)  # lr 0 at step 0, then warming up
+    train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=5, log_every=5,
+              timer=StepTimer(warmup_steps=1, window_steps=5, per_step="window"), progress=False)
+    loader.note()
+    _, compiled = loader.per_batch()
+    assert compiled[0] > 0 and compiled[1:4] == [0, 0, 0], compiled
+
+
 def test_steady_eval_batch_executes_one_graph(xla_run):
     """Each evaluation batch runs one graph (forward and confusion update, cut per batch)."""
     from helpers import steps
