@@ -77,7 +77,9 @@ def start(args: RunArgs) -> Run:
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
     destination.check_destination(path)  # the exact folder and file name, before any model is built
     seed_everything(args.train.seed)
-    head = records.new_record({**args.flat(), "run_name": name}, sorted(args.given),
+    extra = {"oversubscribed": True} if device.oversubscribed(dev, args.train.num_devices,
+                                                             args.train.allow_oversubscribe) else {}
+    head = records.new_record({**args.flat(), "run_name": name}, sorted(args.given), **extra,
                               device=dev.describe(), precision={
                                   "requested": args.train.precision, "used": precision,
                                   "compute_dtype": device.compute_dtype(precision, args.neuron.bf16_mode,

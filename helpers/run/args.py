@@ -93,6 +93,9 @@ class TrainArgs:
         "none", "the study's configurations; fill in only the parameters not given")
     device: Literal["auto", "cuda", "cpu", "xla"] = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     num_devices: int = arg(1, "> 1: data parallel, one torchrun rank per device")
+    # issue 29: more CPU ranks than cores only when asked, and the record says so
+    allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share cores; "
+                                    "the record is marked oversubscribed)")
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,8 @@ def _check_field(name: str, value: Any) -> None:
         raise ConfigError(f"warmup_ratio={value} is invalid: must be in [0, 1)")
     if name == "diverge_factor" and not (math.isfinite(value) and value > 1):
         raise ConfigError(f"diverge_factor={value} is invalid: must be a finite number > 1")
+    if name == "seed" and not 0 <= value <= 2**32 - 1:
+        raise ConfigError(f"seed={value} is invalid: must be in 0..{2**32 - 1} (numpy's seed range)")
     if name == "timing_warmup_steps" and value < 0:
         raise ConfigError(f"timing_warmup_steps={value} is invalid: must be >= 0")
     if name == "results_path" and not value.strip():
@@ -277,6 +282,11 @@ def check_model_limit(args: RunArgs, max_positions: int) -> None:
     if args.task.max_length > max_positions:
         raise ConfigError(f"max_length={args.task.max_length} is above {args.task.model_name}'s position "
                           f"limit ({max_positions}): allowed 3..{max_positions}")
+    multiple = args.task.pad_to_multiple_of
+    if multiple and math.ceil(args.task.max_length / multiple) * multiple > max_positions:
+        raise ConfigError(f"pad_to_multiple_of={multiple} rounds max_length={args.task.max_length} up to "
+                          f"{math.ceil(args.task.max_length / multiple) * multiple}, above {args.task.model_name}'s "
+                          f"position limit ({max_positions}): give a multiple that divides {max_positions}")
 
 
 def results_dir(args: RunArgs) -> Path:

@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from helpers.run.args import FIELDS, GROUPS, HINTS, RunArgs, build_args
+from helpers.run.args import FIELDS, GROUPS, HINTS, RunArgs, build_args, unknown_message
 
 _UNSET = object()
 
@@ -42,7 +42,11 @@ def parse_cli(argv: list[str] | None = None, defaults: Mapping[str, Any] | None 
     """Return the arguments of a command line; the flags it names (and `defaults`) count as given."""
     parser = cli_parser(description)
     space = argparse.Namespace(**{name: _UNSET for name in FIELDS})
-    named = {k: v for k, v in vars(parser.parse_args(argv, namespace=space)).items() if v is not _UNSET}
+    parsed, unknown = parser.parse_known_args(argv, namespace=space)
+    if unknown:  # argparse would say only "unrecognized arguments": name the closest parameter instead
+        flag = next((u for u in unknown if u.startswith("-")), None)
+        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag else f"unexpected argument {unknown[0]!r}")
+    named = {k: v for k, v in vars(parsed).items() if v is not _UNSET}
     values = {**(defaults or {}), **named}
     return build_args(values)
 

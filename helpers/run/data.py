@@ -40,7 +40,8 @@ def read_split(path: Path, drop_bad_rows: bool = False) -> tuple[list[dict], int
             if row is not None:
                 rows.append(row)
     if not rows:
-        raise DataError(f"{path}: no rows (empty file)")
+        raise DataError(f"{path}: every one of its {dropped} rows was malformed and dropped (drop_bad_rows=True)"
+                        if dropped else f"{path}: no rows (empty file)")
     return rows, dropped
 
 
@@ -57,6 +58,8 @@ def _parse_row(raw: bytes) -> dict | None:
         raise DataError(f"not valid JSON ({err.msg})") from None
     if not isinstance(row, dict) or not isinstance(row.get("text"), str):
         raise DataError("row has no string 'text'")
+    if not row["text"].strip():
+        raise DataError("row has an empty 'text'")  # nothing to classify: [CLS] [SEP] alone
     label = row.get("label")
     if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(LABELS):
         raise DataError(f"label {label!r} is not an integer in 0..{len(LABELS) - 1}")

@@ -24,7 +24,7 @@ def test_any_mapping_is_valid_or_a_config_error_naming_a_parameter(params, injec
     t, tr = args.task, args.train
     assert tr.batch > 0 and tr.lr > 0 and t.max_length > 2
     assert tr.llrd_decay is None or 0 < tr.llrd_decay <= 1
-    assert tr.weight_decay >= 0 and 0 <= tr.warmup_ratio < 1
+    assert tr.weight_decay >= 0 and 0 <= tr.warmup_ratio < 1 and 0 <= tr.seed <= 2**32 - 1
 
 
 def test_non_finite_numbers_are_rejected():

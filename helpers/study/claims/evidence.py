@@ -3,7 +3,9 @@ and how the per-device comparisons of a claim combine into one verdict.
 
 A comparison is a sign: +1 the effect the study claims, resolved beyond the spread; -1 the opposite,
 resolved; 0 not resolved. A claim holds when every comparison is +1, does not hold when any is -1, and is
-inconclusive otherwise; with no comparison it is not testable here.
+inconclusive otherwise; with no comparison it is not testable here. The verdict carries the grade of its
+evidence: on a proxy it is "consistent on proxy" / "contradicted on proxy", on a model's estimate
+"consistent with the model" / "contradicted by the model"; "holds" only on records of the claim's own kind.
 """
 from __future__ import annotations
 
@@ -17,7 +19,12 @@ import pandas as pd
 
 from helpers.study.report.tables import fmt, short_device
 
-VERDICTS = ("holds", "does not hold", "inconclusive", "not testable here")
+# "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
+# a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
+VERDICTS = ("holds", "does not hold", "consistent on proxy", "contradicted on proxy", "consistent with the model",
+            "contradicted by the model", "inconclusive", "not testable here")
+GRADES = {"proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
+          "estimate": ("consistent with the model", "contradicted by the model")}
 REAL_MODEL = "bert-base-uncased"
 CLASSES = {"gpu": "GPU", "trn1": "trn1 NeuronCore", "xla-cpu": "XLA on the CPU", "cpu": "CPU"}
 REAL_CLASSES = ("gpu", "trn1")
@@ -51,6 +58,10 @@ class Finding:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r}; expected one of {VERDICTS}")
+        if self.basis in GRADES and self.verdict in ("holds", "does not hold"):
+            # the grade of the evidence, in the verdict itself: never a plain "holds" on a proxy or a model
+            consistent, contradicted = GRADES[self.basis]
+            object.__setattr__(self, "verdict", consistent if self.verdict == "holds" else contradicted)
 
 
 class Band(NamedTuple):

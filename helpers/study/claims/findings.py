@@ -4,9 +4,10 @@ evidence, the evidence measured here (device, variant, runs), and a verdict a st
     table = findings(df, "Experiment/published")    # df: helpers.study.report.frame.load(...)[0]
     print(markdown(table))
 
-Verdicts are "holds", "does not hold", "inconclusive" (with the smallest effect the sample resolves) or
-"not testable here" (with what it needs). The rules and how comparisons combine are in
-helpers/study/claims/evidence.py; the throughput claims in claims.py, the trn1-only ones in claims_trn1.py; the
+Verdicts are "holds", "does not hold" (records of the claim's own kind only), "consistent on proxy" /
+"contradicted on proxy", "consistent with the model" / "contradicted by the model", "inconclusive" (with
+the smallest effect the sample resolves) or "not testable here" (with what it needs). The rules and how comparisons combine are in
+helpers/study/claims/evidence.py; the throughput claims in rules.py, the trn1-only ones in rules_trn1.py; the
 accuracy, speedup and cost claims here.
 """
 from __future__ import annotations
@@ -194,8 +195,10 @@ def markdown(table: pd.DataFrame) -> str:
                           "verdict": "**" + table["verdict"] + "**: " + table["reason"], "rule": table["rule"]})
     shown = shown.map(lambda s: str(s).replace("|", "\\|").replace("\n", " "))
     counts = table["verdict"].value_counts()
-    on_proxy, estimated = (table["basis"] == "proxy (direction only)").sum(), (table["basis"] == "estimate").sum()
-    last = (f"Of {len(table)} claims, {counts.get('holds', 0)} hold, {counts.get('does not hold', 0)} do not hold, "
-            f"{counts.get('inconclusive', 0)} are inconclusive and {counts.get('not testable here', 0)} are not "
-            f"testable here; {on_proxy} verdict(s) rest on proxies (direction only) and {estimated} on an estimate.")
+    last = (f"Of {len(table)} claims, on records of the claim's own kind {counts.get('holds', 0)} hold and "
+            f"{counts.get('does not hold', 0)} do not hold; on proxies (direction only) "
+            f"{counts.get('consistent on proxy', 0)} are consistent and {counts.get('contradicted on proxy', 0)} "
+            f"contradicted; against a model's estimate {counts.get('consistent with the model', 0)} are consistent "
+            f"and {counts.get('contradicted by the model', 0)} contradicted; {counts.get('inconclusive', 0)} are "
+            f"inconclusive and {counts.get('not testable here', 0)} are not testable here.")
     return f"{QUESTION}\n\n{PROXY_RULE}\n\n{shown.to_markdown(index=False, disable_numparse=True)}\n\n{last}\n"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 
@@ -23,8 +24,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write", metavar="DIR", help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
                    "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)")
     args = p.parse_args(argv)
-    if args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or args.epochs <= 0 or args.rows < 1:
-        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), --epochs > 0, --rows >= 1")
+    if (args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or not 0 < args.epochs < math.inf
+            or args.rows < 1):
+        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), a finite --epochs > 0, "
+                "--rows >= 1")
+    if not repo_path(args.results).is_dir():
+        p.error(f"--results {args.results}: no such folder of run records")
     job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache)
     df, skipped = frame.load(repo_path(args.results))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
@@ -34,11 +39,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.write:
         command = shlex.join(["python", "-m", "helpers.study.decide", *(sys.argv[1:] if argv is None else argv)])
         out = repo_path(args.write)
-        out.mkdir(parents=True, exist_ok=True)
         page, figure = out / "decide.md", out / "decide_cost.png"
-        text = decide.markdown(table, breaks, job, figure="decide_cost.png")
-        page.write_text(f"{header(command)}\n\n{text}\n")
-        print(f"wrote {page}\nwrote {decide.plot(table, breaks, job, command, figure)}")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            text = decide.markdown(table, breaks, job, figure="decide_cost.png")
+            page.write_text(f"{header(command)}\n\n{text}\n")
+            print(f"wrote {page}\nwrote {decide.plot(table, breaks, job, command, figure)}")
+        except OSError as err:
+            p.error(f"--write {args.write}: cannot write there ({err.strerror or err}: {err.filename or out})")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from helpers.run import records
 from helpers.study.claims import rules as claims
 from helpers.study.claims import rules_trn1 as claims_trn1
 from helpers.study.claims import findings
-from helpers.study.claims.evidence import Finding
+from helpers.study.claims.evidence import VERDICTS, Finding
 from helpers.study.report.frame import frame
 from tests.record_fixtures import record
 
@@ -72,7 +72,7 @@ def test_batch_scaling(rates, verdict):
 def test_batch_scaling_untestable_and_proxy():
     check(judge(claims.batch_scaling, batches("a100", [100, 200])), "not testable here", "a100", "full", 2)
     proxy = judge(claims.batch_scaling, batches("cpu", [100, 200, 400], "quick"))
-    check(proxy, "holds", "cpu", "quick", 3)
+    check(proxy, "consistent on proxy", "cpu", "quick", 3)
     assert "direction only, on proxy: minilm on CPU" in proxy.reason and proxy.basis.startswith("proxy")
     real = judge(claims.batch_scaling, batches("a100", [100, 200, 400]) + batches("cpu", [400, 200, 100], "quick"))
     assert real.verdict == "holds" and "Xeon" not in real.measured  # a real device outranks a proxy
@@ -102,7 +102,7 @@ def test_padding_needs_xla():
     found = judge(claims.padding, padding_runs("a100", (1, 100.0)))
     check(found, "not testable here", "a100", "full", 2)
     proxy = judge(claims.padding, padding_runs("xla-cpu", (5, 300.0), "quick", 8))
-    check(proxy, "holds", "xla-cpu", "quick", 2)
+    check(proxy, "consistent on proxy", "xla-cpu", "quick", 2)
     assert "on proxy: minilm on XLA on the CPU" in proxy.reason
 
 
@@ -161,7 +161,7 @@ def test_stochastic_rounding_untestable_and_proxy():
     only_pure = [r for r in precision_runs("a100", {16: 0.05}) if r["params"]["precision"] == "bf16-pure"]
     check(judge(findings.stochastic_rounding, only_pure), "not testable here", "a100", "full", 5)
     proxy = judge(findings.stochastic_rounding, precision_runs("cpu", {16: 0.05, 32: -0.05}, "quick"))
-    check(proxy, "holds", "cpu", "quick", 20)
+    check(proxy, "consistent on proxy", "cpu", "quick", 20)
     assert "on proxy: minilm on CPU" in proxy.reason
 
 
@@ -279,12 +279,22 @@ def test_findings_table_and_markdown():
     del tokens["params"]["batch"], tokens["params"]["max_length"]  # a record without them: None in the frame
     recs = batches("a100", [100, 200, 400]) + presets("cpu", 700.0, 100.0, "quick") + [tokens]
     table = findings.findings(frame(recs), PUB)
-    assert len(table) == len(findings.CLAIMS) and set(table["verdict"]) <= {
-        "holds", "does not hold", "inconclusive", "not testable here"}
+    assert len(table) == len(findings.CLAIMS) and set(table["verdict"]) <= set(VERDICTS)
     text = findings.markdown(table).strip().splitlines()
     assert text[0] == findings.QUESTION
-    assert text[-1].startswith(f"Of {len(findings.CLAIMS)} claims, 1 hold, 0 do not hold, 1 are inconclusive")
+    assert text[-1].startswith(f"Of {len(findings.CLAIMS)} claims, on records of the claim's own kind 1 hold and "
+                               "0 do not hold; on proxies (direction only) 0 are consistent")
     empty = findings.findings(frame([]), PUB)
     assert set(empty["verdict"]) == {"not testable here", "inconclusive"}  # the host-memory estimate needs no run
     with pytest.raises(ValueError):
         Finding("c", "p", "m", "maybe", "r")
+
+
+@pytest.mark.parametrize("basis, verdict, graded", [
+    ("measured", "holds", "holds"), ("measured", "does not hold", "does not hold"),
+    ("proxy (direction only)", "holds", "consistent on proxy"),
+    ("proxy (direction only)", "does not hold", "contradicted on proxy"),
+    ("estimate", "holds", "consistent with the model"), ("estimate", "does not hold", "contradicted by the model"),
+    ("proxy (direction only)", "inconclusive", "inconclusive")])
+def test_a_verdict_carries_the_grade_of_its_evidence(basis, verdict, graded):
+    assert Finding("c", "p", "m", verdict, "r", basis=basis).verdict == graded

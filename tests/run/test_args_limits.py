@@ -1,0 +1,71 @@
+"""#29's parameter limits: each refused before anything runs, with an error that names the parameter."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import steps
+from helpers.run import data
+from helpers.run.args import ConfigError, build_args, check_model_limit
+from helpers.run.argv import parse_cli
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.mark.parametrize("seed, ok", [(0, True), (2**32 - 1, True), (2**32, False), (-1, False)])
+def test_seed_is_in_numpys_range(seed, ok):
+    if ok:
+        assert build_args({"seed": seed}).train.seed == seed
+    else:
+        with pytest.raises(ConfigError, match=r"^seed="):
+            build_args({"seed": seed})
+
+
+def test_pad_to_multiple_of_may_not_round_past_the_models_positions():
+    check_model_limit(build_args({"padding": "dynamic", "max_length": 510, "pad_to_multiple_of": 16}), 512)
+    with pytest.raises(ConfigError, match="pad_to_multiple_of=24 rounds max_length=512 up to 528"):
+        check_model_limit(build_args({"padding": "dynamic", "max_length": 512, "pad_to_multiple_of": 24}), 512)
+
+
+def test_more_cpu_ranks_than_cores_need_allow_oversubscribe_and_the_record_says_so(tiny_model_dir, tmp_path,
+                                                                                    monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    base = dict(model_name=str(tiny_model_dir), device="cpu", num_devices=3, results_path=str(tmp_path))
+    with pytest.raises(ConfigError, match="num_devices=3 is above this CPU's 2 cores"):
+        steps.start(build_args(base))
+    monkeypatch.setattr("helpers.launch.torchrun", lambda *a, **k: {"status": "finished"})  # no launch here
+    run = steps.start(build_args({**base, "allow_oversubscribe": True}))
+    assert run.head["oversubscribed"] is True
+
+
+def _split(folder, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder / "train.jsonl"
+
+
+def test_an_empty_text_is_a_bad_row_and_an_all_dropped_split_says_so(tmp_path):
+    path = _split(tmp_path, [{"text": "fine", "label": 1}, {"text": "  ", "label": 2}])
+    with pytest.raises(data.DataError, match=r"train.jsonl:2: row has an empty 'text'"):
+        data.read_split(path)
+    assert data.read_split(path, drop_bad_rows=True) == ([{"text": "fine", "label": 1}], 1)
+    empty = _split(tmp_path / "e", [{"text": "", "label": 1}, {"text": "", "label": 0}])
+    with pytest.raises(data.DataError, match="every one of its 2 rows was malformed and dropped"):
+        data.read_split(empty, drop_bad_rows=True)
+
+
+def test_a_misspelled_script_flag_gets_the_closest_name(capsys):
+    with pytest.raises(SystemExit):
+        parse_cli(["--learnin_rate", "1e-4"])
+    assert "did you mean 'lr'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [(["--results", "no/such/folder"], "no such folder of run records"),
+                                        (["--epochs", "inf"], "a finite --epochs > 0"),
+                                        (["--write", "README.md"], "--write README.md: cannot write there")])
+def test_decide_refuses_what_it_cannot_use_naming_it(argv, says):
+    out = subprocess.run([sys.executable, "-m", "helpers.study.decide", *argv], capture_output=True, text=True,
+                         cwd=REPO, timeout=300)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr[-2000:]
