@@ -5,9 +5,10 @@ string-keyed side channel), and `handover` marks a run that torchrun's ranks ran
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 from pathlib import Path
 
 import torch
@@ -61,12 +62,18 @@ class Run:
         return self.rank is None or self.rank.rank == 0
 
 
-def handed_over(run: Run, step: str) -> bool:
-    """Say (once per step) that torchrun's ranks did `step`; True when the run was handed over."""
-    if run.handover is not None:
-        print(f"{step}: done by the {run.args.train.num_devices} torchrun ranks (their output is above); "
-              f"record: {run.record_path}")
-    return run.handover is not None
+def ranks_did(result: Callable[[Run], Any] = lambda run: None):
+    """Make a step say that torchrun's ranks did it and return `result(run)` when the run was handed over."""
+    def decorate(step: Callable) -> Callable:
+        @functools.wraps(step)
+        def guarded(run: Run, *args, **kwargs):
+            if run.handover is None:
+                return step(run, *args, **kwargs)
+            print(f"{step.__name__}: done by the {run.args.train.num_devices} torchrun ranks (their output is "
+                  f"above); record: {run.record_path}")
+            return result(run)
+        return guarded
+    return decorate
 
 
 def record_failures_in_notebook(run: Run, finish: Callable[..., dict], on: bool = True) -> None:

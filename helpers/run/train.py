@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -35,6 +37,13 @@ class FitResult:
     diverged_at_step: int | None = None
     skipped_steps: int = 0  # fp16: steps GradScaler skipped (inf/NaN gradients); no schedule step on them
     reason: str | None = None  # why the status is not "finished"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch so a run repeats."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
