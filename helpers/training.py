@@ -23,6 +23,20 @@ from helpers.run.summary import time_to_accuracy
 from helpers.session import Run, ranks_did
 
 
+class NotMeasured:
+    """Stands in for a monitor or meter this process does not run: stop() says why, never 0."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def mark_steady(self) -> None:
+        """Nothing to mark."""
+
+    def stop(self) -> dict:
+        """Return the reason in place of figures."""
+        return {"reason": self.reason}
+
+
 @dataclass
 class Training:
     """What train() runs: the loader, optimizer, schedule and the model as it steps (compiled, in DDP)."""
@@ -77,7 +91,10 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     if run.dev.type == "cpu":  # the CPU roof MFU is held against: measured now, before the clock starts
         _measure_roof(run)
     peak_memory.reset_peak(run.dev.type)
-    monitor, energy = start_monitor(run.dev.type), start_energy(run.dev.type)
+    # one monitor and one energy meter per node (local rank 0): device counters are node-wide
+    node_lead = run.rank is None or run.rank.local_rank == 0
+    monitor, energy = (start_monitor(run.dev.type), start_energy(run.dev.type)) if node_lead else (
+        NotMeasured("measured by local rank 0 of this node"), NotMeasured("measured by local rank 0 of this node"))
     profiler = StepProfiler(m.profile and run.lead, repo_path(m.profile_dir) / run.name,
                             warmup_steps=m.timing_warmup_steps, profile_steps=m.profile_steps,
                             device_type=run.dev.type)

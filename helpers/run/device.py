@@ -39,7 +39,25 @@ class DeviceInfo:
         """Return the record's `device` section."""
         return {"type": self.type, "name": self.name, "key": self.key, "instance": self.instance,
                 "cpu_capability": self.cpu_capability, "bf16_fast": self.bf16_fast, "neuron": self.neuron,
-                "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count()}
+                "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), **system_versions()}
+
+
+def system_versions(neuron_driver: Path = Path("/sys/module/neuron/version")) -> dict:
+    """Return the versions below the Python libraries that a result depends on, where present: the CUDA
+    runtime torch was built with, the NVIDIA driver (NVML) and the Neuron driver (its kernel module)."""
+    out = {}
+    if torch.version.cuda and torch.cuda.is_available():
+        out["cuda_runtime"] = torch.version.cuda
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            out["gpu_driver"] = pynvml.nvmlSystemGetDriverVersion()
+        except Exception as err:  # noqa: BLE001 - a version we cannot read is said, never fatal
+            out["gpu_driver"] = f"unreadable ({type(err).__name__})"
+    if neuron_driver.is_file():
+        out["neuron_driver"] = neuron_driver.read_text().strip()
+    return out
 
 
 @functools.cache

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 import shlex
 import sys
 import warnings
 
-from helpers.run.args import RunArgs
+from helpers.run.args import ConfigError, RunArgs
 
 FAST_COMPILE = "--xla_backend_optimization_level=0"
+NEURON_DEVICE = Path("/dev/neuron0")  # the first Neuron device, present where the driver found NeuronCores
 # the NEURON_CC_FLAGS the user had before this process's first run set them (extended, never replaced)
 USER_CC_FLAGS = "ACCELBENCH_USER_NEURON_CC_FLAGS"
 
@@ -73,6 +75,10 @@ def cpu_xla_env(args: RunArgs) -> dict[str, str]:
 def apply_env(args: RunArgs) -> dict[str, str]:
     """Put the XLA environment of `args` into os.environ before torch_xla starts; return what was set."""
     neuron = importlib.util.find_spec("torch_neuronx") is not None
+    if neuron and os.environ.get("PJRT_DEVICE") == "CPU" and NEURON_DEVICE.exists():
+        # a leftover from a CPU test session: torch-xla would run on the host and the record say "Neuron"
+        raise ConfigError(f"PJRT_DEVICE=CPU is set on a machine with NeuronCores ({NEURON_DEVICE}): the run "
+                          "would train on the host CPU; unset it (`unset PJRT_DEVICE`) and restart the kernel")
     os.environ.setdefault(USER_CC_FLAGS, os.environ.get("NEURON_CC_FLAGS", ""))  # the user's, kept once
     # the Neuron variables are set on the CPU backend too: harmless there, and the path is exercised
     env = neuron_env(args) | ({} if neuron else cpu_xla_env(args))

@@ -33,7 +33,8 @@ DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run th
 ADHOC = "adhoc"  # the folder of runs that belong to no suite
 # how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
 OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
-LIBRARIES = ("torch", "transformers", "datasets", "torch-xla", "torch-neuronx", "neuronx-cc", "torchao")
+LIBRARIES = ("torch", "transformers", "datasets", "peft", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla",
+             "torchao", "nvidia-ml-py")
 MIN_FREE_BYTES = 1 << 20  # room for a record (a few KiB) with a wide margin
 
 

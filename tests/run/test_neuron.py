@@ -118,3 +118,26 @@ def test_the_compute_dtype_follows_what_the_matmuls_run_in():
     assert compute_dtype("fp32", "autocast", "--auto-cast=matmult --auto-cast-type=bf16") == "bf16"
     assert compute_dtype("fp32", "autocast", "--auto-cast=none") == "fp32"
     assert compute_dtype("bf16-pure-sr") == "bf16" and compute_dtype("fp16") == "fp16"
+
+
+def test_a_leftover_pjrt_device_cpu_on_a_neuron_machine_is_refused(monkeypatch, tmp_path):
+    from helpers.run.args import ConfigError
+
+    device = tmp_path / "neuron0"
+    device.touch()
+    monkeypatch.setattr(neuron, "NEURON_DEVICE", device)
+    monkeypatch.setattr(neuron.importlib.util, "find_spec", lambda name: object() if name == "torch_neuronx" else None)
+    monkeypatch.setattr(os, "environ", {**os.environ, "PJRT_DEVICE": "CPU"})  # apply_env writes: kept to this test
+    with pytest.raises(ConfigError, match="PJRT_DEVICE=CPU is set on a machine with NeuronCores"):
+        neuron.apply_env(build_args(dict()))
+    device.unlink()  # no NeuronCores: PJRT_DEVICE=CPU is the CPU backend, as meant
+    neuron.apply_env(build_args(dict()))
+
+
+def test_the_record_names_the_drivers_where_present(tmp_path):
+    from helpers.run import device
+
+    version = tmp_path / "version"
+    version.write_text("2.22.4.0\n")
+    assert device.system_versions(version)["neuron_driver"] == "2.22.4.0"
+    assert "neuron_driver" not in device.system_versions(tmp_path / "absent")
