@@ -134,7 +134,8 @@ def systems_section(cfg, shapes: Counter, steady_s: float, steps: int, precision
     peak = device_peak(device, dtype, peaks_dir)
     out = {"flops_per_step": flops, "bytes_per_step": nbytes, "flops_definition": "model FLOPs: forward + "
            "backward matmuls (calc.flops.model_flops)", "fused_attention": fused_attention,
-           "compute_dtype": dtype, "peak_source": peak["source"], "peak_tflops": peak["peak_tflops"],
+           "compute_dtype": dtype, "peak_source": peak["source"], "peak_measured_at": peak.get("measured_at"),
+           "peak_tflops": peak["peak_tflops"],
            "mem_bw_gbps": peak["mem_bw_gbps"]}
     if peak["peak_tflops"]:
         return out | roofline_point(flops, nbytes, steady_s / steps, peak["peak_tflops"], peak["mem_bw_gbps"])

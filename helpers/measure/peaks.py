@@ -105,7 +105,7 @@ def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> d
             except OSError as err:  # a full disk costs the cache, never the run's figures
                 kept = f"; not kept in {path}: {err}"
     peak = known[key]
-    where = f" ({path}{kept})" if path else ""
+    where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a report never names a checkout's path
     return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "
                               f"model shapes ({peak['shape']}) at {peak['threads']} threads{where}"}
 

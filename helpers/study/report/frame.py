@@ -11,6 +11,7 @@ notebook's summary, the report and the benchmark show the same figure.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -133,11 +134,24 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)
-    df["peak_source"] = raw.get("systems.peak_source", pd.Series(None, index=raw.index))
-    df["peak_bw_gbps"] = _column(raw, ("systems.mem_bw_gbps",), 1).where(df["device_type"] == "cpu")
+    df["peak_source"] = [peak_label(s, d) for s, d in zip(raw.get("systems.peak_source", pd.Series(None, index=raw.index)),
+                                                         raw.get("systems.peak_measured_at", pd.Series(None, index=raw.index)))]
+    # a CPU's measured copy bandwidth (the CPU, and XLA on it); GPUs' and NeuronCores' come from the facts
+    host = (df["device_type"] == "cpu") | ((df["device_type"] == "xla") & ~df["device.neuron"].astype(bool))
+    df["peak_bw_gbps"] = _column(raw, ("systems.mem_bw_gbps",), 1).where(host)
     df["mfu_pct"] = _column(raw, ("systems.mfu",), 100)
     df = _latest(df)
     return df.reset_index(drop=True)
+
+
+def peak_label(source: object, measured_at: object = None) -> object:
+    """Return a record's peak source short enough for a table: a CPU's measured roof as 'measured (shape,
+    date)', never the file path it was kept in; a published one as it is."""
+    if not isinstance(source, str) or not source.startswith("measured on this machine"):
+        return source
+    shape = re.search(r"\(([^()]*tokens[^()]*)\)", source)
+    date = f", {measured_at[:10]}" if isinstance(measured_at, str) else ""
+    return f"measured ({shape.group(1) if shape else 'matmul'}{date})"
 
 
 def _latest(df: pd.DataFrame) -> pd.DataFrame:

@@ -120,3 +120,13 @@ def test_a_cpu_roof_is_its_records_measured_peak_and_copy_bandwidth():
     assert row["mfu_pct"] == pytest.approx(100 * row["tflops"] / 0.25)  # the record's MFU, in percent
     roofs = plots._roofs(df[(df["ai"] > 0) & (df["tflops"] > 0)].assign(compute_dtype="fp32"))
     assert [r[:2] for r in roofs.values()] == [(0.25, 17.0)]  # the drawn roof slopes at the measured GB/s
+
+
+def test_a_measured_roof_is_labelled_by_shape_and_date_never_by_the_checkouts_path():
+    from helpers.study.report.frame import peak_label
+
+    source = ("measured on this machine: best fp32 matmul of 4 model shapes (bert-base FFN up, 2048 tokens) at 2 "
+              "threads (/home/someone/accelbench-bert/Experiment/results/_peaks/cpu-x.json)")
+    assert peak_label(source) == "measured (bert-base FFN up, 2048 tokens)"
+    assert peak_label(source, "2026-11-24T08:00:00+00:00") == "measured (bert-base FFN up, 2048 tokens, 2026-11-24)"
+    assert peak_label("NVIDIA A100 datasheet") == "NVIDIA A100 datasheet"
