@@ -6,7 +6,7 @@ VENV := .venv
 XLA_VENV := .venv-xla
 PY := $(VENV)/bin/python
 XPY := $(XLA_VENV)/bin/python
-# trn1 only: built by hand from requirements-neuron.txt (README, "Trainium"); `make lab` gives it a kernel
+# trn1 only: built by hand from requirements-neuron.txt (docs/HARDWARE.md, "Trainium"); `make lab` gives it a kernel
 NEURON_VENV := .venv-neuron
 # The offline copy of dair-ai/emotion beside the checkout (CI has it); else the hub is used.
 SHARED_DATA := $(abspath ../shared/data/emotion)
@@ -55,7 +55,7 @@ NOT_FOUND_WARNING = 2>&1 | { grep -v 'The kernelspec may not be found' || true; 
 ## neuron-kernel: register .venv-neuron (trn1, built by hand) as the kernel accelbench-neuron
 neuron-kernel: $(NEURON_KERNELS)
 $(NEURON_VENV)/bin/python:
-	@echo "$(NEURON_VENV) not found: build it on the trn1 first (README, \"Trainium\")"; exit 1
+	@echo "$(NEURON_VENV) not found: build it on the trn1 first (docs/HARDWARE.md, \"Trainium\")"; exit 1
 
 ## lab: JupyterLab (in .venv) with the kernels accelbench, accelbench-xla and, where .venv-neuron exists
 ## (trn1), accelbench-neuron. `make lab LAB_XLA=0` skips building .venv-xla (on a GPU AMI or trn1).
@@ -96,7 +96,7 @@ report: venv xla-venv
 ## baseline: the embedded default, the README's first run (CPU or GPU, MiniLM, the real data)
 BASELINE_RUN ?= minilm-baseline
 BASELINE_RESULTS ?= Experiment/results
-# measured on a quiet 2-core Xeon (AVX-512, fp32): 88.7% test accuracy in 274 s (README, "Quick start")
+# measured on a quiet 2-core Xeon (AVX-512, fp32): 88.7% test accuracy in 274 s (README.md, "Quick start")
 BASELINE_PARAMS ?= -p model_name minilm -p train_subset 12800 -p shuffle_subset True -p max_length 32 \
 	-p padding dynamic -p group_by_length True -p batch 32 -p lr 1e-4 -p epochs 1 -p log_every 50 \
 	-p eval_every 100 -p progress False -p replace_record True

@@ -4,7 +4,7 @@
     python -c "from helpers.measure.neuron_profile import parse_neuron_profile_summary as p; print(p('summary.json'))"
 
 neuron-monitor has no per-engine figures; only a device profile of a compiled graph has them (the
-README's "Profiling on Trainium" says how to capture one).
+docs/RUNNING.md, "Profiling on Trainium", says how to capture one).
 """
 from __future__ import annotations
 

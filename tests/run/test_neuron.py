@@ -103,7 +103,7 @@ def test_bf16_mode_keeps_torch_in_fp32_on_xla():
 
 
 def test_fast_compilation_on_the_cpu_backend_only_when_asked(monkeypatch):
-    # off by default: LLVM -O0 compiles MiniLM's step ~2x faster but runs it 4-6x slower (README)
+    # off by default: LLVM -O0 compiles MiniLM's step ~2x faster but runs it 4-6x slower (docs/RUNNING.md)
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     assert "XLA_FLAGS" not in neuron.cpu_xla_env(build_args({}))
     assert neuron.cpu_xla_env(build_args({"xla_fast_compile": True}))["XLA_FLAGS"] == neuron.FAST_COMPILE
