@@ -1,4 +1,5 @@
 """finish never loses a record, and a run's destination and name are checked before anything is built."""
+import dataclasses
 import json
 import shutil
 import socket
@@ -91,3 +92,23 @@ def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tin
         steps.start(args)
     again = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once", replace_record=True))
     assert records.read_record(path)["run_id"] == again["run_id"]
+
+
+def test_gradient_checkpointing_on_neuron_is_refused_unless_attempted_and_then_its_failure_is_recorded(
+        tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    """The study's claim (the compiler rejects it) becomes testable: tried on request, the failure recorded.
+    Here the device says Neuron and the 'compiler' fails at the model build, as neuronx-cc would at compile."""
+    from helpers.run import device
+
+    real = device.resolve_device
+    monkeypatch.setattr(device, "resolve_device", lambda kind: dataclasses.replace(real("cpu"), neuron=True))
+    args = dict(gradient_checkpointing=True, run_name="gc")
+    with pytest.raises(ConfigError, match="attempt_gradient_checkpointing=True"):
+        steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, **args))
+
+    def compiler_rejects(run):
+        raise RuntimeError("neuronx-cc: unsupported checkpoint region")
+    monkeypatch.setattr(steps, "build_model", compiler_rejects)
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, attempt_gradient_checkpointing=True, **args))
+    assert rec["status"] == "failed"
+    assert rec["error"].startswith("gradient checkpointing on Neuron: unsupported by the compiler/runtime: RuntimeError")

@@ -96,6 +96,9 @@ class TrainArgs:
     # issue 29: more CPU ranks than cores only when asked, and the record says so
     allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share cores; "
                                     "the record is marked oversubscribed)")
+    # issue 26: the study's gradient-checkpointing claim, tested rather than refused
+    attempt_gradient_checkpointing: bool = arg(False, "on Neuron, try gradient_checkpointing anyway and record "
+                                               "how it fails (the study says the compiler rejects it)")
 
 
 @dataclass(frozen=True)
