@@ -111,7 +111,8 @@ class MeasureArgs:
                                    "allocator warm-up)")
     eval_every: int | None = arg(None, "evaluate on `curve_rows` validation rows every N optimizer steps "
                                  "(outside the timed windows): time to accuracy")
-    curve_rows: int = arg(500, "validation rows of each periodic evaluation (eval_every)")
+    curve_rows: int | None = arg(None, "validation rows of each periodic evaluation (eval_every); None: the "
+                                 "whole split (2,000 rows: time to accuracy is read on it)")
     diverge_factor: float = arg(10.0, "a window's loss above this many times the first window's ends "
                                 "the run as diverged")
     profile: bool = arg(False, "profile a steady-state window (trace + time per op class)")

@@ -1,4 +1,4 @@
-"""What a finished run shows its reader: the headline lines, the time to accuracy, the notebook's table."""
+"""What a finished run shows its reader: the headline lines and the notebook's table."""
 from __future__ import annotations
 
 
@@ -11,19 +11,14 @@ def headline(record: dict) -> str:
              f"step {t.get('step_time_median_s') or 0:.3f} s (median)",
              f"  test accuracy {m.get('test_accuracy')}, macro-F1 {m.get('test_macro_f1')}, "
              f"final loss {m.get('final_loss')}"]
+    ninety = (record.get("time_to_accuracy") or {}).get("0.90")
+    if ninety:
+        lines.append(f"  time to 90% validation accuracy: {ninety['train_time_s']:.0f} s of training (step "
+                     f"{ninety['step']}), test accuracy of that checkpoint {ninety.get('test_accuracy')}"
+                     if ninety.get("train_time_s") is not None else f"  time to 90% validation accuracy: {ninety['reason']}")
     if record.get("error"):
         lines.append(f"  error: {str(record['error']).splitlines()[0][:200]}")
     return "\n".join(lines)
-
-
-def time_to_accuracy(curve: list[dict], targets: tuple[float, ...] = (0.85, 0.88, 0.90)) -> str:
-    """Return when the periodic validation first reached each target, in training seconds and steps."""
-    parts = []
-    for target in targets:
-        hit = next((c for c in curve if c["val_accuracy"] >= target), None)
-        parts.append(f"{100 * target:.0f}% at {hit['train_time_s']:.0f} s (step {hit['step']})" if hit
-                     else f"{100 * target:.0f}% not reached (best {100 * max(c['val_accuracy'] for c in curve):.1f}%)")
-    return "; ".join(parts)
 
 
 def summary(record: dict):
@@ -41,6 +36,8 @@ def summary(record: dict):
         "achieved_tflops": s.get("achieved_tflops"), "mfu": s.get("mfu"),
         "arithmetic_intensity": s.get("arithmetic_intensity"), "record": record.get("_source"),
     }
-    if record.get("curve"):
-        rows["validation curve"] = time_to_accuracy(record["curve"])
+    for target, hit in (record.get("time_to_accuracy") or {}).items():  # computed once, in the record
+        rows[f"time to {100 * float(target):.0f}% validation (s)"] = hit.get("train_time_s") or hit.get("reason")
+        if hit.get("test_accuracy") is not None:
+            rows[f"test accuracy at {100 * float(target):.0f}%"] = hit["test_accuracy"]
     return pd.DataFrame({"value": rows})

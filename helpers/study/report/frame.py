@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job import number
 from helpers.run import records
 
@@ -130,6 +131,9 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["util_metric"] = df["device_type"].map(lambda t: UTILIZATION.get(t, ("", "not measured"))[1])
     df["near_majority"] = (df["test_acc"] - df["majority"]) < NEAR_MAJORITY
     df["curve"] = raw.get("curve", pd.Series([[]] * len(raw), index=raw.index))
+    for target in TARGETS:  # time to accuracy: the record's own crossings (calc.accuracy_time)
+        df[f"tta_{target:.2f}"] = _column(raw, (f"time_to_accuracy.{target:.2f}.train_time_s",), 1)
+    df["tta_test_acc"] = _column(raw, ("time_to_accuracy.0.90.test_accuracy",), 1)
     df["energy_method"] = raw.get("energy.method", pd.Series("not measured", index=raw.index)).fillna("not measured")
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)

@@ -1,0 +1,44 @@
+"""The headline table: time to 88 / 90 / 92% validation accuracy per device, over seeds (the
+time_to_accuracy suite; each record's `time_to_accuracy` section, computed by calc.accuracy_time)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from helpers.calc.accuracy_time import TARGETS
+from helpers.study.claims.accuracy import mean_interval
+from helpers.study.report.tables import DASH, fmt, markdown, short_device
+
+NOTE = ("Seconds of training (the timed windows; evaluations excluded) until the whole validation split first "
+        "reached the target, mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
+        "seed: no interval); `k/n`: seeds that reached it. Test accuracy: of the checkpoint that first reached "
+        "90%. The CPU named beside each device is the machine the figure is from; seconds on another CPU differ.")
+
+
+def cell(values: pd.Series) -> str:
+    """Return 'mean ± half (k/n)' of the seeds' seconds, or what none reaching it means."""
+    reached = [float(v) for v in values if pd.notna(v)]
+    if not reached:
+        return f"not reached (0/{len(values)})"
+    mean, half, _ = mean_interval(reached)
+    spread = f" ± {fmt(half)}" if len(reached) > 1 and math.isfinite(half) else ""
+    return f"{fmt(mean)}{spread} ({len(reached)}/{len(values)})"
+
+
+def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
+    """Return the time-to-accuracy table of a suite's records, one row per device and variant."""
+    from helpers.study.report.sections import caption, no_runs
+
+    done = df[df["status"] == "finished"] if len(df) else df
+    if done.empty:
+        return no_runs(suite)
+    rows = []
+    for (device, variant), g in done.groupby(["device", "variant"], sort=True, dropna=False):
+        row = {"device": short_device(device), "variant": variant, "seeds": len(g)}
+        for target in TARGETS:
+            row[f"to {100 * target:.0f}% (s)"] = cell(g[f"tta_{target:.2f}"])
+        test = g["tta_test_acc"].dropna()
+        row["test accuracy at 90% (%)"] = fmt(100 * test.mean()) if len(test) else DASH
+        rows.append(row)
+    return "\n\n".join([caption(suite, done), markdown(pd.DataFrame(rows).set_index("device")), NOTE])

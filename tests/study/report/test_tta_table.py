@@ -1,0 +1,30 @@
+"""The time-to-accuracy headline table, from records' time_to_accuracy sections: seeds that reach a target
+and seeds that do not, each shown as such."""
+from helpers.study.report import sections
+from helpers.study.report.frame import frame
+from helpers.study.sweep.suites import resolve_suite
+from record_fixtures import record
+
+
+def seed_run(seed: int, to88: float | None, to90: float | None, test: float | None = None) -> dict:
+    rec = record("cpu", "time_to_accuracy", {"seed": seed}, run_name=f"time_to_accuracy-quick-seed{seed}")
+    hit = lambda s, extra=None: {"train_time_s": s, "step": 100, **(extra or {})} if s else {
+        "train_time_s": None, "reason": "not reached (best 89.00% in 10 evaluations)"}
+    rec["time_to_accuracy"] = {"0.88": hit(to88), "0.90": hit(to90, {"test_accuracy": test}),
+                               "0.92": hit(None)}
+    return rec
+
+
+def test_the_table_shows_each_targets_seconds_over_the_seeds_that_reached_it():
+    recs = [seed_run(1, 100.0, 150.0, 0.90), seed_run(2, 120.0, 170.0, 0.91), seed_run(3, 110.0, None)]
+    text = sections.section(resolve_suite("time_to_accuracy"), frame(recs))
+    row = next(line for line in text.splitlines() if line.startswith("| Xeon"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "3" and cells[3].startswith("110 ± ") and cells[3].endswith("(3/3)")
+    assert cells[4].startswith("160 ± ") and cells[4].endswith("(2/3)")
+    assert cells[5] == "not reached (0/3)" and cells[6] == "90.5"
+
+
+def test_no_records_say_how_to_make_them():
+    assert "python -m helpers.study.sweep time_to_accuracy" in sections.section(resolve_suite("time_to_accuracy"),
+                                                                                frame([]))
