@@ -72,7 +72,7 @@ def test_every_suite_file_parses_and_expands():
 
 @pytest.mark.parametrize("name, variant, count", [("precision", "quick", 18), ("lr_llrd", "quick", 4),
                                                   ("batch_scaling", "full", 5), ("compiler_flags", "full", 12),
-                                                  ("padding", "quick", 2), ("padding", "full", 3), ("token_lengths", "quick", 1)])
+                                                  ("padding", "quick", 4), ("padding", "full", 4), ("token_lengths", "quick", 1)])
 def test_known_suites_expand_to_their_grids(name, variant, count):
     suite = suites.resolve_suite(name)
     points = suites.expand(suite, variant)
