@@ -271,25 +271,33 @@ def xla_run(tiny_model_dir, tiny_data_dir, tmp_path_factory):
     return run, splits, steps.build_model(run)
 
 
+def graphs_per_step(run, model, splits, lr: float, llrd: float | None, steps_n: int, warmup_ratio: float,
+                    warmup_steps: int, log_every: int):
+    """Train `steps_n` steps with the run's loader and the XLA AdamW; return (result, graphs executed and
+    graphs compiled during each step)."""
+    from helpers import steps
+    from helpers.measure.timing import StepTimer
+    from helpers.run import optim, train
+
+    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
+    optimizer = optim.build_optimizer(model, lr, llrd, 0.01, device_type="xla")
+    scheduler = optim.build_scheduler(optimizer, steps_n, warmup_ratio)
+    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n,
+                       log_every=log_every, progress=False,
+                       timer=StepTimer(warmup_steps=warmup_steps, window_steps=log_every, per_step="window"))
+    loader.note()
+    return (result, *loader.per_batch())
+
+
 def test_steady_training_step_executes_one_graph(xla_run):
     """AdamW, clipping, a linear schedule decaying towards 0 and a loss log every 2 steps: after the
     warm-up each step runs exactly one graph and compiles none. Before: 2 graphs a step (transformers'
     per-forward padding_mask.all() read), 3 after each loss log (a fresh 0-dim zero is a constant
     graph), and a new step graph once 1 - lr * wd rounds to 1.0 in fp32 (torch AdamW, step 7 here)."""
-    from helpers import steps
-    from helpers.measure.timing import StepTimer
-    from helpers.run import optim, train
-
     run, splits, model = xla_run
     steps_n, warmup = 8, 3
-    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
-    optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
     # no warm-up, decay to 0 at step 8: lr(7) * 0.01 = 2.5e-8 < 2**-25, so 1 - lr * wd is 1.0 in fp32
-    scheduler = optim.build_scheduler(optimizer, steps_n, 0.0)
-    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n, log_every=2,
-                       timer=StepTimer(warmup_steps=warmup, window_steps=2, per_step="window"), progress=False)
-    loader.note()
-    executed, compiled = loader.per_batch()
+    result, executed, compiled = graphs_per_step(run, model, splits, 2e-5, None, steps_n, 0.0, warmup, 2)
     assert result.steps == steps_n
     assert executed[warmup:] == [1] * (steps_n - warmup), executed
     assert sum(compiled[warmup:]) == 0, compiled
@@ -298,8 +306,6 @@ def test_steady_training_step_executes_one_graph(xla_run):
 def test_a_lora_step_is_one_graph_and_never_recompiles(tiny_model_dir, tiny_data_dir, tmp_path):
     """LoRA (peft) on XLA: the same one graph a steady step as full fine-tuning, nothing compiled after warm-up."""
     from helpers import steps
-    from helpers.measure.timing import StepTimer
-    from helpers.run import optim, train
 
     args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
                            max_length=32, padding="static", precision="fp32", progress=False, lora_r=4,
@@ -308,13 +314,7 @@ def test_a_lora_step_is_one_graph_and_never_recompiles(tiny_model_dir, tiny_data
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
     steps_n, warmup = 6, 3
-    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
-    optimizer = optim.build_optimizer(model, 1e-3, None, 0.01, device_type="xla")
-    scheduler = optim.build_scheduler(optimizer, steps_n, 0.0)
-    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n, log_every=2,
-                       timer=StepTimer(warmup_steps=warmup, window_steps=2, per_step="window"), progress=False)
-    loader.note()
-    executed, compiled = loader.per_batch()
+    result, executed, compiled = graphs_per_step(run, model, splits, 1e-3, None, steps_n, 0.0, warmup, 2)
     assert result.steps == steps_n and sum(p.requires_grad for p in model.parameters()) < 20
     assert executed[warmup:] == [1] * (steps_n - warmup), executed
     assert sum(compiled[warmup:]) == 0, compiled
@@ -360,18 +360,8 @@ def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
 def test_the_first_step_runs_the_steady_graph(xla_run):
     """Optimizer state made before step 0 and the warm-up's lr 0 sent as data: step 0 compiles the step
     graph the later steps reuse (compilations [n, 0, 0, ...]; [n, m, 0, ...] before)."""
-    from helpers import steps
-    from helpers.measure.timing import StepTimer
-    from helpers.run import optim, train
-
     run, splits, model = xla_run
-    loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
-    optimizer = optim.build_optimizer(model, 2e-5, 0.9, 0.01, device_type="xla")
-    scheduler = optim.build_scheduler(optimizer, 5, 0.4)  # lr 0 at step 0, then warming up
-    train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=5, log_every=5,
-              timer=StepTimer(warmup_steps=1, window_steps=5, per_step="window"), progress=False)
-    loader.note()
-    _, compiled = loader.per_batch()
+    _, _, compiled = graphs_per_step(run, model, splits, 2e-5, 0.9, 5, 0.4, 1, 5)  # lr 0 at step 0, warming up
     assert compiled[0] > 0 and compiled[1:4] == [0, 0, 0], compiled
 
 
