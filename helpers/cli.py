@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from helpers import steps
+from helpers.run import destination
 from helpers.run.args import arg, build_args
 from helpers.run.argv import parse_cli
 
@@ -66,10 +67,13 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
                        "batch": ev.batch, "max_length": ev.max_length, "padding": ev.padding,
                        "precision": ev.precision, "device": ev.device, "train_subset": 1, "progress": False})
     run = steps.start(args)
-    splits = steps.tokenize(run, steps.load_data(run), training=False)
-    model = steps.build_model(run)
-    loader = steps.eval_loader(run, splits["test"])
-    metrics = train.evaluate(model, loader, run.dev, run.precision, rows_per_batch=loader.batch_size)
+    try:  # an evaluation writes no record: the name start claimed is given back however it ends
+        splits = steps.tokenize(run, steps.load_data(run), training=False)
+        model = steps.build_model(run)
+        loader = steps.eval_loader(run, splits["test"])
+        metrics = train.evaluate(model, loader, run.dev, run.precision, rows_per_batch=loader.batch_size)
+    finally:
+        destination.release(run.claim)
     out = {"checkpoint": ev.model_name, "split": "test", "device": run.dev.name, "precision": run.precision,
            **metrics}
     text = json.dumps(out, indent=2)

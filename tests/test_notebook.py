@@ -59,6 +59,8 @@ def test_save_dir_writes_a_checkpoint_the_eval_script_reads(nb_run, tiny_data_di
                           "--max_seq_length", "32"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert '"rows": 64' in out.stdout
+    # an evaluation writes no record, so it leaves no claim on a record's name behind
+    assert not list((REPO / "Experiment" / "results" / "adhoc").glob(".ckpt-*.claim"))
 
 
 def test_each_step_prints_a_short_summary(nb_run):
