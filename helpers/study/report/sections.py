@@ -14,27 +14,10 @@ from helpers.study.claims import accuracy
 from helpers.study.report import tables
 from helpers.study.report.tta_table import tta_section
 from helpers.study.sweep.suites import Suite
-from helpers.study.report.tables import DASH, fmt, markdown, published, short_device
+from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, published, short_device
 
 STUDY_TEST_ROWS = 2000
 BERT_BASE_EPOCH_ROWS = 16000
-
-
-def caption(suite: Suite, df: pd.DataFrame) -> str:
-    """Return the line under a table saying which variant(s), devices and runs it shows, and what was fixed."""
-    parts = []
-    for variant, g in df.groupby("variant", dropna=False):
-        fixed = suite.variants.get(variant, {}).get("params", {})
-        devices = ", ".join(f"{short_device(d)} ({n} runs)" for d, n in g["device"].value_counts().items())
-        parts.append(f"`{variant}` variant on {devices}; fixed: "
-                     + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress"))
-    return "; ".join(parts) + "."
-
-
-def no_runs(suite: Suite) -> str:
-    """Return what a suite without records says, and the command that fills it."""
-    return (f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` "
-            "(or `make report`).")
 
 
 def _published(spec: dict, published_dir) -> tuple[pd.DataFrame | None, dict, dict]:

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from helpers.run.args import repo_path
+from helpers.study.sweep.suites import Suite
 
 PUBLISHED_DIR = "Experiment/published"
 DASH = "—"
@@ -142,3 +143,20 @@ def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
             f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
             f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps differ beyond the "
             "timing spread" + ("" if apart == len(rows) - 1 else " (the others are within it: not resolved)") + ".")
+
+
+def caption(suite: Suite, df: pd.DataFrame) -> str:
+    """Return the line under a table saying which variant(s), devices and runs it shows, and what was fixed."""
+    parts = []
+    for variant, g in df.groupby("variant", dropna=False):
+        fixed = suite.variants.get(variant, {}).get("params", {})
+        devices = ", ".join(f"{short_device(d)} ({n} runs)" for d, n in g["device"].value_counts().items())
+        parts.append(f"`{variant}` variant on {devices}; fixed: "
+                     + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress"))
+    return "; ".join(parts) + "."
+
+
+def no_runs(suite: Suite) -> str:
+    """Return what a suite without records says, and the command that fills it."""
+    return (f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` "
+            "(or `make report`).")

@@ -8,7 +8,7 @@ import pandas as pd
 
 from helpers.calc.accuracy_time import TARGETS
 from helpers.study.claims.accuracy import mean_interval
-from helpers.study.report.tables import DASH, fmt, markdown, short_device
+from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, short_device
 
 NOTE = ("Seconds of training (the timed windows; evaluations excluded) until the whole validation split first "
         "reached the target, mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
@@ -28,8 +28,6 @@ def cell(values: pd.Series) -> str:
 
 def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
     """Return the time-to-accuracy table of a suite's records, one row per device and variant."""
-    from helpers.study.report.sections import caption, no_runs
-
     done = df[df["status"] == "finished"] if len(df) else df
     if done.empty:
         return no_runs(suite)
