@@ -217,7 +217,7 @@ def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, small_model_dir, ti
                            max_length=32, max_steps=2, precision="fp32", num_devices=2,
                            results_path=str(results), run_name="trn-torchrun", progress=False))
     with pytest.raises(launch.DistributedRunError, match="'trn-torchrun' failed"):
-        steps.start(args)  # num_devices=2: the run is handed to torchrun
+        steps.hand_over(args)  # num_devices=2: the run is handed to torchrun
     (rec,), _ = records.read_records(results)  # one record: rank 0's, read by the launcher by name
     assert rec["status"] == "failed" and rec["distributed"]["world_size"] == 2
     assert "process group has world size 1" in rec["error"] and "cannot join processes" in rec["error"]
