@@ -15,21 +15,27 @@ from helpers.calc.facts import cuda_device_key
 from helpers.study.report import plot_style as style
 
 
-def _colour(r: pd.Series) -> str:
-    """Return the device's colour in every figure of the report (published devices by the study's name)."""
+def _family(r: pd.Series) -> str:
+    """Return a measured row's colour family: the GPU's model, else the device class."""
+    return cuda_device_key(str(r["device"])) if r["family"] == "gpu" else r["family"]
+
+
+def _colour(r: pd.Series, measured: dict[str, tuple[str, str]] | None = None) -> str:
+    """Return the device's colour as the report's other figures give it (published devices by the study's name)."""
     if r["source"] == "published":
         return style.published_colour(str(r["device"]))
-    fam = cuda_device_key(str(r["device"])) if r["family"] == "gpu" else r["family"]
-    return style.FAMILIES.get(fam, style.SPARE[0])[0]
+    return (measured or style.device_styles({r["device"]: _family(r)}))[r["device"]][0]
 
 
 def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compiled: str) -> None:
     top = max([10.0, 2 * job.epochs] + [1.2 * e for e in crossings["epochs"] if e < 100])
     epochs = np.linspace(0, top, 201)
+    mine = d[d["source"] == "measured"]
+    measured = style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
     for _, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
         ax.plot(epochs, np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"], label=label,
-                color=_colour(r), linestyle="--" if r["source"] == "published" else "-", linewidth=1.6)
+                color=_colour(r, measured), linestyle="--" if r["source"] == "published" else "-", linewidth=1.6)
     for _, c in crossings[crossings["epochs"] <= top].iterrows():
         ax.plot(c["epochs"], c["usd_at"], "o", color="black", markersize=4)
         ax.annotate(f"{c['epochs']:.3g}", (c["epochs"], c["usd_at"]), textcoords="offset points", xytext=(4, -10),

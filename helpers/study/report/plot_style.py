@@ -57,18 +57,24 @@ def device_label(row: pd.Series) -> str:
     return f"CPU {name}" if fam == "cpu" else name
 
 
+def device_styles(families: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Return (colour, marker) per device (key -> family): a family's own for its first device, spare ones
+    for the others, so two CPUs never share a colour in any figure."""
+    taken, spare, style = set(), itertools.cycle(SPARE), {}
+    order = list(FAMILIES)
+    for key in sorted(families, key=lambda k: (order.index(families[k]) if families[k] in order else len(order), k)):
+        known = FAMILIES.get(families[key])
+        style[key] = known if known and known[0] not in taken else next(spare)
+        taken.add(style[key][0])
+    return style
+
+
 def with_devices(df: pd.DataFrame) -> pd.DataFrame:
     """Return `df` with `who` (device label), `model` (short model name), `colour` and `marker` (one per device)."""
     df = df.copy()
     df["who"] = [device_label(r) for _, r in df.iterrows()]
     df["model"] = df.get("model_name", pd.Series(None, index=df.index)).map(lambda m: MODELS.get(m, m or "model?"))
-    fams = {k: family(r) for k, r in df.drop_duplicates("device_key").set_index("device_key").iterrows()}
-    taken, spare, style = set(), itertools.cycle(SPARE), {}
-    order = list(FAMILIES)
-    for key in sorted(fams, key=lambda k: (order.index(fams[k]) if fams[k] in order else len(order), k)):
-        known = FAMILIES.get(fams[key])
-        style[key] = known if known and known[0] not in taken else next(spare)
-        taken.add(style[key][0])
+    style = device_styles({k: family(r) for k, r in df.drop_duplicates("device_key").set_index("device_key").iterrows()})
     df["colour"] = df["device_key"].map(lambda k: style[k][0])
     df["marker"] = df["device_key"].map(lambda k: style[k][1])
     return df

@@ -190,6 +190,10 @@ def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
         plot_style.FAMILIES["trn1"][0]
     assert cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
         plot_style.FAMILIES["cpu"][0]
+    two = plot_style.device_styles({"EPYC": "cpu", "Xeon": "cpu"})  # two measured CPUs: never one colour
+    epyc, xeon = (cost_plot._colour(pd.Series({"source": "measured", "device": d, "family": "cpu"}), two)
+                  for d in ("EPYC", "Xeon"))
+    assert epyc == plot_style.FAMILIES["cpu"][0] and xeon != epyc
 
 
 def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, capsys):
