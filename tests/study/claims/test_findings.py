@@ -170,26 +170,34 @@ def test_stochastic_rounding_untestable_and_proxy():
     assert "on proxy: minilm on CPU" in proxy.reason
 
 
-def llrd_runs(device: str, ref: list[float], tuned: list[float], variant: str = "full") -> list[dict]:
-    cells = [({"lr": 2e-5}, ref), ({"lr": 1.5e-4, "llrd_decay": 0.95}, tuned)]
-    return [run(device, "lr_llrd", {**params, "seed": seed}, variant, test_acc=acc)
-            for params, accs in cells for seed, acc in enumerate(accs, 1)]
+def llrd_runs(device: str, accs: dict[tuple[float, float | None], list[float]], variant: str = "full") -> list[dict]:
+    """Return runs of the lr x LLRD 2x2: accuracy per seed for each (lr, llrd_decay) cell given."""
+    return [run(device, "lr_llrd", {"lr": lr, **({"llrd_decay": d} if d else {}), "seed": seed}, variant, test_acc=acc)
+            for (lr, d), values in accs.items() for seed, acc in enumerate(values, 1)]
 
 
-@pytest.mark.parametrize("ref, tuned, verdict", [([0.90, 0.905], [0.94, 0.945], "holds"),
-                                                 ([0.90, 0.905], [0.85, 0.855], "does not hold"),
-                                                 ([0.90, 0.93], [0.91, 0.92], "inconclusive"),
-                                                 ([0.35, 0.36], [0.91, 0.92], "inconclusive")])
-def test_lr_llrd(ref, tuned, verdict):
-    found = judge(findings.lr_llrd, llrd_runs("trn1", ref, tuned))
-    check(found, verdict, "trn1", "full", 4)
-    if ref[0] < 0.5:
+def grid(lo_none, lo_llrd, hi_none, hi_llrd) -> dict:
+    return {(2e-5, None): lo_none, (2e-5, 0.95): lo_llrd, (1.5e-4, None): hi_none, (1.5e-4, 0.95): hi_llrd}
+
+
+@pytest.mark.parametrize("accs, verdict", [
+    (grid([0.90, 0.902], [0.93, 0.932], [0.92, 0.922], [0.95, 0.952]), "holds"),  # LLRD +3 at both lrs
+    (grid([0.90, 0.902], [0.87, 0.872], [0.92, 0.922], [0.89, 0.892]), "does not hold"),  # LLRD -3 at both
+    # the study's case: the tuned corner is higher, but all of it is the learning rate's: LLRD adds nothing
+    (grid([0.90, 0.902], [0.90, 0.902], [0.94, 0.942], [0.94, 0.942]), "inconclusive"),
+    (grid([0.35, 0.36], [0.91, 0.92], [0.91, 0.92], [0.91, 0.92]), "inconclusive")])  # a cell learned nothing
+def test_lr_llrd_separates_the_llrd_effect_from_the_learning_rates(accs, verdict):
+    found = judge(findings.lr_llrd, llrd_runs("trn1", accs))
+    check(found, verdict, "trn1", "full", 8)
+    if min(accs[2e-5, None]) < 0.5:
         assert "learned nothing" in found.measured
+    elif verdict == "inconclusive":
+        assert "LLRD effect +0.00 points, lr effect +4.00" in found.measured
 
 
-def test_lr_llrd_untestable():
-    tuned_only = [r for r in llrd_runs("a100", [0.9], [0.94]) if r["params"]["lr"] == 1.5e-4]
-    check(judge(findings.lr_llrd, tuned_only), "not testable here", "a100", "full", 1)
+def test_lr_llrd_untestable_without_the_whole_2x2():
+    corners = llrd_runs("a100", {(2e-5, None): [0.9], (1.5e-4, 0.95): [0.94]})
+    check(judge(findings.lr_llrd, corners), "not testable here", "a100", "full", 2)
 
 
 def util_runs(device: str, utils: list[float], variant: str = "full") -> list[dict]:
