@@ -103,7 +103,8 @@ def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> d
             try:
                 write_json_atomic(path, known)
             except OSError as err:  # a full disk costs the cache, never the run's figures
-                kept = f"; not kept in {path}: {err}"
+                # the reason without its file name: the text goes into the record, which never names a path
+                kept = f"; not kept: {err.strerror or type(err).__name__}"
     peak = known[key]
     where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a report never names a checkout's path
     return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "

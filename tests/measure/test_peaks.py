@@ -36,3 +36,16 @@ def test_a_slow_dtype_stops_at_the_time_cap():
 def test_microbenchmarks_return_positive_numbers():
     assert peaks.matmul_tflops(128, 128, 128, peaks.DTYPES["fp32"], seconds=0.05) > 0
     assert peaks.copy_gbps(n_bytes=2 ** 22, seconds=0.05) > 0
+
+
+def test_a_roof_that_cannot_be_kept_says_why_without_naming_the_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: {"peak_tflops": 1.0, "mem_bw_gbps": 1.0,
+                                                             "shape": "s", "by_shape": {"s": 1.0}, "threads": 2})
+
+    def full_disk(path, data):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(peaks, "write_json_atomic", full_disk)
+    source = peaks.machine_peak("cpu-test", "fp32", tmp_path)["source"]
+    assert source.endswith("(_peaks/cpu-test.json; not kept: No space left on device)")
+    assert str(tmp_path) not in source
