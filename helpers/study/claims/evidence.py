@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from helpers.study.report.tables import fmt, short_device
+from helpers.study.report.tables import MIN_RUNS, fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
 # a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
@@ -39,7 +39,7 @@ COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", 
            "model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
            "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
            "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
-           "window_max", "train_s", "ai", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
+           "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
            "util_pct", "util_metric", "share_matmul", "share_copy_data_movement")
 
 
@@ -115,10 +115,12 @@ def proxies(groups: list[pd.DataFrame]) -> str:
 
 
 def band(rows: pd.DataFrame, metric: str) -> Band:
-    """Return a metric's median over rows and its spread: windows for samples/s, p10-p90 for step ms, the
-    steps' relative p10-p90 for a train time, else the runs' min-max."""
+    """Return a metric's median over rows and its spread: with >= 3 runs their min-max (between runs); fewer,
+    the windows for samples/s, p10-p90 for step ms, the steps' relative p10-p90 for a train time."""
     values = rows[metric].astype(float)
-    if metric == "samples_per_s":
+    if values.notna().sum() >= MIN_RUNS:
+        lo, hi = values, values
+    elif metric == "samples_per_s":
         lo, hi = rows["window_min"].fillna(values), rows["window_max"].fillna(values)
     elif metric == "step_ms":
         lo, hi = rows["step_ms_p10"].fillna(values), rows["step_ms_p90"].fillna(values)

@@ -22,6 +22,7 @@ from helpers.run.args import repo_path
 from helpers.study.decide import ranking as decide
 from helpers.study.claims import findings
 from helpers.study.report import frame
+from helpers.study.report.agreement import agreement_markdown
 from helpers.study.report import sections
 from helpers.study.sweep.suites import SUITES_DIR, TARGETS, expand, find_suites, retarget
 from helpers.study.report.tables import PUBLISHED_DIR
@@ -107,7 +108,7 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
              "of this repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
              "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.", "",
              findings.markdown(findings.findings(current, published_dir)), "", "## Machines", "", note, "",
-             machines(current), ""]
+             machines(current), "", "## Agreement between suites", "", agreement_markdown(current), ""]
     report = out_dir / "REPORT.md"
     report.write_text("\n".join(intro) + "\n" + "\n".join(bodies))
     return written + [report] + [p for ps in pictures.values() for p in ps]

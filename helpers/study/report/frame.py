@@ -55,6 +55,8 @@ METRICS = {
     "eval_s": (("phases.evaluate",), 1),
     "record_peak": (("systems.peak_tflops",), 1),  # the peak the run itself was measured against
     "mem_bw_gbps": (("systems.mem_bw_gbps",), 1),
+    "trainable": (("model.trainable_parameters",), 1),
+    "optimizer_mib": (("model.optimizer_state_bytes",), 1 / 2**20),
 }
 SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other", "host_gap")
 # what each device's utilization column measures, in words
@@ -64,8 +66,8 @@ UTILIZATION = {"cuda": ("utilization.sm_util_pct_mean", "NVML utilization.gpu: %
 PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
           "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing", "group_by_length",
-          "eval_every")
-TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy")
+          "eval_every", "lora_r", "lora_targets")
+TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
 FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from helpers.study.claims import accuracy
 from helpers.study.report import tables
+from helpers.study.report.lora_table import lora_section
 from helpers.study.report.tta_table import tta_section
 from helpers.study.sweep.suites import Suite
 from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, published, short_device
@@ -204,7 +205,7 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
 
 KINDS = {"grid": grid_section, "accuracy": accuracy_section, "precision": precision_section,
          "token_stats": token_stats_section, "speedup": speedup_section, "padding": padding_section,
-         "roofline": roofline_section, "time_to_accuracy": tta_section}
+         "roofline": roofline_section, "time_to_accuracy": tta_section, "lora": lora_section}
 
 
 def section(suite: Suite, df: pd.DataFrame, published_dir=tables.PUBLISHED_DIR) -> str:

@@ -28,6 +28,7 @@ LABELS = {
     "share_host_gap": "host gap %", "energy_j": "energy J", "samples_per_j": "samples/J",
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
+MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
 
 
 def fmt(value) -> str:
@@ -60,11 +61,12 @@ def cell(values: pd.Series, name: str) -> str:
     scale = 100 if name in PERCENT else 1
     if len(values) == 1:
         return fmt(values.iloc[0] * scale)
-    return f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, n={len(values)})"
+    return f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, {len(values)} runs)"
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
-    """Return a throughput cell: median over runs, with its timing spread (windows' samples/s, steps' p10–p90)."""
+    """Return a throughput cell: over several runs their median and range (between runs); of one run, its
+    timing spread within the run (windows' samples/s, steps' p10–p90)."""
     if name == "samples_per_s" and len(group) == 1 and pd.notna(group["window_min"].iloc[0]):
         r = group.iloc[0]
         return f"{fmt(r['samples_per_s'])} ({fmt(r['window_min'])}–{fmt(r['window_max'])})"
@@ -84,7 +86,9 @@ def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.Dat
         label = f" · {short_device(device)}" if len(devices) > 1 else ""
         table = mine.groupby(keys, dropna=False, sort=True).apply(
             lambda g: pd.Series({f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
-                                | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})),
+                                | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
+                                | ({f"windows within a run{label}": within_runs(g)} if "samples_per_s" in values
+                                   and len(g) > 1 else {})),
             include_groups=False)
         out = table if out is None else out.join(table, how="outer")
     if out is None:
@@ -95,6 +99,12 @@ def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.Dat
         out, pub = keyed(out), keyed(pub)
         out = out.join(pub, how="outer")
     return out.fillna(DASH)
+
+
+def within_runs(group: pd.DataFrame) -> str:
+    """Return the samples/s range of the timing windows inside a group's runs (the second, within-run spread)."""
+    lo, hi = group["window_min"].min(), group["window_max"].max()
+    return DASH if pd.isna(lo) or pd.isna(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
 def keyed(table: pd.DataFrame) -> pd.DataFrame:
@@ -129,20 +139,27 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
-    """Return one line saying how `value` moves along `key` on `device`, and whether neighbouring rows
-    differ beyond their spread (the windows' min–max of samples/s, or the steps' p10–p90)."""
+    """Return one line saying how `value` moves along `key` on `device`, and whether neighbouring rows differ
+    beyond their spread: the range between runs where every row has >= 3, else the spread within one run."""
     lo, hi = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}.get(
         value, (value, value))
-    rows = df[df["device"] == device].groupby(key).agg(mid=(value, "median"), lo=(lo, "min"), hi=(hi, "max"))
+    rows = df[df["device"] == device].groupby(key).agg(mid=(value, "median"), lo=(lo, "min"), hi=(hi, "max"),
+                                                        run_lo=(value, "min"), run_hi=(value, "max"),
+                                                        runs=(value, "count"))
     rows = rows.dropna(subset=["mid"]).sort_index()
     if len(rows) < 2:
         return ""
+    between = bool((rows["runs"] >= MIN_RUNS).all())
+    if between:
+        rows = rows.assign(lo=rows["run_lo"], hi=rows["run_hi"])
+    spread = (f"the range between runs (>= {MIN_RUNS} each)" if between
+              else "the timing spread within a run (fewer than 3 runs a row: no between-run interval)")
     apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in zip(rows.iterrows(), rows.iloc[1:].iterrows()))
     first, last = rows.iloc[0], rows.iloc[-1]
     return (f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
             f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
-            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps differ beyond the "
-            "timing spread" + ("" if apart == len(rows) - 1 else " (the others are within it: not resolved)") + ".")
+            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps differ beyond {spread}"
+            + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + ".")
 
 
 def caption(suite: Suite, df: pd.DataFrame) -> str:

@@ -4,13 +4,16 @@ A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place i
 `kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
 optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16) and `description`, shared `[params]`, and per variant (`[quick]`,
 `[full]`) `params`, `grid` (every combination), `cases` (a list of explicit points, crossed with the
-grid), `timeout_s` and `jobs` (points run at once, each on cpu_count / jobs threads). Parameter names
+grid), `repeats` (independent processes per point, default 1), `timeout_s` and `jobs` (points run at once,
+each on cpu_count / jobs threads). Parameter names
 are the run's (helpers/run/args.py), checked when the file is read; TOML has no null, so "None" stands
 for None. Its `[report]` table tells helpers.study.report.tables how to tabulate the records.
 
 A point's run name is `<suite>-<variant>-<the values that vary>-<hash of every parameter>`: the same
 point always gets the same name (so a resumed sweep recognises it), and editing a fixed parameter
-gives new names (so records of the old definition are never taken for the new one).
+gives new names (so records of the old definition are never taken for the new one). Repeat r > 1 of a
+point adds `-rep<r>`. Points come repeat by repeat (every cell once, then every cell again), so the repeats
+of one cell are spread over the sweep, not run back to back, and their spread is between runs.
 """
 from __future__ import annotations
 
@@ -84,9 +87,10 @@ def load_suite(path: str | Path) -> Suite:
     if kind != "derived" and set(suite.variants) != set(VARIANTS):
         raise ConfigError(f"{path}: needs both [quick] and [full] tables")
     for variant in suite.variants:
-        jobs = suite.variants[variant].get("jobs", 1)
-        if not isinstance(jobs, int) or jobs < 1:
-            raise ConfigError(f"{path} [{variant}]: jobs={jobs!r} is invalid: must be an integer >= 1")
+        for key in ("jobs", "repeats"):
+            value = suite.variants[variant].get(key, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{path} [{variant}]: {key}={value!r} is invalid: must be an integer >= 1")
         for point in _combinations(suite, variant):
             unknown = sorted(set(point) - set(FIELDS))
             if unknown:
@@ -131,8 +135,13 @@ def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
     return f"{suite}-{variant}-{label}-{digest}".replace("/", "_").replace(" ", "")
 
 
+def repeat_name(name: str, repeat: int) -> str:
+    """Return the run name of a point's `repeat`-th independent run (the first keeps the point's name)."""
+    return name if repeat == 1 else f"{name}-rep{repeat}"
+
+
 def expand(suite: Suite, variant: str) -> list[Point]:
-    """Return the points of `suite`'s `variant`, each with its run name (empty for derived suites)."""
+    """Return the points of `suite`'s `variant`, repeat by repeat, each with its run name (none if derived)."""
     if suite.kind == "derived":
         return []
     if variant not in suite.variants:
@@ -140,7 +149,9 @@ def expand(suite: Suite, variant: str) -> list[Point]:
     combos = _combinations(suite, variant)
     names = list(dict.fromkeys(k for c in combos for k in c))  # every name, in first-seen order
     varying = [k for k in names if len({json.dumps(c.get(k), default=str) for c in combos}) > 1]
-    return [Point(run_name(suite.name, variant, c, [k for k in varying if k in c]), c) for c in combos]
+    cells = [(run_name(suite.name, variant, c, [k for k in varying if k in c]), c) for c in combos]
+    repeats = suite.variants[variant].get("repeats", 1)
+    return [Point(repeat_name(name, r), params) for r in range(1, repeats + 1) for name, params in cells]
 
 
 def retarget(suite: Suite, target: str) -> Suite:

@@ -70,14 +70,41 @@ def test_every_suite_file_parses_and_expands():
             assert suite.notebook in ("Nvidia/baseline.ipynb", "Trainium/baseline.ipynb")
 
 
-@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 18), ("lr_llrd", "quick", 4),
-                                                  ("batch_scaling", "full", 5), ("compiler_flags", "full", 12),
-                                                  ("padding", "quick", 4), ("padding", "full", 4), ("token_lengths", "quick", 1)])
+@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 18), ("lr_llrd", "quick", 12),
+                                                  ("batch_scaling", "full", 15), ("compiler_flags", "full", 12),
+                                                  ("padding", "quick", 12), ("padding", "full", 4), ("token_lengths", "quick", 1),
+                                                  ("lora", "quick", 9), ("lora", "full", 27), ("models", "quick", 12)])
 def test_known_suites_expand_to_their_grids(name, variant, count):
     suite = suites.resolve_suite(name)
     points = suites.expand(suite, variant)
     assert len(points) == count
     assert [p.run_name for p in points] == [p.run_name for p in suites.expand(suite, variant)]  # deterministic
+
+
+def test_repeats_come_cell_by_cell_so_one_cells_runs_are_spread_over_the_sweep(tmp_path):
+    path = tmp_path / "rep.toml"
+    path.write_text('notebook = "Nvidia/baseline.ipynb"\n[quick]\ngrid = { batch = [8, 16] }\nrepeats = 3\n'
+                    '[full]\ngrid = { batch = [8] }\n')
+    points = suites.expand(suites.load_suite(path), "quick")
+    assert [p.params["batch"] for p in points] == [8, 16, 8, 16, 8, 16]  # interleaved, not 8, 8, 8, 16, ...
+    first = [p.run_name for p in points[:2]]
+    assert [p.run_name for p in points[2:4]] == [f"{n}-rep2" for n in first]  # repeat 1 keeps the point's name
+    assert len({p.run_name for p in points}) == 6
+    assert len(suites.expand(suites.load_suite(path), "full")) == 1  # no repeats: one run a point
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "true"])
+def test_a_repeat_count_below_one_or_not_an_integer_is_refused(tmp_path, bad):
+    path = tmp_path / "rep.toml"
+    path.write_text(f'notebook = "Nvidia/baseline.ipynb"\n[quick]\nrepeats = {bad}\n[full]\n')
+    with pytest.raises(ConfigError, match="repeats"):
+        suites.load_suite(path)
+
+
+def test_every_quick_timing_suite_runs_three_independent_processes_a_point():
+    for name in ("batch_scaling", "small_batch", "seq_len", "scaling", "profile_memory", "padding", "speedup",
+                 "models"):
+        assert suites.resolve_suite(name).variants["quick"].get("repeats", 1) >= 3, name
 
 
 def test_quick_and_full_variants_differ_in_model():
