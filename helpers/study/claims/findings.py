@@ -19,6 +19,7 @@ import pandas as pd
 from helpers.calc.cost import price_per_accelerator_hour
 from helpers.calc.facts import cuda_device_key
 from helpers.study.claims import rules as claims
+from helpers.study.claims import rules_lora as claims_lora
 from helpers.study.claims import rules_trn1 as claims_trn1
 from helpers.study.claims.accuracy import mean_interval, paired_diffs, resolvable_difference
 from helpers.study.claims.evidence import (PROXY, PROXY_RULE, Band, Finding, band, cells, claim, compare, concluded,
@@ -145,7 +146,7 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         reason = "needs full bert-base baseline and optimized runs on a GPU or trn1"
         proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
         reason += f"; the proxies here ({proxy}) show the direction only" if proxy else ""
-    return Finding("The optimized configuration is 5.5–7.3x faster", text, "; ".join(parts) or "no records",
+    return Finding("The optimized configuration is 3.7–7.3x faster", text, "; ".join(parts) or "no records",
                    verdict, rule, reason, basis)
 
 
@@ -182,17 +183,29 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
 
 CLAIMS = (claims.batch_scaling, claims.seq_len, claims.padding, claims_trn1.padding_77h, claims_trn1.optlevel,
           stochastic_rounding, lr_llrd, claims.small_batch_util, claims_trn1.dma_bound, speedup, cost_ranking,
-          claims_trn1.allreduce, claims_trn1.gradient_checkpointing, claims_trn1.host_memory)
+          claims_trn1.allreduce, claims_trn1.gradient_checkpointing, claims_trn1.host_memory,
+          claims_lora.lora_accuracy, claims_lora.lora_speed)
+
+
+def study_says(key: str, published_dir: str) -> str:
+    """Return the study's sentence for a claim, its section and whether it is a quote or a paraphrase."""
+    rows = published("statements.csv", published_dir).set_index("claim")
+    if key not in rows.index:
+        return "—"
+    r = rows.loc[key]
+    return f"§ {r['section']}: \"{r['statement']}\" ({r['source']})"
 
 
 def findings(df: pd.DataFrame, published_dir: str = PUBLISHED_DIR) -> pd.DataFrame:
-    """Return one row per claim: claim, published, measured, verdict, rule, reason, basis."""
-    return pd.DataFrame([asdict(judge(df, published_dir)) for judge in CLAIMS])
+    """Return one row per claim: claim, the study's words, published, measured, verdict, rule, reason, basis."""
+    return pd.DataFrame([{"claim": (f := asdict(judge(df, published_dir)))["claim"],
+                          "study": study_says(judge.__name__, published_dir), **f} for judge in CLAIMS])
 
 
 def markdown(table: pd.DataFrame) -> str:
     """Return the findings as Markdown: the question, the proxy rule, the table, and the verdict counts."""
-    shown = pd.DataFrame({"claim": table["claim"], "published (the study)": table["published"],
+    shown = pd.DataFrame({"claim": table["claim"], "the study says": table["study"],
+                          "published (the study)": table["published"],
                           "measured here": table["measured"],
                           "verdict": "**" + table["verdict"] + "**: " + table["reason"], "rule": table["rule"]})
     shown = shown.map(lambda s: str(s).replace("|", "\\|").replace("\n", " "))

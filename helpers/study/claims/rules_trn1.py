@@ -103,7 +103,7 @@ def allreduce(df: pd.DataFrame, published_dir: str) -> Finding:
     rule = ("not testable without the Neuron profiler's collective (AllReduce) bandwidth of a 2-core trn1 run; "
             "a scaling record's samples/s does not measure it.")
     found = cells(df, ("scaling",), ("trn1",), prefer_real=False)
-    return Finding("AllReduce bandwidth of the multi-core run", text, listing(found), "not testable here", rule,
+    return Finding("AllReduce bandwidth rises 50% from L=128 to L=32", text, listing(found), "not testable here", rule,
                    "needs a 2-NeuronCore trn1 run profiled with neuron-profile; no record field holds AllReduce "
                    "GB/s", "none")
 

@@ -311,3 +311,39 @@ def test_findings_table_and_markdown():
     ("proxy (direction only)", "inconclusive", "inconclusive")])
 def test_a_verdict_carries_the_grade_of_its_evidence(basis, verdict, graded):
     assert Finding("c", "p", "m", verdict, "r", basis=basis).verdict == graded
+
+
+def repeated(device: str, batch: int, rates: list[float], tflops: float | None = None) -> list[dict]:
+    """Return independent runs (told apart by seed) of one batch_scaling cell with these samples/s (and MFU
+    in proportion, as a fixed FLOP count per sample gives, unless `tflops` is given)."""
+    def systems(rate: float) -> dict:
+        achieved = rate / 100 if tflops is None else tflops
+        return {"arithmetic_intensity": 50.0 + batch, "achieved_tflops": achieved, "mfu": achieved / 312,
+                "peak_tflops": 312.0}
+    return [run(device, "batch_scaling", {"batch": batch, "seed": i}, samples_per_s=s, systems=systems(s))
+            for i, s in enumerate(rates, 1)]
+
+
+@pytest.mark.parametrize("small, large, verdict", [
+    ([100, 102, 98], [200, 205, 195], "holds"),        # apart beyond the range between runs
+    ([100, 160, 60], [120, 130, 125], "inconclusive"),  # the windows (±3%) would call it; the runs' range does not
+    ([200, 205, 195], [100, 102, 98], "does not hold")])
+def test_batch_scaling_with_three_runs_a_cell_is_judged_on_the_range_between_runs(small, large, verdict):
+    recs = repeated("a100", 8, small) + repeated("a100", 16, [150] * 3) + repeated("a100", 64, large)
+    check(judge(claims.batch_scaling, recs), verdict, "a100", "full", 9)
+
+
+def test_batch_scaling_does_not_hold_on_flop_per_byte_alone_and_needs_mfu_to_rise():
+    recs = repeated("a100", 8, [100] * 3, tflops=2.0) + repeated("a100", 16, [150] * 3) \
+        + repeated("a100", 64, [200] * 3, tflops=1.0)  # faster, yet MFU fell: not the claimed mechanism
+    found = judge(claims.batch_scaling, recs)
+    assert found.verdict == "inconclusive" and "(model)" in found.measured
+
+
+def test_every_claim_row_says_what_the_study_says_and_where():
+    table = findings.findings(frame([]), PUB)
+    assert (table["study"] != "—").all(), table[table["study"] == "—"]["claim"].tolist()
+    assert table["study"].str.startswith("§ ").all()
+    gc = table[table["claim"] == "Gradient checkpointing fails on Trainium"]["study"].iloc[0]
+    assert "seems AWS does not implement this feature" in gc  # the study's words, not a paraphrase
+    assert "3.72x" in table[table["claim"].str.startswith("The optimized configuration")]["study"].iloc[0]
