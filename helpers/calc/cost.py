@@ -5,6 +5,8 @@ and their source); multi-accelerator instances also get a per-accelerator hourly
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from helpers.calc.facts import load_instance_prices
@@ -51,6 +53,15 @@ def accelerator_price(instance: str | None, device_key: str | None, units: int =
     # the share of the instance one accelerator is, times the accelerators used
     per_accelerator = row["price_per_hour_usd"] / row["accelerators"]
     return row["instance"], float(per_accelerator * units), note
+
+
+def whole_instances_price(instance: str | None, units: int = 1) -> float:
+    """Return USD per hour of the whole instances that hold `units` accelerators (what a single user pays)."""
+    prices = load_instance_prices()
+    row = prices[prices["instance"] == instance]
+    if row.empty:
+        return float("nan")
+    return float(row["price_per_hour_usd"].iloc[0] * math.ceil(units / row["accelerators"].iloc[0]))
 
 
 def cost_per_epoch_usd(sec_per_epoch: float, price_per_hour_usd: float) -> float:

@@ -20,17 +20,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
     p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
     p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
+    p.add_argument("--shared-instance", action="store_true",
+                   help="price one accelerator's share of a multi-accelerator instance (default: the whole instance, "
+                        "what a single user pays)")
+    p.add_argument("--model", default=None, help="answer from records of this model only (a hub id, e.g. roberta-base; "
+                   "its -random configuration counts, for speed and cost)")
+    p.add_argument("--lora-r", type=int, default=None, help="answer from LoRA runs of this rank (default: full fine-tuning)")
     p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
     p.add_argument("--write", metavar="DIR", help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
                    "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)")
     args = p.parse_args(argv)
     if (args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or not 0 < args.epochs < math.inf
-            or args.rows < 1):
+            or args.rows < 1 or (args.lora_r is not None and args.lora_r < 0)):
         p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), a finite --epochs > 0, "
-                "--rows >= 1")
+                "--rows >= 1, --lora-r >= 0")
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
-    job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache)
+    job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache,
+                     args.shared_instance, args.model, args.lora_r)
     df, skipped = frame.load(repo_path(args.results))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
         print(f"skipped record {what}", file=sys.stderr)

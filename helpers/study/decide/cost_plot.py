@@ -36,13 +36,15 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
         ax.plot(epochs, np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"], label=label,
                 color=_colour(r, measured), linestyle="--" if r["source"] == "published" else "-", linewidth=1.6)
-    for _, c in crossings[crossings["epochs"] <= top].iterrows():
+    shown = crossings[crossings["epochs"] <= top]
+    for _, c in shown.iterrows():
         ax.plot(c["epochs"], c["usd_at"], "o", color="black", markersize=4)
         ax.annotate(f"{c['epochs']:.3g}", (c["epochs"], c["usd_at"]), textcoords="offset points", xytext=(4, -10),
                     fontsize=7)
     ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
     ax.set(xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})", ylabel="job cost, USD",
-           xlim=(0, top), ylim=(0, None), title=f"{title}\n(dots: break-even epochs)")
+           xlim=(0, top), ylim=(0, None),
+           title=f"{title}\n" + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"))
     if d["lower_bound"].any():
         ax.text(0.02, 0.97, f"{compiled} compile time not measured:\nits one-off is missing, no break-even drawn",
                 transform=ax.transAxes, fontsize=7, va="top")

@@ -65,7 +65,7 @@ def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):
 
 
 def test_decision_rows_match_hand_computed_values(df):
-    table = decide.decision(df, decide.Job(epochs=3, rows=16_000, target_accuracy=0.94))
+    table = decide.decision(df, decide.Job(epochs=3, rows=16_000, target_accuracy=0.94, shared_instance=True))
     trn1, a100 = _row(table, "Trainium"), _row(table, "A100")
     # trn1: one-off = first step (2 + 300 s) - steady step 0.08 s = 301.92 s > compile 300 s; 20 s/epoch
     assert trn1["one_off_s"] == pytest.approx(301.92)
@@ -89,8 +89,42 @@ def test_decision_rows_match_hand_computed_values(df):
     l4 = _row(table, "L4", "published")
     assert (l4["instance"], l4["published_usd_per_h"]) == ("g6.xlarge", 0.576)
     assert _row(table, "trn1", "published")["one_off_s"] == pytest.approx(301.92)  # from the trn1 record
-    # at 3 epochs trn1's compilation outweighs its cheaper epochs
-    assert a100["mark"] == "cheapest (measured); fastest (measured)" and trn1["mark"] == ""
+    # marks only among rows of the same job: the CPU and XLA-on-CPU ran bert-base over 1,280 rows, the rest 16,000
+    assert cpu["mark"] == "cheapest of 2 (measured); fastest of 2 (measured)" and _row(table, "XLA")["mark"] == ""
+    assert "of 2" not in a100["mark"] and "of 2" not in trn1["mark"]
+
+
+def test_a_single_user_pays_the_whole_instance_unless_the_job_shares_it(df):
+    whole = _row(decide.decision(df, decide.Job()), "A100")
+    shared = _row(decide.decision(df, decide.Job(shared_instance=True)), "A100")
+    assert whole["usd_per_h"] == 21.96 and shared["usd_per_h"] == pytest.approx(21.96 / 8)
+    assert whole["job_usd"] == pytest.approx(8 * shared["job_usd"])  # one A100 of a p4d.24xlarge, alone
+    page = decide.markdown(t := decide.decision(df, decide.Job()), decide.break_even(t, decide.Job()), decide.Job())
+    assert "p4d.24xlarge: whole $21.96/h, shared $2.745/h" in page and "priced at the whole instance" in page
+
+
+def test_a_mark_needs_two_rows_of_the_same_job(df):
+    alone = df[df["device"].str.contains("A100") & (df["train_subset"].isna())]
+    table = decide.decision(alone, decide.Job(model="bert-base-uncased"))
+    assert _row(table, "A100", "published")["mark"] == "fastest of 5 (published)"  # the A100 and the study's four
+    assert "of 5" in _row(table, "L4", "published")["mark"]
+    cpu_only = decide.decision(df[df["device_type"] == "cpu"], decide.Job())
+    assert _row(cpu_only, "Xeon")["mark"] == ""  # the only row over 1,280 rows: nothing to be cheapest among
+
+
+@pytest.mark.parametrize("ratio, said", [(1.05, "no order can be claimed"), (1.5, "never: costs 50% more per epoch")])
+def test_never_is_said_only_beyond_the_gap_single_runs_resolve(ratio, said):
+    from helpers.study.decide import page
+
+    a = {"epoch_usd": ratio, "lower_bound": False, "one_off_usd": 1.0, "usd_per_h": 1.0}
+    assert said in page.reading(a, {"epoch_usd": 1.0, "one_off_usd": 0.0}, None, decide.Job())
+
+
+def test_a_model_or_lora_rank_without_records_says_no_record(df):
+    job = decide.Job(model="roberta-base", lora_r=8)
+    table = decide.decision(df, job)
+    assert table.empty and "No record for roberta-base, LoRA r=8" in decide.markdown(table, decide.break_even(table, job), job)
+    assert len(decide.decision(df, decide.Job(model="bert-base-uncased"))) == len(decide.decision(df, decide.Job()))
 
 
 def test_runs_sharing_the_cache_split_only_the_compilation(df):
@@ -106,7 +140,7 @@ def test_target_beyond_the_job_is_not_reached(df):
 
 
 def test_break_even_epochs_of_trn1_against_the_a100(df):
-    job = decide.Job()
+    job = decide.Job(shared_instance=True)
     table = decide.decision(df, job)
     breaks = decide.break_even(table, job).set_index(["device", "against"])
     # trn1 saves (13.33 s x $2.745 - 20 s x $1.34375) / 3600 per epoch; its extra one-off repays after ~41 epochs
@@ -116,7 +150,7 @@ def test_break_even_epochs_of_trn1_against_the_a100(df):
     assert row["epochs"] == pytest.approx(one_off / saving) == pytest.approx(41.2, abs=0.1)
     assert row["reading"] == f"cheaper beyond {one_off / saving:.3g} epochs"
     # the study's L4 epoch costs less than trn1's: never
-    assert breaks.loc[("trn1 (published)", "L4 (published)"), "reading"] == "never: costs more per epoch"
+    assert breaks.loc[("trn1 (published)", "L4 (published)"), "reading"].startswith("never: costs ")
     # the same arithmetic on this machine: XLA-on-CPU against the CPU
     assert ("XLA CPU (Xeon @ 2.80GHz) (measured)", "Xeon @ 2.80GHz (measured)") in breaks.index
 
@@ -136,12 +170,14 @@ def test_without_a_trn1_record_the_compile_is_not_measured_and_a_budget_is_given
 
 
 def test_markdown_asks_first_and_concludes_last(df):
-    job = decide.Job()
+    job = decide.Job(shared_instance=True)
     table = decide.decision(df, job)
     lines = decide.markdown(table, decide.break_even(table, job), job).splitlines()
-    assert lines[0].startswith("Which device for 3 epochs over 16,000 training rows, target 94%")
-    assert lines[-1].startswith("For 3 epochs over 16,000 rows: measured (4 devices, one run each): "
-                                "A100-SXM4-40GB is cheapest ($0.03196) and A100-SXM4-40GB fastest (41.92 s)")
+    assert lines[0].startswith("Which device for 3 epochs over 16,000 training rows (any model, full fine-tuning), "
+                               "target 94%") and "one accelerator's share" in lines[0]
+    assert lines[-1].startswith("For 3 epochs over 16,000 rows: bert-base-uncased over 16,000 rows: L4 (published) "
+                                "is cheapest")
+    assert "bert-base-uncased over 1,280 rows: Xeon @ 2.80GHz (measured) is cheapest" in lines[-1]
     assert f"{TRN1} against A100-SXM4-40GB (measured): cheaper beyond 41.2 epochs" in lines[-1]
     assert "trn1 (published) against T4 (published): cheaper beyond 14.7 epochs, L4 (published): never" in lines[-1]
 
@@ -165,9 +201,12 @@ def test_cli_prints_the_table_for_a_job(results, capsys):
     measured = {r.split("|")[1].strip() for r in rows}
     assert measured >= {"AWS Trainium (trn1.2xlarge)", "A100-SXM4-40GB", "Xeon @ 2.80GHz", "XLA CPU (Xeon @ 2.80GHz)"}
     assert out[-1].startswith("For 3 epochs over 16,000 rows")
-    for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"]):
+    for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"], ["--lora-r", "-1"]):
         with pytest.raises(SystemExit):
             cli.main([*bad, "--results", str(results)])
+    cli.main(["--model", "roberta-base", "--lora-r", "8", "--shared-instance", "--results", str(results)])
+    out = capsys.readouterr().out
+    assert "(roberta-base, LoRA r=8)" in out and "No record for roberta-base, LoRA r=8" in out
 
 
 def test_cli_writes_a_users_job_where_asked_never_over_the_reports_figure(results, tmp_path):
@@ -211,3 +250,26 @@ def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, ca
     assert (f"skipped record speedup/later@cpu-x.json: schema_version {records.SCHEMA_VERSION + 1} is newer"
             in err)
     assert "skipped record speedup/cut@cpu-x.json: cut short or not JSON" in err
+
+
+def test_the_cost_plot_promises_break_even_dots_only_where_it_draws_them(df):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.study.decide import cost_plot
+
+    job = decide.Job()
+    table = decide.decision(pd.DataFrame(), job)  # published only: trn1's compile is not measured, no crossing
+    breaks = decide.break_even(table, job)
+    fig, ax = plt.subplots()
+    cost_plot._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["epochs"].notna()], job, "t", "trn1")
+    assert "no break-even" in ax.get_title() and not [l for l in ax.lines if l.get_marker() == "o"]
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    table = decide.decision(df, decide.Job(shared_instance=True))
+    breaks = decide.break_even(table, decide.Job(shared_instance=True))
+    cost_plot._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["family"] == "trn1"].dropna(
+        subset=["epochs"]), decide.Job(shared_instance=True), "t", "trn1")
+    assert "dots: break-even" in ax.get_title() and [l for l in ax.lines if l.get_marker() == "o"]
+    plt.close(fig)
