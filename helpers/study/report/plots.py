@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.patches import Patch
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 
 from helpers.calc.facts import device_roof, load_device_peaks
 from helpers.run.args import repo_path
@@ -97,7 +97,9 @@ def _roofs(d: pd.DataFrame) -> dict:
 
 def roofline(df, published_dir):
     """Achieved TFLOP/s against arithmetic intensity, per device under its one roof, with the published trn1 path."""
-    d = df[(df["status"] == "finished") & (df["ai"] > 0) & (df["tflops"] > 0)].sort_values("who", kind="stable")
+    compiled_in_steps = df["compilations_after_warmup"].fillna(0) > 0  # dynamic XLA: compile time in its step time
+    d = df[(df["status"] == "finished") & (df["ai"] > 0) & (df["tflops"] > 0) & ~compiled_in_steps]
+    d = d.sort_values("who", kind="stable")
     d = d.assign(compute_dtype=d["compute_dtype"].fillna("fp32"))  # as the frame's peak assumes
     if d.empty:
         return None
@@ -200,26 +202,28 @@ def memory(df, published_dir):
 
 
 def small_batch(df, published_dir):
-    """Utilization % (what each device's metric means, in the legend) and samples/s at small batches."""
+    """Utilization % of each kind on an axis of its own (published SM % and engine %, and each measured metric
+    apart: a CPU % never shares an axis with them), and samples/s at small batches."""
     d, speed = (style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
     if d.empty and speed.empty:
         return None
-    fig, (a, b) = style.figure(2, width=5.0, height=3.8)
+    d = d[d["util_pct"].notna()]
+    metrics = list(dict.fromkeys(d["util_metric"]))
+    fig, axes = style.figure(2 + len(metrics), width=5.0, height=3.8)
+    a, b, own = axes[0], axes[-1], axes[1:-1]
     pub = style.published(published_dir, "small_batch_util.csv")
     for column, device, what, marker in (("a100_sm_util_pct", "A100", "SM utilization %", "X"),
                                          ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
                                          ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P")):
         a.plot(pub["batch"], pub[column], color=style.published_colour(device), marker=marker, markersize=8,
                linestyle="--" if marker == "X" else ":", label=f"published ({device} · bert-base): {what}")
-    def metric(g: pd.DataFrame) -> str:
-        """Return what a series' utilization measures, in words."""
-        return g["util_metric"].iloc[0] if g["util_pct"].notna().any() else "no utilization measured"
-
-    style.lines(a, d, "batch", "util_pct", suffix=metric)
-    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", "window_min", "window_max", suffix=metric))
-    a.set(title="How busy the device is\n(each line's metric in the legend)", ylabel="utilization, %", ylim=(0, 105))
+    a.set(title="Published: A100 SM % and trn1 engine %", ylabel="utilization, %", ylim=(0, 105))
+    for ax, metric in zip(own, metrics):
+        style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct")
+        ax.set(title=f"Measured: {metric}".replace(": ", ":\n", 1), ylabel="%", ylim=(0, 105))
+    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", "window_min", "window_max"))
     b.set(title="Throughput at small batches\n(bars: slowest to fastest window)", ylabel="throughput, samples/s")
-    for ax in (a, b):
+    for ax in axes:
         style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
         ax.set_xlabel("batch size, samples per step")
     return fig
@@ -249,6 +253,7 @@ def padding(df, published_dir):
         b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
     a.margins(y=0.15)
     b.margins(y=0.1)
+    a.yaxis.set_major_locator(MaxNLocator(integer=True))  # a graph count is whole
     a.set(title="XLA graph compilations", ylabel="graph compilations, count")
     b.set(title="Train time\n(lighter: compiling graphs)", ylabel="train time, s")
     style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))

@@ -36,12 +36,18 @@ def _grid(d: pd.DataFrame, value: str, lrs, decays) -> tuple[pd.DataFrame, pd.Da
     return grid, near.fillna(False).astype(bool)
 
 
-def _heatmap(fig, ax, grid: pd.DataFrame, near: pd.DataFrame, title: str) -> None:
+def colour_range(panels: list[tuple[pd.DataFrame, pd.DataFrame]]) -> tuple[float, float]:
+    """Return one accuracy range for every panel (learned cells only), so one colour means one accuracy."""
+    learned = np.concatenate([g.to_numpy(dtype=float)[~n.to_numpy() & ~g.isna().to_numpy()] for g, n in panels])
+    every = np.concatenate([g.to_numpy(dtype=float).ravel() for g, _ in panels])
+    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(every), np.nanmax(every))
+    return lo - 0.05, hi + 0.05
+
+
+def _heatmap(fig, ax, grid: pd.DataFrame, near: pd.DataFrame, title: str, vrange: tuple[float, float]) -> None:
     """Draw one grid as coloured cells with their values; near-majority cells hatched and off the colour scale."""
     values, marked = grid.to_numpy(dtype=float), near.to_numpy()
-    learned = values[~marked & ~np.isnan(values)]
-    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(values), np.nanmax(values))
-    mesh = ax.pcolormesh(np.ma.masked_invalid(values), cmap=CMAP, vmin=lo - 0.05, vmax=hi + 0.05)
+    mesh = ax.pcolormesh(np.ma.masked_invalid(values), cmap=CMAP, vmin=vrange[0], vmax=vrange[1])
     for i, j in zip(*np.nonzero(~np.isnan(values))):
         r, g, b, _ = mesh.cmap(mesh.norm(values[i, j]))
         ax.text(j + 0.5, i + 0.5, f"{values[i, j]:.1f}", ha="center", va="center", fontsize=8,
@@ -72,8 +78,9 @@ def lr_llrd(df, published_dir):
               for s, g in d.groupby("series", sort=False)]
     panels.append(("published (trn1 · bert-base)\nmean of 2 runs", _grid(pub, "accuracy", lrs, decays)))
     fig, axes = style.figure(len(panels), width=4.2, height=3.5)
+    vrange = colour_range([cells for _, cells in panels])
     for ax, (title, (grid, near)) in zip(axes, panels):
-        _heatmap(fig, ax, grid, near, title)
+        _heatmap(fig, ax, grid, near, title, vrange)
     if any(near.to_numpy().any() for _, (_, near) in panels):
         share = d["majority"].dropna()
         text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
@@ -147,28 +154,38 @@ def speedup(df, published_dir):
     d = style.rows(df, "speedup", "train_s")
     bars = []
     for series, g in d.groupby("series", sort=False):
-        t = g.groupby("preset")["train_s"].mean()
+        t = g.groupby("preset")["train_s"].agg(["median", "min", "max", "count"])
         if {"baseline", "optimized"} <= set(t.index):
-            bars.append((style.family(g.iloc[0]), f"{series} ({g['variant'].iloc[0] or 'ad hoc'})",
-                         t["baseline"] / t["optimized"], g["colour"].iloc[0], None))
+            base, opt = t.loc["baseline"], t.loc["optimized"]
+            runs = int(min(base["count"], opt["count"]))
+            spread = (base["min"] / opt["max"], base["max"] / opt["min"]) if runs > 1 else None
+            bars.append((style.family(g.iloc[0]), f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, "
+                         f"{runs} run{'s' * (runs > 1)})", base["median"] / opt["median"], g["colour"].iloc[0], None,
+                         spread))
     if not bars:
         return None
     for _, r in style.published(published_dir, "speedup.csv").iterrows():
         fam = {"a100": "a100-40gb"}.get(r["device"].lower(), r["device"].lower())
-        bars.append((fam, f"published ({r['device']} · bert-base)", r["speedup"], style.published_colour(r["device"]),
-                     style.PUBLISHED_HATCH))
+        bars.append((fam, f"published ({r['device']} · bert-base)", r["speedup"],
+                     style.published_colour(r["device"]), style.PUBLISHED_HATCH, None))
     order = list(dict.fromkeys(b[0] for b in bars))
     bars.sort(key=lambda b: (order.index(b[0]), b[4] is not None))
     fig, (ax,) = style.figure(1, width=8.0, height=0.5 * len(bars) + 1.6)
     y = np.arange(len(bars))[::-1]
-    for yi, (_, label, value, colour, hatch) in zip(y, bars):
+    for yi, (_, label, value, colour, hatch, spread) in zip(y, bars):
         ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else colour, linewidth=0.6)
-        ax.text(value, yi, f" {value:.2f}×", va="center", fontsize=8)
+        if spread:  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
+            ax.errorbar(value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4,
+                        linewidth=1.0)
+        right = spread[1] if spread else value
+        ax.text(right, yi, f" {value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""),
+                va="center", fontsize=8)
     ax.set_yticks(y, [b[1] for b in bars])
-    ax.set_xlim(0, max(b[2] for b in bars) * 1.18)
+    ax.set_xlim(0, max(b[5][1] if b[5] else b[2] for b in bars) * 1.3)
     ax.set(title="Baseline → optimized: how many times faster training gets",
            xlabel="speedup: baseline train time ÷ optimized train time (×)")
-    style.key(fig, Patch(facecolor="0.6", label="measured here (model and variant in the label)"))
+    style.key(fig, Patch(facecolor="0.6", label="measured here (model and variant in the label; whiskers: the "
+                                                "extreme ratios between runs)"))
     style.key(fig, Patch(facecolor="white", edgecolor="black", hatch=style.PUBLISHED_HATCH,
                          label="published by the study (bert-base, 3 epochs)"))
     return fig

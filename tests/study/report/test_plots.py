@@ -130,3 +130,45 @@ def test_a_measured_roof_is_labelled_by_shape_and_date_never_by_the_checkouts_pa
     assert peak_label(source) == "measured (bert-base FFN up, 2048 tokens)"
     assert peak_label(source, "2026-11-24T08:00:00+00:00") == "measured (bert-base FFN up, 2048 tokens, 2026-11-24)"
     assert peak_label("NVIDIA A100 datasheet") == "NVIDIA A100 datasheet"
+
+
+def test_the_heatmap_panels_share_one_colour_range(one_cpu):
+    fig = plots_tuning.lr_llrd(one_cpu, PUBLISHED)
+    limits = {m.get_clim() for ax in fig.axes for m in ax.collections if hasattr(m, "get_clim")} - {(None, None)}
+    assert len(limits) == 1, limits  # one colour means one accuracy in every panel
+
+
+def test_the_speedup_bars_carry_the_spread_between_runs(one_cpu):
+    runs = one_cpu[one_cpu["suite"] == "speedup"]
+    repeats = pd.concat([runs, runs.assign(run_name=runs["run_name"] + "-rep2",
+                                           train_s=runs["train_s"] * runs["preset"].map({"baseline": 1.2, "optimized": 0.9}))])
+    fig = plots_tuning.speedup(pd.concat([one_cpu[one_cpu["suite"] != "speedup"], repeats]), PUBLISHED)
+    whiskers = [c for ax in fig.axes for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(whiskers) == 1  # the measured bar; the study's single runs have none
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any("(" in t and "–" in t for t in labels)
+
+
+def test_a_cpu_utilization_never_shares_an_axis_with_the_published_sm_and_engine_percent(several):
+    fig = plots.small_batch(plot_style.with_devices(several), PUBLISHED)
+    for ax in fig.axes:
+        labels = ax.get_legend_handles_labels()[1]
+        if any(label.startswith("published") for label in labels):
+            assert not any("Xeon" in label or "CPU" in label for label in labels), labels
+    assert any("process CPU %" in ax.get_title() for ax in fig.axes)
+
+
+def test_graph_counts_are_whole_numbers_on_their_axis(several):
+    fig = plots.padding(plot_style.with_devices(several), PUBLISHED)
+    fig.canvas.draw()
+    ticks = [t for t in fig.axes[0].get_yticks() if fig.axes[0].get_ylim()[0] <= t <= fig.axes[0].get_ylim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_roofline_leaves_out_runs_that_compiled_during_their_timed_steps(several):
+    df = plot_style.with_devices(several)
+    before = plots.roofline(df, PUBLISHED)
+    count = lambda fig: sum(len(c.get_offsets()) for ax in fig.axes for c in ax.collections)  # noqa: E731
+    dynamic = df.assign(compilations_after_warmup=3.0)  # every run recompiled after warm-up
+    after = plots.roofline(dynamic, PUBLISHED)
+    assert after is None or count(after) < count(before)

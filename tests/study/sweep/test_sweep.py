@@ -57,7 +57,7 @@ def done_names(results: Path) -> set[str]:
 def test_every_suite_file_parses_and_expands():
     found = suites.find_suites()
     names = [s.name for s in found]
-    assert len(names) == 14 and names[:2] == ["time_to_accuracy", "token_lengths"]  # the headline opens the report
+    assert len(names) == 16 and names[:2] == ["time_to_accuracy", "token_lengths"]  # the headline opens the report
     assert [s.order for s in found] == sorted(s.order for s in found)
     for suite in found:
         for variant in suites.VARIANTS:
@@ -113,8 +113,10 @@ def test_quick_and_full_variants_differ_in_model():
     assert {p.params["model_name"] for p in suites.expand(suite, "full")} == {"bert-base-uncased"}
     assert all(p.params.get("max_steps") for p in suites.expand(suite, "quick"))  # timed, not trained
     accuracy = suites.resolve_suite("lr_llrd")
-    # accuracy suites train on the whole training split, to the end of an epoch: no subset, no max_steps
-    assert not any(p.params.get("train_subset") or p.params.get("max_steps") for p in suites.expand(accuracy, "quick"))
+    # accuracy suites train to the end of an epoch (never max_steps); the full variant on the whole split
+    assert not any(p.params.get("max_steps") for v in suites.VARIANTS for p in suites.expand(accuracy, v))
+    assert not any(p.params.get("train_subset") for p in suites.expand(accuracy, "full"))
+    assert all(p.params.get("shuffle_subset") for p in suites.expand(accuracy, "quick"))  # a subset, not the head
 
 
 def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
