@@ -34,6 +34,13 @@ def repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() else REPO_ROOT / path
 
 
+# Choice lists, one copy each: the fields below and helpers/cli.py's EvalArgs use these types,
+# and every "allowed ..." message reads them with typing.get_args.
+Padding = Literal["static", "dynamic"]
+Precision = Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"]
+Device = Literal["auto", "cuda", "cpu", "xla"]
+
+
 def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
     """Return a dataclass field with its help text and the scripts' alternative flag names."""
     meta = {"help": help, **({"aliases": list(aliases)} if aliases else {})}
@@ -55,7 +62,7 @@ class TaskArgs:
     drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
     max_length: int = arg(128, "tokens per sequence; static padding pads every batch to it",
                           ("--max_seq_length", "--train_max_length"))
-    padding: Literal["static", "dynamic"] = arg("static", "static: pad to max_length; dynamic: pad to "
+    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to "
                                                 "the longest row of each batch")
     pad_to_multiple_of: int | None = arg(None, "dynamic padding only: round each batch's length up")
     group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
@@ -85,13 +92,13 @@ class TrainArgs:
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")
-    precision: Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"] = arg(
+    precision: Precision = arg(
         "auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 on CPUs")
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
     seed: int = arg(42, "seed of the head, the data order and everything random")
     preset: Literal["none", "baseline", "optimized"] = arg(
         "none", "the study's configurations; fill in only the parameters not given")
-    device: Literal["auto", "cuda", "cpu", "xla"] = arg("auto", "auto: CUDA, else Neuron, else the CPU")
+    device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     num_devices: int = arg(1, "> 1: data parallel, one torchrun rank per device")
     # issue 29: more CPU ranks than cores only when asked, and the record says so
     allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share cores; "
