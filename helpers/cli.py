@@ -51,11 +51,10 @@ class EvalArgs:
 
 def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Evaluate a saved checkpoint folder on the test split; print and return accuracy and macro-F1."""
-    from transformers import HfArgumentParser
-
     from helpers.run import train
+    from helpers.run.parser import ArgParser
 
-    parser = HfArgumentParser(EvalArgs, description="Evaluate a fine-tuned checkpoint on dair-ai/emotion's "
+    parser = ArgParser((EvalArgs,), description="Evaluate a fine-tuned checkpoint on dair-ai/emotion's "
                               "test split")
     parser.set_defaults(**(defaults or {}))
     (ev,) = parser.parse_args_into_dataclasses(argv)
