@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     import json
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.device", description=main.__doc__)
-    parser.add_argument("device", nargs="?", default="auto", choices=("auto", "cuda", "cpu", "xla"))
+    parser.add_argument("device", nargs="?", default="auto", choices=typing.get_args(Device))
     requested = parser.parse_args(argv).device
     if requested == "xla":
         os.environ.setdefault("PJRT_DEVICE", "CPU")

@@ -122,3 +122,15 @@ def test_help_lists_the_notebook_and_hugging_face_names(capsys):
         parse_cli(["--help"])
     out = capsys.readouterr().out
     assert "--per_device_train_batch_size" in out and "--llrd_decay" in out and "--no_progress" in out
+
+
+def test_the_device_module_lists_the_device_literal(monkeypatch, capsys):
+    from helpers.run import device
+
+    allowed = ", ".join(typing.get_args(run_args.Device))
+    monkeypatch.setattr(device, "cpu_capability", lambda: None)
+    with pytest.raises(ConfigError, match=f"allowed {allowed}$"):
+        device.resolve_device("tpu")
+    with pytest.raises(SystemExit):
+        device.main(["tpu"])
+    assert "{" + allowed.replace(", ", ",") + "}" in capsys.readouterr().err
