@@ -65,8 +65,7 @@ class TaskArgs:
     drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
     max_length: int = arg(128, "tokens per sequence; static padding pads every batch to it",
                           ("--max_seq_length", "--train_max_length"))
-    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to "
-                                                "the longest row of each batch")
+    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to the longest row of each batch")
     pad_to_multiple_of: int | None = arg(None, "dynamic padding only: round each batch's length up")
     group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
                                 "(transformers' LengthGroupedSampler), less padding")
@@ -109,8 +108,8 @@ class TrainArgs:
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")
-    precision: Precision = arg(
-        "auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 on CPUs")
+    precision: Precision = arg("auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 "
+                               "on CPUs")
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
     seed: int = arg(42, "seed of the head, the data order and everything random")
     preset: Literal["none", "baseline", "optimized"] = arg(
