@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Literal
 
 from helpers import steps
 from helpers.run import destination
-from helpers.run.args import arg, build_args
+from helpers.run.args import Device, Padding, Precision, arg, build_args
 from helpers.run.argv import parse_cli
 
 
@@ -44,19 +43,18 @@ class EvalArgs:
     batch: int = arg(32, "evaluation batch (at least 32, as the training runs' evaluation)",
                      ("--per_device_eval_batch_size",))
     max_length: int = arg(128, "tokens per sequence", ("--max_seq_length",))
-    padding: Literal["static", "dynamic"] = arg("static", "static | dynamic")
-    precision: Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"] = arg("auto", "as in training")
-    device: Literal["auto", "cuda", "cpu", "xla"] = arg("auto", "auto: CUDA, else Neuron, else the CPU")
+    padding: Padding = arg("static", "static | dynamic")
+    precision: Precision = arg("auto", "as in training")
+    device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     output_file: str | None = arg(None, "also write the metrics here as JSON")
 
 
 def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Evaluate a saved checkpoint folder on the test split; print and return accuracy and macro-F1."""
-    from transformers import HfArgumentParser
-
     from helpers.run import train
+    from helpers.run.parser import ArgParser
 
-    parser = HfArgumentParser(EvalArgs, description="Evaluate a fine-tuned checkpoint on dair-ai/emotion's "
+    parser = ArgParser((EvalArgs,), description="Evaluate a fine-tuned checkpoint on dair-ai/emotion's "
                               "test split")
     parser.set_defaults(**(defaults or {}))
     (ev,) = parser.parse_args_into_dataclasses(argv)

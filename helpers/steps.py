@@ -32,7 +32,8 @@ from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, xla
 from helpers.run import data, ddp, destination, device, lora, models, neuron, precision as prec, records, tokens
 from helpers.run import train as loop
-from helpers.run.args import ConfigError, RunArgs, build_args, check_model_limit, repo_path, results_dir
+from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
+from helpers.run.checks import check_model_limit
 from helpers.run.argv import notebook_args, parse_cli
 from helpers.session import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary

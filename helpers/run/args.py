@@ -1,4 +1,4 @@
-"""The arguments of a run: typed dataclasses grouped by concern, presets, and the one place they are checked.
+"""The arguments of a run: typed dataclasses grouped by concern, each checking its own fields, and presets.
 
     args = build_args({"model_name": "minilm", "batch": 32})   # notebooks, suites, the benchmark
     args.task.max_length, args.train.batch, args.measure.results_path, args.neuron.optlevel
@@ -7,21 +7,24 @@
 
 TaskArgs is what is trained, TrainArgs how, MeasureArgs how it is measured and where it reports,
 NeuronArgs what only Neuron / XLA reads. Each field has its type (Literal for choices), default and help
-here; the scripts also accept the Hugging Face examples' names (`aliases`). `build_args` refuses unknown
-names (suggesting the closest), turns papermill / TOML strings into the field's type, merges the preset
-*under* the names the caller gave, and checks every value; the result is frozen.
+here; the scripts also accept the Hugging Face examples' names (`aliases`). Each dataclass checks its
+fields in __post_init__ (RunArgs what only clashes across groups): no instance holds a bad value.
+`build_args` refuses unknown names (suggesting the closest), turns papermill / TOML strings into the
+field's type (coerce.py), merges the preset *under* the names the caller gave, and builds the frozen
+dataclasses with HfArgumentParser.parse_dict.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
-import re
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
+from helpers.run.checks import check_declared, positive, safe_name
 from helpers.run.coerce import ConfigError, coerce
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +35,13 @@ def repo_path(path: str | Path) -> Path:
     """Return `path` as is when absolute, else relative to the repository root (not the cwd)."""
     path = Path(path)
     return path if path.is_absolute() else REPO_ROOT / path
+
+
+# Choice lists, one copy each: the fields below and helpers/cli.py's EvalArgs use these types,
+# and every "allowed ..." message reads them with typing.get_args.
+Padding = Literal["static", "dynamic"]
+Precision = Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"]
+Device = Literal["auto", "cuda", "cpu", "xla"]
 
 
 def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
@@ -55,8 +65,7 @@ class TaskArgs:
     drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
     max_length: int = arg(128, "tokens per sequence; static padding pads every batch to it",
                           ("--max_seq_length", "--train_max_length"))
-    padding: Literal["static", "dynamic"] = arg("static", "static: pad to max_length; dynamic: pad to "
-                                                "the longest row of each batch")
+    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to the longest row of each batch")
     pad_to_multiple_of: int | None = arg(None, "dynamic padding only: round each batch's length up")
     group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
                                 "(transformers' LengthGroupedSampler), less padding")
@@ -66,6 +75,20 @@ class TaskArgs:
     lora_dropout: float = arg(0.0, "dropout on the LoRA adapters' input")
     lora_targets: str = arg("query,value", "linears given adapters: all-linear, or a comma list of query, key, "
                             "value, attention_output, ffn_up, ffn_down")
+
+    def __post_init__(self) -> None:
+        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
+        check_declared(self)
+        positive(self, "train_subset", "eval_subset", "pad_to_multiple_of")
+        if self.max_length <= 2:
+            raise ConfigError(f"max_length={self.max_length} is invalid: must be > 2 ([CLS] and [SEP] take two "
+                              "tokens) and at most the model's position limit")
+        if self.padding == "static" and self.group_by_length:
+            raise ConfigError("group_by_length=True applies to padding='dynamic' only: static batches are "
+                              "all max_length long, so grouping saves nothing")
+        if self.padding == "static" and self.pad_to_multiple_of is not None:
+            raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding always "
+                              "pads to max_length")
 
 
 @dataclass(frozen=True)
@@ -85,13 +108,13 @@ class TrainArgs:
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")
-    precision: Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"] = arg(
-        "auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 on CPUs")
+    precision: Precision = arg("auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 "
+                               "on CPUs")
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
     seed: int = arg(42, "seed of the head, the data order and everything random")
     preset: Literal["none", "baseline", "optimized"] = arg(
         "none", "the study's configurations; fill in only the parameters not given")
-    device: Literal["auto", "cuda", "cpu", "xla"] = arg("auto", "auto: CUDA, else Neuron, else the CPU")
+    device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     num_devices: int = arg(1, "> 1: data parallel, one torchrun rank per device")
     # issue 29: more CPU ranks than cores only when asked, and the record says so
     allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share cores; "
@@ -99,6 +122,20 @@ class TrainArgs:
     # issue 26: the study's gradient-checkpointing claim, tested rather than refused
     attempt_gradient_checkpointing: bool = arg(False, "on Neuron, try gradient_checkpointing anyway and record "
                                                "how it fails (the study says the compiler rejects it)")
+
+    def __post_init__(self) -> None:
+        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
+        check_declared(self)
+        positive(self, "batch", "lr", "epochs", "max_steps", "max_grad_norm", "gradient_accumulation_steps",
+                 "num_devices")
+        if self.llrd_decay is not None and not 0 < self.llrd_decay <= 1:  # False for NaN too
+            raise ConfigError(f"llrd_decay={self.llrd_decay} is invalid: must be in (0, 1], or None for one flat LR")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ConfigError(f"weight_decay={self.weight_decay} is invalid: must be a finite number >= 0")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"warmup_ratio={self.warmup_ratio} is invalid: must be in [0, 1)")
+        if not 0 <= self.seed <= 2**32 - 1:
+            raise ConfigError(f"seed={self.seed} is invalid: must be in 0..{2**32 - 1} (numpy's seed range)")
 
 
 @dataclass(frozen=True)
@@ -129,6 +166,18 @@ class MeasureArgs:
     replace_record: bool = arg(False, "run even though a finished record of this run_name exists on this "
                                "device (it is replaced); False: refused before training")
 
+    def __post_init__(self) -> None:
+        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
+        check_declared(self)
+        positive(self, "log_every", "profile_steps", "eval_every", "curve_rows")
+        safe_name(self, "run_name", "suite")
+        if not (math.isfinite(self.diverge_factor) and self.diverge_factor > 1):
+            raise ConfigError(f"diverge_factor={self.diverge_factor} is invalid: must be a finite number > 1")
+        if self.timing_warmup_steps < 0:
+            raise ConfigError(f"timing_warmup_steps={self.timing_warmup_steps} is invalid: must be >= 0")
+        if not self.results_path.strip():
+            raise ConfigError("results_path='' is invalid: give the folder of the run records")
+
 
 @dataclass(frozen=True)
 class NeuronArgs:
@@ -151,6 +200,11 @@ class NeuronArgs:
                                  "--xla_backend_optimization_level 0: graphs compile ~2x faster but run 4-6x "
                                  "slower, a gain for tiny models only (same graphs, same results)")
 
+    def __post_init__(self) -> None:
+        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
+        check_declared(self)
+        positive(self, "num_cores")
+
 
 GROUPS = {"task": TaskArgs, "train": TrainArgs, "measure": MeasureArgs, "neuron": NeuronArgs}
 FIELDS: dict[str, tuple[str, dataclasses.Field]] = {
@@ -166,7 +220,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "optimized": dict(batch=64, max_length=32, lr=1.5e-4, llrd_decay=0.95, padding="static",
                       precision="auto", optim="adamw_torch_fused", log_every=100),
 }
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=,+-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -180,10 +233,12 @@ class RunArgs:
     given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        for group in (self.task, self.train, self.measure, self.neuron):
-            for f in fields(group):
-                _check_field(f.name, getattr(group, f.name))
-        _check_together(self)
+        """Refuse values of different groups that are fine alone but not together (each group checks its own)."""
+        num_cores = self.neuron.num_cores
+        if num_cores not in (1, self.train.num_devices):
+            raise ConfigError(f"num_cores={num_cores} is invalid with num_devices={self.train.num_devices}: one "
+                              f"process drives one NeuronCore, so a single process would hold {num_cores} cores "
+                              f"and use one; set num_devices={num_cores} (one torchrun rank per core)")
 
     def flat(self) -> dict[str, Any]:
         """Return every argument by name (the notebooks' parameter names), JSON-serialisable."""
@@ -195,24 +250,33 @@ class RunArgs:
                           given=self.given | set(values))
 
 
-# ----------------------------------------------------------------------------- building
 def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) -> RunArgs:
     """Return checked arguments from a mapping of parameter names; `given` (default: every name in
     `values`) are the caller's, and the preset fills the parameters outside it. Raise ConfigError."""
-    values = dict(values)
     unknown = [name for name in values if name not in FIELDS]
     if unknown:
         raise ConfigError(unknown_message(unknown[0]))
     given = set(values) if given is None else set(given)
-    coerced = {name: coerce(name, value, HINTS[name]) for name, value in values.items()}
-    preset = coerced.get("preset", TrainArgs.preset)
-    if preset not in PRESETS:
-        raise ConfigError(f"preset={preset!r} is unknown: allowed {', '.join(PRESETS)}")
-    merged = {**PRESETS[preset], **{k: v for k, v in coerced.items() if k in given}}
-    merged.update({k: v for k, v in coerced.items() if k not in given and k not in PRESETS[preset]})
-    groups = {g: cls(**{f.name: merged[f.name] for f in fields(cls) if f.name in merged})
-              for g, cls in GROUPS.items()}
-    return RunArgs(**groups, given=frozenset(given & set(FIELDS)))
+    typed = {name: coerce(value, HINTS[name]) for name, value in values.items()}
+    preset = preset_values(typed.get("preset", TrainArgs.preset))
+    merged = {**typed, **{k: v for k, v in preset.items() if k not in given}}
+    groups = dict_parser().parse_dict(merged)  # each group's __post_init__ checks its fields
+    return RunArgs(**dict(zip(GROUPS, groups)), given=frozenset(given & set(FIELDS)))
+
+
+@functools.cache
+def dict_parser() -> Any:
+    """Return the HfArgumentParser of the four groups (parse_dict only: nothing changes it)."""
+    from helpers.run.parser import ArgParser  # imports transformers: only when arguments are first built
+
+    return ArgParser(GROUPS.values())
+
+
+def preset_values(name: Any) -> dict[str, Any]:
+    """Return the values of the preset `name`; ConfigError for an unknown one."""
+    if name not in PRESETS:
+        raise ConfigError(f"preset={name!r} is unknown: allowed {', '.join(PRESETS)}")
+    return PRESETS[name]
 
 
 def unknown_message(name: str) -> str:
@@ -223,74 +287,6 @@ def unknown_message(name: str) -> str:
     close = difflib.get_close_matches(name, list(FIELDS) + list(ALIASES), n=1, cutoff=0.6)
     hint = f" did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
     return f"unknown parameter {name!r}:{hint} (every parameter: python Nvidia/train.py --help)"
-
-
-# ----------------------------------------------------------------------------- checking
-def _positive(name: str, value: Any) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{name}={value!r} is invalid: must be a finite number > 0")
-
-
-def _check_field(name: str, value: Any) -> None:
-    """Raise ConfigError when one parameter's value is outside what a run accepts."""
-    hint = HINTS[name]
-    optional = type(None) in typing.get_args(hint)
-    if value is None and not optional:
-        raise ConfigError(f"{name}=None is not allowed")
-    if typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
-        raise ConfigError(f"{name}={value!r} is unknown: allowed {', '.join(map(str, typing.get_args(hint)))}")
-    if name in ("batch", "lr", "epochs", "max_steps", "max_grad_norm", "gradient_accumulation_steps",
-                "train_subset", "eval_subset", "pad_to_multiple_of", "num_devices", "log_every",
-                "profile_steps", "eval_every", "curve_rows", "num_cores"):
-        _positive(name, value)
-    if name == "max_length" and value <= 2:
-        raise ConfigError(f"max_length={value} is invalid: must be > 2 ([CLS] and [SEP] take two "
-                          "tokens) and at most the model's position limit")
-    if name == "llrd_decay" and value is not None and not 0 < value <= 1:  # False for NaN too
-        raise ConfigError(f"llrd_decay={value} is invalid: must be in (0, 1], or None for one flat LR")
-    if name == "weight_decay" and not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"weight_decay={value} is invalid: must be a finite number >= 0")
-    if name == "warmup_ratio" and not 0 <= value < 1:
-        raise ConfigError(f"warmup_ratio={value} is invalid: must be in [0, 1)")
-    if name == "diverge_factor" and not (math.isfinite(value) and value > 1):
-        raise ConfigError(f"diverge_factor={value} is invalid: must be a finite number > 1")
-    if name == "seed" and not 0 <= value <= 2**32 - 1:
-        raise ConfigError(f"seed={value} is invalid: must be in 0..{2**32 - 1} (numpy's seed range)")
-    if name == "timing_warmup_steps" and value < 0:
-        raise ConfigError(f"timing_warmup_steps={value} is invalid: must be >= 0")
-    if name == "results_path" and not value.strip():
-        raise ConfigError("results_path='' is invalid: give the folder of the run records")
-    if name in ("run_name", "suite") and value is not None and not SAFE_NAME.fullmatch(value):
-        raise ConfigError(f"{name}={value!r} is invalid: use letters, digits and . _ = , + - only "
-                          "(at most 200, not starting with '.'): it becomes a file name")
-
-
-def _check_together(args: RunArgs) -> None:
-    """Raise ConfigError for values that are fine alone but not together."""
-    task, neuron = args.task, args.neuron
-    if task.padding == "static" and task.group_by_length:
-        raise ConfigError("group_by_length=True applies to padding='dynamic' only: static batches are "
-                          "all max_length long, so grouping saves nothing")
-    if task.padding == "static" and task.pad_to_multiple_of is not None:
-        raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding always "
-                          "pads to max_length")
-    if neuron.num_cores not in (1, args.train.num_devices):
-        raise ConfigError(f"num_cores={neuron.num_cores} is invalid with num_devices="
-                          f"{args.train.num_devices}: one process drives one NeuronCore, so a single "
-                          f"process would hold {neuron.num_cores} cores and use one; set num_devices="
-                          f"{neuron.num_cores} (one torchrun rank per core)")
-
-
-def check_model_limit(args: RunArgs, max_positions: int) -> None:
-    """Raise ConfigError when max_length exceeds the model's position embeddings."""
-    if args.task.max_length > max_positions:
-        raise ConfigError(f"max_length={args.task.max_length} is above {args.task.model_name}'s position "
-                          f"limit ({max_positions}): allowed 3..{max_positions}")
-    multiple = args.task.pad_to_multiple_of
-    if multiple and math.ceil(args.task.max_length / multiple) * multiple > max_positions:
-        raise ConfigError(f"pad_to_multiple_of={multiple} rounds max_length={args.task.max_length} up to "
-                          f"{math.ceil(args.task.max_length / multiple) * multiple}, above {args.task.model_name}'s "
-                          f"position limit ({max_positions}): give a multiple that divides {max_positions}")
 
 
 def results_dir(args: RunArgs) -> Path:

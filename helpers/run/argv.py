@@ -1,54 +1,52 @@
 """The run's arguments from where users give them: a command line (the scripts, torchrun ranks) or a
-notebook's globals (its parameters cell, papermill's `-p` on top). Both end in args.build_args.
+notebook's globals (its parameters cell, papermill's `-p` on top). transformers' HfArgumentParser reads
+both: parse_args_into_dataclasses a command line, parse_dict (args.build_args) a notebook's values.
 
     args = parse_cli(["--per_device_train_batch_size", "32", "--learning_rate", "1e-4"])
     args = notebook_args(globals())
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import re
-import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from helpers.run.args import FIELDS, GROUPS, HINTS, RunArgs, build_args, unknown_message
-
-_UNSET = object()
-
-
-def _optional_type(kind):
-    """Return an argparse type that reads None/none/null as None and anything else as `kind`."""
-    def parse(text: str):
-        return None if text.strip() in ("None", "none", "null") else kind(text)
-    parse.__name__ = getattr(kind, "__name__", "value")
-    return parse
+from helpers.run.args import FIELDS, GROUPS, HINTS, RunArgs, TrainArgs, build_args, preset_values, unknown_message
+from helpers.run.coerce import ConfigError, coerce
 
 
-def cli_parser(description: str = "") -> argparse.ArgumentParser:
+def cli_parser(description: str = "") -> Any:
     """Return the scripts' parser: every field as --name, plus the Hugging Face names (HfArgumentParser)."""
-    from transformers import HfArgumentParser
+    from helpers.run.parser import ArgParser  # imports transformers: only when a command line is read
 
-    parser = HfArgumentParser(tuple(GROUPS.values()), description=description)
-    for action in parser._actions:
-        if action.dest in FIELDS and type(None) in typing.get_args(HINTS[action.dest]):
-            action.type = _optional_type(action.type or str)
-    return parser
+    return ArgParser(GROUPS.values(), description=description)
+
+
+def named_flags(argv: list[str] | None, description: str = "") -> dict[str, Any]:
+    """Return the values of the flags `argv` names, by field name; exit naming the closest to an unknown one."""
+    parser, absent = cli_parser(description), object()
+    parser.set_defaults(**dict.fromkeys(FIELDS, absent))  # a name still `absent` after parsing was not given
+    parsed, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would say only "unrecognized arguments": name the closest parameter instead
+        flag = next((u for u in unknown if u.startswith("-")), None)
+        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag else f"unexpected argument {unknown[0]!r}")
+    return {name: value for name, value in vars(parsed).items() if value is not absent}
 
 
 def parse_cli(argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None,
               description: str = "") -> RunArgs:
     """Return the arguments of a command line; the flags it names (and `defaults`) count as given."""
+    unknown = [name for name in defaults or {} if name not in FIELDS]
+    if unknown:
+        raise ConfigError(unknown_message(unknown[0]))
+    defaults = {name: coerce(value, HINTS[name]) for name, value in (defaults or {}).items()}
+    named = named_flags(argv, description)
+    preset = preset_values({**defaults, **named}.get("preset", TrainArgs.preset))
     parser = cli_parser(description)
-    space = argparse.Namespace(**{name: _UNSET for name in FIELDS})
-    parsed, unknown = parser.parse_known_args(argv, namespace=space)
-    if unknown:  # argparse would say only "unrecognized arguments": name the closest parameter instead
-        flag = next((u for u in unknown if u.startswith("-")), None)
-        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag else f"unexpected argument {unknown[0]!r}")
-    named = {k: v for k, v in vars(parsed).items() if v is not _UNSET}
-    values = {**(defaults or {}), **named}
-    return build_args(values)
+    parser.set_defaults(**{**preset, **defaults})  # under the flags: the command line wins
+    groups = parser.parse_args_into_dataclasses(argv, look_for_args_file=False)  # each checks its fields
+    return RunArgs(**dict(zip(GROUPS, groups)), given=frozenset(defaults) | frozenset(named))
 
 
 def to_argv(args: RunArgs) -> list[str]:

@@ -1,4 +1,10 @@
-"""Parameter values in their declared types: papermill, TOML and command lines pass strings."""
+"""Parameter values in their declared types, for the values that do not arrive typed.
+
+A command line needs none of this: HfArgumentParser converts each flag by its field's type. Papermill
+and the suites' TOML do: papermill's `-p batch 64` and `-p llrd_decay None` are strings, TOML has no None
+and may write 64.0 for 64, a notebook may hold a Path. `coerce` converts what it can and leaves the rest
+as it is: the dataclasses' __post_init__ (helpers/run/checks.py) refuse a value still not of its type.
+"""
 from __future__ import annotations
 
 import re
@@ -6,58 +12,54 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
+NONE_TEXT = ("None", "none", "null", "")
+BOOL_TEXT = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+
 
 class ConfigError(ValueError):
     """A parameter has a value outside what the run accepts; the message names both."""
 
 
-def coerce(name: str, value: Any, hint: Any) -> Any:
-    """Return parameter `name`'s `value` in its declared type `hint` (papermill and TOML pass strings)."""
+def declared_kind(hint: Any) -> type:
+    """Return the type of a value of `hint`: its choices' type for a Literal, X for `X | None`."""
     args = typing.get_args(hint)
-    optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if typing.get_origin(hint) is Literal:
+        return type(args[0])
+    return next((a for a in args if a is not type(None)), hint)
+
+
+def coerce(value: Any, hint: Any) -> Any:
+    """Return `value` in its declared type `hint` when it is text, a whole float, 0/1 or a Path; else as is."""
+    kind = declared_kind(hint)
     if isinstance(value, Path):
         value = str(value)
-    if value is None or (optional and isinstance(value, str) and value.strip() in ("None", "none", "null", "")):
-        if optional:
-            return None
-        raise ConfigError(f"{name}=None is not allowed: give a {getattr(base, '__name__', base)}")
-    if typing.get_origin(hint) is Literal:
-        choices = typing.get_args(hint)
-        kind = type(choices[0])
-        try:
-            value = kind(value.strip()) if isinstance(value, str) and kind is not str else value
-        except ValueError:
-            pass
-        if isinstance(value, bool) or value not in choices:
-            raise ConfigError(f"{name}={value!r} is unknown: allowed {', '.join(map(str, choices))}")
+    if isinstance(value, str):
+        return _from_text(value, hint, kind)
+    if isinstance(value, bool):
         return value
-    if base is bool:
-        text = str(value).strip().lower()
-        if isinstance(value, bool):
-            return value
-        if text in ("true", "1", "yes", "on") and not isinstance(value, float):
-            return True
-        if text in ("false", "0", "no", "off") and not isinstance(value, float):
-            return False
-        raise ConfigError(f"{name}={value!r} is not a boolean: use True or False")
-    if base is int:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            return int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{name}={value!r} is not an integer")
-    if base is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{name}={value!r} is not a number")
+    if kind is bool and type(value) is int and value in (0, 1):
+        return bool(value)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind is float and isinstance(value, int):
+        return float(value)
+    if kind is str and isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _from_text(value: str, hint: Any, kind: type) -> Any:
+    """Return the text `value` read as `hint` (None, a boolean, an integer, a number); else as is."""
+    text = value.strip()
+    if type(None) in typing.get_args(hint) and text in NONE_TEXT:
+        return None
+    if kind is bool:
+        return BOOL_TEXT.get(text.lower(), value)
+    if kind is int and re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    if kind is float:
         try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name}={value!r} is not a number") from None
-    if base is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{name}={value!r} is not a string")
+            return float(text)
+        except ValueError:
+            return value
     return value

@@ -5,13 +5,14 @@ import functools
 import os
 import platform
 import re
+import typing
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from helpers.run.args import ConfigError
+from helpers.run.args import ConfigError, Device
 from helpers.run.records import slug
 
 DMI = Path("/sys/devices/virtual/dmi/id")
@@ -156,7 +157,7 @@ def resolve_device(requested: str) -> DeviceInfo:
     if requested == "cpu":
         return DeviceInfo("cpu", "cpu", cpu_name(), capability, bf16_fast=cpu_bf16_fast(),
                           instance=instance_type())
-    raise ConfigError(f"device={requested!r} is unknown: allowed auto, cuda, cpu, xla")
+    raise ConfigError(f"device={requested!r} is unknown: allowed {', '.join(typing.get_args(Device))}")
 
 
 def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocast") -> str:
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     import json
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.device", description=main.__doc__)
-    parser.add_argument("device", nargs="?", default="auto", choices=("auto", "cuda", "cpu", "xla"))
+    parser.add_argument("device", nargs="?", default="auto", choices=typing.get_args(Device))
     requested = parser.parse_args(argv).device
     if requested == "xla":
         os.environ.setdefault("PJRT_DEVICE", "CPU")

@@ -8,7 +8,8 @@ import pytest
 
 from helpers import steps
 from helpers.run import data
-from helpers.run.args import ConfigError, build_args, check_model_limit
+from helpers.run.args import ConfigError, build_args
+from helpers.run.checks import check_model_limit
 from helpers.run.argv import parse_cli
 
 REPO = Path(__file__).resolve().parent.parent.parent
