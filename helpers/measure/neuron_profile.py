@@ -1,15 +1,21 @@
 """The Neuron profiler's summary: engine-active % (tensor, vector, scalar, gpsimd engines, DMA) and MFU/MBU.
 
     neuron-profile view -n graph.neff -s graph.ntff --output-format summary-json > summary.json
-    python -c "from helpers.measure.neuron_profile import parse_neuron_profile_summary as p; print(p('summary.json'))"
+    python -m helpers.measure.neuron_profile summary.json --record Experiment/results/SUITE/RUN@KEY.json
+
+The second line attaches the summary to the run's record as its `neuron_profile` section, which the
+report reads as the NeuronCore's tensor-engine utilization (the study's figure).
 
 neuron-monitor has no per-engine figures; only a device profile of a compiled graph has them (the
 docs/RUNNING.md, "Profiling on Trainium", says how to capture one).
 """
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
+
+from helpers.run import records
 
 _ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 _REQUIRED = tuple(f"{e}_engine_active_time_percent" for e in _ENGINES) + ("dma_active_time_percent",)
@@ -69,3 +75,30 @@ def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: boo
 def _mean_pct(rows: list, field: str, scale: float) -> float | str:
     values = [fields[field] for _, fields in rows if field in fields]
     return round(sum(values) / len(values) * scale, 3) if values else None
+
+
+def attach(record_path: str | Path, summary, percent_fields_are_fractions: bool = True) -> dict:
+    """Add the profiler's summary to a record as `neuron_profile`, rewriting it atomically; return it."""
+    record = records.read_record(record_path)
+    if record is None:
+        raise ValueError(f"{record_path}: no valid record to attach the profile to")
+    record["neuron_profile"] = parse_neuron_profile_summary(summary, percent_fields_are_fractions)
+    records.write_record(record_path, record)
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print a summary's figures, or attach them to a record with --record."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("summary", help="neuron-profile view --output-format summary-json output")
+    parser.add_argument("--record", help="the run's record file to attach the figures to")
+    parser.add_argument("--percent", action="store_true", help="the *_percent fields are already in %%")
+    args = parser.parse_args(argv)
+    if args.record:
+        print(json.dumps(attach(args.record, args.summary, not args.percent)["neuron_profile"], indent=1))
+    else:
+        print(json.dumps(parse_neuron_profile_summary(args.summary, not args.percent), indent=1))
+
+
+if __name__ == "__main__":
+    main()

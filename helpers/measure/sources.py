@@ -120,19 +120,54 @@ def close_nvml(nvml) -> None:
         pass
 
 
+def open_gpm(nvml, handle) -> tuple[object, str | None]:
+    """Return (a first GPM sample, None) where the device supports GPM, else (None, why not)."""
+    try:
+        if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+            return None, "NVML GPM (SM activity) is not supported on this GPU: Hopper or later"
+        return gpm_sample(nvml, handle, nvml.nvmlGpmSampleAlloc()), None
+    except (nvml.NVMLError, AttributeError) as err:  # an older driver or nvidia-ml-py without GPM
+        return None, f"NVML GPM (SM activity) unavailable: {err}"
+
+
+def gpm_sample(nvml, handle, sample):
+    """Fill `sample` with the device's GPM counters now; return it."""
+    return nvml.nvmlGpmSampleGet(handle, sample)
+
+
+def gpm_sm_util(nvml, older, newer) -> float:
+    """NVML_GPM_METRIC_SM_UTIL (% of SMs busy) between two GPM samples."""
+    query = nvml.c_nvmlGpmMetricsGet_t()
+    query.version, query.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, 1
+    query.sample1, query.sample2 = older, newer
+    query.metrics[0].metricId = nvml.NVML_GPM_METRIC_SM_UTIL
+    result = nvml.nvmlGpmMetricsGet(query).metrics[0]
+    if result.nvmlReturn != nvml.NVML_SUCCESS:
+        raise nvml.NVMLError(result.nvmlReturn)
+    return float(result.value)
+
+
 class NvmlSource(Source):
-    """NVML utilization and memory of the current CUDA device.
+    """NVML utilization and memory of the current CUDA device, and SM activity where GPM has it.
 
     sm_util_pct is NVML utilization.gpu: the share of the last sample period (1/6 s to 1 s by
-    product) in which at least one kernel ran. It is not SM occupancy (that needs DCGM profiling).
+    product) in which at least one kernel ran. It is not SM activity: one small kernel reads 100%.
+    sm_active_pct is NVML GPM's SM_UTIL between two samples: the share of SMs busy, averaged over the
+    interval (what DCGM calls SM activity and profilers show as SM utilization). GPM exists on Hopper
+    and later; elsewhere sm_active_pct is None with gpm_reason saying why.
     mem_util_pct is NVML utilization.memory: the share of time device memory was read or written.
     """
 
-    backend, fields = "nvml", ("sm_util_pct", "mem_util_pct", "mem_used_gib")
+    backend, fields = "nvml", ("sm_util_pct", "sm_active_pct", "mem_util_pct", "mem_used_gib")
 
     def __init__(self) -> None:
         self.errors = 0
         self._nvml, self._handle, self.reason = open_nvml()
+        self._gpm, self.gpm_reason = (None, self.reason) if self._nvml is None else open_gpm(self._nvml, self._handle)
+
+    def reset(self) -> None:
+        if self._gpm is not None:
+            self._gpm = gpm_sample(self._nvml, self._handle, self._gpm)
 
     def sample(self) -> dict | None:
         try:
@@ -141,14 +176,32 @@ class NvmlSource(Source):
         except self._nvml.NVMLError:
             self.errors += 1
             return None
-        return {"sm_util_pct": float(util.gpu), "mem_util_pct": float(util.memory),
+        return {"sm_util_pct": float(util.gpu), "sm_active_pct": self._sm_active(), "mem_util_pct": float(util.memory),
                 "mem_used_gib": mem.used / GIB}
 
+    def _sm_active(self) -> float | None:
+        """GPM SM activity (%) since the previous sample, or None without GPM."""
+        if self._gpm is None:
+            return None
+        try:
+            newer = gpm_sample(self._nvml, self._handle, self._nvml.nvmlGpmSampleAlloc())
+            value = gpm_sm_util(self._nvml, self._gpm, newer)
+        except self._nvml.NVMLError as err:
+            self.gpm_reason, self._gpm = f"NVML GPM failed during the run: {err}", None
+            return None
+        self._nvml.nvmlGpmSampleFree(self._gpm)
+        self._gpm = newer
+        return value
+
     def summarize(self, samples: list[dict]) -> dict:
-        return {**super().summarize(samples), "nvml_errors": self.errors}
+        out = {**super().summarize(samples), "nvml_errors": self.errors}
+        return out if out.get("sm_active_pct_mean") is not None else {**out, "gpm_reason": self.gpm_reason}
 
     def close(self) -> None:
         if self._nvml is not None:
+            if self._gpm is not None:
+                self._nvml.nvmlGpmSampleFree(self._gpm)
+                self._gpm = None
             close_nvml(self._nvml)
             self._nvml = None
 

@@ -186,6 +186,7 @@ class RunRecord(BaseModel):
     xla: Section | None = None
     distributed: Section | None = None
     profile: Section | None = None
+    neuron_profile: Section | None = None  # the Neuron profiler's summary, attached after the run
 
 
 def upgrade(record: dict) -> dict:

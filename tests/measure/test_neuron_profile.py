@@ -45,3 +45,25 @@ def test_neuron_profile_summary_malformed_names_file_and_fields(tmp_path):
     broken.write_text("{not json")
     with pytest.raises(ValueError, match="broken.json"):
         parse_neuron_profile_summary(broken)
+
+
+def test_an_attached_profile_becomes_the_records_tensor_engine_utilization(tmp_path):
+    from helpers.measure.neuron_profile import main
+    from helpers.run import records
+    from helpers.study.report.frame import frame
+    from record_fixtures import record
+
+    path = tmp_path / "small_batch-full-batch8@trn1.json"
+    records.write_record(path, record("trn1", "small_batch", {"batch": 8}, run_name="small_batch-full-batch8"))
+    before = frame([records.read_record(path)]).iloc[0]
+    assert "neuron-monitor" in before["util_metric"] and not before["util_like_study"]
+    main([str(FIXTURES / "summary_good.json"), "--record", str(path)])
+    after = frame([records.read_record(path)]).iloc[0]
+    assert after["util_pct"] == pytest.approx(45.1) and after["util_like_study"]
+    assert "tensor engine" in after["util_metric"]
+
+
+def test_attaching_to_a_missing_record_says_so(tmp_path):
+    from helpers.measure.neuron_profile import attach
+    with pytest.raises(ValueError, match="no valid record"):
+        attach(tmp_path / "none.json", FIXTURES / "summary_good.json")

@@ -124,11 +124,15 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
     text = (f"batch {pub['batch'].iloc[0]}–{pub['batch'].iloc[-1]}: A100 SM utilization "
             f"{pub['a100_sm_util_pct'].iloc[0]}–{pub['a100_sm_util_pct'].iloc[-1]}% vs trn1 tensor engine "
             f"{pub['trn_tensor_engine_util_pct'].iloc[0]}–{pub['trn_tensor_engine_util_pct'].iloc[-1]}% (published)")
-    rule = ("for each GPU and NeuronCore pair with small_batch runs of the same variant, at every batch ≤ 16 both "
-            "measured: holds if the GPU's utilization exceeds the NeuronCore's beyond their runs' range (one run: "
-            "its value, no spread); does not hold if below at any batch; inconclusive if equal within range. "
-            "Each side's util_metric says what it measures; a CPU or XLA on the CPU cannot stand in.")
-    groups = cells(df, ("small_batch",), ("gpu", "trn1"))
+    rule = ("like for like only: a GPU's SM activity (NVML GPM, Hopper and later) against a NeuronCore's tensor "
+            "engine active % (the Neuron profiler's summary attached to the record), the study's two figures. For "
+            "each such GPU and NeuronCore pair with small_batch runs of the same variant, at every batch ≤ 16 both "
+            "measured: holds if the GPU's exceeds the NeuronCore's beyond their runs' range (one run: its value, no "
+            "spread); does not hold if below at any batch; inconclusive if equal within range. NVML utilization.gpu "
+            "(a kernel ran) and neuron-monitor's busy % are other figures: with only those, not testable. A CPU or "
+            "XLA on the CPU cannot stand in.")
+    found = cells(df, ("small_batch",), ("gpu", "trn1"))
+    groups = [g for g in found if g["util_like_study"].fillna(False).astype(bool).all()]
     gpus, cores = [g for g in groups if g["cls"].iloc[0] == "gpu"], [g for g in groups if g["cls"].iloc[0] == "trn1"]
     signs, parts, judged_groups = [], [], []
     for gpu in gpus:
@@ -143,6 +147,9 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
                                  f"batch {fmt(batch)} {a}% vs {b}%" for batch, a, b in pairs))
     verdict, reason, basis = judged(signs, judged_groups, "utilizations equal within their runs' range")
     if not signs:
-        reason = "needs small_batch runs at batches ≤ 16 on a GPU and on a trn1 NeuronCore"
+        other = sorted({g["util_metric"].iloc[0] for g in found if not any(g is h for h in groups)})
+        reason = ("needs small_batch runs at batches ≤ 16 with the study's figures on both sides: SM activity "
+                  "(NVML GPM on a Hopper GPU) and tensor engine active % (neuron-profile on a trn1)"
+                  + (f"; the records here measure {', '.join(other)}, not those" if other else ""))
     return Finding("GPUs keep higher utilization at small batch", text,
                    "; ".join(parts) or listing(cells(df, ("small_batch",))), verdict, rule, reason, basis)

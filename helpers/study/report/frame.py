@@ -59,10 +59,13 @@ METRICS = {
     "optimizer_mib": (("model.optimizer_state_bytes",), 1 / 2**20),
 }
 SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other", "host_gap")
-# what each device's utilization column measures, in words
-UTILIZATION = {"cuda": ("utilization.sm_util_pct_mean", "NVML utilization.gpu: % of time a kernel ran"),
-               "xla": ("utilization.neuroncore_util_pct_mean", "NeuronCore utilization (neuron-monitor)"),
-               "cpu": ("utilization.proc_cpu_util_pct_mean", "process CPU % of the run's threads (psutil)")}
+# what each device's utilization column measures, in words, best first; True: the study's kind of figure
+# (A100 SM utilization, trn1 tensor-engine utilization), which the small-batch claim needs on both sides
+UTILIZATION = {"cuda": (("utilization.sm_active_pct_mean", "SM activity: % of SMs busy (NVML GPM)", True),
+                        ("utilization.sm_util_pct_mean", "NVML utilization.gpu: % of time a kernel ran", False)),
+               "xla": (("neuron_profile.tensor_engine_active_pct", "tensor engine active % (Neuron profiler)", True),
+                       ("utilization.neuroncore_util_pct_mean", "NeuronCore utilization (neuron-monitor)", False)),
+               "cpu": (("utilization.proc_cpu_util_pct_mean", "process CPU % of the run's threads (psutil)", False),)}
 PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
           "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing", "group_by_length",
@@ -70,6 +73,16 @@ PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padd
 TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
 FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
+
+
+def utilization(row: pd.Series, device_type: str) -> tuple[float, str, bool]:
+    """Return (the best utilization figure a record has, what it measures, whether it is the study's kind)."""
+    choices = UTILIZATION.get(device_type, ())
+    for path, words, like_study in choices:
+        value = number(row[path]) if path in row.index else np.nan
+        if pd.notna(value):
+            return value, words, like_study
+    return np.nan, choices[-1][1] if choices else "not measured", False
 
 
 def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Series:
@@ -94,7 +107,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     if not found:  # the same columns as a frame of records, none of them filled
         columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
                     "device.neuron", "instance", "threads", "compute_dtype", "finished_at", *PARAMS, *METRICS,
-                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "near_majority", "curve",
+                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study", "near_majority", "curve",
                     "energy_method", "source", "peak_tflops", "peak_source", "peak_bw_gbps", "mfu_pct"])
         return pd.DataFrame(columns=list(dict.fromkeys(columns)))
     raw = pd.json_normalize(found, sep=".")
@@ -126,11 +139,11 @@ def frame(found: list[dict]) -> pd.DataFrame:
         df[name] = raw[name]
     for share in SHARES:
         df[f"share_{share}"] = _column(raw, (f"profile.class_share.{share}",), 100)
-    util = [(number(raw.at[i, UTILIZATION.get(t, ("", ""))[0]]) if UTILIZATION.get(t, ("", ""))[0] in raw else np.nan)
-            for i, t in zip(raw.index, df["device_type"])]
-    df["util_pct"] = pd.Series(util, index=raw.index) / np.where(df["device_type"] == "cpu",
-                                                                  df["threads"].fillna(1).astype(float), 1.0)
-    df["util_metric"] = df["device_type"].map(lambda t: UTILIZATION.get(t, ("", "not measured"))[1])
+    util = [utilization(raw.loc[i], t) for i, t in zip(raw.index, df["device_type"])]
+    df["util_pct"] = pd.Series([u[0] for u in util], index=raw.index) / np.where(
+        df["device_type"] == "cpu", df["threads"].fillna(1).astype(float), 1.0)
+    df["util_metric"] = [u[1] for u in util]
+    df["util_like_study"] = [u[2] for u in util]
     df["near_majority"] = (df["test_acc"] - df["majority"]) < NEAR_MAJORITY
     df["curve"] = raw.get("curve", pd.Series([[]] * len(raw), index=raw.index))
     for target in TARGETS:  # time to accuracy: the record's own crossings (calc.accuracy_time)

@@ -13,7 +13,8 @@ from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, s
 NOTE = ("Seconds of training (the timed windows; evaluations excluded) until the whole validation split first "
         "reached the target, mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
         "seed: no interval); `k/n`: seeds that reached it. Test accuracy: of the checkpoint that first reached "
-        "90%. The CPU named beside each device is the machine the figure is from; seconds on another CPU differ.")
+        "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
+        "each device is the machine the figure is from; seconds on another CPU differ.")
 
 
 def cell(values: pd.Series) -> str:
@@ -27,16 +28,21 @@ def cell(values: pd.Series) -> str:
 
 
 def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
-    """Return the time-to-accuracy table of a suite's records, one row per device and variant."""
+    """Return the time-to-accuracy table of a suite's records, one row per device, variant and the suite's
+    `[report] keys` (a recipe search's candidates)."""
     done = df[df["status"] == "finished"] if len(df) else df
     if done.empty:
         return no_runs(suite)
+    keys = [k for k in suite.report.get("keys", []) if k in done.columns]
     rows = []
-    for (device, variant), g in done.groupby(["device", "variant"], sort=True, dropna=False):
-        row = {"device": short_device(device), "variant": variant, "seeds": len(g)}
+    for group, g in done.groupby(["device", "variant", *keys], sort=True, dropna=False):
+        row = {"device": short_device(group[0]), "variant": group[1], **dict(zip(keys, group[2:])),
+               "seeds": len(g)}
         for target in TARGETS:
             row[f"to {100 * target:.0f}% (s)"] = cell(g[f"tta_{target:.2f}"])
         test = g["tta_test_acc"].dropna()
         row["test accuracy at 90% (%)"] = fmt(100 * test.mean()) if len(test) else DASH
+        final = g["test_acc"].dropna()
+        row["final test accuracy (%)"] = fmt(100 * final.mean()) if len(final) else DASH
         rows.append(row)
     return "\n\n".join([caption(suite, done), markdown(pd.DataFrame(rows).set_index("device")), NOTE])

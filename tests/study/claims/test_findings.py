@@ -24,7 +24,7 @@ def no_library_versions(monkeypatch):
 
 
 def run(device: str, suite: str, params: dict, variant: str = "full", ai: float | None = None,
-        util: float | None = None, shares: dict | None = None, **figures) -> dict:
+        util: float | None = None, shares: dict | None = None, like_study: bool = False, **figures) -> dict:
     """Return a fixture record of one run of `suite`'s `variant` on `device` with these params and figures."""
     params = {"model_name": MODEL[variant], **params}
     name = f"{suite}-{variant}-" + "-".join(f"{k}{v}" for k, v in sorted(params.items()) if k != "model_name")
@@ -34,7 +34,12 @@ def run(device: str, suite: str, params: dict, variant: str = "full", ai: float 
                               "compute_dtype": "bf16", "mechanism": "fixture"}
     if ai is not None:
         extra["systems"] = {"arithmetic_intensity": ai, "achieved_tflops": 1.0}
-    if util is not None:
+    if util is not None and like_study:  # the study's figures: GPM SM activity, the profiler's tensor engine
+        if device in ("a100", "t4"):
+            extra["utilization"] = {"sm_active_pct_mean": util, "sm_util_pct_mean": 100.0}
+        else:
+            extra["neuron_profile"] = {"backend": "neuron-profile", "tensor_engine_active_pct": util}
+    elif util is not None:
         key = "sm_util_pct_mean" if device in ("a100", "t4") else "neuroncore_util_pct_mean"
         extra["utilization"] = {key: util}
     if shares is not None:
@@ -200,8 +205,8 @@ def test_lr_llrd_untestable_without_the_whole_2x2():
     check(judge(findings.lr_llrd, corners), "not testable here", "a100", "full", 2)
 
 
-def util_runs(device: str, utils: list[float], variant: str = "full") -> list[dict]:
-    return [run(device, "small_batch", {"batch": b, "seed": seed}, variant, util=u)
+def util_runs(device: str, utils: list[float], variant: str = "full", like_study: bool = True) -> list[dict]:
+    return [run(device, "small_batch", {"batch": b, "seed": seed}, variant, util=u, like_study=like_study)
             for b in (2, 4, 8) for seed, u in enumerate(utils, 1)]
 
 
@@ -210,7 +215,17 @@ def util_runs(device: str, utils: list[float], variant: str = "full") -> list[di
 def test_small_batch_util(gpu, core, verdict):
     found = judge(claims.small_batch_util, util_runs("a100", gpu) + util_runs("trn1", core))
     check(found, verdict, "a100", "full", 3 * len(gpu))
-    assert "Trainium" in found.measured and "NVML" in found.measured and "neuron-monitor" in found.measured
+    assert "Trainium" in found.measured and "SM activity" in found.measured and "tensor engine" in found.measured
+
+
+@pytest.mark.parametrize("gpu_like, core_like", [(False, True), (True, False), (False, False)])
+def test_small_batch_util_is_not_testable_unless_both_sides_measure_the_studys_figure(gpu_like, core_like):
+    # the same numbers that hold like for like: utilization.gpu (a kernel ran) or neuron-monitor's busy %
+    # on either side is another figure, and no verdict comes from it
+    found = judge(claims.small_batch_util, util_runs("a100", [40.0], like_study=gpu_like)
+                  + util_runs("trn1", [10.0], like_study=core_like))
+    assert found.verdict == "not testable here"
+    assert "NVML utilization.gpu" in found.reason if not gpu_like else "neuron-monitor" in found.reason
 
 
 def test_small_batch_util_needs_both_classes():

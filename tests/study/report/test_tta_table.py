@@ -28,3 +28,21 @@ def test_the_table_shows_each_targets_seconds_over_the_seeds_that_reached_it():
 def test_no_records_say_how_to_make_them():
     assert "python -m helpers.study.sweep time_to_accuracy" in sections.section(resolve_suite("time_to_accuracy"),
                                                                                 frame([]))
+
+
+def test_a_recipe_search_gets_one_row_per_candidate_with_its_final_test_accuracy():
+    recs = []
+    for lr, seconds, final in ((2e-4, 100.0, 0.905), (3e-4, None, 0.88)):
+        for seed in (1, 2):
+            rec = seed_run(seed, seconds, seconds, 0.9 if seconds else None)
+            rec["params"].update(lr=lr, batch=32, max_length=32)
+            rec["run_name"] = f"recipe-quick-lr={lr},seed={seed}"
+            rec["metrics"]["test_accuracy"] = final
+            recs.append(rec)
+    text = sections.section(resolve_suite("recipe"), frame(recs))
+    rows = [line for line in text.splitlines() if line.startswith("| Xeon")]
+    assert len(rows) == 2  # the candidates are not pooled
+    fast = next(r for r in rows if "0.0002" in r)
+    slow = next(r for r in rows if "0.0003" in r)
+    assert "(2/2)" in fast and fast.rstrip(" |").endswith("90.5")
+    assert "not reached (0/2)" in slow and slow.rstrip(" |").endswith("88")

@@ -1,0 +1,75 @@
+"""NVML's SM activity (GPM, Hopper and later) beside utilization.gpu, on a fake NVML: the two are different
+figures, and without GPM the summary says why instead of copying utilization.gpu."""
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from helpers.measure.sources import NvmlSource
+
+
+class FakeNvml(types.ModuleType):
+    """pynvml's functions NvmlSource calls: utilization.gpu 100%, and GPM counters of a known SM activity."""
+
+    NVML_SUCCESS, NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL = 0, 1, 2
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, gpm: bool, sm_active: list[float]) -> None:
+        super().__init__("pynvml")
+        self.gpm, self.sm_active, self.counter, self.freed = gpm, list(sm_active), 0, 0
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): pass
+    def nvmlDeviceGetHandleByIndex(self, index): return "gpu0"
+    def nvmlDeviceGetUtilizationRates(self, handle): return types.SimpleNamespace(gpu=100, memory=40)
+    def nvmlDeviceGetMemoryInfo(self, handle): return types.SimpleNamespace(used=2**30)
+    def nvmlGpmQueryDeviceSupport(self, handle): return types.SimpleNamespace(isSupportedDevice=int(self.gpm))
+    def nvmlGpmSampleAlloc(self): return types.SimpleNamespace(at=None)
+    def nvmlGpmSampleFree(self, sample): self.freed += 1
+
+    def nvmlGpmSampleGet(self, handle, sample):
+        self.counter += 1
+        sample.at = self.counter
+        return sample
+
+    def c_nvmlGpmMetricsGet_t(self):
+        return types.SimpleNamespace(metrics=[types.SimpleNamespace(metricId=None, nvmlReturn=0, value=None)])
+
+    def nvmlGpmMetricsGet(self, query):
+        assert query.sample2.at > query.sample1.at  # an interval between two samples, oldest first
+        assert query.metrics[0].metricId == self.NVML_GPM_METRIC_SM_UTIL
+        query.metrics[0].value = self.sm_active.pop(0)
+        return query
+
+
+@pytest.fixture
+def nvml(monkeypatch, request):
+    fake = FakeNvml(*request.param)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return fake
+
+
+@pytest.mark.parametrize("nvml", [(True, [20.0, 40.0, 60.0])], indirect=True)
+def test_gpm_sm_activity_is_recorded_apart_from_utilization_gpu(nvml):
+    source = NvmlSource()
+    source.reset()
+    samples = [source.sample() for _ in range(3)]
+    out = source.summarize(samples)
+    source.close()
+    assert out["sm_util_pct_mean"] == 100.0  # a kernel ran all the time...
+    assert out["sm_active_pct_mean"] == 40.0  # ...while the SMs were 40% busy on average
+    assert "gpm_reason" not in out
+    assert nvml.freed == 4  # every sample but none twice: three replaced, the last at close
+
+
+@pytest.mark.parametrize("nvml", [(False, [])], indirect=True)
+def test_without_gpm_sm_activity_is_none_with_the_reason(nvml):
+    source = NvmlSource()
+    out = source.summarize([source.sample(), source.sample()])
+    assert out["sm_util_pct_mean"] == 100.0
+    assert out["sm_active_pct_mean"] is None and "Hopper" in out["gpm_reason"]
