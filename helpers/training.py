@@ -70,7 +70,7 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     step_model = ddp.wrap(model, run.rank, run.dev.type) if run.rank else model
     if tr.compile:
         step_model = torch.compile(step_model, backend="openxla" if run.dev.type == "xla" else "inductor")
-    return Training(loader, sampler, optimizer, scheduler, step_model)
+    return Training(device.device_loader(loader, run.dev), sampler, optimizer, scheduler, step_model)
 
 
 def eval_loader(run: Run, split, sampler=None):

@@ -5,6 +5,7 @@ import functools
 import os
 import platform
 import re
+import sys
 import typing
 import warnings
 from dataclasses import dataclass
@@ -208,6 +209,20 @@ def synchronize(dev: DeviceInfo) -> None:
         import torch_xla.core.xla_model as xm
 
         xm.wait_device_ops()
+
+
+def device_loader(loader, dev: DeviceInfo):
+    """Return `loader` as torch-xla's MpDeviceLoader on XLA (batches copied by a background thread while
+    the previous step runs), unchanged elsewhere."""
+    if dev.type != "xla":
+        return loader
+    from torch_xla.distributed.parallel_loader import MpDeviceLoader
+
+    # the loop cuts the graph itself, once per optimizer step: with batches_per_execution the loader would
+    # add a sync of its own between the micro-batches of gradient accumulation (a graph per micro-batch)
+    wrapped = MpDeviceLoader(loader, dev.torch_device, batches_per_execution=sys.maxsize)
+    wrapped.batch_size = loader.batch_size  # what the loop and the compile counters read of a DataLoader
+    return wrapped
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -357,6 +357,29 @@ def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
     assert "STATUS finished" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
 
 
+def test_batches_come_through_mpdeviceloader_and_accumulation_stays_one_graph_a_step(xla_run):
+    """Batches reach the device through torch-xla's background loader, which left to itself syncs after
+    every batch: with gradient accumulation over 2 micro-batches a step must still execute one graph."""
+    from torch_xla.distributed.parallel_loader import MpDeviceLoader
+
+    from helpers import steps
+    from helpers.measure.timing import StepTimer
+    from helpers.run import optim, train
+
+    run, splits, model = xla_run
+    prepared = steps.prepare_training(run, model, splits)
+    assert isinstance(prepared.loader, MpDeviceLoader)
+    loader = GraphCountingLoader(prepared.loader)
+    optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
+    result = train.fit(model, loader, optimizer, optim.build_scheduler(optimizer, 5, 0.0), run.dev, "fp32", 1,
+                       max_steps=5, grad_accum=2, log_every=5, progress=False,
+                       timer=StepTimer(warmup_steps=2, window_steps=5, per_step="window"))
+    loader.note()
+    executed, _ = loader.per_batch()
+    per_step = [a + b for a, b in zip(executed[::2], executed[1::2])]
+    assert result.steps == 5 and per_step[2:] == [1, 1, 1], executed  # not a graph per micro-batch
+
+
 def test_the_first_step_runs_the_steady_graph(xla_run):
     """Optimizer state made before step 0 and the warm-up's lr 0 sent as data: step 0 compiles the step
     graph the later steps reuse (compilations [n, 0, 0, ...]; [n, m, 0, ...] before)."""
