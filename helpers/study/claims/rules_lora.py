@@ -18,13 +18,23 @@ def _settings(g: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     return g[g["setting"] == "full fine-tuning"], {k: c for k, c in g.groupby("setting") if k != "full fine-tuning"}
 
 
+def budget(g: pd.DataFrame) -> str:
+    """Return the training budget a group's runs share, in words ('1 epoch of 8,000 rows')."""
+    epochs = g["epochs"].dropna().unique() if "epochs" in g else []
+    rows = g["train_subset"].dropna().unique() if "train_subset" in g else []
+    n = f"{int(epochs[0])} epoch{'s' if epochs[0] != 1 else ''}" if len(epochs) == 1 else "epochs as set"
+    return f"{n} of {int(rows[0]):,} rows" if len(rows) == 1 else f"{n} of the whole training split"
+
+
 @claim
 def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether LoRA's best setting reaches full fine-tuning's test accuracy within 1 point."""
     rule = (f"per device, the LoRA setting with the highest mean test accuracy against full fine-tuning, over "
             f"seeds: the gap (full − LoRA) with its 95% interval; holds if the whole interval is below "
             f"{WITHIN_POINTS:g} point; does not hold if the whole interval is above it; inconclusive otherwise "
-            f"(needs ≥ 2 seeds a cell). " + PROXY)
+            f"(needs ≥ 2 seeds a cell). Both train the same epochs on the same rows, so this is accuracy at "
+            f"an equal budget, the one a user pays for; LoRA at convergence (many more epochs) is not tested. "
+            + PROXY)
     signs, parts, groups, widths = [], [], [], []
     for g in cells(df, ("lora",)):
         full, lora = _settings(g)
@@ -37,9 +47,9 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         groups.append(g)
         widths.append(half)
         signs.append(1 if diff + half < WITHIN_POINTS else (-1 if diff - half > WITHIN_POINTS else 0))
-        parts.append(f"{who(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
+        parts.append(f"{who(g)}, {budget(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
                      f"({len(seeded[best])} seeds vs {len(full_acc)})")
-    return concluded("LoRA reaches full fine-tuning's accuracy within 1 point", NO_FIGURE, parts,
+    return concluded("LoRA reaches full fine-tuning's accuracy within 1 point at the same budget", NO_FIGURE, parts,
                      listing(cells(df, ("lora",))), signs, groups, rule,
                      f"the gap's interval (± {max(widths, default=0):.2f} points) straddles {WITHIN_POINTS:g} point",
                      "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one device")

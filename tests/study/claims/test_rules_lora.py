@@ -39,6 +39,14 @@ def test_lora_accuracy_within_one_point(lora, verdict):
     assert "gap to full" in found.measured
 
 
+def test_the_accuracy_verdict_names_the_budget_both_trained_for():
+    recs = runs("a100", 0, [0.931, 0.932, 0.930]) + runs("a100", 8, [0.900, 0.901, 0.899])
+    for rec in recs:
+        rec["params"].update(epochs=1, train_subset=8000)
+    found = rules_lora.lora_accuracy(frame(recs), PUB)
+    assert "1 epoch of 8,000 rows" in found.measured and "same budget" in found.claim
+
+
 def test_lora_accuracy_needs_seeds_and_grades_a_proxy():
     one_seed = rules_lora.lora_accuracy(frame(runs("a100", 0, [0.93]) + runs("a100", 8, [0.93])), PUB)
     assert one_seed.verdict == "not testable here"
