@@ -7,7 +7,11 @@
 """
 import sys
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from helpers import cli
 
 if __name__ == "__main__":
-    sys.exit(cli.exit_code(cli.main(defaults={"device": "xla"})))
+    # under torchrun, record() writes an exception to this rank's error file (TORCHELASTIC_ERROR_FILE),
+    # which the launcher reads to say which rank failed and why (helpers/launch.py)
+    sys.exit(cli.exit_code(record(cli.main)(defaults={"device": "xla"})))

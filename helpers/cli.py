@@ -17,20 +17,29 @@ import sys
 from dataclasses import dataclass
 
 from helpers import steps
-from helpers.run import destination
+from helpers.run import ddp, destination
 from helpers.run.args import Device, Padding, Precision, arg, build_args
 from helpers.run.argv import parse_cli
+
+
+class RankFailed(RuntimeError):
+    """A torchrun rank's run ended failed without an exception (the loop caught it): raised so the rank's
+    error file (torch elastic's `record`, in the scripts) says why, for the launcher to read."""
 
 
 def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Train once from a command line (a torchrun rank, a hand-over to torchrun, or one process)."""
     args = parse_cli(argv, defaults, description=__doc__.splitlines()[0])
-    return steps.run_all(args)
+    record = steps.run_all(args)
+    if ddp.torchrun_env() is not None and exit_code(record):
+        raise RankFailed(f"the run ended {record.get('status')}: {record.get('error')}")
+    return record
 
 
-def exit_code(record: dict) -> int:
-    """Return the process exit status for a record: 0 for a finished or diverged run, else 1."""
-    return 0 if record.get("status") in ("finished", "diverged") else 1
+def exit_code(record: dict | None) -> int:
+    """Return the process exit status for a record: 0 for a finished or diverged run (or no run: --help),
+    else 1."""
+    return 0 if record is None or record.get("status") in ("finished", "diverged") else 1
 
 
 @dataclass(frozen=True)

@@ -2,19 +2,30 @@
 
     record = torchrun(args, name, record_path, device_type)    # what steps.start does for num_devices > 1
 
-The ranks run Nvidia/train.py or Trainium/train.py (the ordinary run path, steps.run_all); rank 0 writes
-the record to the path the launcher computed, tagged with the launch's id, so the launcher reads its
-child's record by name. If no rank wrote one, the launcher writes the failed record, naming the rank that
-died and why, and raises DistributedRunError so a sweep records the failure and goes on.
+The ranks run Nvidia/train.py or Trainium/train.py (the ordinary run path, steps.run_all, from the
+launcher's own checkout); rank 0 writes the record to the path the launcher computed, tagged with the
+launch's id, so the launcher reads its child's record by name. If no rank wrote one, the launcher writes the
+failed record, naming the rank that failed and why, and raises DistributedRunError so a sweep records the
+failure and goes on.
+
+What failed is read from torch elastic's error files: the scripts' entry point is wrapped in
+`torch.distributed.elastic.multiprocessing.errors.record`, which writes a rank's exception (type, message,
+traceback) as JSON to the file torchrun names in TORCHELASTIC_ERROR_FILE:
+`<--log-dir>/<run id>_<random>/attempt_<n>/<local rank>/error.json`. A rank killed by a signal (SIGKILL,
+the OOM killer, a segfault) writes none; for those only, torchrun's failure summary on stdout is read.
 """
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from helpers.run import records
@@ -32,37 +43,45 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
     script = REPO_ROOT / ("Trainium" if device_type == "xla" else "Nvidia") / "train.py"
     launch_id = uuid.uuid4().hex[:12]
     results = record_path.parent.parent
+    log_dir = Path(tempfile.mkdtemp(prefix=f"torchrun-{launch_id}-"))  # the ranks' error files
     # --standalone: a private rendezvous on a free port, so two launches on one host never collide
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={args.train.num_devices}", str(script), *to_argv(args),
+           f"--nproc_per_node={args.train.num_devices}", f"--log-dir={log_dir}", str(script), *to_argv(args),
            f"--run_name={name}", f"--results_path={results}"]
+    # the ranks import this checkout's helpers, the launcher's (not whichever an editable install points to)
+    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     tail: collections.deque = collections.deque(maxlen=tail_lines)
     print(f"num_devices={args.train.num_devices}: this run is handed over to torchrun, "
           f"{args.train.num_devices} processes; its record will be {record_path}", flush=True)
     print("launching:", " ".join(cmd), flush=True)
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                          env={**os.environ, LAUNCH_ID: launch_id}) as proc:
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            tail.append(line)
-        code = proc.wait()
+    try:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                              env={**os.environ, LAUNCH_ID: launch_id, "PYTHONPATH": path}) as proc:
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                tail.append(line)
+            code = proc.wait()
+        errors = rank_errors(log_dir)
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
     found = records.read_record(record_path)
     if found is not None and found.get("distributed", {}).get("launch_id") != launch_id:
         found = None  # an older run's record at the same name
     if code == 0 and found is not None:
         return found
-    cause = failed_ranks(list(tail)) or f"torchrun exited with code {code}"
-    if found is not None and found.get("error"):
+    cause = failure_cause(errors, list(tail)) or f"torchrun exited with code {code}"
+    if found is not None and found.get("error") and not any(e.rank == 0 for e in errors):
         cause += f"; rank 0 recorded: {found['error']}"
-    elif last_exception(list(tail)):
-        # rank 0 was stopped by torchrun before it could record (another rank failed first)
+    elif not errors and last_exception(list(tail)):
+        # no error file (a rank that failed before its entry point ran): the last exception it printed
         cause += f"; a rank raised {last_exception(list(tail))}"
     if found is None:
         record = records.new_record({**args.flat(), "run_name": name}, sorted(args.given), status="failed",
                                     world_size=args.train.num_devices,
                                     error=f"torchrun launch failed: {cause}",
                                     distributed={"world_size": args.train.num_devices, "launch_id": launch_id,
-                                                 "exit_code": code, "output_tail": "".join(tail)[-4000:]})
+                                                 "exit_code": code, "rank_errors": [asdict(e) for e in errors],
+                                                 "output_tail": "".join(tail)[-4000:]})
         record["finished_at"] = records.now()
         records.write_record(record_path, record)
     raise DistributedRunError(f"distributed run {name!r} failed: {cause}. A failed record is in "
@@ -84,23 +103,70 @@ def distributed_section(rank: Rank, args: RunArgs, timing: dict | None, step_mod
     return out
 
 
+@dataclass
+class RankError:
+    """What a rank's error file says: the exception it raised, where, and when the file was written."""
+
+    rank: int
+    exception: str  # the exception's type name
+    message: str
+    where: str | None  # the innermost frame: file:line in function
+    written_ns: int
+
+    def describe(self) -> str:
+        """Return 'rank R raised Type: message (at file:line in f)'."""
+        return (f"rank {self.rank} raised {self.exception}" + (f": {self.message}" if self.message else "")
+                + (f" (at {self.where})" if self.where else ""))
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def rank_errors(log_dir: Path) -> list[RankError]:
+    """Return the exceptions the ranks recorded in torchrun's log dir (the latest attempt), earliest first."""
+    attempts = sorted(Path(log_dir).glob("*/attempt_*"), key=lambda p: int(p.name.split("_")[1]))
+    out = []
+    # --standalone: one node, so a local rank is the global rank
+    for path in sorted(attempts[-1].glob("*/error.json")) if attempts else ():
+        try:
+            message = json.loads(path.read_text())["message"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a rank killed while writing it
+        text, stack = (message.get("message", ""), message.get("extraInfo", {}).get("py_callstack", "")) \
+            if isinstance(message, dict) else (str(message), "")
+        kind, _, said = text.partition(": ")
+        frames = _FRAME.findall(stack)
+        where = f"{frames[-1][0]}:{frames[-1][1]} in {frames[-1][2]}" if frames else None
+        out.append(RankError(int(path.parent.name), kind, said, where, path.stat().st_mtime_ns))
+    return sorted(out, key=lambda e: e.written_ns)
+
+
 _FAILURE = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+).*?traceback\s*:\s*([^\n]*)", re.S)
 
 
-def failed_ranks(lines: list[str]) -> str:
-    """Return torchrun's failure summary, root cause first: rank, exit code, signal of each failed rank."""
+def torchrun_failures(lines: list[str]) -> dict[int, str]:
+    """Return torchrun's failure summary from its output, root cause first: rank -> exit code and signal."""
     text = "".join(lines)
     root = text.find("Root Cause")
     # torchrun prints "Failures:" (the others) before "Root Cause": read the root cause first
     blocks = [text[root:], text[:root]] if root >= 0 else [text]
-    out: dict[str, str] = {}
+    out: dict[int, str] = {}
     for block in blocks:
         for rank, code, trace in _FAILURE.findall(block):
             trace = trace.strip()
             if trace.startswith("To enable traceback"):  # torchrun's placeholder without an error file
                 trace = ""
-            out.setdefault(rank, f"rank {rank} exited with code {code}" + (f" ({trace})" if trace else ""))
-    return "; ".join(out.values())
+            out.setdefault(int(rank), f"rank {rank} exited with code {code}" + (f" ({trace})" if trace else ""))
+    return out
+
+
+def failure_cause(errors: list[RankError], lines: list[str]) -> str:
+    """Return which ranks failed and why: the error files' exceptions, earliest first, after the ranks
+    torchrun saw die without one (a signal: those are what the others failed on), read from its summary."""
+    silent = [text for rank, text in torchrun_failures(lines).items() if rank not in {e.rank for e in errors}]
+    # torchrun itself SIGTERMs the ranks still running once one failed: those follow the cause
+    first = [t for t in silent if "SIGTERM" not in t]
+    return "; ".join(first + [e.describe() for e in errors] + [t for t in silent if "SIGTERM" in t])
 
 
 _EXCEPTION = re.compile(r"^(?:\[rank\d+\]:)?\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")

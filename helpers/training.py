@@ -15,7 +15,7 @@ from helpers.calc.accuracy_time import crossings, describe
 from helpers.calc.job import samples_per_joule
 from helpers.calc.roofline import device_peak
 from helpers.measure import peak_memory, timing
-from helpers.measure.energy import start_energy
+from helpers.measure.energy import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, tokens, train as loop
@@ -89,15 +89,19 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     loader = run.compiles.wrap(t.loader) if run.compiles else t.loader
     per_step = {"cpu": "host", "cuda": "events", "xla": "window"}[run.dev.type]
     event = (lambda: torch.cuda.Event(enable_timing=True)) if run.dev.type == "cuda" else None
-    timer = timing.StepTimer(lambda: device.synchronize(run.dev), m.timing_warmup_steps, m.log_every,
-                             per_step, event=event)
     if run.dev.type == "cpu":  # the CPU roof MFU is held against: measured now, before the clock starts
         _measure_roof(run)
     peak_memory.reset_peak(run.dev.type)
-    # one monitor and one energy meter per node (local rank 0): device counters are node-wide
+    # one monitor and one energy meter per node (local rank 0); its meter reads every GPU of the node's ranks
+    # (local rank i trains on cuda:i), RAPL and Neuron counters are node-wide already
     node_lead = run.rank is None or run.rank.local_rank == 0
-    monitor, energy = (start_monitor(run.dev.type), start_energy(run.dev.type)) if node_lead else (
-        NotMeasured("measured by local rank 0 of this node"), NotMeasured("measured by local rank 0 of this node"))
+    local_gpus = range(run.rank.world_size // run.rank.nodes) if run.rank else None
+    monitor, energy = (start_monitor(run.dev.type), start_energy(run.dev.type, cuda_devices=local_gpus)) \
+        if node_lead else (NotMeasured("measured by local rank 0 of this node"),
+                           NotMeasured("measured by local rank 0 of this node"))
+    # the meter reads its counters where the timer opens and closes a window: energy over the timed windows
+    timer = timing.StepTimer(lambda: device.synchronize(run.dev), m.timing_warmup_steps, m.log_every,
+                             per_step, event=event, watchers=(energy,) if node_lead else ())
     profiler = StepProfiler(m.profile and run.lead, repo_path(m.profile_dir) / run.name,
                             warmup_steps=m.timing_warmup_steps, profile_steps=m.profile_steps,
                             device_type=run.dev.type)
@@ -125,8 +129,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
         run.timing.update(samples_per_s_per_device=run.timing["samples_per_s"],
                           samples_per_s=run.timing["samples_per_s"] * world,
                           tokens_per_s=run.timing["tokens_per_s"] * world)
-    energy_section = run.trained["energy"]
-    energy_section["samples_per_joule"] = samples_per_joule(run.timing["samples_processed"], energy_section)
+    run.trained["energy"] = job_energy(run, run.trained["energy"], node_lead)
     run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
         "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}"}, shapes={
         "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
@@ -143,6 +146,20 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     if run.curve:
         print("time to accuracy (validation): " + describe(run.trained["time_to_accuracy"]))
     return result
+
+
+def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
+    """Return the energy section of the whole job over the steady windows: every node's joules (a collective
+    when the ranks span nodes), and the samples of every rank in those windows per joule."""
+    world = run.rank.world_size if run.rank else 1
+    if run.rank is not None and run.rank.nodes > 1:  # each node lead metered its node: add them up
+        dtype = torch.float32 if run.dev.type == "xla" else torch.float64  # XLA collectives take float32
+        mine = torch.tensor(node_totals(section) if node_lead else [0.0] * 3, dtype=dtype,
+                            device=run.dev.torch_device)
+        section = sum_nodes(section, ddp.reducer(world, run.dev.type)(mine).tolist(), run.rank.nodes)
+    # the ranks step in lockstep: the job's steady samples are rank 0's times the ranks (as samples_per_s)
+    samples = run.timing["steady_samples"] * world
+    return {**section, "samples": samples, "samples_per_joule": samples_per_joule(samples, section)}
 
 
 def _measure_roof(run: Run) -> None:

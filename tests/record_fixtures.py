@@ -43,7 +43,9 @@ UTILIZATION = {
 }
 ENERGY = {
     "cuda": {"method": "measured", "source": "NVML total energy counter", "joules": 5200.0, "mean_watts": 260.0,
-             "peak_watts": 300.0, "seconds": 20.0, "power_samples": 20, "device_type": "cuda"},
+             "peak_watts": 300.0, "seconds": 20.0, "power_samples": 20, "device_type": "cuda", "window": "steady",
+             "windows": 10, "covers": "the run's GPU (the current CUDA device)", "device_count": 1,
+             "whole_run": {"joules": 6000.0, "seconds": 25.0, "mean_watts": 240.0, "peak_watts": 300.0}},
     "neuron": {"method": None, "source": "Neuron sysfs power utilization", "joules": None,
                "mean_watts": None, "peak_watts": None, "seconds": 20.0, "power_samples": 0,
                "reason": "no published maximum power for this device", "device_type": "neuron"},
@@ -83,6 +85,9 @@ def record(device: str, suite: str | None, params: dict, *, status: str = "finis
                       "peak_tflops": peak, "mfu": tflops / peak, "bound": "memory", "peak_source": "fixture"}
     rec["utilization"] = copy.deepcopy(UTILIZATION[kind])
     rec["energy"] = copy.deepcopy(ENERGY[kind])
+    if rec["energy"]["joules"]:  # the steady windows' samples (samples/s x their seconds) per joule
+        rec["energy"]["samples"] = round(samples_per_s * rec["energy"]["seconds"])
+        rec["energy"]["samples_per_joule"] = samples_per_s * rec["energy"]["seconds"] / rec["energy"]["joules"]
     rec["memory"] = ({"cuda_max_allocated_gib": 5.5, "cuda_max_reserved_gib": 6.0, "host_peak_rss_gib": 3.0}
                      if kind == "cuda" else {"host_peak_rss_gib": 3.0, "device": "host"})
     rec["phases"] = {"load_data": 1.0, "tokenize": 2.0, "build_model": 3.0, "train": train_s, "evaluate": 5.0}

@@ -1,5 +1,5 @@
 """Data parallel with real torchrun processes on the CPU (gloo): averaged gradients, disjoint shards,
-one record, and a killed rank ending the run with a clear error and a failed record."""
+one record, and a killed rank or a rank that raises ending the run with a clear error and a failed record."""
 from __future__ import annotations
 
 import signal
@@ -170,3 +170,65 @@ def test_killed_rank_ends_the_run_with_a_clear_error_and_a_failed_record(tmp_pat
     assert "'killed' failed" in message and "rank 1" in message and "SIGKILL" in message
     rec = records.read_record(results / "adhoc" / "killed@cpu.json")  # the child's file, read by name
     assert rec["status"] == "failed" and rec["run_name"] == "killed" and "rank 1" in rec["error"]
+
+
+SITECUSTOMIZE = '''
+import os
+
+if os.environ.get("RANK") == "1":  # torchrun's rank 1 only: its data loading raises
+    import helpers.run.data as data
+
+    class Rank1Fault(Exception):
+        """A made-up failure; no 'Error' in its name, so only the error file can name it."""
+
+    def load_emotion(*args, **kwargs):
+        raise Rank1Fault("rank 1 cannot read its shard")
+
+    data.load_emotion = load_emotion
+'''
+
+
+def test_a_rank_that_raises_is_named_with_its_exception_from_its_error_file(tmp_path, monkeypatch, nodrop_model_dir,
+                                                                             tiny_data_dir):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)  # imported by every process torchrun starts
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    results = tmp_path / "results"
+    args = build_args({**COMMON, "model_name": str(nodrop_model_dir), "data_dir": str(tiny_data_dir), "batch": 8,
+                       "num_devices": 2, "results_path": str(results), "run_name": "raised", "progress": False})
+    with pytest.raises(launch.DistributedRunError) as caught:
+        launch.torchrun(args, "raised", results / "adhoc" / "raised@cpu.json", "cpu")
+    message = str(caught.value)
+    cause = message.split(". A failed record")[0]
+    assert "rank 1 raised Rank1Fault: rank 1 cannot read its shard" in cause
+    assert "sitecustomize.py" in cause and "in load_emotion" in cause  # where, from the error file's traceback
+    assert cause.split(": ", 1)[1].startswith("rank 1 raised")  # the cause first, before rank 0's consequences
+    rec = records.read_record(results / "adhoc" / "raised@cpu.json")
+    assert rec["status"] == "failed" and "rank 1 raised Rank1Fault" in rec["error"]
+    first = rec["distributed"]["rank_errors"][0]
+    assert (first["rank"], first["exception"]) == (1, "Rank1Fault")
+
+
+def test_the_error_files_are_read_earliest_first_and_a_killed_rank_comes_from_the_summary(tmp_path):
+    import json
+    import os
+
+    attempt = tmp_path / "runid_abc" / "attempt_0"
+    for rank, kind, written in ((0, "RuntimeError", 2_000), (2, "ValueError", 1_000)):
+        (attempt / str(rank)).mkdir(parents=True)
+        path = attempt / str(rank) / "error.json"
+        path.write_text(json.dumps({"message": {"message": f"{kind}: boom {rank}", "extraInfo": {
+            "py_callstack": f'Traceback:\n  File "/x/train.py", line {rank + 10}, in step\n{kind}: boom',
+            "timestamp": "1"}}}))
+        os.utime(path, ns=(written, written))
+    (attempt / "1").mkdir()  # rank 1 was killed: no error file
+    errors = launch.rank_errors(tmp_path)
+    assert [e.rank for e in errors] == [2, 0]
+    assert errors[0].describe() == "rank 2 raised ValueError: boom 2 (at /x/train.py:12 in step)"
+    summary = ["Root Cause (first observed failure):\n", "[0]:\n", "  rank      : 1 (local_rank: 1)\n",
+               "  exitcode  : -9 (pid: 7)\n", "  error_file: <N/A>\n",
+               "  traceback : Signal 9 (SIGKILL) received by PID 7\n"]
+    assert launch.failure_cause(errors, summary) == (
+        "rank 1 exited with code -9 (Signal 9 (SIGKILL) received by PID 7); rank 2 raised ValueError: boom 2 "
+        "(at /x/train.py:12 in step); rank 0 raised RuntimeError: boom 0 (at /x/train.py:10 in step)")

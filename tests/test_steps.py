@@ -86,3 +86,62 @@ def test_a_second_run_in_one_process_reports_its_own_peak_memory(tiny_model_dir,
     second = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="b"))
     assert second["memory"]["host_source"].startswith("VmHWM since the run's reset")
     assert second["memory"]["host_peak_rss_gib"] < first["memory"]["host_peak_rss_gib"] - 0.2
+
+
+class ConstantReader:
+    """An energy reader of one fake device at 50 W on the meter's clock."""
+
+    reason, source, covers, device_count = None, "a fake device at 50 W", "one fake device", 1
+
+    def __init__(self):
+        self.samples = []
+
+    def start(self, now):
+        self.t0 = now
+
+    def poll(self, now):
+        pass
+
+    def joules(self, now):
+        return {"fake": 50.0 * (now - self.t0)}
+
+    def stop(self, now, seconds, interval_s):
+        from helpers.measure.energy_readers import result
+
+        return result("measured", self.source, seconds, 50.0 * seconds)
+
+    def close(self):
+        pass
+
+
+def test_energy_covers_the_steady_windows_and_their_samples(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    from helpers import training
+    from helpers.measure.energy import EnergyMeter
+
+    monkeypatch.setattr(training, "start_energy", lambda device_type, cuda_devices=None: EnergyMeter(
+        ConstantReader(), device_type, start_thread=False))
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="joules", eval_every=2,
+                              curve_rows=16))
+    e, t = rec["energy"], rec["timing"]
+    assert e["method"] == "measured" and e["window"] == "steady" and e["windows"] == t["windows"]
+    assert e["seconds"] == pytest.approx(t["steady_time_s"])  # the timer's own windows, evaluation pauses out
+    assert e["whole_run"]["seconds"] > t["train_time_s"]  # warm-up and evaluation pauses are in the whole run
+    assert e["samples"] == t["steady_samples"] == sum(8 * [32]) - 3 * 32  # the steps after the 3 warm-up ones
+    assert e["samples_per_joule"] == pytest.approx(e["samples"] / e["joules"])
+    assert e["mean_watts"] == pytest.approx(e["joules"] / e["seconds"])
+
+
+def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
+    import types
+
+    import torch
+
+    from helpers import training
+    from helpers.run.ddp import Rank
+
+    section = {"method": "measured", "joules": 400.0, "seconds": 4.0, "mean_watts": 100.0}
+    run = types.SimpleNamespace(rank=Rank(0, 2, 0), timing={"steady_samples": 40, "samples_processed": 56},
+                                dev=types.SimpleNamespace(type="cpu", torch_device=torch.device("cpu")))
+    out = training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
+    assert out["samples"] == 80 and out["samples_per_joule"] == pytest.approx(80 / 400)
+    assert out["joules"] == 400.0  # no collective, no scaling of the node's joules by the ranks

@@ -4,12 +4,16 @@
     share = one_off_share_s(one_off, runs_sharing_cache=4)                     # 78.0 s each
     wall_s(share, per_epoch_s(16_000, 584.0), epochs=3)                        # 160.2 s
     samples_per_joule(16_000, {"method": "measured", "joules": 4000.0})        # 4.0
+    energy_j(3 * 16_000, samples_per_joule=4.0)                                 # 12000.0 J
 
 A job is `epochs` passes over `rows` training rows. Its wall time is a one-off part (XLA / Neuron graph
 compilation, torch.compile, the first step's warm-up) plus epochs x the steady per-epoch time. Compiled
 graphs land in a compile cache: runs that share it (same shapes, flags, compiler) split the one-off,
 and a run that finds the cache warm pays ~none (loading cached graphs takes seconds; not measured here).
-Process warm-up that no cache keeps (CUDA context, allocator) is paid by every run.
+Process warm-up that no cache keeps (CUDA context, allocator) is paid by every run. A job's energy is its
+training samples over the run's steady samples per joule: the record's energy section covers the same
+steady windows as its samples/s and every device of the run (every node's), so no power x time product
+and no scaling by ranks is needed here.
 """
 from __future__ import annotations
 
@@ -74,9 +78,9 @@ def usd(seconds: float, price_per_hour_usd: float) -> float:
     return hours * price_per_hour_usd
 
 
-def energy_j(mean_watts: float, seconds: float) -> float:
-    """Return the joules of `seconds` at a training window's mean power (joules / window seconds)."""
-    return mean_watts * seconds
+def energy_j(samples: float, samples_per_joule: float) -> float:
+    """Return the joules of `samples` training samples at a run's steady samples per joule (all its devices)."""
+    return samples / samples_per_joule
 
 
 def epochs_to_target(curve: list[dict], target: float, run_rows: int, samples_scale: float = 1.0) -> float | None:
@@ -121,7 +125,8 @@ def one_off_budget_s(epochs: float, epoch_a_usd: float, one_off_b_usd: float, ep
 
 
 def samples_per_joule(samples: float, energy: dict) -> float | None:
-    """Training samples per joule of the window's energy; None when energy was not measured."""
+    """Return `samples` per joule of the energy section (the same window's samples: the steady windows', every
+    rank's); None when energy was not measured."""
     joules = energy.get("joules")
     if energy.get("method") is None or not isinstance(joules, (int, float)) or joules <= 0:
         return None

@@ -3,7 +3,7 @@
 One report per period, one JSON document per line (aws-neuron-sdk
 tools/neuron-sys-tools/neuron-monitor-user-guide.rst, "The JSON output format"). The monitor has no
 per-engine figures and no power; those come from the Neuron profiler (helpers/measure/neuron_profile.py)
-and the driver's sysfs (helpers/measure/energy.py).
+and the driver's sysfs (helpers/measure/energy_readers.py).
 """
 from __future__ import annotations
 

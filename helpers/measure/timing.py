@@ -1,6 +1,6 @@
 """Step timing in windows: one device sync at each window's end, none between its steps.
 
-    timer = StepTimer(sync, warmup_steps=3, window_steps=50, per_step="host")
+    timer = StepTimer(sync, warmup_steps=3, window_steps=50, per_step="host", watchers=(meter,))
     for each optimizer step: timer.start_step(); ...; timer.end_step(samples, tokens)
     timer.close_window()       # before work that must stay outside the timed windows (evaluation)
     timer.summary()
@@ -10,13 +10,15 @@ source of throughput, a few % on CUDA), so the device is synced only when a wind
 first step (its compilation, timed alone), at the end of the warm-up, every `window_steps` steps and
 when asked. Throughput comes from the steady windows (wall time between two syncs, data loading
 included). Per-step times come from the host clock on the CPU (its ops finish before they return), CUDA
-events on GPUs, and the window's mean on XLA (host times there are tracing, not execution).
+events on GPUs, and the window's mean on XLA (host times there are tracing, not execution). Watchers (the
+energy meter) hear of each window's opening and closing at the timer's own instants, so what they measure
+covers the same windows.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -35,16 +37,24 @@ class Window:
     warmup: bool
 
 
+class WindowWatcher(Protocol):
+    """What is told of the timed windows, at the timer's clock readings (after the device sync)."""
+
+    def window_opened(self, t: float) -> None: ...
+
+    def window_closed(self, window: Window | None, t: float) -> None: ...  # None: no step ended in it
+
+
 class StepTimer:
     """Times optimizer steps in windows; the first `warmup_steps` are kept apart from the steady state."""
 
     def __init__(self, sync: Callable[[], None] = lambda: None, warmup_steps: int = 3,
                  window_steps: int = 50, per_step: str = "host", clock: Callable[[], float] = time.perf_counter,
-                 event: Callable[[], object] | None = None):
+                 event: Callable[[], object] | None = None, watchers: tuple[WindowWatcher, ...] = ()):
         if per_step not in PER_STEP:
             raise ValueError(f"per_step={per_step!r}: expected one of {', '.join(PER_STEP)}")
         self.sync, self.warmup_steps, self.window_steps = sync, warmup_steps, max(1, window_steps)
-        self.per_step, self.clock, self.event = per_step, clock, event
+        self.per_step, self.clock, self.event, self.watchers = per_step, clock, event, watchers
         self.windows: list[Window] = []
         self.step_times_s: list[float] = []
         self.samples: list[int] = []
@@ -67,6 +77,8 @@ class StepTimer:
             self.sync()  # work queued before the window (evaluation, set-up) is not billed to it
             self._open = {"t0": self.clock(), "first": self.steps, "samples": 0, "tokens": 0, "marks": [],
                           "warmup": self.in_warmup}
+            for watcher in self.watchers:
+                watcher.window_opened(self._open["t0"])
         self._step_t0 = self.clock()
         if self.event is not None:
             self._open["marks"].append([self._record_event(), None])
@@ -88,12 +100,18 @@ class StepTimer:
     def close_window(self) -> None:
         """Sync the device and close the open window (a no-op when none is open)."""
         w, self._open = self._open, None
-        if w is None or self.steps == w["first"]:
+        if w is None:
+            return
+        if self.steps == w["first"]:
+            for watcher in self.watchers:
+                watcher.window_closed(None, self.clock())
             return
         self.sync()
-        seconds = self.clock() - w["t0"]
-        steps = self.steps - w["first"]
+        t1 = self.clock()
+        seconds, steps = t1 - w["t0"], self.steps - w["first"]
         self.windows.append(Window(w["first"], steps, seconds, w["samples"], w["tokens"], w["warmup"]))
+        for watcher in self.watchers:
+            watcher.window_closed(self.windows[-1], t1)
         if self.per_step == "events":
             self.step_times_s += [start.elapsed_time(end) / 1e3 for start, end in w["marks"]]
         elif self.per_step == "window":
@@ -123,6 +141,7 @@ class StepTimer:
             "steady_steps": sum(w.steps for w in steady),
             "samples_per_s": sum(w.samples for w in steady) / steady_s if steady_s > 0 else None,
             "tokens_per_s": sum(w.tokens for w in steady) / steady_s if steady_s > 0 else None,
+            "steady_samples": sum(w.samples for w in steady),
             "samples_processed": int(sum(self.samples)),
             "windows": len(steady),
             "window_samples_per_s": {"min": min(rates), "median": float(np.median(rates)),

@@ -96,6 +96,7 @@ class Timing(Section):
     steady_steps: Count = None
     warmup_steps: Count = None
     windows: Count = None
+    steady_samples: Count = None  # rank 0's, as samples_processed
     samples_processed: Count = None
     skipped_steps: Count = None
     window_samples_per_s: dict[str, Num] | None = None
@@ -117,12 +118,29 @@ class Systems(Section):
     status: str | None = None
 
 
+class EnergyWholeRun(Section):
+    window: str | None = None  # what the whole run spans, in words
+    joules: Num = None
+    seconds: Num = None
+    mean_watts: Num = None
+    peak_watts: Num = None
+
+
 class Energy(Section):
+    # joules, seconds, mean_watts, peak_watts, samples: over `window` ("steady": timing's steady windows)
     joules: Num = None
     mean_watts: Num = None
     peak_watts: Num = None
     seconds: Num = None
+    samples: Count = None  # every rank's samples in those windows
     samples_per_joule: Num = None
+    window: str | None = None  # "steady"; None in records from before energy followed the timing windows
+    window_note: str | None = None
+    windows: Count = None
+    covers: str | None = None  # which devices the joules are, in words (a node's GPUs, its CPU packages...)
+    device_count: Count = None
+    nodes: Count = None
+    whole_run: EnergyWholeRun | None = None
     interval_s: Num = None
     power_samples: Count = None
     method: str | None = None

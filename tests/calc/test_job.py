@@ -34,7 +34,8 @@ def test_epoch_wall_dollars_and_energy_known_values():
     assert job.wall_s(75.0, 40.0, 3) == 195.0  # 75 + 3 x 40
     assert job.usd(3600, 1.34375) == pytest.approx(1.34375)
     assert job.usd(195.0, 2.745) == pytest.approx(0.14869, abs=1e-5)  # 195 / 3600 x 2.745
-    assert job.energy_j(260.0, 120.0) == 31_200.0
+    # 48,000 samples at 4 samples per joule (the run's steady windows, all its devices)
+    assert job.energy_j(48_000, samples_per_joule=4.0) == 12_000.0
 
 
 def test_epochs_to_target_from_a_known_curve():

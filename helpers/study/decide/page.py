@@ -17,7 +17,8 @@ RULES = ("Rules: one record per device (finished; the speedup suite's optimized 
          "any run over all rows, then subsets; within a rule a run with a validation curve, then the fastest). "
          "One-off = the larger of the run's compile time and its first step's excess over a steady step; compilation "
          "is split over the runs sharing the cache, CUDA/CPU warm-up is paid by every run. Per epoch = rows / steady "
-         "samples/s. Energy = the training window's mean power x the job's epochs (one-off not charged). Time to "
+         "samples/s. Energy = the job's samples (epochs x rows) / the run's samples per joule over its steady timing "
+         "windows, every device of the run counted (one-off not charged). Time to "
          "target = the one-off share + the epochs at which the run's validation curve first reached the target. "
          "Marks (cheapest, fastest) only among rows that ran the same job (model and rows), when at least two did. "
          f"Break-even readings say 'never' only when the per-epoch costs differ by more than {RESOLVED_GAP:.0%}.")

@@ -143,9 +143,7 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     scale = _count(row.get("num_devices"))  # the curve counts rank 0's samples; ranks step in lockstep
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
     instance, usd_share, note, usd_whole = _measured_price(row)
-    method, watts = row.get("energy_method"), row.get("watts")
-    energy = (f"{calc.energy_j(watts, job.epochs * epoch_s) / 1e3:.3g} kJ ({method})"
-              if method in ("measured", "estimated") and not _missing(watts) else "not measured")
+    energy = _energy(row, job)
     config = (f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, {row.get('precision')}, "
               f"{run_rows:,} rows; {row['rule']}")
     weights = " (random weights: speed, never accuracy)" if str(row.get("model_name")).endswith("-random") else ""
@@ -154,6 +152,16 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
             "configuration": config.replace(", ", f"{lora}{weights}, ", 1), "job": job_key(row.get("model_name"), run_rows),
             "instance": instance, "usd_share_h": usd_share, "usd_whole_h": usd_whole, "price_note": note,
             "one_off_s": share, "epoch_s": epoch_s, "target_s": target_s, "target": target, "energy": energy}
+
+
+def _energy(row, job: Job) -> str:
+    """Return the job's training energy in words: its samples over the run's steady samples per joule."""
+    method, per_joule = row.get("energy_method"), row.get("samples_per_j")
+    if method not in ("measured", "estimated") or _missing(per_joule) or not per_joule > 0:
+        return "not measured"
+    if row.get("energy_window") != "steady":  # older records: energy from before the first step, one node
+        return "not over the timed window (older record)"
+    return f"{calc.energy_j(job.epochs * job.rows, per_joule) / 1e3:.3g} kJ ({method})"
 
 
 def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:

@@ -107,8 +107,9 @@ def frame(found: list[dict]) -> pd.DataFrame:
     if not found:  # the same columns as a frame of records, none of them filled
         columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
                     "device.neuron", "instance", "threads", "compute_dtype", "finished_at", *PARAMS, *METRICS,
-                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study", "near_majority", "curve",
-                    "energy_method", "source", "peak_tflops", "peak_source", "peak_bw_gbps", "mfu_pct"])
+                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study", "near_majority",
+                    "curve", "energy_method", "energy_window", "source", "peak_tflops", "peak_source", "peak_bw_gbps",
+                    "mfu_pct"])
         return pd.DataFrame(columns=list(dict.fromkeys(columns)))
     raw = pd.json_normalize(found, sep=".")
     df = pd.DataFrame(index=raw.index)
@@ -150,6 +151,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
         df[f"tta_{target:.2f}"] = _column(raw, (f"time_to_accuracy.{target:.2f}.train_time_s",), 1)
     df["tta_test_acc"] = _column(raw, ("time_to_accuracy.0.90.test_accuracy",), 1)
     df["energy_method"] = raw.get("energy.method", pd.Series("not measured", index=raw.index)).fillna("not measured")
+    df["energy_window"] = raw.get("energy.window", pd.Series(None, index=raw.index))  # "steady"; None: older
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)

@@ -73,7 +73,8 @@ def test_decision_rows_match_hand_computed_values(df):
     assert trn1["job_s"] == pytest.approx(301.92 + 3 * 20)
     assert trn1["job_usd"] == pytest.approx((301.92 + 60) / 3600 * TRN1_USD_H)
     assert trn1["instance"] == "trn1.2xlarge" and trn1["energy"] == "not measured"
-    # A100 eager: one-off = 2 - 0.08 s of first-step warm-up, 13.33 s/epoch, NVML energy 260 W x 40 s
+    # A100 eager: one-off = 2 - 0.08 s of first-step warm-up, 13.33 s/epoch; energy 48,000 samples at the
+    # record's 1200 samples/s / 260 W = 4.6 samples per joule over its steady windows
     assert a100["job_s"] == pytest.approx(1.92 + 3 * 16_000 / 1200)
     assert a100["job_usd"] == pytest.approx((1.92 + 40) / 3600 * A100_USD_H)
     assert a100["energy"] == "10.4 kJ (measured)"
@@ -153,6 +154,21 @@ def test_break_even_epochs_of_trn1_against_the_a100(df):
     assert breaks.loc[("trn1 (published)", "L4 (published)"), "reading"].startswith("never: costs ")
     # the same arithmetic on this machine: XLA-on-CPU against the CPU
     assert ("XLA CPU (Xeon @ 2.80GHz) (measured)", "Xeon @ 2.80GHz (measured)") in breaks.index
+
+
+def test_job_energy_is_the_records_samples_per_joule_over_its_steady_windows(tmp_path):
+    two = record("a100", "speedup", OPTIMIZED, samples_per_s=2400.0, run_name="ddp", fixture=False, world_size=2)
+    # both GPUs of the node over the steady windows: 20 s at 2 x 260 W, 48,000 samples of both ranks
+    two["energy"].update(joules=10_400.0, mean_watts=520.0, device_count=2, samples=48_000,
+                         samples_per_joule=48_000 / 10_400, whole_run={"joules": 20_000.0, "seconds": 25.0})
+    older = record("t4", "speedup", OPTIMIZED, samples_per_s=400.0, run_name="old", fixture=False)
+    older["energy"].update(method="measured", joules=1000.0, mean_watts=50.0, samples_per_joule=8.0)
+    older["energy"].pop("window", None)  # a record from before energy followed the timing windows
+    for rec in (two, older):
+        records.write_record(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+    table = decide.decision(frame.load(tmp_path)[0], decide.Job(epochs=3, rows=16_000))
+    assert _row(table, "A100")["energy"] == "10.4 kJ (measured)"  # 48,000 job samples / 4.6 samples per J
+    assert _row(table, "T4")["energy"] == "not over the timed window (older record)"
 
 
 def test_without_a_trn1_record_the_compile_is_not_measured_and_a_budget_is_given():
