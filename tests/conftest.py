@@ -50,12 +50,12 @@ CANNED_PROBE = {"ratio": 1.0, "fp32_step_s": 0.5, "bf16_step_s": 0.5, "per_round
 
 @pytest.fixture(autouse=True)
 def canned_precision_probe(monkeypatch):
-    """Tests never time this machine: precision=auto on a CPU with bf16 reads a canned probe (bf16 no faster,
-    so fp32). tests/measure/test_precision_probe.py runs the real probe (imported before this patch)."""
+    """Tests never time this machine: precision=auto on a CPU with bf16 reads a canned probe (bf16 no faster, so
+    fp32), kept nowhere (a shared results folder such as the bench's must never hold it).
+    tests/measure/test_precision_probe.py puts the real cache and probe back."""
     from helpers.measure import precision_probe
 
-    monkeypatch.setattr(precision_probe, "paired_probe", lambda *a, **k: dict(CANNED_PROBE))
-    monkeypatch.setattr(precision_probe, "_MEASURED", {})
+    monkeypatch.setattr(precision_probe, "cpu_probe", lambda device_key, peaks_dir: {**CANNED_PROBE, "source": "canned"})
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 import pytest
 
 from helpers import steps
+from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
 from helpers.run import records
 from helpers.run.args import ConfigError, build_args
 
@@ -94,6 +95,8 @@ def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(t
     from helpers.run import destination, device
 
     monkeypatch.setattr(device, "cpu_bf16_fast", lambda: True)  # whatever this host's flags
+    monkeypatch.setattr(precision_probe, "cpu_probe", real_cpu_probe)  # conftest cans it
+    monkeypatch.setattr(precision_probe, "_MEASURED", {})
     monkeypatch.setattr(precision_probe, "paired_probe", lambda: {
         "ratio": 1.4, "fp32_step_s": 0.7, "bf16_step_s": 0.5, "rounds": 5, "threads": 2})
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu"))

@@ -33,7 +33,7 @@ MARGIN = 1.10  # bf16 autocast must make steps >= 10% faster than fp32 to be cho
 PROBE_SHAPE = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                    intermediate_size=1536, max_position_embeddings=512, num_labels=6)
 BATCH, SEQ_LEN = 32, 32
-ROUNDS, MIN_ROUNDS, CAP_S = 5, 3, 8.0  # rounds after MIN_ROUNDS start only within CAP_S seconds
+ROUNDS, MIN_ROUNDS, CAP_S = 5, 3, 5.0  # rounds after MIN_ROUNDS start only within CAP_S seconds (warm-up included)
 NO_BF16 = "fp32: this CPU has no bf16 instructions (no AMX, no AVX512-BF16): bf16 would be emulated; not probed"
 _MEASURED: dict[tuple[str, str], dict] = {}  # this process's probes: a file that cannot be kept is not re-probed
 

@@ -6,9 +6,16 @@ import pytest
 import torch
 
 from helpers.measure import precision_probe as pp
-from helpers.measure.precision_probe import paired_probe as real_probe  # before conftest's canned one
+from helpers.measure.precision_probe import cpu_probe as real_cache, paired_probe as real_probe  # before conftest's
 from helpers.run.args import NeuronArgs
 from helpers.run.device import DeviceInfo
+
+
+@pytest.fixture(autouse=True)
+def real_cache_fake_probe(monkeypatch):
+    """The real cache (conftest cans it for every other test); each test says what its probe measures."""
+    monkeypatch.setattr(pp, "cpu_probe", real_cache)
+    monkeypatch.setattr(pp, "_MEASURED", {})
 
 
 def _cpu(bf16: bool) -> DeviceInfo:
