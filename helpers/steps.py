@@ -16,6 +16,7 @@ benchmark all call these.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -29,7 +30,7 @@ import torch
 
 from helpers import launch
 from helpers.calc.roofline import systems_section
-from helpers.measure import peak_memory, xla
+from helpers.measure import peak_memory, precision_probe, xla
 from helpers.run import data, ddp, destination, device, lora, models, neuron, precision as prec, records, tokens
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
@@ -60,7 +61,6 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     if rank and args.train.device in ("auto", "cuda") and torch.cuda.is_available():
         torch.cuda.set_device(rank.local_rank)  # before the device is named
     dev = device.resolve_device(args.train.device)
-    precision = device.resolve_precision(args.train.precision, dev, args.neuron.bf16_mode)
     model_config = models.load_config(args.task.model_name)
     check_model_limit(args, model_config.max_position_embeddings)
     lora.spec_of(args.task)  # a bad LoRA setting is refused before anything is built
@@ -75,6 +75,9 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         records.check_writable(repo_path(args.measure.profile_dir), "profile_dir")
     if args.measure.save_dir:
         records.check_writable(repo_path(args.measure.save_dir), "save_dir")
+    # after the checks: auto on a CPU may probe bf16 against fp32 (seconds, once per machine and threads)
+    choice = precision_probe.resolve(args.train.precision, dev, args.neuron, results_dir(args) / records.PEAKS)
+    precision = choice.used
     name = args.measure.run_name or default_name(args, precision)
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
     destination.check_destination(path)  # the exact folder and file name, before any model is built
@@ -82,11 +85,9 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     extra = {"oversubscribed": True} if device.oversubscribed(dev, args.train.num_devices,
                                                              args.train.allow_oversubscribe) else {}
     head = records.new_record({**args.flat(), "run_name": name}, sorted(args.given), **extra,
-                              device=dev.describe(), precision={
-                                  "requested": args.train.precision, "used": precision,
-                                  "compute_dtype": device.compute_dtype(precision, args.neuron.bf16_mode,
-                                                                        args.neuron.extra_cc_flags),
-                                  "mechanism": prec.mechanism(precision, dev.type, dev.neuron)})
+                              device=dev.describe(), precision=dataclasses.asdict(choice))
+    if choice.auto_reason and not (rank and rank.rank):
+        print(f"precision auto: {choice.auto_reason}")
     run = Run(args, name, dev, precision, head, path, model_config, rank=rank)
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)

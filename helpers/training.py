@@ -123,6 +123,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     run.fit, run.timing = result, {**timer.summary(), "skipped_steps": result.skipped_steps}
     run.phases["train"] = run.timing["train_time_s"]
     run.outcome, run.error = result.status, result.reason
+    if result.stopped_early:
+        run.trained["stopped_early"] = result.stopped_early
     if run.rank is not None and run.timing["samples_per_s"]:
         # the ranks step in lockstep: the run's rate is rank 0's times the ranks
         world = run.rank.world_size
@@ -142,7 +144,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     print(f"training: {result.status}, {result.steps} steps in {run.timing['train_time_s']:.1f} s"
           + (f", {rate:.1f} samples/s steady" if rate else "")
           + (f", final loss {result.final_loss:.4f}" if result.final_loss is not None else "")
-          + (f" ({result.reason})" if result.reason else ""))
+          + (f" ({result.reason})" if result.reason else "")
+          + (f"; stopped early: {result.stopped_early}" if result.stopped_early else ""))
     if run.curve:
         print("time to accuracy (validation): " + describe(run.trained["time_to_accuracy"]))
     return result
@@ -164,8 +167,9 @@ def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
 
 def _measure_roof(run: Run) -> None:
     """Measure (once per machine, dtype and thread count) the CPU roof finish() will read; never fatal."""
-    try:
-        device_peak(run.head["device"], run.head["precision"]["compute_dtype"], records.peaks_dir(run.record_path))
+    try:  # its random matrices are drawn from a forked RNG: a run measuring the roof trains as one reading it
+        with torch.random.fork_rng():
+            device_peak(run.head["device"], run.head["precision"]["compute_dtype"], records.peaks_dir(run.record_path))
     except Exception as err:  # noqa: BLE001 - finish records the reason when it cannot find a roof either
         print(f"the CPU roof could not be measured ({type(err).__name__}: {err}); MFU will say why")
 
@@ -173,7 +177,8 @@ def _measure_roof(run: Run) -> None:
 def _curve_callback(run: Run, model, splits, timer):
     """Return the callback that evaluates `curve_rows` validation rows (all by default) every `eval_every`
     steps, outside the timed windows, and notes (step, training seconds so far, samples, accuracy); at the
-    first crossing of 90% it also evaluates the test split: the accuracy of the checkpoint time-to-90% names."""
+    first crossing of 90% it also evaluates the test split: the accuracy of the checkpoint time-to-90% names.
+    At or above `stop_at_accuracy` it ends training (fit's StopTraining)."""
     m = run.args.measure
     n = len(splits["validation"]) if m.curve_rows is None else min(m.curve_rows, len(splits["validation"]))
     val = eval_loader(run, splits["validation"].select(range(n)))
@@ -195,4 +200,7 @@ def _curve_callback(run: Run, model, splits, timer):
                   f"{point['train_time_s']:.0f} s of training"
                   + (f"; test accuracy of this checkpoint {point['test_accuracy']:.1%}" if "test_accuracy" in point
                      else ""), flush=True)
+        if m.stop_at_accuracy is not None and metrics["accuracy"] >= m.stop_at_accuracy:
+            raise loop.StopTraining(f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
+                                    f"stop_at_accuracy={m.stop_at_accuracy}")
     return curve

@@ -44,6 +44,20 @@ def write_split(path: Path, n: int, seed: int) -> None:
             f.write(json.dumps({"text": " ".join(words), "label": label}) + "\n")
 
 
+CANNED_PROBE = {"ratio": 1.0, "fp32_step_s": 0.5, "bf16_step_s": 0.5, "per_round": [1.0] * 3, "rounds": 3,
+                "threads": 1, "workload": "canned (tests/conftest.py)", "cpu": "test", "measured_at": "test"}
+
+
+@pytest.fixture(autouse=True)
+def canned_precision_probe(monkeypatch):
+    """Tests never time this machine: precision=auto on a CPU with bf16 reads a canned probe (bf16 no faster, so
+    fp32), kept nowhere (a shared results folder such as the bench's must never hold it).
+    tests/measure/test_precision_probe.py puts the real cache and probe back."""
+    from helpers.measure import precision_probe
+
+    monkeypatch.setattr(precision_probe, "cpu_probe", lambda device_key, peaks_dir: {**CANNED_PROBE, "source": "canned"})
+
+
 @pytest.fixture(scope="session")
 def tiny_data_dir(tmp_path_factory) -> Path:
     """A folder of generated train/validation/test.jsonl (256/64/64 rows)."""

@@ -56,7 +56,8 @@ def test_save_dir_writes_a_checkpoint_the_eval_script_reads(nb_run, tiny_data_di
     assert (tmp / "ckpt" / "config.json").exists() and rec["saved_to"] == str(tmp / "ckpt")
     out = subprocess.run([sys.executable, str(REPO / "Trainium" / "eval.py"), "--model_name_or_path",
                           str(tmp / "ckpt"), "--data_dir", str(tiny_data_dir), "--device", "cpu",
-                          "--max_seq_length", "32"], capture_output=True, text=True, timeout=300)
+                          "--max_seq_length", "32", "--precision", "fp32"],  # auto would probe bf16 on this CPU
+                         capture_output=True, text=True, timeout=300)  # and keep it in the checkout's results
     assert out.returncode == 0, out.stderr[-2000:]
     assert '"rows": 64' in out.stdout
     # an evaluation writes no record, so it leaves no claim on a record's name behind

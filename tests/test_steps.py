@@ -2,6 +2,7 @@
 import pytest
 
 from helpers import steps
+from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
 from helpers.run import records
 from helpers.run.args import ConfigError, build_args
 
@@ -145,3 +146,43 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
     out = training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
     assert out["samples"] == 80 and out["samples_per_joule"] == pytest.approx(80 / 400)
     assert out["joules"] == 400.0  # no collective, no scaling of the node's joules by the ranks
+
+
+def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(tiny_model_dir, tiny_data_dir,
+                                                                              tmp_path, monkeypatch, capsys):
+    from helpers.measure import precision_probe
+    from helpers.run import destination, device
+
+    monkeypatch.setattr(device, "cpu_bf16_fast", lambda: True)  # whatever this host's flags
+    monkeypatch.setattr(precision_probe, "cpu_probe", real_cpu_probe)  # conftest cans it
+    monkeypatch.setattr(precision_probe, "_MEASURED", {})
+    monkeypatch.setattr(precision_probe, "paired_probe", lambda: {
+        "ratio": 1.4, "fp32_step_s": 0.7, "bf16_step_s": 0.5, "rounds": 5, "threads": 2})
+    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu"))
+    destination.release(run.claim)
+    section = run.head["precision"]
+    assert run.precision == section["used"] == section["compute_dtype"] == "bf16" and section["requested"] == "auto"
+    assert section["auto_reason"].startswith("bf16 autocast: probe 1.40x faster than fp32 on this CPU")
+    assert section["probe"]["ratio"] == 1.4 and (tmp_path / "_peaks" / f"{run.dev.key}.precision.json").exists()
+    assert "precision auto: bf16 autocast: probe 1.40x" in capsys.readouterr().out
+    given = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu", precision="fp32", run_name="x"))
+    destination.release(given.claim)
+    assert given.head["precision"]["auto_reason"] is None and given.head["precision"]["probe"] is None
+
+
+def test_stop_at_accuracy_none_trains_to_the_end_and_a_value_stops_at_the_first_evaluation_reaching_it(
+        tiny_model_dir, tiny_data_dir, tmp_path):
+    curve_args = dict(eval_every=2, curve_rows=32, lr=5e-3)
+    full = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="full", stop_at_accuracy=None,
+                               **curve_args))
+    assert full["status"] == "finished" and full["timing"]["steps"] == 8 and "stopped_early" not in full
+    accuracies = [p["val_accuracy"] for p in full["curve"]]
+    assert [p["step"] for p in full["curve"]] == [2, 4, 6, 8]
+    target = max(accuracies[:-1])  # reached before the last evaluation (same seed: the same curve)
+    assert target > 0, accuracies
+    stop = next(p["step"] for p in full["curve"] if p["val_accuracy"] >= target)
+    early = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="early", stop_at_accuracy=target,
+                                **curve_args))
+    assert early["status"] == "finished" and early["timing"]["steps"] == stop < 8
+    assert [p["step"] for p in early["curve"]][-1] == stop and f"step {stop} reached" in early["stopped_early"]
+    assert early["metrics"]["test_rows"] == 64  # the stopped model is evaluated as a finished one

@@ -84,27 +84,39 @@ def _complete(peak: object) -> bool:
         and isinstance(peak.get("shape"), str) and isinstance(peak.get("by_shape"), dict)
 
 
+def read_kept(path: Path | None) -> dict:
+    """Return what a `_peaks/` file keeps, by key; {} when there is none, or it is cut short (an older
+    writer) or not an object: measured again, never trusted."""
+    if path is None or not path.exists():
+        return {}
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def keep(path: Path | None, known: dict) -> str:
+    """Write `known` to `path` atomically; return "" or, where it could not be kept, "; not kept: why"."""
+    if path is None:
+        return ""
+    try:
+        write_json_atomic(path, known)
+    except OSError as err:  # a full disk costs the cache, never the run's figures
+        # the reason without its file name: the text goes into the record, which never names a path
+        return f"; not kept: {err.strerror or type(err).__name__}"
+    return ""
+
+
 def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
     """Return this machine's roof for `dtype` at the current thread count: read from
     `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically)."""
     key = f"{dtype}, {torch.get_num_threads()} threads"
     path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
-    known: dict = {}
-    if path is not None and path.exists():
-        try:
-            known = json.loads(path.read_text())
-        except (OSError, ValueError):  # a file cut short (by an older writer) is measured again, not trusted
-            known = {}
-    known = known if isinstance(known, dict) else {}  # an array or a number: measured again
-    kept = ""
+    known, kept = read_kept(path), ""
     if not _complete(known.get(key)):
         known[key] = measure_peak(dtype)
-        if path is not None:
-            try:
-                write_json_atomic(path, known)
-            except OSError as err:  # a full disk costs the cache, never the run's figures
-                # the reason without its file name: the text goes into the record, which never names a path
-                kept = f"; not kept: {err.strerror or type(err).__name__}"
+        kept = keep(path, known)
     peak = known[key]
     where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a report never names a checkout's path
     return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "

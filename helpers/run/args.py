@@ -108,8 +108,8 @@ class TrainArgs:
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")
-    precision: Precision = arg("auto", "auto: bf16 where the device has fast bf16, else fp16 on GPUs and fp32 "
-                               "on CPUs")
+    precision: Precision = arg("auto", "auto: bf16 on GPUs with bf16 and on Neuron, else fp16 on GPUs; on a CPU "
+                               "bf16 autocast where a paired probe finds it at least 1.1x as fast as fp32, else fp32")
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
     seed: int = arg(42, "seed of the head, the data order and everything random")
     preset: Literal["none", "baseline", "optimized"] = arg(
@@ -150,6 +150,8 @@ class MeasureArgs:
                                  "(outside the timed windows): time to accuracy")
     curve_rows: int | None = arg(None, "validation rows of each periodic evaluation (eval_every); None: the "
                                  "whole split (2,000 rows: time to accuracy is read on it)")
+    stop_at_accuracy: float | None = arg(None, "end training at the first periodic evaluation (eval_every) at or "
+                                         "above this validation accuracy, in (0, 1]; None: never stop early")
     diverge_factor: float = arg(10.0, "a window's loss above this many times the first window's ends "
                                 "the run as diverged")
     profile: bool = arg(False, "profile a steady-state window (trace + time per op class)")
@@ -170,6 +172,9 @@ class MeasureArgs:
         """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
         check_declared(self)
         positive(self, "log_every", "profile_steps", "eval_every", "curve_rows")
+        if self.stop_at_accuracy is not None and not (0 < self.stop_at_accuracy <= 1 and self.eval_every):
+            raise ConfigError(f"stop_at_accuracy={self.stop_at_accuracy} is invalid: give an accuracy in (0, 1] and "
+                              "eval_every (it is read at the periodic evaluations), or None: never stop early")
         safe_name(self, "run_name", "suite")
         if not (math.isfinite(self.diverge_factor) and self.diverge_factor > 1):
             raise ConfigError(f"diverge_factor={self.diverge_factor} is invalid: must be a finite number > 1")

@@ -27,7 +27,8 @@ class DeviceInfo:
     torch_device: str  # what `.to()` takes, e.g. "cuda:0", "cpu", "xla:0"
     name: str  # "NVIDIA H100 80GB HBM3", the CPU model, or "Neuron" / "XLA CPU"
     cpu_capability: str  # torch's kernel level plus AMX / avx512_bf16 flags, e.g. "AVX512+amx_bf16"
-    bf16_fast: bool  # bf16 matmuls at least as fast as fp32 on this device
+    bf16_fast: bool  # bf16 instructions / tensor cores (a CPU: AMX or AVX512-BF16; whether bf16 autocast wins
+    # there is the precision probe's call, helpers/measure/precision_probe.py)
     neuron: bool = False  # torch-neuronx present (real NeuronCores)
     instance: str | None = None  # the EC2 instance type where the host reports one (trn1.2xlarge, ...)
 
@@ -83,7 +84,7 @@ def cpu_capability() -> str:
 
 
 def cpu_bf16_fast() -> bool:
-    """True where bf16 matmuls beat fp32 on this CPU (AMX or AVX512-BF16); False on AVX2-only."""
+    """True where this CPU has bf16 instructions (AMX or AVX512-BF16); False on AVX2-only."""
     # On AVX2-only hosts (AMD EPYC here) oneDNN emulates bf16 and autocast is ~20x slower.
     return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
 
@@ -162,7 +163,8 @@ def resolve_device(requested: str) -> DeviceInfo:
 
 
 def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocast") -> str:
-    """Return the precision to run: `auto` picks bf16 where fast, else fp16 on GPUs and fp32 on CPUs.
+    """Return the precision to run: `auto` picks bf16 where fast, else fp16 on GPUs and fp32 on CPUs (a run's
+    `auto` on a CPU is decided by measuring instead: helpers/measure/precision_probe.resolve).
 
     On XLA, bf16_mode 'xla_use_bf16' (XLA_USE_BF16=1 casts every float tensor) and 'fp32' keep torch
     itself in fp32, so they accept only precision auto or fp32.

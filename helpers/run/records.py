@@ -31,6 +31,7 @@ SCHEMA_VERSION = schema.SCHEMA_VERSION
 STATUSES = get_args(schema.Status)
 DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run these again
 ADHOC = "adhoc"  # the folder of runs that belong to no suite
+PEAKS = "_peaks"  # the per-machine roofs and precision probe, beside the suites' folders
 # how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
 OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
 LIBRARIES = ("torch", "transformers", "datasets", "peft", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla",
@@ -76,7 +77,7 @@ def record_path(results_dir: str | Path, suite: str | None, run_name: str, devic
 
 def peaks_dir(record_file: str | Path) -> Path:
     """Return the per-machine peaks folder of the results tree a record file sits in."""
-    return Path(record_file).parent.parent / "_peaks"
+    return Path(record_file).parent.parent / PEAKS
 
 
 def new_record(params: dict, given: list[str] | None = None, **fields: Any) -> dict:

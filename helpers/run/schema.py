@@ -62,6 +62,8 @@ class Precision(Section):
     used: str | None = None
     compute_dtype: str | None = None
     mechanism: str | None = None
+    auto_reason: str | None = None  # why precision=auto chose `used` (on a CPU: the bf16 probe's ratio)
+    probe: dict[str, Any] | None = None  # the CPU's bf16-vs-fp32 probe that choice rests on
 
 
 class Data(Section):
@@ -180,6 +182,7 @@ class RunRecord(BaseModel):
     suite: str | None = None
     status: Status
     error: str | None = None
+    stopped_early: str | None = None  # why a finished run ended before its planned steps (stop_at_accuracy)
     started_at: str | None = None
     finished_at: str | None = None
     host: str | None = None

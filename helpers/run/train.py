@@ -37,6 +37,11 @@ class FitResult:
     diverged_at_step: int | None = None
     skipped_steps: int = 0  # fp16: steps GradScaler skipped (inf/NaN gradients); no schedule step on them
     reason: str | None = None  # why the status is not "finished"
+    stopped_early: str | None = None  # why a finished run ended before its planned steps (stop_at_accuracy)
+
+
+class StopTraining(Exception):
+    """Raised by a `fit` callback to end training after the current step; its text says why."""
 
 
 def seed_everything(seed: int) -> None:
@@ -88,7 +93,8 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
         callbacks: tuple[Callable[[int], None], ...] = (), sampler=None) -> FitResult:
     """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes.
 
-    `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each.
+    `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each,
+    and may raise StopTraining to end training there (a finished run, `stopped_early` saying why).
     Without the bar, `log_lines` prints the loss once per window instead (papermill's log, torchrun's rank 0).
     """
     xla = dev.type == "xla"
@@ -154,11 +160,14 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
                 if not _check_loss(result, value, first_loss, diverge_factor):
                     break
                 loss_sum, loss_n = _zeros(dev), 0
-            for callback in callbacks:
-                callback(result.steps)
-            if result.steps >= total:
+            try:
+                for callback in callbacks:
+                    callback(result.steps)
+            except StopTraining as stop:
+                result.stopped_early = str(stop)
+            if result.steps >= total or result.stopped_early:
                 break
-        if result.status != "finished" or result.steps >= total:
+        if result.status != "finished" or result.steps >= total or result.stopped_early:
             break
     if loss_n and result.status == "finished":
         _check_loss(result, _log(result, loss_sum, loss_n, bar, log_lines), first_loss, diverge_factor)

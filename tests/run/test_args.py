@@ -141,3 +141,17 @@ def test_old_runs_jsonl_results_path_means_its_folder(tmp_path):
 def test_run_args_equality_and_flat_names():
     flat = RunArgs().flat()
     assert flat["batch"] == 8 and flat["optlevel"] == 2 and len(flat) == len(set(flat))
+
+
+def test_stop_at_accuracy_is_optional_from_a_notebook_and_the_cli():
+    assert build_args({}).measure.stop_at_accuracy is None  # default: never stop early
+    nb = notebook_args({"stop_at_accuracy": None, "eval_every": 5, "In": ["stop_at_accuracy = None\neval_every = 5"]})
+    assert nb.measure.stop_at_accuracy is None and nb.measure.eval_every == 5
+    assert build_args({"stop_at_accuracy": "None"}).measure.stop_at_accuracy is None  # papermill's -p text
+    assert build_args({"stop_at_accuracy": "0.9", "eval_every": "100"}).measure.stop_at_accuracy == 0.9
+    assert parse_cli(["--stop_at_accuracy", "None"]).measure.stop_at_accuracy is None
+    assert parse_cli(["--stop_at_accuracy", "0.9", "--eval_every", "50"]).measure.stop_at_accuracy == 0.9
+    for values in ({"stop_at_accuracy": 0.9}, {"stop_at_accuracy": 1.5, "eval_every": 5},
+                   {"stop_at_accuracy": 0.0, "eval_every": 5}):
+        with pytest.raises(ConfigError, match="stop_at_accuracy=.* is invalid"):
+            build_args(values)

@@ -183,3 +183,17 @@ def test_ddp_accumulation_syncs_only_on_the_last_micro_batch():
     train.fit(wrapped, _batches(8, 2), opt, build_scheduler(opt, 100, 0.0), CPU, "fp32", epochs=1,
               progress=False, timer=StepTimer(warmup_steps=0), grad_accum=4, log_every=1)
     assert len(entered) == 2 * 3  # two steps, three of four micro-batches each without the all-reduce
+
+
+def test_a_callback_ends_training_with_stop_training_as_a_finished_run():
+    seen = []
+
+    def stop_at_three(step):
+        seen.append(step)
+        if step == 3:
+            raise train.StopTraining("enough at step 3")
+
+    result = _fit(_model(), _batches(10, 4), log_every=2, callbacks=(stop_at_three,))
+    assert (result.status, result.steps, result.stopped_early, seen) == ("finished", 3, "enough at step 3", [1, 2, 3])
+    assert result.final_loss is not None and result.loss_curve[-1][0] == 3  # the last partial window is read
+    assert _fit(_model(), _batches(10, 4), callbacks=(seen.append,)).stopped_early is None

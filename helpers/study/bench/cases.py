@@ -18,7 +18,8 @@ from helpers.run.args import PRESETS, build_args
 from helpers.study.bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate,
                                          paired_ratios, prepare, trainer_window)
 
-SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers")
+SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta")  # tta: trainer_tta.py
+ON_REQUEST = ("levers", "tta")  # long: run only when named in --sections
 # Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
 OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
                     precision="auto", optim="adamw_torch")

@@ -47,7 +47,7 @@ def _head(results: dict, meta: dict) -> str:
 
 
 def render(results: dict, meta: dict) -> dict[str, str]:
-    """Return the Markdown blocks ('main', 'levers') for the sections in `results`."""
+    """Return the Markdown blocks ('main', 'levers', 'tta') for the sections in `results`."""
     head = _head(results, meta)
     md = [head, ""]
     o = results.get("overhead")
@@ -138,14 +138,57 @@ def render(results: dict, meta: dict) -> dict[str, str]:
                         f"{statistics.median(per_round):.3f}x | {min(per_round):.3f} .. {max(per_round):.3f} | "
                         f"{x['warmup_s']:.1f} |")
         blocks["levers"] = "\n".join(rows)
+    if results.get("tta"):
+        blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
     return blocks
+
+
+def _seconds(values: list) -> str:
+    """Return the median of the seconds that exist, with how many of the rounds they are."""
+    known = [v for v in values if v is not None]
+    return f"{statistics.median(known):.0f}" + (f" ({len(known)} of {len(values)})" if len(known) < len(values) else "") \
+        if known else "not reached"
+
+
+def _tta(t: dict) -> list[str]:
+    """Return the time-to-target section: one row per configuration, then the ratios against the run path."""
+    z, rates = t["sizes"], t["rates"]
+    target = f"{100 * z['target']:.0f}%"
+    md = [f"### Time to {target} validation accuracy: the project's run path vs Hugging Face `Trainer`", "",
+          f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, {z['train_rows']} "
+          f"shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated every {z['eval_every']} "
+          f"optimizer steps outside each clock; {z['rounds']} round(s), the order rotated each round"
+          + ("; each configuration stops at its first evaluation at or above the target." if z["stop_at_target"]
+             else "; every configuration trains to its end."), "",
+          f"| configuration | recipe | precision | time to {target} (s, median) | at step | steps trained | "
+          "training s | samples/s | best validation accuracy |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, windows in rates.items():
+        recipe = t["configs"][name]
+        steps_at = [w["target_step"] for w in windows if w.get("target_step")]
+        md.append(f"| {name} | L={recipe['max_length']} {recipe['padding']}"
+                  f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, lr "
+                  f"{recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
+                  f"{_seconds([w['time_to_target_s'] for w in windows])} | "
+                  f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | {statistics.median(w['steps'] for w in windows):.0f} | "
+                  f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
+                  f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
+                  f"{max(w['best_val_accuracy'] or 0 for w in windows):.2%} |")
+    lines = []
+    for label, r in t["ratios"].items():
+        known = [x for x in r["per_round"] if x is not None]
+        lines.append(f"**{label} = {r['median']:.2f}x** ("
+                     + (f"median of {len(known)} per-round ratios, range {min(known):.2f} .. {max(known):.2f}"
+                        if len(known) > 1 else "one round: a single run each, no spread")
+                     + ")" if r["median"] is not None else
+                     f"**{label}: not measured** (a side did not reach {target} in any round)")
+    return md + ["", f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + ".", ""]
 
 
 def render_raw(raw: Path) -> dict[str, str]:
     """Return the Markdown blocks from the raw windows file (`--render`): the latest record of each main
     section, and the latest measurement of each lever, each run named with its own command line."""
     rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
-    latest = {r["section"]: r for r in rows if r["section"] != "levers"}
+    latest = {r["section"]: r for r in rows if r["section"] not in ("levers", "tta")}
     blocks = {}
     if latest:
         runs: dict[tuple, list[str]] = {}  # one head line per run (command, date) that wrote a section
@@ -166,6 +209,9 @@ def render_raw(raw: Path) -> dict[str, str]:
             levers.insert(0, render(result, {"load_end": r["meta"]["load_start"]} | r["meta"])["levers"])
     if levers:
         blocks["levers"] = "\n\n".join(levers)
+    tta = [r for r in rows if r["section"] == "tta"]
+    if tta:  # the latest measurement, with its own command line
+        blocks["tta"] = render({"tta": tta[-1]["result"]}, {"load_end": tta[-1]["meta"]["load_start"]} | tta[-1]["meta"])["tta"]
     return blocks
 
 

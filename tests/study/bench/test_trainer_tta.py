@@ -1,0 +1,107 @@
+"""helpers/study/bench/trainer_tta.py: time to a validation accuracy through the project's run path and through
+Hugging Face Trainer (run_glue.py's defaults, the project's recipe), each on a tiny slice here."""
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.run import schema
+from helpers.run.args import build_args
+from helpers.study.bench import bench_records, render
+from helpers.study.bench import trainer_tta as tta
+
+REPO = Path(__file__).resolve().parents[3]
+META = {"command": "python -m helpers.study.bench --sections tta", "date": "2026-01-01 00:00", "machine": "cpu",
+        "torch": "2", "transformers": "5", "threads": 1, "load_start": 0.5, "load_end": 0.7}
+
+
+def _tiny(tiny_model_dir, **kw):
+    return tta.Sizes(**{"model": str(tiny_model_dir), "train_rows": 64, "eval_every": 2, "max_steps": 4, **kw})
+
+
+def _args(tiny_data_dir):
+    return argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", gate=None)
+
+
+def test_the_recipe_is_make_baselines():
+    params = dict(re.findall(r"-p (\w+) (\S+)", (REPO / "Makefile").read_text().split("BASELINE_PARAMS ?=")[1]
+                             .split("\nbaseline:")[0]))
+    made = build_args({k: params[k] for k in tta.RECIPE}).flat()  # the Makefile's text as papermill's -p reads it
+    assert {k: made[k] for k in tta.RECIPE} == tta.RECIPE
+    assert (params["train_subset"], params["eval_every"]) == (str(tta.Sizes().train_rows), str(tta.Sizes().eval_every))
+
+
+def test_each_configuration_trains_and_records_its_time_to_target(tiny_model_dir, tiny_data_dir):
+    # a target any evaluation reaches: each configuration stops at its first evaluation (step 2)
+    out = tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1e-9))
+    assert set(out["rates"]) == {tta.TRAINER_DEFAULTS, tta.TRAINER_RECIPE, tta.PROJECT} == set(out["heads"])
+    for name, (w,) in out["rates"].items():
+        assert w["time_to_target_s"] > 0 and w["target_step"] == 2 == w["steps"], name
+        assert w["curve"][0]["rows"] == 64 and w["curve"][0]["train_time_s"] == w["time_to_target_s"]
+        assert w["samples"] > 0 and w["seconds"] == w["train_time_s"] and w["precision"] in ("fp32", "bf16")
+    assert out["heads"][tta.TRAINER_DEFAULTS]["params"]["max_length"] == 128  # run_glue.py's
+    assert out["heads"][tta.PROJECT]["params"]["stop_at_accuracy"] == 1e-9
+    for ratio in out["ratios"].values():
+        assert ratio["median"] > 0 and len(ratio["per_round"]) == 1
+    recs = bench_records.section_records("tta", out, out.pop("heads"), META)
+    assert set(recs) == set(out["rates"]) and all(schema.validate(r)[1] is None for r in recs.values())
+    assert recs[tta.PROJECT]["params"]["group_by_length"] is True and recs[tta.PROJECT]["timing"]["samples_per_s"] > 0
+    block = render.render({"tta": json.loads(json.dumps(out))}, META)["tta"]
+    assert "| Trainer, run_glue defaults | L=128 static, batch 32, lr 2e-05, 3 epoch(s) |" in block
+    assert "**Trainer, project recipe / project run path = " in block and "one round: a single run each, no spread" in block
+
+
+def test_without_stopping_every_configuration_trains_to_its_end_and_says_the_target_was_not_reached(
+        tiny_model_dir, tiny_data_dir):
+    sizes = _tiny(tiny_model_dir, target=1.0, stop_at_target=False, rounds=2, max_steps=None, recipe_epochs=2)
+    out = tta.tta_section(_args(tiny_data_dir), sizes)
+    steps = {name: [w["steps"] for w in windows] for name, windows in out["rates"].items()}
+    # 64 rows of batch 32: 2 steps an epoch; run_glue's 3 epochs, the recipe's epochs given (2) on both sides
+    assert steps == {tta.TRAINER_DEFAULTS: [6, 6], tta.TRAINER_RECIPE: [4, 4], tta.PROJECT: [4, 4]}
+    assert [c["epochs"] for c in out["configs"].values()] == [3, 2, 2]
+    assert [p["step"] for p in out["rates"][tta.TRAINER_DEFAULTS][0]["curve"]] == [2, 4, 6]
+    for windows in out["rates"].values():
+        assert all(w["time_to_target_s"] is None and w["reason"].startswith("not reached") for w in windows)
+    assert all(r == {"median": None, "per_round": [None, None]} for r in out["ratios"].values())
+    out.pop("heads")
+    block = render.render({"tta": out}, META)["tta"]
+    assert "| not reached |" in block and "every configuration trains to its end" in block
+    assert "**Trainer, run_glue defaults / project run path: not measured**" in block
+
+
+def _fake(times: dict) -> dict:
+    rates = {name: [{"time_to_target_s": t, "target_step": 100 if t else None, "steps": 400, "train_time_s": 300.0,
+                     "samples": 40.0, "seconds": 300.0, "precision": "fp32", "best_val_accuracy": 0.91, "curve": []}
+                    for t in ts] for name, ts in times.items()}
+    return {"sizes": {**tta.Sizes().__dict__}, "configs": tta.CONFIGS, "rates": rates,
+            "ratios": {f"{a} / {b}": tta.ratios(rates, a, b) for a, b in tta.RATIOS}}
+
+
+def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path):
+    t = _fake({tta.TRAINER_DEFAULTS: [600.0, 900.0, None], tta.TRAINER_RECIPE: [330.0, 360.0, 300.0],
+               tta.PROJECT: [300.0, 300.0, 200.0]})
+    assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {"median": 2.5, "per_round": [2.0, 3.0, None]}
+    assert t["ratios"][f"{tta.TRAINER_RECIPE} / {tta.PROJECT}"]["median"] == pytest.approx(1.2)
+    block = render.render({"tta": t}, META)["tta"]
+    assert "| 750 (2 of 3) |" in block and "= 2.50x** (median of 2 per-round ratios, range 2.00 .. 3.00)" in block
+    raw = tmp_path / "bench.jsonl"
+    old = _fake({name: [1.0] for name in tta.CONFIGS})
+    raw.write_text("\n".join(json.dumps({"meta": META, "section": "tta", "result": r}) for r in (old, t)) + "\n")
+    blocks = render.render_raw(raw)
+    assert set(blocks) == {"tta"} and blocks["tta"] == render.render({"tta": t}, META)["tta"]
+
+
+def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny_data_dir, tmp_path):
+    from helpers.study.bench.__main__ import main
+
+    out = tmp_path / "BENCH.md"
+    out.write_text("# Benchmarks\n\n<!-- bench:main begin -->\nkept\n<!-- bench:main end -->\n")
+    main(["--device", "cpu", "--data-dir", str(tiny_data_dir), "--sections", "tta", "--tta-model", str(tiny_model_dir),
+          "--tta-rows", "64", "--tta-eval-every", "2", "--tta-max-steps", "4", "--tta-target", "0.000001",
+          "--max-other-cores", "0", "--out", str(out), "--results", str(tmp_path / "results")])
+    assert len(list((tmp_path / "results" / "_bench" / "tta").glob("*.json"))) == 3
+    text = out.read_text()
+    assert "kept" in text and "<!-- bench:tta begin -->" in text  # the main block keeps its last figures
+    assert "`python -m helpers.study.bench --device cpu" in text and "| project run path |" in text
