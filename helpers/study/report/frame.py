@@ -150,6 +150,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     for target in TARGETS:  # time to accuracy: the record's own crossings (calc.accuracy_time)
         df[f"tta_{target:.2f}"] = _column(raw, (f"time_to_accuracy.{target:.2f}.train_time_s",), 1)
     df["tta_test_acc"] = _column(raw, ("time_to_accuracy.0.90.test_accuracy",), 1)
+    df["tta_steps"] = _column(raw, ("time_to_accuracy.0.90.step",), 1)  # steps to 90%: the machine's load aside
     df["energy_method"] = raw.get("energy.method", pd.Series("not measured", index=raw.index)).fillna("not measured")
     df["energy_window"] = raw.get("energy.window", pd.Series(None, index=raw.index))  # "steady"; None: older
     df["source"] = raw.get("_source")
