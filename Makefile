@@ -86,7 +86,7 @@ test-main: venv browser $(if $(wildcard $(XLA_VENV)/.installed),$(XLA_KERNELS))
 	$(PY) -m pytest -q -m "not xla"
 
 test-xla: xla-venv
-	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/run/test_xla.py
+	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/run/test_xla.py tests/study/sweep/test_plan.py
 
 ## report: the quick variant of every suite that runs here (resumes), then every table and plot
 report: venv xla-venv

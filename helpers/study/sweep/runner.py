@@ -3,6 +3,8 @@
     python -m helpers.study.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
     python -m helpers.study.sweep all --variant quick               # every suite, saying which it skipped
     python -m helpers.study.sweep all --variant full --target trainium   # the study on trn1 (.venv-xla)
+    python -m helpers.study.sweep all --variant full --target trainium --plan         # what it costs; runs nothing
+    python -m helpers.study.sweep all --variant full --target trainium --precompile   # fill the Neuron cache first
 
 Points run through helpers.study.sweep.points (a notebook each, resumable, never two sweeps on one point). A
 suite variant with `jobs = N` (or `--jobs N`) runs N points at once, each on cpu_count / N threads. At
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from helpers.run import records
 from helpers.run.args import repo_path
-from helpers.study.sweep import points
+from helpers.study.sweep import plan, points, precompile
 from helpers.study.sweep.suites import SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites, resolve_suite, retarget
 
 RUNS_DIR = "Experiment/runs"
@@ -122,9 +124,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true",
                         help="run suites that need fast bf16 on a device without it (slow: hours)")
     parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
+    parser.add_argument("--plan", action="store_true", help="print per suite its points, the graphs they compile and "
+                        "estimated compile / train seconds and dollars (a model, sources named); run nothing")
+    parser.add_argument("--instance", default=None, help="the instance --plan times and prices (default: "
+                        + ", ".join(f"{i} for {t}" for t, i in plan.DEFAULT_INSTANCE.items()) + ")")
+    parser.add_argument("--precompile", action="store_true", help="with --target trainium: fill the Neuron compile "
+                        "cache (neuron_parallel_compile, one short trial per distinct graph), then sweep and count "
+                        "the cache's hits")
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
+    if args.precompile and args.target != "trainium":
+        parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
     suites = [retarget(s, args.target) for s in (find_suites(args.suites_dir) if args.suite == "all"
                                                   else [resolve_suite(args.suite, args.suites_dir)])]
@@ -135,7 +146,14 @@ def main(argv: list[str] | None = None) -> None:
             for point in found:
                 print(f"  {point.run_name}")
         return
+    if args.plan:
+        command = " ".join(["python -m helpers.study.sweep", *(argv if argv is not None else sys.argv[1:])])
+        print(plan.plan_text(suites, args.variant, args.target, args.instance, command))
+        return
+    state = precompile.precompile(suites, args.variant) if args.precompile else None
     sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs, force=args.force)
+    if state is not None:
+        precompile.cache_report(state, suites, args.variant, args.results)
 
 
 if __name__ == "__main__":

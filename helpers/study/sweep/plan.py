@@ -1,0 +1,235 @@
+"""A sweep's plan before it spends: per point its graphs, compile and train seconds and dollars (a *model*).
+
+    python -m helpers.study.sweep all --variant full --target trainium --plan     # runs nothing
+
+Every figure is an estimate and says where it comes from:
+- graphs: what each point compiles on XLA / Neuron (helpers.study.sweep.graphs); eager CUDA compiles none;
+- compile seconds: an assumed cold neuronx-cc figure per graph (COMPILE_SOURCE); a graph shared by points or
+  suites (one key) is compiled once in the totals, since the compile cache is shared;
+- train and evaluation seconds: model FLOPs (helpers/calc/flops.py; evaluation: the forward pass) over an
+  assumed MFU times the device's datasheet peak (helpers/facts/device_peaks.csv); the MFU comes from the
+  study's published figures (Experiment/published), never from this repository's records;
+- dollars: those seconds at the whole instance's on-demand price (helpers/facts/instance_prices.csv).
+A figure that cannot be estimated is NaN with the reason in the row's note, never 0.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from helpers.calc import cost
+from helpers.calc.facts import device_roof, load_instance_prices
+from helpers.calc.flops import forward_flops, model_flops
+from helpers.run import lora, models
+from helpers.run.args import build_args, repo_path
+from helpers.run.device import compute_dtype
+from helpers.study.sweep import graphs
+from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
+
+COMPILE_S_PER_GRAPH = 300.0
+COMPILE_SOURCE = ("assumed 300 s a graph, cold: neuronx-cc takes minutes per bert-base graph (docs/HARDWARE.md; "
+                  "up to an hour for large models: optimum-neuron #698, #825 in shared/NEURON.md); a public trn1 BERT "
+                  "training log shows ~5 min between successive neuronx-cc calls (aws/aws-k8s-tester PR #558)")
+DEFAULT_INSTANCE = {"trainium": "trn1.2xlarge", "nvidia": "g6.xlarge"}
+RANK_DEVICE = {"trn1-chip": "trn1-core"}  # one process drives one NeuronCore: a rank's peak is the core's
+NO_FAST_BF16 = ("t4",)  # Turing: fp16 tensor cores, no bf16 (device_peaks.csv's 16-bit column is fp16 there)
+PUBLISHED = "Experiment/published"
+STUDY_NAME = {"t4": "T4", "l4": "L4", "a100-40gb": "A100"}  # device names in the study's speedup.csv
+STUDY_EPOCHS, STUDY_BATCH, STUDY_LENGTH = 3, 64, 32  # the optimized configuration speedup.csv times
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the plan prices and times the sweep: the instance, the device one rank runs on, its price."""
+
+    name: str  # trainium | nvidia
+    instance: str
+    device: str | None  # device_peaks.csv key of one rank's device
+    price_per_hour_usd: float  # NaN when the facts have no price
+    price_note: str
+
+
+def target_of(name: str, instance: str | None = None) -> Target:
+    """Return the target `name` on `instance` (default: trn1.2xlarge for trainium, g6.xlarge for nvidia)."""
+    instance = instance or DEFAULT_INSTANCE[name]
+    row = load_instance_prices().set_index("instance")
+    if instance not in row.index:
+        return Target(name, instance, None, math.nan,
+                      f"no price for {instance} in helpers/facts/instance_prices.csv")
+    r = row.loc[instance]
+    note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
+    return Target(name, instance, RANK_DEVICE.get(r["device"], r["device"]), cost.instance_price(instance), note)
+
+
+def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
+    """Return the MFU (a fraction) the plan assumes on `device`, and where it comes from (NaN: none published)."""
+    if device and device.startswith("trn1"):
+        prof = pd.read_csv(repo_path(PUBLISHED) / "seq_len_profile.csv")
+        # the row of the nearest L (on a log scale; the shorter on a tie)
+        row = prof.iloc[int(np.abs(np.log(prof["max_length"] / max_length)).argmin())]
+        return (float(row["mfu_pct"]) / 100, f"the study's trn1 profile at L={int(row['max_length'])}: "
+                f"{row['mfu_pct']}% ({PUBLISHED}/seq_len_profile.csv)")
+    if device in STUDY_NAME:
+        pub = pd.read_csv(repo_path(PUBLISHED) / "speedup.csv").set_index("device").loc[STUDY_NAME[device]]
+        seconds = float(pub["optimized_train_time_s"])
+        flops_per_row = model_flops(model_config("bert-base-uncased"), STUDY_BATCH, STUDY_LENGTH) / STUDY_BATCH
+        achieved = graphs.TRAIN_ROWS * STUDY_EPOCHS / seconds * flops_per_row
+        peak = device_roof(device, "bf16")["peak_tflops"] * 1e12
+        return achieved / peak, (f"derived from the study's optimized {STUDY_NAME[device]} run "
+                                 f"({graphs.TRAIN_ROWS:,} rows x {STUDY_EPOCHS} epochs in {seconds:g} s at "
+                                 f"b{STUDY_BATCH} L{STUDY_LENGTH}, {PUBLISHED}/speedup.csv) over the datasheet "
+                                 "16-bit peak")
+    return math.nan, f"no published MFU for {device or 'this device'}"
+
+
+@functools.cache
+def _config(name: str):
+    """Return the architecture's config, read once (offline: hub names through their -random alias)."""
+    return models.load_config(graphs.architecture(name))
+
+
+def model_config(name: str, task=None):
+    """Return the architecture's config (offline), marked for LoRA when `task` asks for adapters."""
+    cfg = copy.deepcopy(_config(name))
+    if task is not None:
+        lora.mark_config(cfg, lora.spec_of(task))
+    return cfg
+
+
+def seconds(flops: float, mfu: float, peak_tflops: float) -> float:
+    """Return the seconds `flops` take at `mfu` of a `peak_tflops` device."""
+    return flops / (mfu * peak_tflops * 1e12)
+
+
+Lengths = Callable[[str, str | None], dict | str]  # (model_name, data_dir) -> token lengths by split, or why not
+
+
+def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -> tuple[dict, list]:
+    """Return a point's plan row (graphs, seconds per compiled graph, train / evaluation seconds, the MFU
+    assumed, why a figure is missing) and its graph keys."""
+    row = {"suite": suite.name, "point": point.run_name, "graphs": math.nan, "per_graph_s": math.nan,
+           "train_s": math.nan, "eval_s": math.nan, "mfu": math.nan, "note": ""}
+    if suite.kind == "token_stats":
+        return {**row, "graphs": 0, "note": "tokenizes on the host, no training: seconds, not estimated"}, []
+    if suite.requires == "neuron" and target.name != "trainium":
+        return {**row, "note": "needs NeuronCores: the sweep skips it on this target"}, []
+    args, notes = build_args(point.params), [target.price_note] if math.isnan(target.price_per_hour_usd) else []
+    xla = suite.notebook == TARGETS["trainium"][0]
+    device = target.device if xla == (target.name == "trainium") else None
+    lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
+    padded = graphs.padded_lengths(args, lengths if isinstance(lengths, dict) else None)
+    if padded is None:
+        return {**row, "note": "; ".join(notes + [f"dynamic padding: {lengths}"])}, []
+    train_len, eval_len = padded
+    fast = device not in NO_FAST_BF16
+    keys = graphs.graph_keys(args, train_len, eval_len, bf16_fast=fast) if xla else []
+    row["graphs"] = len(keys)
+    if not xla:  # eager CUDA / CPU compiles nothing, unless torch.compile
+        row["per_graph_s"] = math.nan if args.train.compile else 0.0
+        notes += ["torch.compile: its compile time is not estimated"] if args.train.compile else []
+    elif device is not None:
+        row["per_graph_s"] = COMPILE_S_PER_GRAPH
+    if device is None:
+        return {**row, "note": "; ".join(notes + ["runs on torch-xla's CPU backend on this target: no "
+                                                  "published figure"])}, keys
+    mfu, source = assumed_mfu(device, args.task.max_length)
+    if math.isnan(mfu):
+        return {**row, "note": "; ".join(notes + [source])}, keys
+    cfg = model_config(args.task.model_name, args.task)
+    dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode, args.neuron.extra_cc_flags)
+    peak = device_roof(device, dtype)["peak_tflops"]
+    micro, batches = Counter(train_len.tolist()), Counter(eval_len.tolist())  # padded length -> batches
+    train = sum(n * model_flops(cfg, args.train.batch, L) for L, n in micro.items())  # forward + backward
+    evaluate = sum(n * forward_flops(cfg, graphs.eval_batch(args), L) for L, n in batches.items())
+    return {**row, "train_s": seconds(train, mfu, peak), "eval_s": seconds(evaluate, mfu, peak), "mfu": mfu,
+            "note": "; ".join(notes)}, keys
+
+
+def plan_frame(suites: list[Suite], variant: str, target: Target,
+               lengths_for: Lengths | None = None) -> tuple[pd.DataFrame, dict]:
+    """Return the plan's rows (one per point, in sweep order) and each point's graph keys. A point pays the
+    compilation of its graphs no earlier point compiled (`new`): the compile cache is shared."""
+    lengths_for = lengths_for or graphs.data_token_lengths
+    rows, keys, seen = [], {}, set()
+    for suite in suites:
+        for point in expand(suite, variant):
+            row, keys[point.run_name] = estimate(suite, point, target, lengths_for)
+            new = [k for k in dict.fromkeys(keys[point.run_name]) if k not in seen]
+            if not math.isnan(row["per_graph_s"]):
+                seen.update(new)
+            row["new"] = math.nan if math.isnan(row["per_graph_s"]) else len(new)
+            row["compile_s"] = row["new"] * row["per_graph_s"]
+            row["usd"] = (row["compile_s"] + row["train_s"] + row["eval_s"]) / 3600 * target.price_per_hour_usd
+            rows.append(row)
+    columns = ["suite", "point", "graphs", "new", "compile_s", "train_s", "eval_s", "mfu", "usd", "note"]
+    return pd.DataFrame(rows, columns=columns), keys
+
+
+def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
+    """Return per suite and for the whole study: points, distinct graphs, the graphs it compiles first, compile,
+    train and evaluation hours and dollars (sums of the estimated points), and the points not estimated."""
+    def one(rows: pd.DataFrame, name: str) -> dict:
+        hours = {f"{what} h": rows[f"{what}_s"].sum(min_count=1) / 3600 for what in ("compile", "train", "eval")}
+        distinct = len({k for p in rows["point"] for k in keys[p]})
+        return {"suite": name, "points": len(rows), "distinct graphs": distinct,
+                "new graphs": rows["new"].sum(min_count=1), **hours, "usd": rows["usd"].sum(min_count=1),
+                "not estimated": int(rows["usd"].isna().sum())}
+    out = [one(rows, name) for name, rows in frame.groupby("suite", sort=False)]
+    return pd.DataFrame(out + [one(frame, "whole study")])
+
+
+def render(frame: pd.DataFrame, keys: dict, target: Target, command: str) -> str:
+    """Return the plan as text: assumptions, one table per suite, then the totals."""
+    sources = sorted({assumed_mfu(target.device, int(L))[1] for L in (16, 128)})
+    lines = [f"Plan of `{command}` on {target.instance} ({target.name}): a model, nothing was run.",
+             "- graphs: one per training shape and one per evaluation shape and settings (helpers/study/sweep/"
+             "graphs.py; dynamic padding: one per padded length met, from the data in the loader's order); `new`: "
+             "not compiled by an earlier point (one compile cache): only those are charged",
+             f"- compile: {COMPILE_SOURCE}",
+             "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the matmul "
+             "dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
+             f"- price: {target.price_note}", ""]
+    fmt = {"compile_s": "{:.0f}", "train_s": "{:.0f}", "eval_s": "{:.0f}", "usd": "{:.2f}", "mfu": "{:.1%}",
+           "graphs": "{:.0f}", "new": "{:.0f}"}
+    for name, rows in frame.groupby("suite", sort=False):
+        shown = rows.drop(columns="suite").copy()
+        for col, f in fmt.items():
+            shown[col] = [("n/a" if pd.isna(v) else f.format(v)) for v in shown[col]]
+        lines += [f"## {name} ({len(rows)} points)", shown.to_markdown(index=False), ""]
+    tot = totals(frame, keys)
+    study = tot.iloc[-1]
+    shown = tot.copy()
+    for col in ("new graphs", "compile h", "train h", "eval h", "usd"):
+        shown[col] = [("n/a" if pd.isna(v) else f"{v:.0f}" if col == "new graphs" else f"{v:.2f}")
+                      for v in tot[col]]
+    lines += ["## Totals (estimates; n/a: not estimated, see the rows' notes)",
+              shown.to_markdown(index=False, disable_numparse=True), "",
+              f"Whole study (model): {study['points']} points, {study['distinct graphs']} distinct graphs, "
+              f"{_hours(study, 'compile')} h compiling + {_hours(study, 'train')} h training + "
+              f"{_hours(study, 'eval')} h evaluating on {target.instance} = {_usd(study['usd'])}; points not "
+              f"estimated: {study['not estimated']}."]
+    return "\n".join(lines)
+
+
+def _hours(row: pd.Series, what: str) -> str:
+    """Return a total's hours as text, n/a when none was estimated."""
+    return "n/a" if pd.isna(row[f"{what} h"]) else f"{row[f'{what} h']:.2f}"
+
+
+def _usd(value: float) -> str:
+    """Return dollars as text, n/a when not estimated."""
+    return "n/a" if pd.isna(value) else f"${value:.2f}"
+
+
+def plan_text(suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str) -> str:
+    """Return the rendered plan of `suites`' `variant` on the target (nothing runs)."""
+    target = target_of(target_name, instance)
+    frame, keys = plan_frame(suites, variant, target)
+    return render(frame, keys, target, command)

@@ -1,0 +1,157 @@
+"""Fill the Neuron compile cache before a sweep: one short trial per distinct graph, through neuron_parallel_compile.
+
+    python -m helpers.study.sweep all --variant full --target trainium --precompile
+
+`neuron_parallel_compile <command>` (torch-neuronx) runs a trial of the command with graph extraction on (every
+graph executes as an empty stub with zero outputs), then compiles the graphs it met in parallel into the Neuron
+cache; the Neuron docs ask for a trial of "a few steps (eg. 10-15)". Here a trial is a point's own parameters
+through Trainium/train.py with TRIAL_STEPS steps and one evaluation batch per split; under dynamic padding every
+step of the point (its lengths come from the data order) and its evaluation rows. Points are taken in sweep
+order, and a point runs a trial only when it has a graph no earlier trial covered: one trial per new graph key,
+not one per point (helpers.study.sweep.graphs says what a point compiles). Trials run one after another: the
+compiler's host memory is the trn1.2xlarge's limit (shared/NEURON.md). After the sweep, `cache_report` counts
+the cache's hits from the records' compilations and the NEFFs that entered the cache meanwhile (the misses).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.run import records
+from helpers.run.args import REPO_ROOT, build_args, repo_path
+from helpers.run.argv import to_argv
+from helpers.study.sweep import graphs
+from helpers.study.sweep.points import env_python
+from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
+
+TOOL = "neuron_parallel_compile"
+TRIAL_STEPS = 10  # "a few steps (eg. 10-15)": the neuron_parallel_compile page of the Neuron docs
+TRIALS_DIR = "Experiment/runs/precompile"  # the trials' records: not results (their outputs are stubs)
+DEFAULT_CACHE = "/var/tmp/neuron-compile-cache"  # neuronx-cc's, when neither --cache_dir nor the URL is set
+
+
+@dataclass
+class Trial:
+    """One precompile trial: the point it stands for, the graphs it adds, and its command line."""
+
+    suite: str
+    point: str
+    new_graphs: int
+    command: list[str]
+
+
+def trial_params(params: dict, run_name: str, suite: str, results: str | Path) -> dict:
+    """Return the parameters of a point's trial: few steps and one evaluation batch per split (all of them
+    under dynamic padding), no profile, its own run name and records folder."""
+    args = build_args(params)
+    out = {**params, "run_name": f"{run_name}-precompile", "suite": suite, "results_path": str(results),
+           "progress": False, "profile": False, "replace_record": True}
+    if args.task.padding == "static":  # one shape: a few steps and one padded evaluation batch show every graph
+        steps = max(1, min(TRIAL_STEPS, graphs.optimizer_steps(args)))
+        out.update(max_steps=steps, log_every=steps, eval_every=None,
+                   eval_subset=graphs.eval_batch(args) * args.train.num_devices)
+    return out
+
+
+def precompile_command(python: str | Path, params: dict) -> list[str]:
+    """Return the command that fills the Neuron cache with a trial of `params` (a pure function)."""
+    return [TOOL, str(python), "Trainium/train.py", *to_argv(build_args(params))]
+
+
+def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | Path = TRIALS_DIR) -> list[Trial]:
+    """Return the trials that cover every distinct graph of `suites`' `variant`, in sweep order."""
+    lengths_for = lengths_for or graphs.data_token_lengths
+    seen, out = set(), []
+    for suite in suites:
+        if suite.kind != "notebook" or suite.notebook != TARGETS["trainium"][0]:
+            continue
+        for point in expand(suite, variant):
+            keys = point_graphs(point, lengths_for)
+            new = [k for k in dict.fromkeys(keys) if k not in seen]
+            if keys and not new:
+                continue  # every graph of this point is compiled by an earlier trial
+            seen.update(new)
+            params = trial_params(point.params, point.run_name, suite.name, repo_path(results))
+            out.append(Trial(suite.name, point.run_name, len(new), precompile_command(env_python(suite.env), params)))
+    return out
+
+
+def point_graphs(point: Point, lengths_for) -> list:
+    """Return a point's graph keys; [] when its padded lengths cannot be counted here (it gets a trial anyway)."""
+    args = build_args(point.params)
+    lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
+    padded = graphs.padded_lengths(args, lengths if isinstance(lengths, dict) else None)
+    return graphs.graph_keys(args, *padded) if padded else []
+
+
+def cache_dir(params: dict | None = None) -> str:
+    """Return the Neuron compile cache a run uses: neuron_cache_dir, else NEURON_COMPILE_CACHE_URL, else the default."""
+    return (params or {}).get("neuron_cache_dir") or os.environ.get("NEURON_COMPILE_CACHE_URL") or DEFAULT_CACHE
+
+
+def cached_neffs(folder: str) -> int | None:
+    """Return the compiled graphs (NEFFs) in a local Neuron cache (0 before the first); None for an S3 cache."""
+    if "://" in folder:
+        return None
+    return sum(1 for _ in Path(folder).glob("*/MODULE_*/model.neff"))
+
+
+def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | None = None) -> dict:
+    """Run the trials with neuron_parallel_compile where it is installed, else say why not and what would
+    run; return what cache_report needs."""
+    found = trials(suites, variant)
+    cache = cache_dir(next((p.params for s in suites for p in expand(s, variant)), None))
+    tool = tool or shutil.which(TOOL)
+    print(f"precompile: {len(found)} trials cover {sum(t.new_graphs for t in found)} distinct graphs "
+          f"(Neuron cache {cache})", file=out)
+    state = {"cache": cache, "started": records.now(), "ran": False}
+    if tool is None:
+        print(f"precompile: {TOOL} is not on PATH, so nothing was precompiled. It comes with torch-neuronx on a "
+              "trn1 (activate the Neuron environment); here torch-xla runs on the CPU, where there is no Neuron "
+              "cache to fill. On a trn1 these would run, one after another, before the sweep:", file=out)
+        for t in found:
+            print("  " + shlex.join(t.command), file=out)
+        return state
+    state["before"] = cached_neffs(cache)
+    for i, t in enumerate(found, 1):
+        done = subprocess.run([tool, *t.command[1:]], cwd=REPO_ROOT, check=False)
+        print(f"precompile {i}/{len(found)} {t.point}: {t.new_graphs} new graphs, exit {done.returncode}", file=out)
+    state.update(ran=True, precompiled=cached_neffs(cache), started=records.now())
+    print(f"precompile: the cache holds {_count(state['precompiled'])} NEFFs ({_count(state['before'])} before)",
+          file=out)
+    return state
+
+
+def cache_report(state: dict, suites: list[Suite], variant: str, results: str | Path, out=sys.stdout) -> dict:
+    """Print and return what the sweep's runs compiled and how much of it the cache served."""
+    names = {p.run_name for s in suites for p in expand(s, variant)}
+    recs = [r for s in suites if (repo_path(results) / s.name).is_dir()
+            for r in records.read_records(repo_path(results) / s.name)[0]
+            if r.get("run_name") in names and str(r.get("finished_at") or "") >= state["started"]]
+    compiled = sum((r.get("xla") or {}).get("graph_compilations") or 0 for r in recs)
+    seconds = sum((r.get("xla") or {}).get("compile_time_s") or 0.0 for r in recs)
+    after = cached_neffs(state["cache"])
+    misses = None if after is None or state.get("precompiled") is None else after - state["precompiled"]
+    report = {"runs": len(recs), "compilations": compiled, "compile_s": seconds, "misses": misses,
+              "hits": None if misses is None else max(compiled - misses, 0)}
+    if not state["ran"]:
+        print(f"compile cache: no precompile ran; the sweep's {len(recs)} runs compiled {compiled} graphs in "
+              f"{seconds:.0f} s", file=out)
+    elif misses is None:
+        print(f"compile cache: {state['cache']} is not a local folder, so its hits cannot be counted; the sweep's "
+              f"{len(recs)} runs compiled {compiled} graphs in {seconds:.0f} s", file=out)
+    else:  # torch-xla counts a graph the Neuron cache served as a compilation too, taking seconds, not minutes
+        print(f"compile cache: the sweep's {len(recs)} runs compiled {compiled} graphs in {seconds:.0f} s; "
+              f"{report['hits']} came from the cache (hits), {misses} were new to it (misses: graphs the trials "
+              "did not meet)", file=out)
+    return report
+
+
+def _count(value: int | None) -> str:
+    """Return a NEFF count as text (an S3 cache is not counted)."""
+    return "uncounted (S3)" if value is None else str(value)

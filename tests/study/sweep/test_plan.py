@@ -1,0 +1,203 @@
+"""The plan (graphs per point, estimated seconds and dollars) and the precompile trials; no test asserts a time."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.run import records
+from helpers.run.args import build_args
+from helpers.run.argv import parse_cli
+from helpers.study.sweep import graphs, plan, points, precompile, runner, suites
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def synthetic_lengths(model_name=None, data_dir=None) -> dict[str, np.ndarray]:
+    """Token lengths of a made-up corpus shaped like the emotion data's (median ~20, a long tail to ~90)."""
+    rng = np.random.default_rng(0)
+    return {split: np.clip(rng.lognormal(3.0, 0.45, n), 4, 90).astype(np.int64)
+            for split, n in (("train", 16_000), ("validation", 2_000), ("test", 2_000))}
+
+
+def on_trn1(name: str) -> suites.Suite:
+    return suites.retarget(suites.resolve_suite(name), "trainium")
+
+
+def keys_of(point: suites.Point) -> list[graphs.GraphKey]:
+    return precompile.point_graphs(point, synthetic_lengths)
+
+
+# ----------------------------------------------------------------------------- which graphs a point needs
+def test_static_padding_needs_one_training_and_one_evaluation_graph_dynamic_one_per_length():
+    found = {p.params.get("pad_to_multiple_of", p.params["padding"]): keys_of(p)
+             for p in suites.expand(on_trn1("padding"), "full")}
+    assert [k.kind for k in found["static"]] == ["train", "eval"] and {k.length for k in found["static"]} == {128}
+    # rounding to a coarser multiple leaves fewer distinct lengths, hence fewer graphs
+    assert len(found["static"]) < len(found[16]) < len(found[8]) < len(found["dynamic"])
+    assert all(k.length % 16 == 0 for k in found[16])
+
+
+def test_graph_keys_follow_what_changes_the_hlo_and_not_what_is_data():
+    precision = [keys_of(p) for p in suites.expand(on_trn1("precision"), "full")]
+    distinct = {k for ks in precision for k in ks}
+    # fp32, bf16, bf16-pure (bf16-pure-sr: the same graph, rounded by the runtime) x L16, L32 x train, eval; seeds share
+    assert len(distinct) == 3 * 2 * 2 and {k.precision for k in distinct} == {"fp32", "bf16", "bf16-pure"}
+    llrd = {k for p in suites.expand(on_trn1("lr_llrd"), "full") for k in keys_of(p)}
+    assert len(llrd) == 3  # LLRD on / off changes the optimizer's graph; lr, the decay factor and seeds are data
+    a, b = (build_args({"max_length": 32, "batch": 64, "optlevel": o}) for o in (1, 2))
+    assert graphs.graph_keys(a, [32], [32]) != graphs.graph_keys(b, [32], [32])  # compiler flags
+    c = build_args({"max_length": 32, "batch": 64, "optlevel": 1, "neuron_cache_dir": "/elsewhere"})
+    assert graphs.graph_keys(a, [32], [32]) == graphs.graph_keys(c, [32], [32])  # where the cache is: not a key
+
+
+def test_predicted_shapes_match_the_committed_padding_records(real_data_dir):
+    """The dynamic-padding lengths follow the loader's own order: the quick padding records' shapes exactly."""
+    lengths = graphs.data_token_lengths("minilm", str(real_data_dir))
+    seen = 0
+    for point in suites.expand(on_trn1("padding"), "quick"):
+        for rec in records.read_records(REPO / "Experiment/results/padding")[0]:
+            if rec["run_name"] != point.run_name or not rec.get("shapes") or not rec.get("xla"):
+                continue
+            args = build_args(point.params)
+            train, evaluate = graphs.padded_lengths(args, lengths)
+            counts = {f"{args.train.batch}x{n}": int((train == n).sum()) for n in set(train.tolist())}
+            assert counts == rec["shapes"]["counts"], point.run_name
+            keys = graphs.graph_keys(args, train, evaluate)
+            assert sum(k.kind == "train" for k in keys) == rec["xla"]["train"]["uncached_compiles"]
+            assert sum(k.kind == "eval" for k in keys) == rec["xla"]["eval"]["uncached_compiles"]
+            seen += 1
+    if not seen:
+        pytest.skip("no committed padding records of the current quick points")
+
+
+# ----------------------------------------------------------------------------- the plan's arithmetic
+def trn1_frame(names: list[str], variant: str = "full", instance: str | None = None):
+    target = plan.target_of("trainium", instance)
+    frame, keys = plan.plan_frame([on_trn1(n) for n in names], variant, target, synthetic_lengths)
+    return frame, keys, target
+
+
+def test_shared_graphs_are_compiled_once():
+    frame, keys, _ = trn1_frame(["batch_scaling", "seq_len"])
+    distinct = {k for ks in keys.values() for k in ks}
+    assert frame["new"].sum() == len(distinct) < frame["graphs"].sum()  # repeats and shared shapes pay nothing
+    assert (frame.loc[frame["point"].str.endswith("-rep2"), "new"] == 0).all()
+    tot = plan.totals(frame, keys).set_index("suite")
+    assert tot.loc["whole study", "compile h"] == pytest.approx(len(distinct) * plan.COMPILE_S_PER_GRAPH / 3600)
+    # seq_len's L=128 points reuse batch_scaling's batch-64 graphs: fewer new graphs than it has
+    assert tot.loc["seq_len", "new graphs"] < tot.loc["seq_len", "distinct graphs"]
+
+
+def test_a_missing_price_or_figure_gives_a_reason_not_zero():
+    frame, keys, target = trn1_frame(["seq_len"], instance="trn9.xlarge")
+    assert math.isnan(target.price_per_hour_usd) and frame["usd"].isna().all()
+    assert frame["note"].str.contains("no price for trn9.xlarge").all()
+    text = plan.render(frame, keys, target, "seq_len --plan")
+    assert "$0.00" not in text and "= n/a" in text
+    cpu = plan.plan_frame([suites.resolve_suite("seq_len")], "quick", plan.target_of("nvidia", "m6i.large"))[0]
+    assert cpu["train_s"].isna().all() and cpu["note"].str.contains("no published MFU for cpu-2vcpu").all()
+    frame, _ = plan.plan_frame([on_trn1("padding")], "full", plan.target_of("trainium"),
+                               lambda *_: "no local data (set EMOTION_DATA_DIR)")
+    dynamic = frame[frame["point"].str.contains("dynamic")]
+    assert dynamic["graphs"].isna().all() and dynamic["note"].str.contains("no local data").all()
+    assert frame.loc[~frame.index.isin(dynamic.index), "graphs"].tolist() == [2]  # the static point still counts
+
+
+def test_the_assumed_mfu_names_its_published_source():
+    for device, length in (("trn1-core", 32), ("trn1-core", 128), ("a100-40gb", 32)):
+        mfu, source = plan.assumed_mfu(device, length)
+        assert 0 < mfu < 1 and "Experiment/published" in source
+
+
+def test_plan_runs_no_point(tmp_path, monkeypatch, capsys):
+    def refuse(*args, **kwargs):
+        raise AssertionError("--plan ran something")
+    monkeypatch.setattr(points, "run_point", refuse)
+    monkeypatch.setattr(points, "device_of", refuse)
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    runner.main(["seq_len", "--variant", "full", "--target", "trainium", "--plan", "--results", str(results),
+                 "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert "## Totals" in out and "Whole study (model)" in out and "seq_len-full-max_length=16" in out
+    assert not results.exists() and not runs.exists()  # no record, no notebook
+
+
+# ----------------------------------------------------------------------------- precompile
+def test_one_trial_per_new_graph_not_per_point():
+    trials = precompile.trials([on_trn1("lr_llrd"), on_trn1("precision")], "full", synthetic_lengths)
+    names = [t.point for t in trials]
+    assert len(names) == 2 + 5  # lr_llrd: LLRD off, on; precision: 6 shapes x precisions, less the one lr_llrd made
+    # lr_llrd's LLRD-0.95 L=32 graphs (training, evaluation) are precision's bf16 L=32 ones
+    assert sum(t.new_graphs for t in trials) == 3 + 12 - 2
+    assert not any("bf16-pure-sr" in n for n in names)
+
+
+def test_precompile_command_is_the_points_own_run_with_a_few_steps(tmp_path):
+    point = suites.expand(on_trn1("seq_len"), "full")[0]
+    params = precompile.trial_params(point.params, point.run_name, "seq_len", tmp_path)
+    cmd = precompile.precompile_command("/venv/bin/python", params)
+    assert cmd[:3] == ["neuron_parallel_compile", "/venv/bin/python", "Trainium/train.py"]
+    args = parse_cli(cmd[3:])  # what Trainium/train.py will read
+    assert args.train.max_steps == precompile.TRIAL_STEPS and args.measure.run_name.endswith("-precompile")
+    assert args.measure.results_path == str(tmp_path) and args.measure.eval_every is None
+    full = build_args(point.params)
+    assert graphs.graph_keys(args, [args.task.max_length], [args.task.max_length]) == \
+        graphs.graph_keys(full, [full.task.max_length], [full.task.max_length])  # the trial compiles the point's graphs
+
+
+def test_without_neuron_parallel_compile_it_says_so_and_what_would_run(monkeypatch):
+    monkeypatch.setattr(precompile.shutil, "which", lambda name: None)
+    out = io.StringIO()
+    state = precompile.precompile([on_trn1("seq_len")], "full", out=out)
+    text = out.getvalue()
+    assert not state["ran"] and "not on PATH" in text and "nothing was precompiled" in text
+    assert text.count("neuron_parallel_compile ") >= 4 and "--max_steps=10" in text
+
+
+def test_cache_report_counts_hits_and_misses(tmp_path):
+    cache, results = tmp_path / "cache", tmp_path / "results"
+    for module in ("MODULE_a", "MODULE_b", "MODULE_c"):
+        (cache / "neuronxcc-2.26" / module).mkdir(parents=True)
+        (cache / "neuronxcc-2.26" / module / "model.neff").write_bytes(b"")
+    suite = on_trn1("seq_len")
+    names = [p.run_name for p in suites.expand(suite, "full")][:2]
+    state = {"cache": str(cache), "started": "2026-01-01T00:00:00+00:00", "ran": True, "precompiled": 2}
+    for name, n in zip(names, (3, 2)):
+        records.write_record(results / "seq_len" / f"{name}@xla-neuron.json", {
+            "schema_version": 3, "run_name": name, "suite": "seq_len", "status": "finished", "params": {},
+            "finished_at": "2026-01-02T00:00:00+00:00", "xla": {"graph_compilations": n, "compile_time_s": 1.5}})
+    report = precompile.cache_report(state, [suite], "full", results, out=io.StringIO())
+    assert report == {"runs": 2, "compilations": 5, "compile_s": 3.0, "misses": 1, "hits": 4}
+
+
+# ----------------------------------------------------------------------------- the plan against torch-xla
+@pytest.mark.xla
+@pytest.mark.slow
+@pytest.mark.parametrize("padding", ["static", "dynamic"])
+def test_a_tiny_points_compilations_match_the_plan(padding, tiny_model_dir, tiny_data_dir, tmp_path):
+    """A 2-layer hidden-64 BERT, 3 steps, in a fresh process (torch-xla's graph cache is process-wide)."""
+    pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make test-xla)")
+    params = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
+                  max_length=32, padding=padding, precision="fp32", max_steps=3, log_every=3, eval_subset=16,
+                  xla_fast_compile=True, progress=False, results_path=str(tmp_path))
+    args = build_args(params)
+    lengths = graphs.data_token_lengths(str(tiny_model_dir), str(tiny_data_dir))
+    keys = graphs.graph_keys(args, *graphs.padded_lengths(args, lengths), bf16_fast=False)
+    code = ("import json; from helpers import steps; from helpers.run.args import build_args; "
+            f"rec = steps.run_all(build_args({params!r})); print('XLA', json.dumps(rec['xla']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=REPO,
+                         env={**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)})
+    line = next((x for x in out.stdout.splitlines() if x.startswith("XLA ")), None)
+    assert line, out.stdout[-2000:] + out.stderr[-3000:]
+    xla = json.loads(line[4:])
+    assert xla["train"]["uncached_compiles"] == sum(k.kind == "train" for k in keys)
+    assert xla["eval"]["uncached_compiles"] == sum(k.kind == "eval" for k in keys)
+    assert xla["graph_compilations"] == len(keys)
