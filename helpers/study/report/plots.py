@@ -119,7 +119,7 @@ def roofline(df, published_dir):
     for (who, dtype), (peak, bw, colour, source) in roofs.items():
         also = " = published trn1 roof" if same and (who, dtype) == ("trn1 NeuronCore", "bf16") else ""
         bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
-        peak_text = f"{peak:g} TFLOP/s" + ("" if source == "published" else f" ({source})")
+        peak_text = f"{peak:.3g} TFLOP/s" + ("" if source == "published" else f" ({source})")
         _roof(ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":",
               f"roof: {who} {dtype}: {peak_text}, {bw_text}{also}")
     if not same:
