@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tta-no-stop", action="store_true", help="tta: train to the end past the target")
     parser.add_argument("--tta-recipe-epochs", type=int, default=None, help="tta: the project recipe's epochs "
                         "(both sides; default its 1): one epoch reached 90%% validation at step 350 in the recipe search")
+    parser.add_argument("--tta-budget-s", type=float, default=None, help="tta: training seconds after which a "
+                        "Trainer configuration short of the target ends (its time and ratio become lower bounds)")
     parser.add_argument("--max-other-cores", type=float, default=0.5,
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> dict:
         elif section == "tta":
             results["tta"] = tta_section(args, Sizes(args.tta_model, args.tta_rows, args.tta_eval_rows,
                                                      args.tta_eval_every, args.tta_max_steps, args.tta_target,
-                                                     args.tta_rounds, not args.tta_no_stop, args.tta_recipe_epochs))
+                                                     args.tta_rounds, not args.tta_no_stop, args.tta_recipe_epochs,
+                                                     args.tta_budget_s))
         meta["load_end"] = os.getloadavg()[0]
         # one typed record per configuration, written through helpers.run.records beside the raw windows
         found = section_records(section, results[section], results[section].pop("heads", {}), meta)

@@ -143,11 +143,13 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     return blocks
 
 
-def _seconds(values: list) -> str:
-    """Return the median of the seconds that exist, with how many of the rounds they are."""
+def _seconds(values: list, beyond: list | None = None) -> str:
+    """Return the median of the seconds that exist, with how many of the rounds they are; none: not reached,
+    after more than the fewest seconds it was last evaluated at (`beyond`), where known."""
     known = [v for v in values if v is not None]
+    above = [b for b in beyond or [] if b is not None]
     return f"{statistics.median(known):.0f}" + (f" ({len(known)} of {len(values)})" if len(known) < len(values) else "") \
-        if known else "not reached"
+        if known else f"> {min(above):.0f} (not reached)" if above else "not reached"
 
 
 def _tta(t: dict) -> list[str]:
@@ -158,8 +160,10 @@ def _tta(t: dict) -> list[str]:
           f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, {z['train_rows']} "
           f"shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated every {z['eval_every']} "
           f"optimizer steps outside each clock; {z['rounds']} round(s), the order rotated each round"
-          + ("; each configuration stops at its first evaluation at or above the target." if z["stop_at_target"]
-             else "; every configuration trains to its end."), "",
+          + ("; each configuration stops at its first evaluation at or above the target" if z["stop_at_target"]
+             else "; every configuration trains to its end")
+          + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} training s "
+             "(its time and ratio are then lower bounds)." if z.get("budget_s") else "."), "",
           f"| configuration | recipe | precision | time to {target} (s, median) | at step | steps trained | "
           "training s | samples/s | best validation accuracy |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, windows in rates.items():
@@ -168,7 +172,7 @@ def _tta(t: dict) -> list[str]:
         md.append(f"| {name} | L={recipe['max_length']} {recipe['padding']}"
                   f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, lr "
                   f"{recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
-                  f"{_seconds([w['time_to_target_s'] for w in windows])} | "
+                  f"{_seconds([w['time_to_target_s'] for w in windows], [w.get('beyond_s') for w in windows])} | "
                   f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | {statistics.median(w['steps'] for w in windows):.0f} | "
                   f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
                   f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
@@ -179,9 +183,20 @@ def _tta(t: dict) -> list[str]:
         lines.append(f"**{label} = {r['median']:.2f}x** ("
                      + (f"median of {len(known)} per-round ratios, range {min(known):.2f} .. {max(known):.2f}"
                         if len(known) > 1 else "one round: a single run each, no spread")
-                     + ")" if r["median"] is not None else
-                     f"**{label}: not measured** (a side did not reach {target} in any round)")
+                     + ")" if r["median"] is not None and None not in r["per_round"] else
+                     _at_least(label, r, target))
     return md + ["", f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + ".", ""]
+
+
+def _at_least(label: str, r: dict, target: str) -> str:
+    """Return the ratio line where some rounds did not reach `target`: every round's ratio or lower bound, at least."""
+    bounds = r.get("at_least") or []
+    if None in bounds or not bounds:
+        return f"**{label}: not measured** (a side did not reach {target} in every round)" + (
+            f"; where both did, median {r['median']:.2f}x" if r["median"] is not None else "")
+    return (f"**{label} >= {min(bounds):.2f}x** in each of {len(bounds)} round(s) (a lower bound: the Trainer did not "
+            f"reach {target} in {r['per_round'].count(None)} of them, so its time there is more than its last "
+            "evaluation's)")
 
 
 def render_raw(raw: Path) -> dict[str, str]:

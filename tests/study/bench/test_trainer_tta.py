@@ -65,17 +65,28 @@ def test_without_stopping_every_configuration_trains_to_its_end_and_says_the_tar
     assert [p["step"] for p in out["rates"][tta.TRAINER_DEFAULTS][0]["curve"]] == [2, 4, 6]
     for windows in out["rates"].values():
         assert all(w["time_to_target_s"] is None and w["reason"].startswith("not reached") for w in windows)
-    assert all(r == {"median": None, "per_round": [None, None]} for r in out["ratios"].values())
+    assert all(r == {"median": None, "per_round": [None, None], "at_least": [None, None]} for r in out["ratios"].values())
     out.pop("heads")
     block = render.render({"tta": out}, META)["tta"]
-    assert "| not reached |" in block and "every configuration trains to its end" in block
+    assert "(not reached) |" in block and "every configuration trains to its end" in block
     assert "**Trainer, run_glue defaults / project run path: not measured**" in block
 
 
-def _fake(times: dict) -> dict:
+def test_a_budget_ends_a_trainer_configuration_short_of_the_target_at_its_first_evaluation_past_it(
+        tiny_model_dir, tiny_data_dir):
+    # an unreachable target: without the budget each would train 4 steps (max_steps; 2 epochs of 2); with 0 s the
+    # Trainer's stop at their first evaluation, step 2
+    out = tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1.0, budget_s=0.0, recipe_epochs=2))
+    steps = {name: w["steps"] for name, (w,) in out["rates"].items()}
+    assert steps == {tta.TRAINER_DEFAULTS: 2, tta.TRAINER_RECIPE: 2, tta.PROJECT: 4}  # the run path has no budget
+    for (w,) in out["rates"].values():
+        assert w["time_to_target_s"] is None and w["beyond_s"] == w["curve"][-1]["train_time_s"] > 0
+
+
+def _fake(times: dict, beyond: float | None = None) -> dict:
     rates = {name: [{"time_to_target_s": t, "target_step": 100 if t else None, "steps": 400, "train_time_s": 300.0,
-                     "samples": 40.0, "seconds": 300.0, "precision": "fp32", "best_val_accuracy": 0.91, "curve": []}
-                    for t in ts] for name, ts in times.items()}
+                     "samples": 40.0, "seconds": 300.0, "precision": "fp32", "best_val_accuracy": 0.91, "curve": [],
+                     "beyond_s": None if t else beyond} for t in ts] for name, ts in times.items()}
     return {"sizes": {**tta.Sizes().__dict__}, "configs": tta.CONFIGS, "rates": rates,
             "ratios": {f"{a} / {b}": tta.ratios(rates, a, b) for a, b in tta.RATIOS}}
 
@@ -83,15 +94,33 @@ def _fake(times: dict) -> dict:
 def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path):
     t = _fake({tta.TRAINER_DEFAULTS: [600.0, 900.0, None], tta.TRAINER_RECIPE: [330.0, 360.0, 300.0],
                tta.PROJECT: [300.0, 300.0, 200.0]})
-    assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {"median": 2.5, "per_round": [2.0, 3.0, None]}
+    assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {"median": 2.5, "per_round": [2.0, 3.0, None],
+                                                                     "at_least": [2.0, 3.0, None]}
     assert t["ratios"][f"{tta.TRAINER_RECIPE} / {tta.PROJECT}"]["median"] == pytest.approx(1.2)
     block = render.render({"tta": t}, META)["tta"]
-    assert "| 750 (2 of 3) |" in block and "= 2.50x** (median of 2 per-round ratios, range 2.00 .. 3.00)" in block
+    assert "| 750 (2 of 3) |" in block and "= 1.20x** (median of 3 per-round ratios, range 1.10 .. 1.50)" in block
+    # a round that did not reach the target and has no bound: no ratio is claimed, the reached rounds are named
+    assert "run_glue defaults / project run path: not measured** (a side did not reach 90% in every round); " \
+           "where both did, median 2.50x" in block
     raw = tmp_path / "bench.jsonl"
     old = _fake({name: [1.0] for name in tta.CONFIGS})
     raw.write_text("\n".join(json.dumps({"meta": META, "section": "tta", "result": r}) for r in (old, t)) + "\n")
     blocks = render.render_raw(raw)
     assert set(blocks) == {"tta"} and blocks["tta"] == render.render({"tta": t}, META)["tta"]
+
+
+def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and_only_that():
+    t = _fake({tta.TRAINER_DEFAULTS: [None, 900.0], tta.TRAINER_RECIPE: [330.0, 360.0],
+               tta.PROJECT: [150.0, 200.0]}, beyond=600.0)
+    assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {"median": 4.5, "per_round": [None, 4.5],
+                                                                     "at_least": [4.0, 4.5]}
+    block = render.render({"tta": t}, META)["tta"]
+    assert "| > 600 (not reached) |" not in block and "| 900 (1 of 2) |" in block  # one round reached it
+    assert "**Trainer, run_glue defaults / project run path >= 4.00x** in each of 2 round(s) (a lower bound: " \
+           "the Trainer did not reach 90% in 1 of them" in block
+    never = _fake({tta.TRAINER_DEFAULTS: [None], tta.TRAINER_RECIPE: [330.0], tta.PROJECT: [300.0]}, beyond=600.0)
+    block = render.render({"tta": never}, META)["tta"]
+    assert "| > 600 (not reached) |" in block and "project run path >= 2.00x** in each of 1 round(s)" in block
 
 
 def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny_data_dir, tmp_path):
