@@ -149,6 +149,18 @@ def lora_model_flops(cfg, batch: int, seq_len: int, r: int, targets: str) -> flo
     return total
 
 
+def lora_trainable(cfg, r: int, targets: str) -> int:
+    """Return the parameters a LoRA run trains: r x (in + out) per adapted linear, and the head in full
+    (BERT: the classifier; RoBERTa and DistilBERT: their two head linears; run.lora's modules_to_save)."""
+    roles = set(LORA_ROLES) if targets.strip() == "all-linear" else {t.strip() for t in targets.split(",")}
+    H, I, C = cfg.hidden_size, intermediate(cfg), cfg.num_labels
+    shapes = {"query": (H, H), "key": (H, H), "value": (H, H), "attention_output": (H, H),
+              "ffn_up": (H, I), "ffn_down": (I, H)}
+    adapters = cfg.num_hidden_layers * sum(r * (din + dout) for role, (din, dout) in shapes.items() if role in roles)
+    head = H * C + C + (H * H + H) * (getattr(cfg, "model_type", "bert") != "bert")
+    return adapters + head
+
+
 def estimate_mfu(flops_per_step: float, step_time_s: float, peak_tflops: float) -> float:
     """Return MFU as a fraction: achieved model FLOP/s over the device's peak FLOP/s."""
     achieved_flops_per_s = flops_per_step / step_time_s  # model FLOPs (forward + backward) per second

@@ -114,8 +114,12 @@ def saved_activation_bytes(cfg, batch: int, seq_len: int, precision: str, device
 
 def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimizer: str = "adamw",
                           gradient_checkpointing: bool = False, device_type: str = "cuda",
-                          fused_attention: bool = False) -> dict:
+                          fused_attention: bool = False, trainable: int | None = None) -> dict:
     """Return bytes held in a training step: weights, master weights, grads, AdamW states, activations, total.
+
+    `trainable`: the parameters that train (LoRA: flops.lora_trainable); gradients and AdamW moments are
+    kept for those only. Activations are full fine-tuning's, an upper bound under LoRA (a frozen linear's
+    input is kept only where something below it trains), so the largest LoRA batch is a lower bound.
 
     `total` is the sum: the live set at the end of forward when gradients stay allocated between steps
     (zero_grad(set_to_none=False), gradient accumulation). With set_to_none=True it overestimates by up
@@ -127,6 +131,7 @@ def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimiz
         raise ValueError(f"optimizer={optimizer!r}; expected 'adamw' or 'sgd' (plain, no momentum)")
     b = flops.precision_bytes(precision)
     n = flops.param_count(cfg)
+    t = n if trainable is None else trainable
     autocast = precision in flops.AUTOCAST_PRECISIONS
     adamw = optimizer == "adamw"
     act = saved_activation_bytes(cfg, batch, seq_len, precision, device_type=device_type,
@@ -137,12 +142,12 @@ def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimiz
         "weights": flops.param_breakdown(cfg)["matmul_weights"] * 2 if autocast else n * b["weight"],
         # fp32 master weights: under autocast the stored parameters; fp32 and pure modes keep no second copy
         "master_weights": n * 4 if autocast else 0,
-        # one gradient per parameter (fp32 under autocast, bf16 in pure modes)
-        "gradients": n * b["grad"],
-        # AdamW first moment
-        "adamw_exp_avg": adamw * n * b["state"],
+        # one gradient per trainable parameter (fp32 under autocast, bf16 in pure modes)
+        "gradients": t * b["grad"],
+        # AdamW first moment, per trainable parameter
+        "adamw_exp_avg": adamw * t * b["state"],
         # AdamW second moment
-        "adamw_exp_avg_sq": adamw * n * b["state"],
+        "adamw_exp_avg_sq": adamw * t * b["state"],
         # tensors kept from forward for backward (see saved_activation_bytes)
         "activations": act["total"],
     }
@@ -155,7 +160,7 @@ def largest_batch_that_fits(cfg, capacity_gib: float, seq_len: int, precision: s
     """Return the largest batch whose estimated total fits in capacity_gib - reserve_gib (0 if none).
 
     reserve_gib covers the CUDA context / runtime, workspaces and fragmentation (about 0.5-1 GiB on GPUs).
-    kwargs go to estimate_train_memory (optimizer, gradient_checkpointing, device_type, fused_attention).
+    kwargs go to estimate_train_memory (optimizer, gradient_checkpointing, device_type, fused_attention, trainable).
     """
     budget = (capacity_gib - reserve_gib) * GIB
 

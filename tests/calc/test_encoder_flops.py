@@ -63,3 +63,12 @@ def test_the_offline_encoders_have_the_published_sizes():
     assert millions["bert-large-random"] == pytest.approx(335.1, abs=0.5)
     assert millions["distilbert-base-random"] == pytest.approx(67.0, abs=0.5)
     assert millions["roberta-base-random"] == pytest.approx(124.6, abs=0.5)
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert"])
+@pytest.mark.parametrize("targets", ["query,value", "all-linear", "ffn_down"])
+def test_lora_trainable_parameters_are_what_peft_trains(model_type, targets):
+    cfg = tiny(model_type)
+    model = AutoModelForSequenceClassification.from_config(cfg)
+    model = lora.apply(model, lora.spec_of(build_args({"lora_r": 4, "lora_targets": targets}).task))
+    assert flops.lora_trainable(cfg, 4, targets) == sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -102,7 +102,7 @@ def _family(row) -> str:
     return {"cuda": "gpu", "xla": "xla-cpu", "cpu": "cpu"}.get(row.get("device_type"), "other")
 
 
-def _measured_price(row) -> tuple[str | None, float, str, float]:
+def measured_price(row) -> tuple[str | None, float, str, float]:
     """Return (instance, $/h of the accelerators used, note, $/h of the whole instances holding them)."""
     family, devices = _family(row), _count(row.get("num_devices"))
     if family == "gpu":
@@ -142,7 +142,7 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     run_rows = int(row["train_subset"]) if not _missing(row.get("train_subset")) else FULL_ROWS
     scale = _count(row.get("num_devices"))  # the curve counts rank 0's samples; ranks step in lockstep
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
-    instance, usd_share, note, usd_whole = _measured_price(row)
+    instance, usd_share, note, usd_whole = measured_price(row)
     energy = _energy(row, job)
     config = (f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, {row.get('precision')}, "
               f"{run_rows:,} rows; {row['rule']}")

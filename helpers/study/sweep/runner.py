@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.precompile and args.target != "trainium":
         parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
-    suites = [retarget(s, args.target) for s in (find_suites(args.suites_dir) if args.suite == "all"
+    suites = [retarget(s, args.target) for s in (every_suite(args.suites_dir) if args.suite == "all"
                                                   else [resolve_suite(args.suite, args.suites_dir)])]
     if args.list:
         for suite in suites:
@@ -154,6 +154,15 @@ def main(argv: list[str] | None = None) -> None:
     sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs, force=args.force)
     if state is not None:
         precompile.cache_report(state, suites, args.variant, args.results)
+
+
+def every_suite(suites_dir: str) -> list:
+    """Return the suites `all` runs: every one but those marked on_demand (named, they still run)."""
+    found = find_suites(suites_dir)
+    for suite in (s for s in found if s.on_demand):
+        print(f"sweep: {suite.name} is on demand, left out of `all` (run it by name: python -m helpers.study.sweep "
+              f"{suite.name}); the report keeps its committed records", file=sys.stderr)
+    return [s for s in found if not s.on_demand]
 
 
 if __name__ == "__main__":

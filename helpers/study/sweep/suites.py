@@ -2,7 +2,9 @@
 
 A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
 `kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
-optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16) and `description`, shared `[params]`, and per variant (`[quick]`,
+optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16), `description` and
+`on_demand` (true: `sweep all`, and so `make report`, leaves it out; it runs by name, and the report still tabulates
+its committed records), shared `[params]`, and per variant (`[quick]`,
 `[full]`) `params`, `grid` (every combination), `cases` (a list of explicit points, crossed with the
 grid), `repeats` (independent processes per point, default 1), `timeout_s` and `jobs` (points run at once,
 each on cpu_count / jobs threads). Parameter names
@@ -54,6 +56,7 @@ class Suite:
     variants: dict
     report: dict = field(default_factory=dict)
     description: str = ""
+    on_demand: bool = False
 
 
 @dataclass
@@ -74,7 +77,9 @@ def load_suite(path: str | Path) -> Suite:
                   kind=kind, notebook=raw.get("notebook"), env=raw.get("env", "main"),
                   requires=raw.get("requires"), params=raw.get("params", {}),
                   variants={v: raw[v] for v in VARIANTS if v in raw}, report=raw.get("report", {}),
-                  description=raw.get("description", ""))
+                  description=raw.get("description", ""), on_demand=raw.get("on_demand", False))
+    if not isinstance(suite.on_demand, bool):
+        raise ConfigError(f"{path}: on_demand={suite.on_demand!r} is invalid: true or false")
     if kind not in KINDS:
         raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
     if suite.requires not in REQUIRES:

@@ -70,6 +70,21 @@ def test_every_suite_file_parses_and_expands():
             assert suite.notebook in ("Nvidia/baseline.ipynb", "Trainium/baseline.ipynb")
 
 
+def test_sweep_all_leaves_an_on_demand_suite_out_and_runs_it_by_name(tmp_path, capsys):
+    from helpers.study.sweep.runner import every_suite
+
+    for name, extra in (("kept", ""), ("search", "on_demand = true\n")):
+        (tmp_path / f"{name}.toml").write_text(f'notebook = "Nvidia/baseline.ipynb"\n{extra}[quick]\n[full]\n')
+    assert [s.name for s in every_suite(str(tmp_path))] == ["kept"]
+    assert "search is on demand" in capsys.readouterr().err
+    assert suites.resolve_suite(str(tmp_path / "search.toml")).on_demand  # by name it still resolves, to run
+    assert [s.name for s in suites.find_suites(tmp_path)] == ["kept", "search"]  # and the report tabulates it
+    assert [s.name for s in suites.find_suites() if s.on_demand] == ["recipe"]  # the one-time recipe search
+    (tmp_path / "bad.toml").write_text('notebook = "Nvidia/baseline.ipynb"\non_demand = "yes"\n[quick]\n[full]\n')
+    with pytest.raises(ConfigError, match="on_demand"):
+        suites.load_suite(tmp_path / "bad.toml")
+
+
 @pytest.mark.parametrize("name, variant, count", [("precision", "quick", 18), ("lr_llrd", "quick", 12),
                                                   ("batch_scaling", "full", 15), ("compiler_flags", "full", 12),
                                                   ("padding", "quick", 12), ("padding", "full", 4), ("token_lengths", "quick", 1),
