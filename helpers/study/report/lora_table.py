@@ -69,11 +69,11 @@ def to_target(cells: pd.DataFrame) -> str:
     curves = [c for c in cells["curve"] if c]
     if not curves:
         return DASH
-    found = cell(cells[f"tta_{TARGET:.2f}"])
-    if not cells[f"tta_{TARGET:.2f}"].notna().any():
-        best = max(p.get("val_accuracy") or 0 for c in curves for p in c)
-        found = found[:-1] + f"; best {100 * best:.1f}%)"
-    return found
+    seconds = cells[f"tta_{TARGET:.2f}"]
+    if seconds.notna().any():
+        return cell(seconds)
+    best = max(p.get("val_accuracy") or 0 for c in curves for p in c)
+    return f"not reached (0/{len(seconds)}; best {100 * best:.1f}%)"
 
 
 def usd(cells: pd.DataFrame) -> str:
