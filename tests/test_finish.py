@@ -67,6 +67,28 @@ def test_a_record_name_too_long_for_the_file_system_is_refused_naming_run_name(t
     assert not list(tmp_path.iterdir())  # the probe is gone
 
 
+def _probe_many(path: str, n: int) -> None:
+    """Check one destination n times (a torchrun rank starting)."""
+    from pathlib import Path
+
+    for _ in range(n):
+        destination.check_destination(Path(path))
+
+
+def test_ranks_checking_one_destination_at_once_do_not_trip_over_each_others_probe(tmp_path):
+    import multiprocessing
+
+    path = tmp_path / "killed@cpu-amd-epyc.json"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_probe_many, args=(str(path), 300)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]  # a shared probe name fails one with "File exists"
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_suites_own_folder_is_checked_before_training(tiny_model_dir, tiny_data_dir, tmp_path):
     (tmp_path / "demo").write_text("a file where the suite's folder goes")
     with pytest.raises(records.RecordWriteError, match="demo"):

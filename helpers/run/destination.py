@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 from pathlib import Path
 
@@ -27,7 +28,8 @@ def check_destination(path: Path) -> None:
                           f"temporary name, over the {NAME_MAX} a file system allows; give a run_name of at most "
                           f"{len(name.encode()) - (longest - NAME_MAX)} characters")
     folder = check_writable(path.parent)  # the suite's own folder, not just the results root
-    probe = folder / ("." + "p" * (len(path.name) + TEMP_EXTRA - 1))
+    tag = f".{os.getpid()}.{secrets.token_hex(4)}."  # its own name: torchrun's ranks probe the same folder at once
+    probe = folder / (tag + "p" * max(0, len(path.name) + TEMP_EXTRA - len(tag)))
     try:
         probe.touch(exist_ok=False)
     except OSError as err:
