@@ -85,7 +85,7 @@ def test_sweep_all_leaves_an_on_demand_suite_out_and_runs_it_by_name(tmp_path, c
         suites.load_suite(tmp_path / "bad.toml")
 
 
-@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 18), ("lr_llrd", "quick", 12),
+@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 12), ("lr_llrd", "quick", 12),
                                                   ("batch_scaling", "full", 15), ("compiler_flags", "full", 12),
                                                   ("padding", "quick", 12), ("padding", "full", 4), ("token_lengths", "quick", 1),
                                                   ("lora", "quick", 9), ("lora", "full", 27), ("models", "quick", 12)])
