@@ -1,10 +1,12 @@
 """finish never loses a record, and a run's destination and name are checked before anything is built."""
 import dataclasses
 import json
+import multiprocessing
 import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -69,15 +71,11 @@ def test_a_record_name_too_long_for_the_file_system_is_refused_naming_run_name(t
 
 def _probe_many(path: str, n: int) -> None:
     """Check one destination n times (a torchrun rank starting)."""
-    from pathlib import Path
-
     for _ in range(n):
         destination.check_destination(Path(path))
 
 
 def test_ranks_checking_one_destination_at_once_do_not_trip_over_each_others_probe(tmp_path):
-    import multiprocessing
-
     path = tmp_path / "killed@cpu-amd-epyc.json"
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_probe_many, args=(str(path), 300)) for _ in range(4)]
