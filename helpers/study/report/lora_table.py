@@ -87,22 +87,20 @@ def usd(cells: pd.DataFrame) -> str:
 
 def fits(settings: pd.DataFrame, seq_len: int) -> pd.DataFrame:
     """Return, per LoRA setting (rows: lora_r, lora_targets) and accelerator, the largest bert-base batch whose
-    training state fits (helpers/calc/memory.py, bf16 autocast at `seq_len`, 1 GiB reserved)."""
+    training state fits (helpers.calc.memory.fit_table, bf16 autocast at `seq_len`, 1 GiB reserved)."""
     from transformers import BertConfig
 
-    from helpers.calc.facts import load_device_peaks
     from helpers.calc.flops import lora_trainable
-    from helpers.calc.memory import largest_batch_that_fits
+    from helpers.calc.memory import fit_table
 
-    cfg, peaks = BertConfig(num_labels=6), load_device_peaks().set_index("key")
+    cfg = BertConfig(num_labels=6)
     rows = []
     for r in settings.itertuples():
         rank = 0 if pd.isna(r.lora_r) else int(r.lora_r)
         trainable = lora_trainable(cfg, rank, r.lora_targets or "query,value") if rank else None
+        table = fit_table(cfg, seq_len, "bf16", trainable=trainable).set_index("key").loc[list(ACCELERATORS)]
         rows.append({"setting": setting(pd.Series({"lora_r": rank, "lora_targets": r.lora_targets})),
-                     **{f"{peaks.loc[k, 'device']} ({fmt(peaks.loc[k, 'memory_gib'])} GiB)":
-                        largest_batch_that_fits(cfg, peaks.loc[k, "memory_gib"], seq_len, "bf16", trainable=trainable)
-                        for k in ACCELERATORS}})
+                     **{f"{d.device} ({fmt(d.memory_gib)} GiB)": d.largest_batch for d in table.itertuples()}})
     return pd.DataFrame(rows).set_index("setting")
 
 
