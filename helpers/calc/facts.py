@@ -12,16 +12,19 @@ import pandas as pd
 
 FACTS = Path(__file__).resolve().parents[1] / "facts"
 
-# torch.cuda.get_device_name() patterns -> device_peaks.csv key; first match wins (H200 before H100).
-# PCIe/NVL variants have other clocks and bandwidths, so they stay unknown rather than borrow SXM roofs.
+# torch.cuda.get_device_name() names -> device_peaks.csv key, matched whole: a name that only contains a
+# known one (H200 NVL, GH200, A10 in A10G) is another product with other clocks, so it stays unknown rather
+# than borrow a roof. The H100's PCIe/NVL variants are left out for that reason.
 CUDA_NAME_KEYS = (
-    (r"H200", "h200"),
-    (r"H100(?!.*(PCIe|NVL))", "h100"),
-    (r"A100-SXM4-80GB", "a100-80gb"),
-    (r"A100-(SXM4|PCIE)-40GB", "a100-40gb"),
-    (r"A10G", "a10g"),
-    (r"\bL4\b", "l4"),
-    (r"\bT4\b", "t4"),
+    (r"NVIDIA H200", "h200"),
+    (r"NVIDIA H200 NVL", "h200-nvl"),
+    (r"NVIDIA H100 80GB HBM3", "h100"),
+    (r"NVIDIA A100-SXM4-80GB", "a100-80gb"),
+    (r"NVIDIA A100-(SXM4|PCIE)-40GB", "a100-40gb"),
+    (r"NVIDIA A10G", "a10g"),
+    (r"NVIDIA A10", "a10"),
+    (r"NVIDIA L4", "l4"),
+    (r"(Tesla|NVIDIA) T4", "t4"),
 )
 
 
@@ -52,6 +55,6 @@ def device_roof(key: str, dtype: str) -> dict:
 def cuda_device_key(name: str) -> str | None:
     """Return the device_peaks.csv key for a torch.cuda.get_device_name() string, None if unknown."""
     for pattern, key in CUDA_NAME_KEYS:
-        if re.search(pattern, name):
+        if re.fullmatch(pattern, name.strip()):
             return key
     return None
