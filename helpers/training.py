@@ -120,17 +120,12 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
         profiler.close()
         if run.compiles:
             run.compiles.mark("train_end")
-    run.fit, run.timing = result, {**timer.summary(), "skipped_steps": result.skipped_steps}
+    world = run.rank.world_size if run.rank else 1
+    run.fit, run.timing = result, {**timer.summary(ranks=world), "skipped_steps": result.skipped_steps}
     run.phases["train"] = run.timing["train_time_s"]
     run.outcome, run.error = result.status, result.reason
     if result.stopped_early:
         run.trained["stopped_early"] = result.stopped_early
-    if run.rank is not None and run.timing["samples_per_s"]:
-        # the ranks step in lockstep: the run's rate is rank 0's times the ranks
-        world = run.rank.world_size
-        run.timing.update(samples_per_s_per_device=run.timing["samples_per_s"],
-                          samples_per_s=run.timing["samples_per_s"] * world,
-                          tokens_per_s=run.timing["tokens_per_s"] * world)
     run.trained["energy"] = job_energy(run, run.trained["energy"], node_lead)
     run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
         "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}"}, shapes={

@@ -122,14 +122,19 @@ class StepTimer:
         event.record()
         return event
 
-    def summary(self) -> dict:
-        """Return first-step, warm-up and steady-state times (s), samples/s and tokens/s, and their spread."""
+    def summary(self, ranks: int = 1) -> dict:
+        """Return first-step, warm-up and steady-state times (s), samples/s and tokens/s, and their spread.
+
+        Every rate is the job's: `ranks` data-parallel ranks step in lockstep, so the job's samples/s in a
+        window is this rank's times `ranks` (samples_per_s_per_device keeps this rank's). Sample counts
+        stay this rank's.
+        """
         self.close_window()
         steady = [w for w in self.windows if not w.warmup]
         times = np.array(self.step_times_s)
         steady_times = times[self.warmup_steps:] if len(times) > self.warmup_steps else times
         steady_s = sum(w.seconds for w in steady)
-        rates = [w.samples / w.seconds for w in steady if w.seconds > 0]
+        rates = [ranks * w.samples / w.seconds for w in steady if w.seconds > 0]
         out = {
             "steps": self.steps,
             "warmup_steps": min(self.warmup_steps, self.steps),
@@ -139,15 +144,15 @@ class StepTimer:
             "warmup_time_s": sum(w.seconds for w in self.windows if w.warmup),
             "steady_time_s": steady_s,
             "steady_steps": sum(w.steps for w in steady),
-            "samples_per_s": sum(w.samples for w in steady) / steady_s if steady_s > 0 else None,
-            "tokens_per_s": sum(w.tokens for w in steady) / steady_s if steady_s > 0 else None,
+            "samples_per_s": ranks * sum(w.samples for w in steady) / steady_s if steady_s > 0 else None,
+            "tokens_per_s": ranks * sum(w.tokens for w in steady) / steady_s if steady_s > 0 else None,
             "steady_samples": sum(w.samples for w in steady),
             "samples_processed": int(sum(self.samples)),
             "windows": len(steady),
             "window_samples_per_s": {"min": min(rates), "median": float(np.median(rates)),
                                      "max": max(rates)} if rates else None,
             # each steady window: [optimizer steps done at its end, its samples/s] (the notebook draws them)
-            "window_series": [[int(np.sum([v.steps for v in self.windows[:i + 1]])), w.samples / w.seconds]
+            "window_series": [[int(np.sum([v.steps for v in self.windows[:i + 1]])), ranks * w.samples / w.seconds]
                               for i, w in enumerate(self.windows) if not w.warmup and w.seconds > 0],
             "step_time_source": {"host": "host clock per step (the CPU finishes its ops before they return)",
                                  "events": "CUDA events per step",
@@ -156,4 +161,6 @@ class StepTimer:
             "step_time_p10_s": float(np.percentile(steady_times, 10)) if len(steady_times) else None,
             "step_time_p90_s": float(np.percentile(steady_times, 90)) if len(steady_times) else None,
         }
+        if ranks > 1:
+            out["samples_per_s_per_device"] = out["samples_per_s"] / ranks if out["samples_per_s"] else None
         return out

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
 # the strings older records put in number fields for "no figure"
 SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
@@ -83,17 +83,20 @@ class ModelInfo(Section):
     attention: str | None = None
 
 
+JOB_RATE = "the job's: every rank's samples (data parallel: a rank's rate times the ranks)"
+
+
 class Timing(Section):
     train_time_s: Num = None
-    samples_per_s: Num = None
-    tokens_per_s: Num = None
+    samples_per_s: Num = Field(None, description=JOB_RATE)
+    tokens_per_s: Num = Field(None, description=JOB_RATE)
     first_step_s: Num = None
     step_time_median_s: Num = None
     step_time_p10_s: Num = None
     step_time_p90_s: Num = None
     steady_time_s: Num = None
     warmup_time_s: Num = None
-    samples_per_s_per_device: Num = None
+    samples_per_s_per_device: Num = Field(None, description="one rank's samples/s (data parallel runs only)")
     steps: Count = None
     steady_steps: Count = None
     warmup_steps: Count = None
@@ -101,7 +104,8 @@ class Timing(Section):
     steady_samples: Count = None  # rank 0's, as samples_processed
     samples_processed: Count = None
     skipped_steps: Count = None
-    window_samples_per_s: dict[str, Num] | None = None
+    window_samples_per_s: dict[str, Num] | None = Field(None, description="min/median/max over the steady "
+                                                        "windows, " + JOB_RATE)
 
 
 class Systems(Section):
@@ -173,10 +177,10 @@ class CurvePoint(Section):
 
 
 class RunRecord(BaseModel):
-    """One run: who ran what, on which device, with what result (schema_version 4)."""
+    """One run: who ran what, on which device, with what result (schema_version 5)."""
 
     model_config = ConfigDict(extra="allow")
-    schema_version: Literal[4] = SCHEMA_VERSION
+    schema_version: Literal[5] = SCHEMA_VERSION
     run_id: str
     run_name: str = Field(min_length=1)
     suite: str | None = None
@@ -210,8 +214,22 @@ class RunRecord(BaseModel):
     neuron_profile: Section | None = None  # the Neuron profiler's summary, attached after the run
 
 
+def job_window_rates(timing: dict) -> dict:
+    """Return a schema-4 timing section with its window rates in the job's unit (they were one rank's)."""
+    per_rank, job = timing.get("samples_per_s_per_device"), timing.get("samples_per_s")
+    if not per_rank or not job:
+        return timing
+    ranks = round(job / per_rank)
+    windows = timing.get("window_samples_per_s")
+    out = {**timing, "window_samples_per_s": {k: v * ranks if v is not None else None for k, v in windows.items()}
+           if windows else windows}
+    if timing.get("window_series"):
+        out["window_series"] = [[step, rate * ranks] for step, rate in timing["window_series"]]
+    return out
+
+
 def upgrade(record: dict) -> dict:
-    """Return an older record (schema 1-3) in the current layout; number sentinels go in validation."""
+    """Return an older record (schema 1-4) in the current layout; number sentinels go in validation."""
     version = record.get("schema_version", 1)
     record = dict(record)
     if version < 2:
@@ -225,6 +243,9 @@ def upgrade(record: dict) -> dict:
         record["run_id"] = record.get("run_id") or f"v{version}-{record.get('run_name')}"
         if record.get("profile") is None:
             record.pop("profile", None)
+    if version < 5:
+        if isinstance(record.get("timing"), dict):  # schema 4: data-parallel window rates were one rank's
+            record["timing"] = job_window_rates(record["timing"])
         record["schema_version"] = SCHEMA_VERSION
     return record
 

@@ -45,6 +45,19 @@ def test_throughput_counts_host_work_inside_a_window_and_step_times_do_not():
     assert s["window_samples_per_s"]["min"] < s["window_samples_per_s"]["max"]
 
 
+def test_a_data_parallel_summary_gives_every_rate_in_the_jobs_unit():
+    """Two ranks: samples_per_s is the job's, so the windows' spread must be too (it lies inside it)."""
+    clock = FakeClock()
+    timer = StepTimer(warmup_steps=0, window_steps=3, clock=clock)
+    run_steps(timer, clock, [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 1.5], samples=4)
+    one, two = timer.summary(), timer.summary(ranks=2)
+    assert two["samples_per_s"] == pytest.approx(2 * one["samples_per_s"]) == 2 * two["samples_per_s_per_device"]
+    rates = two["window_samples_per_s"]
+    assert rates["min"] < two["samples_per_s"] < rates["max"]  # the check HARDWARE.md asks of a record
+    assert [r for _, r in two["window_series"]] == [2 * r for _, r in one["window_series"]]
+    assert two["steady_samples"] == one["steady_samples"] and "samples_per_s_per_device" not in one
+
+
 def test_closing_a_window_keeps_evaluation_out_of_the_training_time():
     clock = FakeClock()
     timer = StepTimer(warmup_steps=0, window_steps=100, clock=clock)

@@ -133,9 +133,6 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():
         df[name] = _column(raw, paths, scale)
-    per_rank = _column(raw, ("timing.samples_per_s_per_device",), 1)  # data parallel: samples/s is all ranks'
-    ranks = (df["samples_per_s"] / per_rank).round().fillna(1)       # while a timing window is one rank's
-    df["window_min"], df["window_max"] = df["window_min"] * ranks, df["window_max"] * ranks
     for name in (c for c in raw if c.startswith("token_stats.")):  # the token_lengths suite's statistics
         df[name] = raw[name]
     for share in SHARES:
