@@ -99,9 +99,10 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     monitor, energy = (start_monitor(run.dev.type), start_energy(run.dev.type, cuda_devices=local_gpus)) \
         if node_lead else (NotMeasured("measured by local rank 0 of this node"),
                            NotMeasured("measured by local rank 0 of this node"))
-    # the meter reads its counters where the timer opens and closes a window: energy over the timed windows
+    # the meter reads its counters where the timer opens and closes a window: energy over the timed windows;
+    # the monitor keeps only what it sampled inside them
     timer = timing.StepTimer(lambda: device.synchronize(run.dev), m.timing_warmup_steps, m.log_every,
-                             per_step, event=event, watchers=(energy,) if node_lead else ())
+                             per_step, event=event, watchers=(energy, monitor) if node_lead else ())
     profiler = StepProfiler(m.profile and run.lead, repo_path(m.profile_dir) / run.name,
                             warmup_steps=m.timing_warmup_steps, profile_steps=m.profile_steps,
                             device_type=run.dev.type)

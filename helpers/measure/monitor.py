@@ -6,6 +6,10 @@
     ... timed steps ...
     record.update(mon.stop())        # flat, JSON-serializable
 
+Given to the step timer as a watcher (StepTimer(watchers=(mon,))), the monitor also leaves out what it
+samples between the timed windows (periodic evaluation), so its figures cover the windows that the
+timing and the energy cover.
+
 Backends (helpers/measure/sources.py, neuron_monitor.py): psutil (cpu), NVML through pynvml from
 nvidia-ml-py (cuda), a `neuron-monitor` subprocess (neuron, and xla: in this project XLA means
 Trainium). A backend that cannot measure reports None (never 0) for each value,
@@ -26,6 +30,7 @@ class Monitor:
         self._records: list[tuple[bool, object]] = []
         self._lock = threading.Lock()
         self._steady = False
+        self._between_windows = False  # a timer closed its window: evaluation or set-up, not training
         self._stopped = threading.Event()
         self._thread = None
         self._result: dict | None = None
@@ -43,7 +48,7 @@ class Monitor:
 
     def _record(self, payload) -> None:
         with self._lock:
-            self._records.append((self._steady, payload))
+            self._records.append((self._steady and not self._between_windows, payload))
 
     def poll(self) -> None:
         """Take one sample now (the background thread calls this every interval_s)."""
@@ -56,6 +61,17 @@ class Monitor:
         with self._lock:
             self.source.reset()
             self._steady = True
+
+    def window_opened(self, t: float) -> None:
+        """A timed window opened: sample again, from a fresh baseline (GPM, CPU %) that skips the pause."""
+        with self._lock:
+            self.source.reset()
+            self._between_windows = False
+
+    def window_closed(self, window, t: float) -> None:
+        """A timed window closed: what runs until the next one (evaluation) is not training."""
+        with self._lock:
+            self._between_windows = True
 
     def stop(self) -> dict:
         """Stop sampling; flat dict of mean/p90 over the steady window (None + reason if none)."""

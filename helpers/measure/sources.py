@@ -125,10 +125,10 @@ def open_gpm(nvml, handle) -> tuple[object, str | None]:
     """Return (a first GPM sample, None) where the device supports GPM, else (None, why not)."""
     try:
         if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
-            return None, "NVML GPM (SM activity) is not supported on this GPU: Hopper or later"
+            return None, "NVML GPM (SM and tensor-pipe activity) is not supported on this GPU: Hopper or later"
         return gpm_sample(nvml, handle, nvml.nvmlGpmSampleAlloc()), None
     except (nvml.NVMLError, AttributeError) as err:  # an older driver or nvidia-ml-py without GPM
-        return None, f"NVML GPM (SM activity) unavailable: {err}"
+        return None, f"NVML GPM (SM and tensor-pipe activity) unavailable: {err}"
 
 
 def gpm_sample(nvml, handle, sample):
@@ -136,16 +136,23 @@ def gpm_sample(nvml, handle, sample):
     return nvml.nvmlGpmSampleGet(handle, sample)
 
 
-def gpm_sm_util(nvml, older, newer) -> float:
-    """NVML_GPM_METRIC_SM_UTIL (% of SMs busy) between two GPM samples."""
+GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL", "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
+
+
+def gpm_metrics(nvml, older, newer) -> dict[str, float]:
+    """Return GPM_METRICS (% of SMs busy, % of tensor-pipe activity) between two GPM samples."""
     query = nvml.c_nvmlGpmMetricsGet_t()
-    query.version, query.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, 1
+    query.version, query.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, len(GPM_METRICS)
     query.sample1, query.sample2 = older, newer
-    query.metrics[0].metricId = nvml.NVML_GPM_METRIC_SM_UTIL
-    result = nvml.nvmlGpmMetricsGet(query).metrics[0]
-    if result.nvmlReturn != nvml.NVML_SUCCESS:
-        raise nvml.NVMLError(result.nvmlReturn)
-    return float(result.value)
+    for i, constant in enumerate(GPM_METRICS.values()):
+        query.metrics[i].metricId = getattr(nvml, constant)
+    metrics = nvml.nvmlGpmMetricsGet(query).metrics
+    out = {}
+    for i, field in enumerate(GPM_METRICS):
+        if metrics[i].nvmlReturn != nvml.NVML_SUCCESS:
+            raise nvml.NVMLError(metrics[i].nvmlReturn)
+        out[field] = float(metrics[i].value)
+    return out
 
 
 class NvmlSource(Source):
@@ -154,12 +161,14 @@ class NvmlSource(Source):
     sm_util_pct is NVML utilization.gpu: the share of the last sample period (1/6 s to 1 s by
     product) in which at least one kernel ran. It is not SM activity: one small kernel reads 100%.
     sm_active_pct is NVML GPM's SM_UTIL between two samples: the share of SMs busy, averaged over the
-    interval (what DCGM calls SM activity and profilers show as SM utilization). GPM exists on Hopper
-    and later; elsewhere sm_active_pct is None with gpm_reason saying why.
+    interval (what DCGM calls SM activity and profilers show as SM utilization). tensor_active_pct is GPM's
+    ANY_TENSOR_UTIL: the share of the interval the tensor pipes (any type) were active, the GPU's
+    counterpart of a NeuronCore's tensor engine active %. GPM exists on Hopper and later; elsewhere both
+    are None with gpm_reason saying why.
     mem_util_pct is NVML utilization.memory: the share of time device memory was read or written.
     """
 
-    backend, fields = "nvml", ("sm_util_pct", "sm_active_pct", "mem_util_pct", "mem_used_gib")
+    backend, fields = "nvml", ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib")
 
     def __init__(self) -> None:
         self.errors = 0
@@ -177,22 +186,22 @@ class NvmlSource(Source):
         except self._nvml.NVMLError:
             self.errors += 1
             return None
-        return {"sm_util_pct": float(util.gpu), "sm_active_pct": self._sm_active(), "mem_util_pct": float(util.memory),
+        return {"sm_util_pct": float(util.gpu), **self._gpm_activity(), "mem_util_pct": float(util.memory),
                 "mem_used_gib": mem.used / GIB}
 
-    def _sm_active(self) -> float | None:
-        """GPM SM activity (%) since the previous sample, or None without GPM."""
+    def _gpm_activity(self) -> dict[str, float | None]:
+        """GPM SM and tensor-pipe activity (%) since the previous sample, None each without GPM."""
         if self._gpm is None:
-            return None
+            return dict.fromkeys(GPM_METRICS)
         try:
             newer = gpm_sample(self._nvml, self._handle, self._nvml.nvmlGpmSampleAlloc())
-            value = gpm_sm_util(self._nvml, self._gpm, newer)
+            values = gpm_metrics(self._nvml, self._gpm, newer)
         except self._nvml.NVMLError as err:
             self.gpm_reason, self._gpm = f"NVML GPM failed during the run: {err}", None
-            return None
+            return dict.fromkeys(GPM_METRICS)
         self._nvml.nvmlGpmSampleFree(self._gpm)
         self._gpm = newer
-        return value
+        return values
 
     def summarize(self, samples: list[dict]) -> dict:
         out = {**super().summarize(samples), "nvml_errors": self.errors}

@@ -101,6 +101,32 @@ def test_samples_before_mark_steady_are_excluded():
     assert mon.stop() is out  # idempotent
 
 
+def test_samples_between_the_timers_windows_are_excluded():
+    """Periodic evaluation runs between two timed windows: the monitor leaves it out, as timing and energy do."""
+    from helpers.measure.timing import StepTimer
+
+    source = _FakeSource()
+    mon = Monitor(source, interval_s=1.0, start_thread=False)
+    timer = StepTimer(warmup_steps=1, window_steps=10, watchers=(mon,))
+    for step, value in enumerate((1000.0, 10.0, 30.0)):  # the warm-up step, then two steady ones
+        timer.start_step()
+        source.next_value = value
+        mon.poll()
+        timer.end_step(samples=1, tokens=1)
+        if step == 0:
+            mon.mark_steady()
+    timer.close_window()  # evaluation: the GPU idles
+    source.next_value = 0.0
+    mon.poll()
+    mon.poll()
+    timer.start_step()
+    source.next_value = 20.0
+    mon.poll()
+    timer.end_step(samples=1, tokens=1)
+    out = mon.stop()
+    assert out["samples"] == 3 and out["value_mean"] == pytest.approx(20.0)
+
+
 def test_no_steady_samples_is_not_measured():
     source = _FakeSource()
     mon = Monitor(source, start_thread=False)

@@ -13,14 +13,16 @@ from helpers.measure.sources import NvmlSource
 class FakeNvml(types.ModuleType):
     """pynvml's functions NvmlSource calls: utilization.gpu 100%, and GPM counters of a known SM activity."""
 
-    NVML_SUCCESS, NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL = 0, 1, 2
+    NVML_SUCCESS, NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL = 0, 1, 2, 5
 
     class NVMLError(Exception):
         pass
 
-    def __init__(self, gpm: bool, sm_active: list[float]) -> None:
+    def __init__(self, gpm: bool, sm_active: list[float], tensor_active: list[float] = ()) -> None:
         super().__init__("pynvml")
-        self.gpm, self.sm_active, self.counter, self.freed = gpm, list(sm_active), 0, 0
+        self.gpm, self.counter, self.freed = gpm, 0, 0
+        self.values = {self.NVML_GPM_METRIC_SM_UTIL: list(sm_active),
+                       self.NVML_GPM_METRIC_ANY_TENSOR_UTIL: list(tensor_active) or [0.0] * len(sm_active)}
 
     def nvmlInit(self): pass
     def nvmlShutdown(self): pass
@@ -37,12 +39,13 @@ class FakeNvml(types.ModuleType):
         return sample
 
     def c_nvmlGpmMetricsGet_t(self):
-        return types.SimpleNamespace(metrics=[types.SimpleNamespace(metricId=None, nvmlReturn=0, value=None)])
+        return types.SimpleNamespace(metrics=[types.SimpleNamespace(metricId=None, nvmlReturn=0, value=None)
+                                              for _ in range(8)])
 
     def nvmlGpmMetricsGet(self, query):
         assert query.sample2.at > query.sample1.at  # an interval between two samples, oldest first
-        assert query.metrics[0].metricId == self.NVML_GPM_METRIC_SM_UTIL
-        query.metrics[0].value = self.sm_active.pop(0)
+        for metric in query.metrics[:query.numMetrics]:
+            metric.value = self.values[metric.metricId].pop(0)
         return query
 
 
@@ -67,9 +70,18 @@ def test_gpm_sm_activity_is_recorded_apart_from_utilization_gpu(nvml):
     assert nvml.freed == 4  # every sample but none twice: three replaced, the last at close
 
 
+@pytest.mark.parametrize("nvml", [(True, [90.0, 80.0], [10.0, 20.0])], indirect=True)
+def test_tensor_pipe_activity_is_recorded_apart_from_sm_activity(nvml):
+    """The counterpart of a NeuronCore's tensor engine active %: SMs can be busy while the tensor pipes idle."""
+    source = NvmlSource()
+    out = source.summarize([source.sample() for _ in range(2)])
+    source.close()
+    assert out["sm_active_pct_mean"] == 85.0 and out["tensor_active_pct_mean"] == 15.0
+
+
 @pytest.mark.parametrize("nvml", [(False, [])], indirect=True)
 def test_without_gpm_sm_activity_is_none_with_the_reason(nvml):
     source = NvmlSource()
     out = source.summarize([source.sample(), source.sample()])
     assert out["sm_util_pct_mean"] == 100.0
-    assert out["sm_active_pct_mean"] is None and "Hopper" in out["gpm_reason"]
+    assert out["sm_active_pct_mean"] is None and out["tensor_active_pct_mean"] is None and "Hopper" in out["gpm_reason"]

@@ -34,14 +34,15 @@ def run(device: str, suite: str, params: dict, variant: str = "full", ai: float 
                               "compute_dtype": "bf16", "mechanism": "fixture"}
     if ai is not None:
         extra["systems"] = {"arithmetic_intensity": ai, "achieved_tflops": 1.0}
-    if util is not None and like_study:  # the study's figures: GPM SM activity, the profiler's tensor engine
+    if util is not None and like_study:  # tensor units on both sides: GPM tensor pipes, the profiler's tensor engine
         if device in ("a100", "t4"):
-            extra["utilization"] = {"sm_active_pct_mean": util, "sm_util_pct_mean": 100.0}
+            extra["utilization"] = {"tensor_active_pct_mean": util, "sm_active_pct_mean": 95.0,
+                                    "sm_util_pct_mean": 100.0}
         else:
             extra["neuron_profile"] = {"backend": "neuron-profile", "tensor_engine_active_pct": util}
-    elif util is not None:
-        key = "sm_util_pct_mean" if device in ("a100", "t4") else "neuroncore_util_pct_mean"
-        extra["utilization"] = {key: util}
+    elif util is not None:  # SM activity or utilization.gpu on a GPU, neuron-monitor's busy % on a NeuronCore
+        extra["utilization"] = {"sm_active_pct_mean": util, "sm_util_pct_mean": 100.0} if device in ("a100", "t4") \
+            else {"neuroncore_util_pct_mean": util}
     if shares is not None:
         extra["profile"] = {"class_share": shares}
     return record(device, suite, params, run_name=name, **extra, **figures)
@@ -215,17 +216,17 @@ def util_runs(device: str, utils: list[float], variant: str = "full", like_study
 def test_small_batch_util(gpu, core, verdict):
     found = judge(claims.small_batch_util, util_runs("a100", gpu) + util_runs("trn1", core))
     check(found, verdict, "a100", "full", 3 * len(gpu))
-    assert "Trainium" in found.measured and "SM activity" in found.measured and "tensor engine" in found.measured
+    assert "Trainium" in found.measured and "tensor pipes" in found.measured and "tensor engine" in found.measured
 
 
 @pytest.mark.parametrize("gpu_like, core_like", [(False, True), (True, False), (False, False)])
 def test_small_batch_util_is_not_testable_unless_both_sides_measure_the_studys_figure(gpu_like, core_like):
-    # the same numbers that hold like for like: utilization.gpu (a kernel ran) or neuron-monitor's busy %
-    # on either side is another figure, and no verdict comes from it
+    # the same numbers that hold like for like: SM activity (SMs busy with any work, not the tensor pipes) or
+    # neuron-monitor's busy % on either side is another figure, and no verdict comes from it
     found = judge(claims.small_batch_util, util_runs("a100", [40.0], like_study=gpu_like)
                   + util_runs("trn1", [10.0], like_study=core_like))
     assert found.verdict == "not testable here"
-    assert "NVML utilization.gpu" in found.reason if not gpu_like else "neuron-monitor" in found.reason
+    assert "SM activity" in found.reason if not gpu_like else "neuron-monitor" in found.reason
 
 
 def test_small_batch_util_needs_both_classes():
