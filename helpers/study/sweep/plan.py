@@ -68,6 +68,7 @@ def target_of(name: str, instance: str | None = None) -> Target:
     return Target(name, instance, RANK_DEVICE.get(r["device"], r["device"]), cost.instance_price(instance), note)
 
 
+@functools.cache
 def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
     """Return the MFU (a fraction) the plan assumes on `device`, and where it comes from (NaN: none published)."""
     if device and device.startswith("trn1"):
@@ -146,10 +147,14 @@ def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -
     dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode, args.neuron.extra_cc_flags)
     peak = device_roof(device, dtype)["peak_tflops"]
     micro, batches = Counter(train_len.tolist()), Counter(eval_len.tolist())  # padded length -> batches
-    train = sum(n * model_flops(cfg, args.train.batch, L) for L, n in micro.items())  # forward + backward
-    evaluate = sum(n * forward_flops(cfg, graphs.eval_batch(args), L) for L, n in batches.items())
-    return {**row, "train_s": seconds(train, mfu, peak), "eval_s": seconds(evaluate, mfu, peak), "mfu": mfu,
-            "note": "; ".join(notes)}, keys
+    # each padded length at the MFU assumed for it (dynamic padding runs mostly far below max_length)
+    train = {L: n * model_flops(cfg, args.train.batch, L) for L, n in micro.items()}  # forward + backward
+    evaluate = {L: n * forward_flops(cfg, graphs.eval_batch(args), L) for L, n in batches.items()}
+    train_s, eval_s = (sum(seconds(f, assumed_mfu(device, int(L))[0], peak) for L, f in part.items())
+                       for part in (train, evaluate))
+    flops = sum(train.values()) + sum(evaluate.values())
+    mfu = flops / ((train_s + eval_s) * peak * 1e12) if flops else mfu  # the MFU these seconds amount to
+    return {**row, "train_s": train_s, "eval_s": eval_s, "mfu": mfu, "note": "; ".join(notes)}, keys
 
 
 def plan_frame(suites: list[Suite], variant: str, target: Target,

@@ -9,8 +9,14 @@ through Trainium/train.py with TRIAL_STEPS steps and one evaluation batch per sp
 step of the point (its lengths come from the data order) and its evaluation rows. Points are taken in sweep
 order, and a point runs a trial only when it has a graph no earlier trial covered: one trial per new graph key,
 not one per point (helpers.study.sweep.graphs says what a point compiles). Trials run one after another: the
-compiler's host memory is the trn1.2xlarge's limit (shared/NEURON.md). After the sweep, `cache_report` counts
-the cache's hits from the records' compilations and the NEFFs that entered the cache meanwhile (the misses).
+compiler's host memory is the trn1.2xlarge's limit (shared/NEURON.md), so no trial hands the tool more than
+MAX_GRAPHS_PER_TRIAL new graphs: a dynamic-padding point with more is split into trials over growing prefixes
+of its training steps (each met graph already compiled, only the new ones left), then of its evaluation rows.
+neuron_parallel_compile compiles in its own process, reading the cache location from its own environment: a
+trial's `env` names the point's cache (NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL) and one retry
+(NEURON_PARALLEL_COMPILE_MAX_RETRIES=1, the Neuron docs' advice for a trn1.2xlarge's host memory and CPUs).
+After the sweep, `cache_report` counts the cache's hits from the records' compilations and the NEFFs that
+entered the cache meanwhile (the misses).
 """
 from __future__ import annotations
 
@@ -22,9 +28,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, build_args, repo_path
 from helpers.run.argv import to_argv
+from helpers.run.neuron import neuron_env
 from helpers.study.sweep import graphs
 from helpers.study.sweep.points import env_python
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
@@ -33,6 +42,10 @@ TOOL = "neuron_parallel_compile"
 TRIAL_STEPS = 10  # "a few steps (eg. 10-15)": the neuron_parallel_compile page of the Neuron docs
 TRIALS_DIR = "Experiment/runs/precompile"  # the trials' records: not results (their outputs are stubs)
 DEFAULT_CACHE = "/var/tmp/neuron-compile-cache"  # neuronx-cc's, when neither --cache_dir nor the URL is set
+# ours: graphs one neuron_parallel_compile call compiles at most; sized for a trn1.2xlarge (8 vCPU, 32 GiB),
+# where one bert-base compile can take several GiB and the tool ran out of host memory (shared/NEURON.md)
+MAX_GRAPHS_PER_TRIAL = 8
+MAX_RETRIES = "1"  # NEURON_PARALLEL_COMPILE_MAX_RETRIES: "set ... =1 when precompiling on trn1.2xlarge"
 
 
 @dataclass
@@ -43,6 +56,7 @@ class Trial:
     point: str
     new_graphs: int
     command: list[str]
+    env: dict[str, str]  # what neuron_parallel_compile itself reads: the point's cache, its retries
 
 
 def trial_params(params: dict, run_name: str, suite: str, results: str | Path) -> dict:
@@ -63,6 +77,51 @@ def precompile_command(python: str | Path, params: dict) -> list[str]:
     return [TOOL, str(python), "Trainium/train.py", *to_argv(build_args(params))]
 
 
+def trial_env(params: dict) -> dict[str, str]:
+    """Return what neuron_parallel_compile reads of its own environment for a trial of `params`: the run's
+    NEURON_CC_FLAGS (--cache_dir where the point names a cache), NEURON_COMPILE_CACHE_URL, one retry."""
+    run = neuron_env(build_args(params))
+    env = {k: run[k] for k in ("NEURON_CC_FLAGS", "NEURON_COMPILE_CACHE_URL") if k in run}
+    return {**env, "NEURON_PARALLEL_COMPILE_MAX_RETRIES": MAX_RETRIES}
+
+
+def cuts(items: list[list], seen: set, limit: int) -> list[tuple[int, list]]:
+    """Return where to end each prefix of `items` (lists of graph keys, in the order a run meets them) so
+    that each prefix adds at most `limit` keys not in `seen` nor in an earlier prefix; with the keys it adds."""
+    out, have, new = [], set(seen), []
+    for i, keys in enumerate(items):
+        fresh = [k for k in dict.fromkeys(keys) if k not in have and k not in new]
+        if new and len(new) + len(fresh) > limit:
+            out.append((i, new))
+            have.update(new)
+            new = []
+        new += fresh
+    return out + [(len(items), new)] if new else out
+
+
+def prefix_trials(args, lengths: dict, train_len, seen: set) -> list[tuple[dict, list]]:
+    """Return the prefix trials that fill a dynamic-padding point's graphs MAX_GRAPHS_PER_TRIAL at a time, as
+    (parameter overrides, new graph keys), before the point's own trial: training steps in the loader's order
+    with one evaluation batch per split, then evaluation batches after one step. [] when one trial suffices."""
+    ga, eb = args.train.gradient_accumulation_steps, graphs.eval_batch(args)
+    rows = min(args.task.eval_subset or graphs.EVAL_ROWS, graphs.EVAL_ROWS)
+    by_split = {split: graphs.round_up(graphs.chunk_maxima(np.minimum(lengths[split][:rows], args.task.max_length),
+                                                           eb, drop_last=False), args.task.pad_to_multiple_of)
+                for split in ("validation", "test")}
+    evals = [graphs.graph_keys(args, [], [v, t]) for v, t in zip(*by_split.values())]
+    steps = [graphs.graph_keys(args, train_len[i:i + ga], []) for i in range(0, len(train_len), ga)]
+    items = [steps[0] + evals[0], *steps[1:], *evals[1:]]
+    found = cuts(items, seen, MAX_GRAPHS_PER_TRIAL)
+    out = []
+    for end, new in found[:-1]:  # the last prefix is the point's own trial
+        if end <= len(steps):
+            out.append(({"max_steps": end, "log_every": end, "eval_every": None, "eval_subset": eb}, new))
+        else:
+            out.append(({"max_steps": 1, "log_every": 1, "eval_every": None,
+                         "eval_subset": min((end - len(steps) + 1) * eb, rows)}, new))
+    return out
+
+
 def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | Path = TRIALS_DIR) -> list[Trial]:
     """Return the trials that cover every distinct graph of `suites`' `variant`, in sweep order."""
     lengths_for = lengths_for or graphs.data_token_lengths
@@ -71,13 +130,22 @@ def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | P
         if suite.kind != "notebook" or suite.notebook != TARGETS["trainium"][0]:
             continue
         for point in expand(suite, variant):
+            args = build_args(point.params)
+            lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
             keys = point_graphs(point, lengths_for)
+            params = trial_params(point.params, point.run_name, suite.name, repo_path(results))
+            python, env = env_python(suite.env), trial_env(params)
+            if isinstance(lengths, dict) and keys:
+                train_len = graphs.padded_lengths(args, lengths)[0]
+                for i, (overrides, added) in enumerate(prefix_trials(args, lengths, train_len, seen), 1):
+                    part = {**params, **overrides, "run_name": f"{params['run_name']}-part{i}"}
+                    seen.update(added)
+                    out.append(Trial(suite.name, point.run_name, len(added), precompile_command(python, part), env))
             new = [k for k in dict.fromkeys(keys) if k not in seen]
             if keys and not new:
                 continue  # every graph of this point is compiled by an earlier trial
             seen.update(new)
-            params = trial_params(point.params, point.run_name, suite.name, repo_path(results))
-            out.append(Trial(suite.name, point.run_name, len(new), precompile_command(env_python(suite.env), params)))
+            out.append(Trial(suite.name, point.run_name, len(new), precompile_command(python, params), env))
     return out
 
 
@@ -115,11 +183,11 @@ def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | No
               "trn1 (activate the Neuron environment); here torch-xla runs on the CPU, where there is no Neuron "
               "cache to fill. On a trn1 these would run, one after another, before the sweep:", file=out)
         for t in found:
-            print("  " + shlex.join(t.command), file=out)
+            print("  " + shlex.join([f"{k}={v}" for k, v in t.env.items()] + t.command), file=out)
         return state
     state["before"] = cached_neffs(cache)
     for i, t in enumerate(found, 1):
-        done = subprocess.run([tool, *t.command[1:]], cwd=REPO_ROOT, check=False)
+        done = subprocess.run([tool, *t.command[1:]], cwd=REPO_ROOT, check=False, env={**os.environ, **t.env})
         print(f"precompile {i}/{len(found)} {t.point}: {t.new_graphs} new graphs, exit {done.returncode}", file=out)
     state.update(ran=True, precompiled=cached_neffs(cache), started=records.now())
     print(f"precompile: the cache holds {_count(state['precompiled'])} NEFFs ({_count(state['before'])} before)",

@@ -111,6 +111,15 @@ def test_a_missing_price_or_figure_gives_a_reason_not_zero():
     assert frame.loc[~frame.index.isin(dynamic.index), "graphs"].tolist() == [2]  # the static point still counts
 
 
+def test_a_dynamic_points_time_is_taken_at_its_padded_lengths_not_max_length():
+    """Dynamic padding trains mostly far below max_length=128, where the study's trn1 profile has half the MFU."""
+    frame, _, _ = trn1_frame(["padding"])
+    mfu = dict(zip(frame["point"].str.contains("dynamic"), frame["mfu"]))
+    at_128, at_32 = plan.assumed_mfu("trn1-core", 128)[0], plan.assumed_mfu("trn1-core", 32)[0]
+    assert mfu[False] == pytest.approx(at_128)  # static: every batch at max_length
+    assert at_32 <= mfu[True] < at_128
+
+
 def test_the_assumed_mfu_names_its_published_source():
     for device, length in (("trn1-core", 32), ("trn1-core", 128), ("a100-40gb", 32)):
         mfu, source = plan.assumed_mfu(device, length)
@@ -160,6 +169,46 @@ def test_without_neuron_parallel_compile_it_says_so_and_what_would_run(monkeypat
     text = out.getvalue()
     assert not state["ran"] and "not on PATH" in text and "nothing was precompiled" in text
     assert text.count("neuron_parallel_compile ") >= 4 and "--max_steps=10" in text
+
+
+def test_a_trial_hands_neuron_parallel_compile_the_points_cache_and_one_retry(monkeypatch, tmp_path):
+    """neuron_parallel_compile compiles in its own process: the cache must be in its environment, not only
+    in the trial's child (which sets NEURON_CC_FLAGS itself, too late for the tool)."""
+    suite = on_trn1("seq_len")
+    point = suites.expand(suite, "full")[0]
+    params = {**precompile.trial_params(point.params, point.run_name, "seq_len", tmp_path),
+              "neuron_cache_dir": str(tmp_path / "cache")}
+    env = precompile.trial_env(params)
+    assert f"--cache_dir={tmp_path / 'cache'}" in env["NEURON_CC_FLAGS"]
+    assert env["NEURON_COMPILE_CACHE_URL"] == str(tmp_path / "cache")
+    assert env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1"
+    ran = []
+    monkeypatch.setattr(precompile.subprocess, "run", lambda cmd, **kw: ran.append(kw["env"]) or
+                        subprocess.CompletedProcess(cmd, 0))
+    precompile.precompile([suite], "full", out=io.StringIO(), tool="/bin/true")
+    assert ran and all(e["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1" and "NEURON_CC_FLAGS" in e for e in ran)
+
+
+def test_a_dynamic_point_with_many_graphs_is_precompiled_a_few_graphs_at_a_time():
+    """The unrounded dynamic-padding point meets dozens of lengths; no trial hands the tool more than the limit,
+    and the trials together still cover every graph of the point."""
+    suite = on_trn1("padding")
+    point = next(p for p in suites.expand(suite, "full")
+                 if p.params["padding"] == "dynamic" and not p.params.get("pad_to_multiple_of"))
+    every = precompile.trials([suite], "full", synthetic_lengths)
+    found = [t for t in every if t.point == point.run_name]
+    assert len(keys_of(point)) > 2 * precompile.MAX_GRAPHS_PER_TRIAL and len(found) > 2
+    assert all(0 < t.new_graphs <= precompile.MAX_GRAPHS_PER_TRIAL for t in every), [t.new_graphs for t in every]
+    # each distinct graph of the suite is handed over exactly once
+    assert sum(t.new_graphs for t in every) == len({k for p in suites.expand(suite, "full") for k in keys_of(p)})
+    parts = [parse_cli(t.command[3:]) for t in found[:-1]]  # prefixes of the point's steps, then of its rows
+    assert all(a.task.model_name == build_args(point.params).task.model_name for a in parts)
+    train_parts = [a.train.max_steps for a in parts if a.train.max_steps > 1]
+    eval_parts = [a.task.eval_subset for a in parts if a.train.max_steps == 1]
+    assert train_parts == sorted(set(train_parts)) and eval_parts == sorted(set(eval_parts))
+    last = parse_cli(found[-1].command[3:])  # the point's own trial: its whole run, as before
+    assert last.measure.run_name == f"{point.run_name}-precompile" and last.train.max_steps == \
+        build_args(point.params).train.max_steps
 
 
 def test_cache_report_counts_hits_and_misses(tmp_path):
