@@ -104,7 +104,8 @@ class TrainArgs:
     weight_decay: float = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
     warmup_ratio: float = arg(0.1, "share of the steps with a linear LR warm-up")
     max_grad_norm: float | None = arg(1.0, "gradient clipping norm; None: no clipping")
-    gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step")
+    gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step; an epoch's last batches that "
+                                              "do not fill a step are left out")
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")

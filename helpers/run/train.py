@@ -95,6 +95,9 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
 
     `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each,
     and may raise StopTraining to end training there (a finished run, `stopped_early` saying why).
+    An epoch's last batches that do not fill an optimizer step (len(loader) % grad_accum) are drawn and
+    left out: a step never spans two epochs, so on XLA the loader's end-of-epoch sync never cuts a step's
+    micro-batches into a graph of their own.
     Without the bar, `log_lines` prints the loss once per window instead (papermill's log, torchrun's rank 0).
     """
     xla = dev.type == "xla"
@@ -108,7 +111,10 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
     for epoch in range(epochs):
         if sampler is not None and hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)  # distributed: a new disjoint shard order each epoch
-        for batch in train_loader:
+        whole = len(train_loader) // grad_accum * grad_accum  # micro-batches of the epoch's whole steps
+        for index, batch in enumerate(train_loader):
+            if index >= whole:
+                continue  # drawn (the loader ends its epoch), never traced
             if micro == 0:
                 timer.start_step()
             batch = _to_device(batch, getattr(model, "module", model), dev)

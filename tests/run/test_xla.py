@@ -380,6 +380,26 @@ def test_batches_come_through_mpdeviceloader_and_accumulation_stays_one_graph_a_
     assert result.steps == 5 and per_step[2:] == [1, 1, 1], executed  # not a graph per micro-batch
 
 
+def test_accumulation_over_an_epoch_end_compiles_no_extra_graph(xla_run):
+    """7 batches an epoch, 3 per step, 2 epochs: the 7th batch is left out, so the loader's end-of-epoch sync
+    never cuts a step's micro-batches into a graph of their own (two extra compilations before)."""
+    from helpers.measure.timing import StepTimer
+    from helpers.run import device, optim, tokens, train
+
+    run, splits, model = xla_run
+    rows = splits["train"].select(range(7 * 8))
+    loader = GraphCountingLoader(device.device_loader(tokens.loader(
+        rows, 8, tokens.collator(run.tokenizer, "static"), shuffle=True, seed=0, drop_last=True), run.dev))
+    optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
+    result = train.fit(model, loader, optimizer, optim.build_scheduler(optimizer, 4, 0.0), run.dev, "fp32", 2,
+                       grad_accum=3, log_every=4, progress=False,
+                       timer=StepTimer(warmup_steps=1, window_steps=4, per_step="window"))
+    loader.note()
+    _, compiled = loader.per_batch()
+    assert result.steps == 4 and len(compiled) == 13, compiled  # epoch 1's 7 batches drawn (6 trained on), 6 of 2
+    assert sum(compiled[3:]) == 0, compiled
+
+
 def test_the_first_step_runs_the_steady_graph(xla_run):
     """Optimizer state made before step 0 and the warm-up's lr 0 sent as data: step 0 compiles the step
     graph the later steps reuse (compilations [n, 0, 0, ...]; [n, m, 0, ...] before)."""
