@@ -64,10 +64,6 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     model_config = models.load_config(args.task.model_name)
     check_model_limit(args, model_config.max_position_embeddings)
     lora.spec_of(args.task)  # a bad LoRA setting is refused before anything is built
-    if args.train.gradient_checkpointing and dev.neuron and not args.train.attempt_gradient_checkpointing:
-        raise ConfigError("gradient_checkpointing=True is not supported on Neuron (the study found the compiler "
-                          "rejects it): use gradient_accumulation_steps or a smaller batch, or "
-                          "attempt_gradient_checkpointing=True to try it and record how it fails")
     if dev.type == "xla" and args.task.padding == "dynamic":
         warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
                       "(minutes each on Neuron); use padding='static' for speed", stacklevel=2)
@@ -291,8 +287,6 @@ def run_all(args: RunArgs) -> dict:
     except Exception as err:  # noqa: BLE001 - every failure must reach the record
         traceback.print_exc(file=sys.stderr)
         text = f"{type(err).__name__}: {err}"
-        if args.train.gradient_checkpointing and run.dev.neuron:  # the attempt the study's claim is about
-            text = f"gradient checkpointing on Neuron: unsupported by the compiler/runtime: {text}"
         rec = finish(run, records.failure_status(text), text)
         if run.rank is not None:
             raise  # a rank that failed exits non-zero, so torchrun stops the others

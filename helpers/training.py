@@ -6,6 +6,7 @@ periodic validation (time to accuracy); and the loaders, optimizer and schedule 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -183,6 +184,10 @@ def _curve_callback(run: Run, model, splits, timer):
         if step % m.eval_every:
             return
         timer.close_window()
+        with run.compiles.evaluating() if run.compiles else contextlib.nullcontext():
+            _evaluate_point(step)
+
+    def _evaluate_point(step: int) -> None:
         metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
         point = {"step": step, "train_time_s": sum(w.seconds for w in timer.windows),
                  "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"], "rows": metrics["rows"]}

@@ -147,7 +147,7 @@ def resolve(requested: str, dev: DeviceInfo, neuron: NeuronArgs, peaks_dir: str 
     """Return the run's precision: device.resolve_precision's, except `auto` on a CPU, which the probe decides."""
     used, reason, probe = decide(requested, dev, neuron.bf16_mode, peaks_dir)
     return PrecisionChoice(requested, used, compute_dtype(used, neuron.bf16_mode, neuron.extra_cc_flags),
-                           prec.mechanism(used, dev.type, dev.neuron), reason, probe)
+                           prec.mechanism(used, dev.type, dev.neuron, neuron.bf16_mode), reason, probe)
 
 
 def decide(requested: str, dev: DeviceInfo, bf16_mode: str, peaks_dir: str | Path | None) -> tuple:

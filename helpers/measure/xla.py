@@ -8,6 +8,7 @@ the record carries the differences.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 from helpers.run.args import RunArgs, repo_path
@@ -80,12 +81,13 @@ class CountingLoader:
     """Wraps the training loader; before handing out each batch it notes the compilations so far.
 
     Batch k+1 is requested only after step k ended with torch_xla.sync(), so the difference between two
-    notes is what step k compiled.
+    notes is what step k compiled, less what an evaluation between them compiled (`set_aside`).
     """
 
     def __init__(self, loader):
         self.loader = loader
-        self.counts: list[int] = []  # UncachedCompile before each batch, over all epochs
+        self.counts: list[int] = []  # UncachedCompile before each batch, over all epochs, less set_aside
+        self.set_aside = 0  # compilations of evaluations run between steps (CompileLog.evaluating)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -94,12 +96,12 @@ class CountingLoader:
         import torch_xla.debug.metrics as met
 
         for batch in self.loader:
-            self.counts.append(met.counter_value("UncachedCompile") or 0)
+            self.counts.append((met.counter_value("UncachedCompile") or 0) - self.set_aside)
             yield batch
 
     def per_batch(self, final: int) -> list[int]:
         """Return the graphs compiled during each batch's step (`final`: the counter after the last)."""
-        counts = self.counts + [final]
+        counts = self.counts + [final - self.set_aside]
         return [b - a for a, b in zip(counts, counts[1:])]
 
 
@@ -112,10 +114,24 @@ class CompileLog:
         self.env = {k: os.environ[k] for k in XLA_ENV if k in os.environ}
         self.loader: CountingLoader | None = None
         self.cache = cache or {}  # the persistent compilation cache: where, and cold or warm
+        self.periodic: dict | None = None  # counters of the evaluations run during training, summed
 
     def mark(self, name: str) -> None:
         """Store a snapshot under `name`."""
         self.marks[name] = snapshot()
+
+    @contextlib.contextmanager
+    def evaluating(self):
+        """Count what runs inside as evaluation, not as the training step it follows (periodic evaluation)."""
+        before = snapshot()
+        try:
+            yield
+        finally:
+            spent = delta(before, snapshot())
+            self.periodic = spent if self.periodic is None else {k: round(self.periodic[k] + v, 6)
+                                                                  for k, v in spent.items()}
+            if self.loader is not None:
+                self.loader.set_aside += spent["uncached_compiles"]
 
     def wrap(self, loader) -> CountingLoader:
         """Return `loader` wrapped to count compilations per training step."""
@@ -127,9 +143,15 @@ class CompileLog:
         warm-up), executions, distinct input shapes, first vs steady step, cache and environment."""
         end = snapshot()
         start, train_end = self.marks["start"], self.marks.get("train_end", end)
+        train, evaluation = delta(start, train_end), delta(train_end, end)
+        if self.periodic:  # evaluations during training: evaluation's, not the training steps'
+            train = {k: round(v - self.periodic[k], 6) for k, v in train.items()}
+            evaluation = {k: round(v + self.periodic[k], 6) for k, v in evaluation.items()}
         out = {"graph_compilations": end["uncached_compiles"] - start["uncached_compiles"],
                "compile_time_s": round(end["compile_time_s"] - start["compile_time_s"], 6),
-               "run": delta(start, end), "train": delta(start, train_end), "eval": delta(train_end, end)}
+               "run": delta(start, end), "train": train, "eval": evaluation}
+        if self.periodic:
+            out["periodic_eval"] = self.periodic  # included in eval
         if self.loader is not None:
             per_batch = self.loader.per_batch(final=train_end["uncached_compiles"])
             out["compilations_per_step"] = {i: n for i, n in enumerate(per_batch) if n}  # zeros left out

@@ -106,7 +106,8 @@ class TrainArgs:
     max_grad_norm: float | None = arg(1.0, "gradient clipping norm; None: no clipping")
     gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step; an epoch's last batches that "
                                               "do not fill a step are left out")
-    gradient_checkpointing: bool = arg(False, "recompute activations in backward (not on Neuron)")
+    gradient_checkpointing: bool = arg(False, "recompute activations in backward (on XLA and Neuron through "
+                                               "torch_xla.utils.checkpoint)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch", "AdamW implementation (fused / foreach: CPU and CUDA only)")
     precision: Precision = arg("auto", "auto: bf16 on GPUs with bf16 and on Neuron, else fp16 on GPUs; on a CPU "
@@ -121,8 +122,6 @@ class TrainArgs:
     allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share cores; "
                                     "the record is marked oversubscribed)")
     # issue 26: the study's gradient-checkpointing claim, tested rather than refused
-    attempt_gradient_checkpointing: bool = arg(False, "on Neuron, try gradient_checkpointing anyway and record "
-                                               "how it fails (the study says the compiler rejects it)")
 
     def __post_init__(self) -> None:
         """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
@@ -196,7 +195,8 @@ class NeuronArgs:
     extra_cc_flags: str = arg("", "appended to NEURON_CC_FLAGS as is")
     stochastic_rounding: bool = arg(False, "NEURON_RT_STOCHASTIC_ROUNDING_EN (on for bf16-pure-sr too)")
     bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
-        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1; fp32")
+        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 (all bf16: "
+                    "not AdamW, its second moment never decays); fp32")
     num_cores: int = arg(1, "NeuronCores: one per process; more cores: num_devices torchrun ranks")
     neuron_cache_dir: str | None = arg(None, "Neuron compile cache (--cache_dir); None: "
                                        "/var/tmp/neuron-compile-cache")

@@ -45,8 +45,17 @@ def sr_adamw(param_groups: list[dict], lr: float) -> torch.optim.Optimizer:
     return _AdamW(param_groups, lr=lr, bf16_stochastic_round=True)
 
 
-def mechanism(precision: str, device_type: str, neuron: bool = False) -> str:
+# XLA_USE_BF16=1 makes every float tensor bf16 on the device (fp64 too): there is no fp32 left to hold the
+# optimizer in, so the mode is labelled as what it is rather than called AdamW
+XLA_USE_BF16 = ("XLA_USE_BF16=1: every float tensor is bf16 on the device (weights, gradients, optimizer state) "
+                "and not AdamW: beta2 = 0.999 and the decay factor 1 - lr * wd round to 1.0 in bf16, and a bf16 "
+                "state cannot hold a 0.1% change, so the second moment never decays and weight decay does nothing")
+
+
+def mechanism(precision: str, device_type: str, neuron: bool = False, bf16_mode: str = "autocast") -> str:
     """Return a short description of how `precision` is realised on this device, for the record."""
+    if device_type == "xla" and bf16_mode == "xla_use_bf16":
+        return XLA_USE_BF16
     adamw = "optim.XlaAdamW (update in fp32, written back in bf16)" if device_type == "xla" else "torch AdamW"
     if precision == "bf16-pure-sr":
         if device_type == "xla":

@@ -157,7 +157,8 @@ def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
 
 
 def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
-    """Refused on Neuron (steps.start); on XLA-CPU build_model switches to torch_xla's checkpoint."""
+    """On XLA (and so on Neuron, as upstream trains BERT on trn1) build_model switches to torch_xla's
+    checkpoint: the run trains, a finite loss, one graph a steady step."""
     import torch
 
     from helpers import steps
@@ -168,12 +169,16 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
     run = steps.start(args)
     model = steps.build_model(run)
     before = model.classifier.weight.detach().cpu().clone()
-    result = sgd_fit(model, synthetic_loader(load_tokenizer(str(small_model_dir)), [16], 2), run.dev, 2)
+    loader = GraphCountingLoader(synthetic_loader(load_tokenizer(str(small_model_dir)), [16], 5))
+    result = sgd_fit(model, loader, run.dev, 5)
+    loader.note()
+    executed, compiled = loader.per_batch()
     funcs = {getattr(m._gradient_checkpointing_func, "func", None) for m in model.modules()
              if getattr(m, "gradient_checkpointing", False)}
     assert {f.__module__ for f in funcs} == {"torch_xla.utils.checkpoint"}
-    assert result.steps == 2 and torch.isfinite(torch.tensor(result.final_loss))
+    assert result.steps == 5 and torch.isfinite(torch.tensor(result.final_loss))
     assert not torch.equal(before, model.classifier.weight.detach().cpu())
+    assert executed[2:4] == [1, 1] and sum(compiled[2:]) == 0, (executed, compiled)  # the last adds the loss read
 
 
 # ---------------------------------------------------------------- scripts and torchrun
@@ -344,17 +349,47 @@ def test_every_precision_mode_takes_real_steps_on_xla(tiny_model_dir, tiny_data_
         or not precision.startswith("bf16-pure")
 
 
+def test_periodic_evaluation_compiles_are_evaluations_not_a_training_recompile(tiny_model_dir, tiny_data_dir,
+                                                                             tmp_path):
+    """eval_every=4 after 3 warm-up steps: the evaluation graph compiled in the step-4 callback was charged to
+    step 4 (compilations_after_warmup 1, a recompile that did not happen); it is evaluation's."""
+    from helpers import steps
+
+    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla",
+                                        batch=8, max_length=16, max_steps=6, eval_every=4, curve_rows=16,
+                                        eval_subset=16, lr=1e-3, precision="fp32", progress=False,
+                                        results_path=str(tmp_path))))
+    x = rec["xla"]
+    assert rec["status"] == "finished" and len(rec["curve"]) == 1, rec.get("error")
+    assert x["compilations_after_warmup"] == 0 and not any(int(k) >= 3 for k in x["compilations_per_step"]), x
+    assert x["periodic_eval"]["uncached_compiles"] >= 1
+    assert x["eval"]["uncached_compiles"] >= x["periodic_eval"]["uncached_compiles"]
+    assert x["train"]["uncached_compiles"] + x["eval"]["uncached_compiles"] == x["graph_compilations"]
+
+
 def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
     """XLA_USE_BF16 (deprecated) makes every fp32 tensor bf16, where beta2 = 0.999 is 1.0: the bias
-    correction is computed on the host, so the update never divides by 0 (NaN by step 2 before)."""
+    correction is computed on the host, so the update never divides by 0 (NaN by step 2 before); the
+    optimizer is then no AdamW (no fp32 is left to hold one), and the record says so."""
     code = ("import sys; from helpers import steps; from helpers.run.args import build_args; "
             f"rec = steps.run_all(build_args(dict(model_name={str(tiny_model_dir)!r}, data_dir={str(tiny_data_dir)!r}, "
             "device='xla', batch=8, max_length=16, max_steps=3, log_every=1, eval_subset=16, lr=1e-3, "
             f"bf16_mode='xla_use_bf16', progress=False, results_path={str(tmp_path)!r}))); "
-            "print('STATUS', rec['status'], rec['metrics']['loss_curve'])")
+            "print('STATUS', rec['status'], rec['metrics']['loss_curve']); print('MECHANISM', rec['precision']['mechanism']); "
+            # what the label claims, on the device: one step with gradient 1, then five with 0
+            "import torch; from helpers.run.optim import XlaAdamW; "
+            "p = torch.nn.Parameter(torch.ones(4).to('xla')); opt = XlaAdamW([{'params': [p]}], lr=1e-3); "
+            "p.grad = torch.ones(4).to('xla'); opt.step(); v1 = float(opt.state[p]['exp_avg_sq'].cpu()[0]); "
+            "p.grad = torch.zeros(4).to('xla'); [opt.step() for _ in range(5)]; "
+            "print('SECOND_MOMENT', v1, float(opt.state[p]['exp_avg_sq'].cpu()[0]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert "STATUS finished" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+    # the record says the mode is not AdamW, and the device agrees: the second moment never decays (AdamW's
+    # would be 0.999**5 of it)
+    assert "not AdamW" in out.stdout and "second moment never decays" in out.stdout, out.stdout[-2000:]
+    first, later = map(float, out.stdout.split("SECOND_MOMENT")[1].split()[:2])
+    assert first > 0 and later == first
 
 
 def test_batches_come_through_mpdeviceloader_and_accumulation_stays_one_graph_a_step(xla_run):
