@@ -130,4 +130,5 @@ def test_gradient_checkpointing_on_neuron_runs_and_a_failure_keeps_its_own_error
         raise RuntimeError("neuronx-cc: unsupported checkpoint region")
     monkeypatch.setattr(steps, "build_model", compiler_rejects)
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, **args))
-    assert rec["status"] == "failed" and rec["error"] == "RuntimeError: neuronx-cc: unsupported checkpoint region"
+    assert rec["status"] == "failed"
+    assert rec["error"] == "RuntimeError: neuronx-cc: unsupported checkpoint region"

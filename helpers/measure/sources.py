@@ -125,7 +125,8 @@ def open_gpm(nvml, handle) -> tuple[object, str | None]:
     """Return (a first GPM sample, None) where the device supports GPM, else (None, why not)."""
     try:
         if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
-            return None, "NVML GPM (SM and tensor-pipe activity) is not supported on this GPU: Hopper or later"
+            return None, ("NVML GPM (SM and tensor-pipe activity)"
+                          " is not supported on this GPU: Hopper or later")
         return gpm_sample(nvml, handle, nvml.nvmlGpmSampleAlloc()), None
     except (nvml.NVMLError, AttributeError) as err:  # an older driver or nvidia-ml-py without GPM
         return None, f"NVML GPM (SM and tensor-pipe activity) unavailable: {err}"
@@ -136,7 +137,8 @@ def gpm_sample(nvml, handle, sample):
     return nvml.nvmlGpmSampleGet(handle, sample)
 
 
-GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL", "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
+GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL",
+               "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
 
 
 def gpm_metrics(nvml, older, newer) -> dict[str, float]:
@@ -168,7 +170,8 @@ class NvmlSource(Source):
     mem_util_pct is NVML utilization.memory: the share of time device memory was read or written.
     """
 
-    backend, fields = "nvml", ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib")
+    backend = "nvml"
+    fields = ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib")
 
     def __init__(self) -> None:
         self.errors = 0

@@ -152,7 +152,8 @@ class StepTimer:
             "window_samples_per_s": {"min": min(rates), "median": float(np.median(rates)),
                                      "max": max(rates)} if rates else None,
             # each steady window: [optimizer steps done at its end, its samples/s] (the notebook draws them)
-            "window_series": [[int(np.sum([v.steps for v in self.windows[:i + 1]])), ranks * w.samples / w.seconds]
+            "window_series": [[int(np.sum([v.steps for v in self.windows[:i + 1]])),
+                               ranks * w.samples / w.seconds]
                               for i, w in enumerate(self.windows) if not w.warmup and w.seconds > 0],
             "step_time_source": {"host": "host clock per step (the CPU finishes its ops before they return)",
                                  "events": "CUDA events per step",

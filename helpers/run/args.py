@@ -104,8 +104,8 @@ class TrainArgs:
     weight_decay: float = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
     warmup_ratio: float = arg(0.1, "share of the steps with a linear LR warm-up")
     max_grad_norm: float | None = arg(1.0, "gradient clipping norm; None: no clipping")
-    gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step; an epoch's last batches that "
-                                              "do not fill a step are left out")
+    gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step; an epoch's last batches "
+                                              "that do not fill a step are left out")
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (on XLA and Neuron through "
                                                "torch_xla.utils.checkpoint)")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
@@ -195,8 +195,8 @@ class NeuronArgs:
     extra_cc_flags: str = arg("", "appended to NEURON_CC_FLAGS as is")
     stochastic_rounding: bool = arg(False, "NEURON_RT_STOCHASTIC_ROUNDING_EN (on for bf16-pure-sr too)")
     bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
-        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 (all bf16: "
-                    "not AdamW, its second moment never decays); fp32")
+        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 "
+                    "(all bf16: not AdamW, its second moment never decays); fp32")
     num_cores: int = arg(1, "NeuronCores: one per process; more cores: num_devices torchrun ranks")
     neuron_cache_dir: str | None = arg(None, "Neuron compile cache (--cache_dir); None: "
                                        "/var/tmp/neuron-compile-cache")

@@ -47,9 +47,10 @@ def sr_adamw(param_groups: list[dict], lr: float) -> torch.optim.Optimizer:
 
 # XLA_USE_BF16=1 makes every float tensor bf16 on the device (fp64 too): there is no fp32 left to hold the
 # optimizer in, so the mode is labelled as what it is rather than called AdamW
-XLA_USE_BF16 = ("XLA_USE_BF16=1: every float tensor is bf16 on the device (weights, gradients, optimizer state) "
-                "and not AdamW: beta2 = 0.999 and the decay factor 1 - lr * wd round to 1.0 in bf16, and a bf16 "
-                "state cannot hold a 0.1% change, so the second moment never decays and weight decay does nothing")
+XLA_USE_BF16 = ("XLA_USE_BF16=1: every float tensor is bf16 on the device (weights, gradients, optimizer "
+                "state) and not AdamW: beta2 = 0.999 and the decay factor 1 - lr * wd round to 1.0 in bf16, "
+                "and a bf16 state cannot hold a 0.1% change, so the second moment never decays and weight "
+                "decay does nothing")
 
 
 def mechanism(precision: str, device_type: str, neuron: bool = False, bf16_mode: str = "autocast") -> str:

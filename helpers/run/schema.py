@@ -221,8 +221,8 @@ def job_window_rates(timing: dict) -> dict:
         return timing
     ranks = round(job / per_rank)
     windows = timing.get("window_samples_per_s")
-    out = {**timing, "window_samples_per_s": {k: v * ranks if v is not None else None for k, v in windows.items()}
-           if windows else windows}
+    scaled = {k: v * ranks if v is not None else None for k, v in windows.items()} if windows else windows
+    out = {**timing, "window_samples_per_s": scaled}
     if timing.get("window_series"):
         out["window_series"] = [[step, rate * ranks] for step, rate in timing["window_series"]]
     return out

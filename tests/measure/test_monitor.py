@@ -102,7 +102,8 @@ def test_samples_before_mark_steady_are_excluded():
 
 
 def test_samples_between_the_timers_windows_are_excluded():
-    """Periodic evaluation runs between two timed windows: the monitor leaves it out, as timing and energy do."""
+    """Periodic evaluation runs between two timed windows: the monitor leaves it out, as timing and energy
+    do."""
     from helpers.measure.timing import StepTimer
 
     source = _FakeSource()

@@ -13,7 +13,8 @@ from helpers.measure.sources import NvmlSource
 class FakeNvml(types.ModuleType):
     """pynvml's functions NvmlSource calls: utilization.gpu 100%, and GPM counters of a known SM activity."""
 
-    NVML_SUCCESS, NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL = 0, 1, 2, 5
+    NVML_SUCCESS, NVML_GPM_METRICS_GET_VERSION = 0, 1
+    NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL = 2, 5
 
     class NVMLError(Exception):
         pass
@@ -72,7 +73,8 @@ def test_gpm_sm_activity_is_recorded_apart_from_utilization_gpu(nvml):
 
 @pytest.mark.parametrize("nvml", [(True, [90.0, 80.0], [10.0, 20.0])], indirect=True)
 def test_tensor_pipe_activity_is_recorded_apart_from_sm_activity(nvml):
-    """The counterpart of a NeuronCore's tensor engine active %: SMs can be busy while the tensor pipes idle."""
+    """The counterpart of a NeuronCore's tensor engine active %: SMs can be busy while the tensor pipes
+    idle."""
     source = NvmlSource()
     out = source.summarize([source.sample() for _ in range(2)])
     source.close()
@@ -84,4 +86,5 @@ def test_without_gpm_sm_activity_is_none_with_the_reason(nvml):
     source = NvmlSource()
     out = source.summarize([source.sample(), source.sample()])
     assert out["sm_util_pct_mean"] == 100.0
-    assert out["sm_active_pct_mean"] is None and out["tensor_active_pct_mean"] is None and "Hopper" in out["gpm_reason"]
+    assert out["sm_active_pct_mean"] is None and out["tensor_active_pct_mean"] is None
+    assert "Hopper" in out["gpm_reason"]

@@ -51,7 +51,8 @@ def test_a_data_parallel_summary_gives_every_rate_in_the_jobs_unit():
     timer = StepTimer(warmup_steps=0, window_steps=3, clock=clock)
     run_steps(timer, clock, [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 1.5], samples=4)
     one, two = timer.summary(), timer.summary(ranks=2)
-    assert two["samples_per_s"] == pytest.approx(2 * one["samples_per_s"]) == 2 * two["samples_per_s_per_device"]
+    assert two["samples_per_s"] == pytest.approx(2 * one["samples_per_s"])
+    assert two["samples_per_s"] == 2 * two["samples_per_s_per_device"]
     rates = two["window_samples_per_s"]
     assert rates["min"] < two["samples_per_s"] < rates["max"]  # the check HARDWARE.md asks of a record
     assert [r for _, r in two["window_series"]] == [2 * r for _, r in one["window_series"]]

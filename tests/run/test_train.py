@@ -50,16 +50,16 @@ def test_gradient_accumulation_equals_bigger_batch():
 
 
 def test_an_optimizer_step_never_spans_two_epochs():
-    """5 batches an epoch, 2 per step, 2 epochs: 2 steps an epoch (the documented len // accumulation), each of
-    one epoch's batches; the 5th batch of each epoch (a shape of its own here) is left out. Before, it was
-    carried into a step with the next epoch's first batch."""
+    """5 batches an epoch, 2 per step, 2 epochs: 2 steps an epoch (the documented len // accumulation),
+    each of one epoch's batches; the 5th batch of each epoch (a shape of its own here) is left out.
+    Before, it was carried into a step with the next epoch's first batch."""
     epoch = _batches(4, 4) + _batches(1, 4, length=7)
     model = _model()
     opt = build_optimizer(model, 1e-3, None, 0.0)
     result = train.fit(model, epoch, opt, build_scheduler(opt, 100, 0.0), CPU, "fp32", epochs=2, grad_accum=2,
                        progress=False, timer=StepTimer(warmup_steps=0), log_every=1)
     assert result.steps == 2 * (len(epoch) // 2) == 4
-    assert result.shapes == {(4, 12): 8}  # every step's micro-batches from one epoch, the leftover never traced
+    assert result.shapes == {(4, 12): 8}  # each step's micro-batches from one epoch, the leftover never run
 
 
 def test_nan_loss_stops_within_one_logging_interval():

@@ -178,7 +178,8 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
     assert {f.__module__ for f in funcs} == {"torch_xla.utils.checkpoint"}
     assert result.steps == 5 and torch.isfinite(torch.tensor(result.final_loss))
     assert not torch.equal(before, model.classifier.weight.detach().cpu())
-    assert executed[2:4] == [1, 1] and sum(compiled[2:]) == 0, (executed, compiled)  # the last adds the loss read
+    # one graph a steady step, nothing compiled after the first steps (the last step also reads the loss)
+    assert executed[2:4] == [1, 1] and sum(compiled[2:]) == 0, (executed, compiled)
 
 
 # ---------------------------------------------------------------- scripts and torchrun
@@ -355,8 +356,9 @@ def test_periodic_evaluation_compiles_are_evaluations_not_a_training_recompile(t
     step 4 (compilations_after_warmup 1, a recompile that did not happen); it is evaluation's."""
     from helpers import steps
 
-    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla",
-                                        batch=8, max_length=16, max_steps=6, eval_every=4, curve_rows=16,
+    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir),
+                                        device="xla", batch=8, max_length=16, max_steps=6, eval_every=4,
+                                        curve_rows=16,
                                         eval_subset=16, lr=1e-3, precision="fp32", progress=False,
                                         results_path=str(tmp_path))))
     x = rec["xla"]
@@ -375,7 +377,8 @@ def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
             f"rec = steps.run_all(build_args(dict(model_name={str(tiny_model_dir)!r}, data_dir={str(tiny_data_dir)!r}, "
             "device='xla', batch=8, max_length=16, max_steps=3, log_every=1, eval_subset=16, lr=1e-3, "
             f"bf16_mode='xla_use_bf16', progress=False, results_path={str(tmp_path)!r}))); "
-            "print('STATUS', rec['status'], rec['metrics']['loss_curve']); print('MECHANISM', rec['precision']['mechanism']); "
+            "print('STATUS', rec['status'], rec['metrics']['loss_curve']); "
+            "print('MECHANISM', rec['precision']['mechanism']); "
             # what the label claims, on the device: one step with gradient 1, then five with 0
             "import torch; from helpers.run.optim import XlaAdamW; "
             "p = torch.nn.Parameter(torch.ones(4).to('xla')); opt = XlaAdamW([{'params': [p]}], lr=1e-3); "
@@ -432,7 +435,8 @@ def test_accumulation_over_an_epoch_end_compiles_no_extra_graph(xla_run):
     loader.note()
     _, compiled = loader.per_batch()
     assert sum(compiled[3:]) == 0, compiled
-    assert result.steps == 4 and len(compiled) == 13, compiled  # epoch 1's 7 batches drawn (6 trained on), 6 of 2
+    # epoch 1's 7 batches drawn (6 trained on), then 6 of epoch 2
+    assert result.steps == 4 and len(compiled) == 13, compiled
 
 
 def test_the_first_step_runs_the_steady_graph(xla_run):

@@ -124,16 +124,15 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
     text = (f"batch {pub['batch'].iloc[0]}–{pub['batch'].iloc[-1]}: A100 SM utilization "
             f"{pub['a100_sm_util_pct'].iloc[0]}–{pub['a100_sm_util_pct'].iloc[-1]}% vs trn1 tensor engine "
             f"{pub['trn_tensor_engine_util_pct'].iloc[0]}–{pub['trn_tensor_engine_util_pct'].iloc[-1]}% (published)")
-    rule = ("like for like only (ours: the study set A100 SM utilization against trn1 tensor engine utilization): "
-            "a GPU's tensor-pipe activity (NVML GPM ANY_TENSOR_UTIL, Hopper and later) against a NeuronCore's tensor "
-            "engine active % (the Neuron profiler's summary attached to the record), both the share of time the "
-            "matrix units worked. For "
-            "each such GPU and NeuronCore pair with small_batch runs of the same variant, at every batch ≤ 16 both "
-            "measured: holds if the GPU's exceeds the NeuronCore's beyond their runs' range (one run: its value, no "
-            "spread); does not hold if below at any batch; inconclusive if equal within range. SM activity (SMs "
-            "busy with any work), NVML utilization.gpu (a kernel ran) and neuron-monitor's busy % are other "
-            "figures: with only those, not testable. A CPU or "
-            "XLA on the CPU cannot stand in.")
+    rule = ("like for like only (ours: the study set A100 SM utilization against trn1 tensor engine "
+            "utilization): a GPU's tensor-pipe activity (NVML GPM ANY_TENSOR_UTIL, Hopper and later) "
+            "against a NeuronCore's tensor engine active % (the Neuron profiler's summary attached to the "
+            "record), both the share of time the matrix units worked. For each such GPU and NeuronCore pair "
+            "with small_batch runs of the same variant, at every batch ≤ 16 both measured: holds if the "
+            "GPU's exceeds the NeuronCore's beyond their runs' range (one run: its value, no spread); does "
+            "not hold if below at any batch; inconclusive if equal within range. SM activity (SMs busy with "
+            "any work), NVML utilization.gpu (a kernel ran) and neuron-monitor's busy % are other figures: "
+            "with only those, not testable. A CPU or XLA on the CPU cannot stand in.")
     found = cells(df, ("small_batch",), ("gpu", "trn1"))
     groups = [g for g in found if g["util_like_study"].fillna(False).astype(bool).all()]
     gpus, cores = [g for g in groups if g["cls"].iloc[0] == "gpu"], [g for g in groups if g["cls"].iloc[0] == "trn1"]
@@ -151,8 +150,9 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
     verdict, reason, basis = judged(signs, judged_groups, "utilizations equal within their runs' range")
     if not signs:
         other = sorted({g["util_metric"].iloc[0] for g in found if not any(g is h for h in groups)})
-        reason = ("needs small_batch runs at batches ≤ 16 with tensor-unit figures on both sides: tensor-pipe "
-                  "activity (NVML GPM on a Hopper GPU) and tensor engine active % (neuron-profile on a trn1)"
+        reason = ("needs small_batch runs at batches ≤ 16 with tensor-unit figures on both sides: "
+                  "tensor-pipe activity (NVML GPM on a Hopper GPU) and tensor engine active % "
+                  "(neuron-profile on a trn1)"
                   + (f"; the records here measure {', '.join(other)}, not those" if other else ""))
     return Finding("GPUs keep higher utilization at small batch", text,
                    "; ".join(parts) or listing(cells(df, ("small_batch",))), verdict, rule, reason, basis)

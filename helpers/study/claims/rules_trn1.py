@@ -118,8 +118,8 @@ def gradient_checkpointing(df: pd.DataFrame, published_dir: str) -> Finding:
         elsewhere = df[df["gradient_checkpointing"] == True]  # noqa: E712
         return Finding("Gradient checkpointing fails on Trainium", statement("gradient_checkpointing", published_dir),
                        "trn1: none; elsewhere: " + listing([g for _, g in elsewhere.groupby("device_key")]),
-                       "not testable here", rule, "needs a trn1 run with gradient_checkpointing=True (it runs like "
-                       "any other; a failure is recorded with its own error)", "none")
+                       "not testable here", rule, "needs a trn1 run with gradient_checkpointing=True (it "
+                       "runs like any other; a failure is recorded with its own error)", "none")
     finished = (runs["status"] == "finished").sum()
     return Finding("Gradient checkpointing fails on Trainium", statement("gradient_checkpointing", published_dir),
                    f"{who(runs)}: statuses " + ", ".join(f"{k} {v}" for k, v in runs["status"].value_counts().items()),

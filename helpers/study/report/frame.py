@@ -62,8 +62,8 @@ SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data
 # what each device's utilization column measures, in words, best first; True: a figure of the tensor units,
 # comparable across devices (a GPU's tensor pipes, a NeuronCore's tensor engine), which the small-batch claim
 # needs on both sides; SM activity counts SMs busy with any work, so it is not the tensor engine's counterpart
-UTILIZATION = {"cuda": (("utilization.tensor_active_pct_mean", "tensor pipes active % (NVML GPM ANY_TENSOR_UTIL)",
-                         True),
+UTILIZATION = {"cuda": (("utilization.tensor_active_pct_mean",
+                         "tensor pipes active % (NVML GPM ANY_TENSOR_UTIL)", True),
                         ("utilization.sm_active_pct_mean", "SM activity: % of SMs busy (NVML GPM)", False),
                         ("utilization.sm_util_pct_mean", "NVML utilization.gpu: % of time a kernel ran", False)),
                "xla": (("neuron_profile.tensor_engine_active_pct", "tensor engine active % (Neuron profiler)", True),

@@ -87,7 +87,8 @@ def trial_env(params: dict) -> dict[str, str]:
 
 def cuts(items: list[list], seen: set, limit: int) -> list[tuple[int, list]]:
     """Return where to end each prefix of `items` (lists of graph keys, in the order a run meets them) so
-    that each prefix adds at most `limit` keys not in `seen` nor in an earlier prefix; with the keys it adds."""
+    that each prefix adds at most `limit` keys not in `seen` nor in an earlier prefix; with the keys it
+    adds."""
     out, have, new = [], set(seen), []
     for i, keys in enumerate(items):
         fresh = [k for k in dict.fromkeys(keys) if k not in have and k not in new]
@@ -102,12 +103,15 @@ def cuts(items: list[list], seen: set, limit: int) -> list[tuple[int, list]]:
 def prefix_trials(args, lengths: dict, train_len, seen: set) -> list[tuple[dict, list]]:
     """Return the prefix trials that fill a dynamic-padding point's graphs MAX_GRAPHS_PER_TRIAL at a time, as
     (parameter overrides, new graph keys), before the point's own trial: training steps in the loader's order
-    with one evaluation batch per split, then evaluation batches after one step. [] when one trial suffices."""
+    with one evaluation batch per split, then evaluation batches after one step. [] when one trial
+    suffices."""
     ga, eb = args.train.gradient_accumulation_steps, graphs.eval_batch(args)
     rows = min(args.task.eval_subset or graphs.EVAL_ROWS, graphs.EVAL_ROWS)
-    by_split = {split: graphs.round_up(graphs.chunk_maxima(np.minimum(lengths[split][:rows], args.task.max_length),
-                                                           eb, drop_last=False), args.task.pad_to_multiple_of)
-                for split in ("validation", "test")}
+    by_split = {}
+    for split in ("validation", "test"):
+        rows_len = np.minimum(lengths[split][:rows], args.task.max_length)
+        maxima = graphs.chunk_maxima(rows_len, eb, drop_last=False)
+        by_split[split] = graphs.round_up(maxima, args.task.pad_to_multiple_of)
     evals = [graphs.graph_keys(args, [], [v, t]) for v, t in zip(*by_split.values())]
     steps = [graphs.graph_keys(args, train_len[i:i + ga], []) for i in range(0, len(train_len), ga)]
     items = [steps[0] + evals[0], *steps[1:], *evals[1:]]
@@ -131,7 +135,8 @@ def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | P
             continue
         for point in expand(suite, variant):
             args = build_args(point.params)
-            lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
+            static = args.task.padding == "static"
+            lengths = None if static else lengths_for(args.task.model_name, args.task.data_dir)
             keys = point_graphs(point, lengths_for)
             params = trial_params(point.params, point.run_name, suite.name, repo_path(results))
             python, env = env_python(suite.env), trial_env(params)
@@ -140,7 +145,8 @@ def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | P
                 for i, (overrides, added) in enumerate(prefix_trials(args, lengths, train_len, seen), 1):
                     part = {**params, **overrides, "run_name": f"{params['run_name']}-part{i}"}
                     seen.update(added)
-                    out.append(Trial(suite.name, point.run_name, len(added), precompile_command(python, part), env))
+                    command = precompile_command(python, part)
+                    out.append(Trial(suite.name, point.run_name, len(added), command, env))
             new = [k for k in dict.fromkeys(keys) if k not in seen]
             if keys and not new:
                 continue  # every graph of this point is compiled by an earlier trial

@@ -112,7 +112,8 @@ def test_a_missing_price_or_figure_gives_a_reason_not_zero():
 
 
 def test_a_dynamic_points_time_is_taken_at_its_padded_lengths_not_max_length():
-    """Dynamic padding trains mostly far below max_length=128, where the study's trn1 profile has half the MFU."""
+    """Dynamic padding trains mostly far below max_length=128, where the study's trn1 profile has half the
+    MFU."""
     frame, _, _ = trn1_frame(["padding"])
     mfu = dict(zip(frame["point"].str.contains("dynamic"), frame["mfu"]))
     at_128, at_32 = plan.assumed_mfu("trn1-core", 128)[0], plan.assumed_mfu("trn1-core", 32)[0]
@@ -186,11 +187,13 @@ def test_a_trial_hands_neuron_parallel_compile_the_points_cache_and_one_retry(mo
     monkeypatch.setattr(precompile.subprocess, "run", lambda cmd, **kw: ran.append(kw["env"]) or
                         subprocess.CompletedProcess(cmd, 0))
     precompile.precompile([suite], "full", out=io.StringIO(), tool="/bin/true")
-    assert ran and all(e["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1" and "NEURON_CC_FLAGS" in e for e in ran)
+    assert ran and all(e["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1" for e in ran)
+    assert all("NEURON_CC_FLAGS" in e for e in ran)
 
 
 def test_a_dynamic_point_with_many_graphs_is_precompiled_a_few_graphs_at_a_time():
-    """The unrounded dynamic-padding point meets dozens of lengths; no trial hands the tool more than the limit,
+    """The unrounded dynamic-padding point meets dozens of lengths; no trial hands the tool more than the
+    limit,
     and the trials together still cover every graph of the point."""
     suite = on_trn1("padding")
     point = next(p for p in suites.expand(suite, "full")
@@ -198,9 +201,10 @@ def test_a_dynamic_point_with_many_graphs_is_precompiled_a_few_graphs_at_a_time(
     every = precompile.trials([suite], "full", synthetic_lengths)
     found = [t for t in every if t.point == point.run_name]
     assert len(keys_of(point)) > 2 * precompile.MAX_GRAPHS_PER_TRIAL and len(found) > 2
-    assert all(0 < t.new_graphs <= precompile.MAX_GRAPHS_PER_TRIAL for t in every), [t.new_graphs for t in every]
+    handed = [t.new_graphs for t in every]
+    assert all(0 < n <= precompile.MAX_GRAPHS_PER_TRIAL for n in handed), handed
     # each distinct graph of the suite is handed over exactly once
-    assert sum(t.new_graphs for t in every) == len({k for p in suites.expand(suite, "full") for k in keys_of(p)})
+    assert sum(handed) == len({k for p in suites.expand(suite, "full") for k in keys_of(p)})
     parts = [parse_cli(t.command[3:]) for t in found[:-1]]  # prefixes of the point's steps, then of its rows
     assert all(a.task.model_name == build_args(point.params).task.model_name for a in parts)
     train_parts = [a.train.max_steps for a in parts if a.train.max_steps > 1]
