@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.run import records
-from helpers.run.args import REPO_ROOT, build_args, repo_path
+from helpers.run.args import REPO_ROOT, RunArgs, build_args, repo_path
 from helpers.run.argv import to_argv
 from helpers.run.neuron import neuron_env
 from helpers.study.sweep import graphs
@@ -100,7 +100,7 @@ def cuts(items: list[list], seen: set, limit: int) -> list[tuple[int, list]]:
     return out + [(len(items), new)] if new else out
 
 
-def prefix_trials(args, lengths: dict, train_len, seen: set) -> list[tuple[dict, list]]:
+def prefix_trials(args: RunArgs, lengths: dict, train_len: np.ndarray, seen: set) -> list[tuple[dict, list]]:
     """Return the prefix trials that fill a dynamic-padding point's graphs MAX_GRAPHS_PER_TRIAL at a time, as
     (parameter overrides, new graph keys), before the point's own trial: training steps in the loader's order
     with one evaluation batch per split, then evaluation batches after one step. [] when one trial
