@@ -61,3 +61,14 @@ def agreement_markdown(df: pd.DataFrame) -> str:
              f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved (fewer than "
              f"{MIN_RUNS} runs in a suite).")
     return "\n\n".join([head, pd.DataFrame(table).to_markdown(index=False), tally])
+
+
+def drift_pct(df: pd.DataFrame, device_key: str) -> float | None:
+    """Return the largest gap (%) between two suites' median samples/s of one configuration on a device, the
+    drift this machine shows between suites; None when no configuration there was timed by several suites."""
+    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *SAME, "share_matmul", "share_host_gap"])))
+    rows = agreement(df[df["device_key"] == device_key])
+    if rows.empty:
+        return None
+    medians = rows.groupby("config")["median"]
+    return float((100 * (medians.max() - medians.min()) / medians.min()).max())
