@@ -177,9 +177,9 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                    f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
                    f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
                    f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} "
-                   "distinct lengths (one graph each in training, more in evaluation); the study reports ~77 h for "
-                   "dynamic padding on trn1, where neuronx-cc takes minutes per graph, against minutes of static-"
-                   "padding training.")
+                   "distinct lengths (one graph each in training, more in evaluation); the study reports more than "
+                   "77 h for dynamic padding on trn1 (§3.1 \"77+ hours\": a lower bound), where neuronx-cc takes "
+                   "minutes per graph, against minutes of static-padding training.")
 
 
 def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
