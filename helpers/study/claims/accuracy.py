@@ -15,7 +15,8 @@ from scipy import stats
 
 Z95 = 1.959964
 Z90 = 1.644854
-FLOOR_POINTS = 5.0  # an arm this far below the best its model reached on the device, at that budget, did not learn
+# an arm this far below the best its model reached on the device, at that budget, did not learn
+FLOOR_POINTS = 5.0
 TRAIN_ROWS = 16000  # dair-ai/emotion's training split: the rows a run without train_subset trains on per epoch
 # what makes two runs the same cell (seeds and repeats aside)
 CELL = ("suite", "variant", "lr", "llrd_decay", "precision", "max_length", "batch", "lora_r", "lora_targets")
@@ -50,7 +51,8 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
         return None
     means = done.groupby(list(CELL), dropna=False)["test_acc"].agg(["mean", "count"])
     key, best = means["mean"].idxmax(), means["mean"].max()
-    shown = ("lr", "llrd_decay", "precision", "max_length", "batch") + (("lora_r", "lora_targets") if key[7] else ())
+    shown = ("lr", "llrd_decay", "precision", "max_length", "batch")
+    shown += ("lora_r", "lora_targets") if key[CELL.index("lora_r")] else ()
     where = ", ".join(f"{k}={v}" for k, v in zip(CELL, key) if k in shown and pd.notna(v))
     return best - FLOOR_POINTS / 100, (f"{FLOOR_POINTS:g} points below {100 * best:.2f}%, the best mean test "
                                        f"accuracy of {r['model_name']} on this device within "
@@ -109,7 +111,8 @@ def fmt_interval(values: list[float], rows: int | None, scale: float = 100, digi
     if math.isnan(mean):
         return "—"
     if seeds is not None and seeds < 2:
-        error = f"; test-set sampling error {scale * sampling_error(mean, rows):.{digits}f} points, 90%" if rows else ""
+        error = (f"; test-set sampling error {scale * sampling_error(mean, rows):.{digits}f} points, 90%"
+                 if rows else "")
         return f"{scale * mean:.{digits}f} (one seed{error})"
     return f"{scale * mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {scale * half:.{digits}f}")
 

@@ -40,8 +40,8 @@ COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", 
            "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
            "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
            "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
-           "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r", "lora_targets",
-           "train_subset", "epochs", "optimizer", "val_acc", "run_name")
+           "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r",
+           "lora_targets", "train_subset", "epochs", "optimizer", "val_acc", "run_name")
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,8 @@ def interleaved(*arms: pd.DataFrame) -> bool:
     which some are repeats (`-rep<r>`: a suite's repeats come every cell once, then every cell again; seeds of
     a cell run back to back)."""
     suites = {s for arm in arms for s in arm["suite"].dropna()}
-    return len(suites) == 1 and all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any()
-                                    for arm in arms)
+    repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any() for arm in arms)
+    return len(suites) == 1 and repeated
 
 
 def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:

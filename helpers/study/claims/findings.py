@@ -56,22 +56,16 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
            for r in published("stochastic_rounding.csv", published_dir).itertuples()}
     one_run = resolvable_difference([pub[("16", "off")]], 2000)
     text = (f"trn1, one run a cell: SR − no SR {100 * (pub[('16', 'on')] - pub[('16', 'off')]):+.2f} points "
-            "at "
-            f"L=16, {100 * (pub[('32', 'on')] - pub[('32', 'off')]):+.2f} at L=32. Its figures do not "
-            "resolve its "
-            f"words: one run a cell on 2,000 test rows resolves ±{100 * one_run:.1f} points (95%), so on "
-            "its own "
-            "figures this rule is inconclusive")
-    rule = ("bf16-pure-sr − bf16-pure test accuracy paired by seed at L=16 and L=32, 95% interval (t over ≥ 2 "
-            "pairs; one pair: the binomial interval of a difference): holds if L=16's lies above 0 and L=32's "
-            "below 0 (the study's signs) on every device; does not hold if either lies beyond 0 on the other "
-            "side; inconclusive when an interval contains 0. Only arms that learned (test accuracy at or "
-            "above "
-            f"the floor: {FLOOR_POINTS:g} points below the best its model reached on that device at that "
-            "budget) "
-            "and that use the same optimizer speak: on a CPU or GPU bf16-pure-sr is torchao's AdamW, "
-            "bf16-pure "
-            "torch's, and then the verdict says so. " + PROXY)
+            f"at L=16, {100 * (pub[('32', 'on')] - pub[('32', 'off')]):+.2f} at L=32. Its figures do not "
+            f"resolve its words: one run a cell on 2,000 test rows resolves ±{100 * one_run:.1f} points "
+            "(95%), so on its own figures this rule is inconclusive")
+    rule = ("bf16-pure-sr − bf16-pure test accuracy paired by seed at L=16 and L=32, 95% interval (t over ≥ "
+            "2 pairs; one pair: the binomial interval of a difference): holds if L=16's lies above 0 and "
+            "L=32's below 0 (the study's signs) on every device; does not hold if either lies beyond 0 on "
+            "the other side; inconclusive when an interval contains 0. Only arms that learned (test "
+            f"accuracy at or above the floor: {FLOOR_POINTS:g} points below the best its model reached on "
+            "that device at that budget) and that use the same optimizer speak: on a CPU or GPU "
+            "bf16-pure-sr is torchao's AdamW, bf16-pure torch's, and then the verdict says so. " + PROXY)
     signs, parts, groups, halves, blocked, heads = [], [], [], [], [], []
     for g in cells(df, ("precision",)):
         diffs = paired_diffs(g, "precision", "bf16-pure-sr", "bf16-pure", "max_length")
@@ -110,21 +104,15 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
     ref, tuned = acc["2e-5", ""], acc["1.5e-4", "0.95"]
     study_llrd = ((acc["2e-5", "0.95"] - ref) + (tuned - acc["1.5e-4", ""])) / 2
     text = (f"trn1, mean of 2 runs: {100 * ref:.2f}% at lr 2e-5 without LLRD → {100 * tuned:.2f}% at lr "
-            "1.5e-4 "
-            f"with LLRD 0.95 ({100 * (tuned - ref):+.2f} points; 2,000 test rows resolve "
+            f"1.5e-4 with LLRD 0.95 ({100 * (tuned - ref):+.2f} points; 2,000 test rows resolve "
             f"±{100 * resolvable_difference([ref], 2000):.2f}). On its 2x2 LLRD's own effect is "
             f"{100 * study_llrd:+.2f} points (ours)")
     rule = ("the study's claim: the tuned corner (lr 1.5e-4, LLRD 0.95) minus the baseline (lr 2e-5, no "
-            "LLRD): "
-            "holds if above the smallest difference the cells' seeds resolve (one seed: the binomial one of "
-            "the "
-            "test rows); does not hold if below minus that; inconclusive otherwise, or when an arm did not "
-            "learn "
-            f"(test accuracy more than {FLOOR_POINTS:g} points below the best its model reached on that "
-            "device at "
-            "that budget). Ours, shown beside and deciding nothing: LLRD's effect apart from the lr, the "
-            "mean over "
-            "the two lrs of LLRD minus none, from the 2x2. " + PROXY)
+            "LLRD): holds if above the smallest difference the cells' seeds resolve (one seed: the binomial "
+            "one of the test rows); does not hold if below minus that; inconclusive otherwise, or when an "
+            f"arm did not learn (test accuracy more than {FLOOR_POINTS:g} points below the best its model "
+            "reached on that device at that budget). Ours, shown beside and deciding nothing: LLRD's effect "
+            "apart from the lr, the mean over the two lrs of LLRD minus none, from the 2x2. " + PROXY)
     signs, parts, groups, res, blocked, heads = [], [], [], [], [], []
     for g in cells(df, ("lr_llrd",)):
         cell = {(lr, d): g[isclose(g["lr"], lr) & (g["llrd_decay"] == "none" if d is None else isclose(g["llrd_decay"], d))]
@@ -153,8 +141,7 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
     return concluded("Tuning (lr 1.5e-4 with LLRD 0.95) raises accuracy over lr 2e-5", text, parts,
                      listing(cells(df, ("lr_llrd",))), signs, groups, rule,
                      f"the seeds resolve a difference of {100 * max(res, default=0):.2f} points",
-                     "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD "
-                     "0.95", blocked=blocked,
+                     "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95", blocked=blocked,
                      headline="; ".join(heads[:1]))
 
 
@@ -220,8 +207,9 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
     verdict, reason, basis = judged(signs, [found[d][1] for d in order], "neighbouring costs overlap")
     if len(order) < 2:
         reason = "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance"
+    ranked = " < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else ""
     return Finding("Cost ranking of the devices", text, measured or listing(cells(df, ("speedup",))), verdict,
-                   rule, reason, basis, " < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else "")
+                   rule, reason, basis, ranked)
 
 
 CLAIMS = (claims.batch_scaling, claims.seq_len, claims.padding, claims_trn1.padding_77h, claims_trn1.optlevel,
@@ -290,9 +278,9 @@ def counts(table: pd.DataFrame) -> str:
             f"{n.get('does not hold', 0)} do not hold; on proxies (direction only) "
             f"{n.get('consistent on proxy', 0)} are consistent and {n.get('contradicted on proxy', 0)} "
             f"contradicted; against a model's estimate {n.get('consistent with the model', 0)} are "
-            "consistent "
-            f"and {n.get('contradicted by the model', 0)} contradicted; {n.get('inconclusive', 0)} are "
-            f"inconclusive and {n.get('not testable here', 0)} are not testable here.")
+            f"consistent and {n.get('contradicted by the model', 0)} contradicted; "
+            f"{n.get('inconclusive', 0)} are inconclusive and {n.get('not testable here', 0)} are not "
+            "testable here.")
 
 
 def details(row: pd.Series) -> str:
@@ -310,5 +298,4 @@ def markdown(table: pd.DataFrame) -> str:
     and one section per claim."""
     sections = "\n\n".join(details(r) for _, r in table.iterrows())
     return (f"{QUESTION}\n\n{summary(table)}\n\n{counts(table)}\n\n## The claims one by "
-            f"one\n\n{PROXY_RULE}\n\n"
-            f"{sections}\n")
+            f"one\n\n{PROXY_RULE}\n\n{sections}\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.study.claims.evidence import (PROXY, Finding, band, cells, claim, compare, compare_timed, concluded,
-                                           device, drift, interleaved, judged, listing, noise_note, ratio, resolvable_pct,
+                                           device, drift, interleaved, judged, listing, noise_note, resolvable_pct,
                                            who)
 from helpers.study.report.tables import fmt, published
 
@@ -18,23 +18,16 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
     pub = published("roofline.csv", published_dir)
     lo, hi = pub.iloc[0], pub.iloc[-1]
     text = (f"trn1, batch {lo['batch']} → {hi['batch']}: {lo['achieved_tflops']} → {hi['achieved_tflops']} "
-            "TFLOP/s, "
-            f"{lo['arithmetic_intensity_flop_per_byte']} → {hi['arithmetic_intensity_flop_per_byte']} "
-            "FLOP/byte "
-            "(profiled bytes)")
+            f"TFLOP/s, {lo['arithmetic_intensity_flop_per_byte']} → "
+            f"{hi['arithmetic_intensity_flop_per_byte']} FLOP/byte (profiled bytes)")
     rule = ("at fixed shapes samples/s is TFLOP/s over a constant, so the study's TFLOP/s rise is a "
-            "samples/s rise "
-            f"({float(hi['achieved_tflops']) / float(lo['achieved_tflops']):.1f}x on its figures). Holds if "
-            "on every "
-            "device samples/s at the largest batch exceeds the smallest batch's beyond their spread (the "
-            "range "
-            "between interleaved runs, ≥ 3 each; else the timing windows, and the drift between suites); "
-            "does not "
-            "hold if it falls beyond it on any; inconclusive otherwise. MFU is samples/s times a constant "
-            "here and "
-            "is not a second test. FLOP/byte: the study profiled bytes; here it is a model (calc.roofline, "
-            "from "
-            "shapes: it rises with batch by construction) and decides nothing. " + PROXY)
+            f"samples/s rise ({float(hi['achieved_tflops']) / float(lo['achieved_tflops']):.1f}x on its "
+            "figures). Holds if on every device samples/s at the largest batch exceeds the smallest batch's "
+            "beyond their spread (the range between interleaved runs, ≥ 3 each; else the timing windows, "
+            "and the drift between suites); does not hold if it falls beyond it on any; inconclusive "
+            "otherwise. MFU is samples/s times a constant here and is not a second test. FLOP/byte: the "
+            "study profiled bytes; here it is a model (calc.roofline, from shapes: it rises with batch by "
+            "construction) and decides nothing. " + PROXY)
     groups = [g for g in cells(df, ("batch_scaling",)) if g["batch"].nunique() >= 2]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
     for g in groups:
@@ -73,23 +66,16 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
     pub = published("seq_len_profile.csv", published_dir).set_index("max_length")
     t32, t128 = float(pub.at["32", "step_time_ms"]), float(pub.at["128", "step_time_ms"])
     text = (f"trn1: step {pub.at['32', 'step_time_ms']} ms at L=32 vs {pub.at['128', 'step_time_ms']} ms at "
-            "L=128: "
-            f"L=32 {t128 / t32:.2f}x the samples/s. Its figures and its text part ways on the mechanism: "
-            "L=128 did "
-            f"{flop_ratio('bert-base-uncased', 8):.2f}x the FLOPs (model; the study: 4x) in "
-            f"{t128 / t32:.2f}x the "
-            f"time at the higher MFU ({pub.at['128', 'mfu_pct']}% vs {pub.at['32', 'mfu_pct']}%), so time "
-            "grew "
-            "slower than FLOPs: no 'spilling cliff' shows in the step times")
+            f"L=128: L=32 {t128 / t32:.2f}x the samples/s. Its figures and its text part ways on the "
+            f"mechanism: L=128 did {flop_ratio('bert-base-uncased', 8):.2f}x the FLOPs (model; the study: "
+            f"4x) in {t128 / t32:.2f}x the time at the higher MFU ({pub.at['128', 'mfu_pct']}% vs "
+            f"{pub.at['32', 'mfu_pct']}%), so time grew slower than FLOPs: no 'spilling cliff' shows in the "
+            "step times")
     rule = ("at one batch, per device: holds if samples/s at L=32 exceeds L=128's beyond their spread (the "
-            "range "
-            "between interleaved runs, ≥ 3 each; else the timing windows, and the drift between suites); "
-            "does not "
-            "hold if below it on any; inconclusive otherwise. The spilling the study gives as the cause is "
-            "a trn1 "
-            "internal (HBM spill traffic from the Neuron profiler) and is not tested; the FLOP ratio (a "
-            "model) is "
-            "shown beside. " + PROXY)
+            "range between interleaved runs, ≥ 3 each; else the timing windows, and the drift between "
+            "suites); does not hold if below it on any; inconclusive otherwise. The spilling the study "
+            "gives as the cause is a trn1 internal (HBM spill traffic from the Neuron profiler) and is not "
+            "tested; the FLOP ratio (a model) is shown beside. " + PROXY)
     groups = [g for g in cells(df, ("seq_len", "profile_memory")) if {32, 128} <= set(g["max_length"])]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
     for g in groups:
@@ -114,12 +100,11 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
 @claim
 def padding(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether dynamic padding compiles more graphs and trains slower than static padding on XLA."""
-    rule = ("on each XLA device, per dynamic case: holds if it compiled more graphs than static padding and its "
-            "train time exceeds static's beyond their spread (the range between interleaved runs, ≥ 3 each; "
-            "else "
-            "the steps' relative p10–p90, and the drift between suites); does not hold if it compiled no "
-            "more, or trained faster beyond that spread; inconclusive otherwise. GPU and CPU records cannot "
-            "stand in. " + PROXY)
+    rule = ("on each XLA device, per dynamic case: holds if it compiled more graphs than static padding and "
+            "its train time exceeds static's beyond their spread (the range between interleaved runs, ≥ 3 "
+            "each; else the steps' relative p10–p90, and the drift between suites); does not hold if it "
+            "compiled no more, or trained faster beyond that spread; inconclusive otherwise. GPU and CPU "
+            "records cannot stand in. " + PROXY)
     groups = [g for g in cells(df, ("padding",), ("trn1", "xla-cpu"))
               if (g["padding"] == "static").any() and (g["padding"] == "dynamic").any()]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
@@ -175,8 +160,7 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
                 signs += [compare(a, b) for _, a, b in pairs]
                 judged_groups += [gpu, core]
                 heads.append(f"batch {fmt(pairs[0][0])}: {device(gpu)} {pairs[0][1].mid:.1f}% vs "
-                             f"{device(core)} "
-                             f"{pairs[0][2].mid:.1f}%")
+                             f"{device(core)} {pairs[0][2].mid:.1f}%")
                 parts.append(f"{who(gpu)} ({gpu['util_metric'].iloc[0]}) vs {who(core)} "
                              f"({core['util_metric'].iloc[0]}): " + ", ".join(
                                  f"batch {fmt(batch)} {a}% vs {b}%" for batch, a, b in pairs))

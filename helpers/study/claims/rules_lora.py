@@ -37,14 +37,12 @@ def budget(g: pd.DataFrame) -> str:
 def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether LoRA's best setting reaches full fine-tuning's test accuracy within 1 point."""
     rule = ("per device, each setting (full fine-tuning and each LoRA one) at its best learning rate, the "
-            "highest "
-            f"mean validation accuracy among ≥ {MIN_LRS} lrs its runs tried; the LoRA setting with the "
-            "highest mean "
-            "test accuracy against full fine-tuning, over seeds: the gap (full − LoRA) with its 95% "
-            "interval; holds if the whole interval is below "
-            f"{WITHIN_POINTS:g} point; does not hold if the whole interval is above it; inconclusive otherwise "
-            f"(needs ≥ 2 seeds a cell). Both train the same epochs on the same rows, so this is accuracy at "
-            f"an equal budget, the one a user pays for; LoRA at convergence (many more epochs) is not tested. "
+            f"highest mean validation accuracy among ≥ {MIN_LRS} lrs its runs tried; the LoRA setting with "
+            "the highest mean test accuracy against full fine-tuning, over seeds: the gap (full − LoRA) "
+            f"with its 95% interval; holds if the whole interval is below {WITHIN_POINTS:g} point; does not "
+            "hold if the whole interval is above it; inconclusive otherwise (needs ≥ 2 seeds a cell). Both "
+            "train the same epochs on the same rows, so this is accuracy at an equal budget, the one a user "
+            "pays for; LoRA at convergence (many more epochs) is not tested. "
             + PROXY)
     signs, parts, groups, widths, blocked, heads = [], [], [], [], [], []
     for g in cells(df, ("lora",)):
@@ -72,8 +70,7 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
     return concluded("LoRA reaches full fine-tuning's accuracy within 1 point at the same budget", NO_FIGURE, parts,
                      listing(cells(df, ("lora",))), signs, groups, rule,
                      f"the gap's interval (± {max(widths, default=0):.2f} points) straddles {WITHIN_POINTS:g} point",
-                     "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one "
-                     "device", blocked=blocked,
+                     "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one device", blocked=blocked,
                      headline="; ".join(heads[:1]))
 
 

@@ -48,11 +48,11 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
     pub = pub[pub["distribution_strategy"] == "llm-training"]
     text = "trn1, transformer + llm-training, one run each: " + ", ".join(
         f"optlevel {r.optlevel} {r.train_time_s} s" for r in pub.itertuples()) + " (published)"
-    rule = ("on each NeuronCore and flag combination with optlevel 1: holds if optlevel 2 and 3 train faster "
-            "than 1 beyond their spread (the range between interleaved runs, ≥ 3 each; else the steps' "
-            "relative "
-            "p10–p90, and the drift between suites); does not hold if either is slower beyond it; "
-            "inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no proxy).")
+    rule = ("on each NeuronCore and flag combination with optlevel 1: holds if optlevel 2 and 3 train "
+            "faster than 1 beyond their spread (the range between interleaved runs, ≥ 3 each; else the "
+            "steps' relative p10–p90, and the drift between suites); does not hold if either is slower "
+            "beyond it; inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no "
+            "proxy).")
     signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False)
     together, drifts, heads = [], [], []
     for g in groups:
@@ -111,7 +111,8 @@ def dma_bound(df: pd.DataFrame, published_dir: str) -> Finding:
 def allreduce(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return the AllReduce figure's standing: no record field carries a collective's bandwidth."""
     pub = published("seq_len_profile.csv", published_dir)
-    text = "trn1, 2 NeuronCores: " + ", ".join(f"{r.allreduce_gbps} GB/s at L={r.max_length}" for r in pub.itertuples())
+    text = "trn1, 2 NeuronCores: " + ", ".join(f"{r.allreduce_gbps} GB/s at L={r.max_length}"
+                                               for r in pub.itertuples())
     rule = ("not testable without the Neuron profiler's collective (AllReduce) bandwidth of a 2-core trn1 run; "
             "a scaling record's samples/s does not measure it.")
     found = cells(df, ("scaling",), ("trn1",), prefer_real=False)
@@ -137,7 +138,8 @@ def gradient_checkpointing(df: pd.DataFrame, published_dir: str) -> Finding:
     return Finding("Gradient checkpointing fails on Trainium", NO_FIGURE_GC,
                    f"{who(runs)}: statuses " + ", ".join(f"{k} {v}" for k, v in runs["status"].value_counts().items()),
                    "does not hold" if finished else "holds", rule,
-                   f"{finished} of {len(runs)} runs finished", headline=f"{finished} of {len(runs)} trn1 runs finished")
+                   f"{finished} of {len(runs)} runs finished",
+                   headline=f"{finished} of {len(runs)} trn1 runs finished")
 
 
 @claim
@@ -147,21 +149,17 @@ def host_memory(df: pd.DataFrame, published_dir: str) -> Finding:
 
     from helpers.calc.memory import GIB, estimate_train_memory, largest_batch_that_fits
 
-    rule = (f"on trn1.2xlarge records of bert-base at batch > 48: holds if any ran out of memory "
-            "(status oom), does not hold if any finished; not testable without such a record (host memory "
-            "is a "
-            "trn1 internal: no proxy). The estimate (helpers/calc/memory.py: bert-base, L=128, fp32 "
-            "training "
-            f"state on a {HOST_GIB} GiB host) is a model and decides nothing: what the compiler holds on "
-            "the host "
-            "is not in it.")
+    rule = ("on trn1.2xlarge records of bert-base at batch > 48: holds if any ran out of memory (status "
+            "oom), does not hold if any finished; not testable without such a record (host memory is a trn1 "
+            "internal: no proxy). The estimate (helpers/calc/memory.py: bert-base, L=128, fp32 training "
+            f"state on a {HOST_GIB} GiB host) is a model and decides nothing: what the compiler holds on the "
+            "host is not in it.")
     runs = df[(df["cls"] == "trn1") & (df["instance"] == "trn1.2xlarge") & (df["batch"] > 48) & ~df["proxy"]]
     cfg = BertConfig(num_labels=6)
     fits = largest_batch_that_fits(cfg, HOST_GIB, 128, "fp32", device_type="cpu")
     at_tried = estimate_train_memory(cfg, TRIED_BATCH, 128, "fp32", device_type="cpu")["total"] / GIB
     estimate = (f"model, decides nothing: batch {TRIED_BATCH} holds {at_tried:.1f} GiB of training state; "
-                "the "
-                f"largest batch that fits {HOST_GIB} GiB is {fits}")
+                f"the largest batch that fits {HOST_GIB} GiB is {fits}")
     text = "batch 64 ran only with 90 GB of swap (§3.3, §5.2.2)"
     finished, oom = runs[runs["status"] == "finished"], runs[runs["status"] == "oom"]
     if not (len(finished) or len(oom)):

@@ -20,8 +20,7 @@ ACCELERATORS = ("t4", "a10g", "a100-40gb", "h100", "trn1-core")  # device_peaks.
 NOTE = ("Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs "
         "tried (all shown); runs counts every run of the setting, at every lr, and how many collapsed to the "
         "majority class. Test accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full "
-        "fine-tuning minus the "
-        "row, in points, ± the two intervals combined (root of the sum of squares); positive: LoRA is below. "
+        "fine-tuning minus the row, in points, ± the two intervals combined (root of the sum of squares); positive: LoRA is below. "
         "samples/s: median over the runs (their range). AdamW state: two moments per trainable element. "
         f"To {100 * TARGET:.0f}%: training seconds until the whole validation split first reached it, mean ± 95% "
         "interval over the seeds that did (`k/n`); not reached: with the best validation accuracy any seed saw; — : "
@@ -57,9 +56,8 @@ def searched(runs: pd.DataFrame) -> str:
     """Return 'best lr (of lr, lr, lr); N runs, k collapsed' for one setting's runs."""
     lr, _, lrs = best_lr(runs)
     collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum()) if "near_majority" in runs else 0
-    return (f"{lr:g} (of {', '.join(f'{x:g}' for x in lrs)}); {len(runs)} "
-            f"run{'s' if len(runs) != 1 else ''}, "
-            f"{collapsed} collapsed")
+    tried = ", ".join(f"{x:g}" for x in lrs)
+    return f"{lr:g} (of {tried}); {len(runs)} run{'s' if len(runs) != 1 else ''}, {collapsed} collapsed"
 
 
 def lora_rows(df: pd.DataFrame) -> pd.DataFrame:

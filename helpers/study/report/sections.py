@@ -82,11 +82,9 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
 
 INTERVAL_NOTE = ("Accuracies in %, mean ± half-width of the 95% t-interval over seeds where a cell has "
                  "several; a cell with one seed (or runs sharing one) has no spread between seeds and shows "
-                 "none: "
-                 "its test set's sampling error (binomial, 90%) is stated instead. A run within 5 points of "
-                 "always "
-                 "answering the commonest label (`learned?` no) learned nothing and is left out of "
-                 "conclusions.")
+                 "none: its test set's sampling error (binomial, 90%) is stated instead. A run within 5 "
+                 "points of always answering the commonest label (`learned?` no) learned nothing and is "
+                 "left out of conclusions.")
 
 
 def _is_fraction(value) -> bool:
