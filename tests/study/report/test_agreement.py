@@ -46,5 +46,6 @@ def test_the_drift_between_suites_is_the_largest_gap_between_their_medians():
     df = frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", [40, 41, 42], subset=2048))
     assert drift_pct(df, df["device_key"].iloc[0]) == pytest.approx(100 * (41 - 32) / 32)
     assert drift_pct(df, "another-device") is None
+    assert "drift between suites" in agreement_markdown(df) and "Xeon @ 2.80GHz 28.1%" in agreement_markdown(df)
     alone = frame(timed("small_batch", [30, 32, 34]))
     assert drift_pct(alone, alone["device_key"].iloc[0]) is None
