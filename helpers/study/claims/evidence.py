@@ -216,12 +216,14 @@ def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -
 
 def concluded(claim: str, published: str, parts: list[str], empty: str, signs: list[int],
               groups: list[pd.DataFrame], rule: str, unresolved: str, needs: str,
-              tested: bool | None = None, blocked: list[str] = (), headline: str = "") -> Finding:
+              tested: bool | None = None, blocked: list[str] = (), headline: str | list[str] = "") -> Finding:
     """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
     `needs`, what would test it, and the evidence `empty` unless `parts` describe some. `blocked` names the
     comparisons left unresolved because they could not speak (an arm that did not learn, unlike optimizers):
-    an inconclusive verdict's reason opens with them."""
+    an inconclusive verdict's reason opens with them. `headline`, one per comparison, gives the deciding one's."""
     verdict, reason, basis = judged(signs, groups, unresolved)
+    if isinstance(headline, list):
+        headline = deciding(signs, headline)
     if blocked and verdict == "inconclusive":
         reason = "; ".join(blocked) + "; " + reason
     if not (bool(groups) if tested is None else tested):
@@ -232,6 +234,15 @@ def concluded(claim: str, published: str, parts: list[str], empty: str, signs: l
 def device(rows: pd.DataFrame) -> str:
     """Return the short name of a group's device (for a headline)."""
     return short_device(str(rows.iloc[0]["device"]))
+
+
+def deciding(signs: list[int], heads: list[str]) -> str:
+    """Return the head of the comparison that decided the verdict: the first against the claim, else the first
+    unresolved, else the first ('' with none)."""
+    for wanted in (-1, 0):
+        if wanted in signs:
+            return heads[signs.index(wanted)]
+    return heads[0] if heads else ""
 
 
 def listing(groups: list[pd.DataFrame]) -> str:

@@ -46,7 +46,7 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
                            + [noise_note(together, drifts)] * bool(noise_note(together, drifts)))
     return concluded("A larger batch trains more samples per second", text, parts,
                      listing(cells(df, ("batch_scaling",))), signs, groups, rule, unresolved,
-                     "needs batch_scaling runs at ≥ 2 batches on one device", headline="; ".join(heads[:1]))
+                     "needs batch_scaling runs at ≥ 2 batches on one device", headline=heads)
 
 
 def flop_ratio(model_name: str, batch: float, long: int = 128, short: int = 32) -> float:
@@ -94,7 +94,7 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
     return concluded("L=32 maximizes end-to-end throughput (against L=128)", text, parts, "no records", signs,
                      groups, rule, unresolved, "needs seq_len or profile_memory runs at L=32 and L=128 on "
                                                "one device",
-                     headline="; ".join(heads[:1]))
+                     headline=heads)
 
 
 @claim
@@ -130,7 +130,7 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
                      "the study gives no figure beside the 77+ hours (§3.1)",
                      parts, listing(cells(df, ("padding",))), signs, groups, rule, unresolved,
                      "needs static and dynamic padding runs on an XLA device (torch-xla; trn1 for the study's "
-                     "magnitude); a GPU or the CPU does not compile per shape", headline="; ".join(heads[:1]))
+                     "magnitude); a GPU or the CPU does not compile per shape", headline=heads)
 
 
 @claim

@@ -427,3 +427,10 @@ def test_a_timing_verdict_resolves_beyond_the_drift_unless_its_arms_ran_interlea
     assert found.verdict == verdict, found.reason
     if not rep:
         assert "drift between suites (20.0%)" in found.reason
+
+
+def test_the_summary_number_is_the_comparison_that_decided_the_verdict():
+    found = judge(claims.batch_scaling, batches("a100", [100, 200, 400]) + batches("t4", [100, 101, 102]))
+    assert found.verdict == "inconclusive" and found.headline.startswith("Tesla T4: 1.02x"), found.headline
+    both = judge(claims.batch_scaling, batches("a100", [100, 200, 400]) + batches("t4", [100, 150, 300]))
+    assert both.verdict == "holds" and both.headline.startswith("A100"), both.headline
