@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from helpers.calc.cost import price_per_accelerator_hour
+from helpers.calc.cost import accelerator_price, price_per_accelerator_hour
 from helpers.calc.facts import cuda_device_key
 from helpers.study.claims import rules as claims
 from helpers.study.claims import rules_lora as claims_lora
@@ -30,6 +30,7 @@ from helpers.study.report.tables import PUBLISHED_DIR, fmt, published
 
 QUESTION = "What do the study's claims come to on the machines whose records are here?"
 STUDY_GPUS = {"a100-40gb": "A100", "a100-80gb": "A100", "t4": "T4", "l4": "L4"}  # device key -> the study's name
+STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}  # the study's name -> price key
 SPEEDUP_TOLERANCE = 0.10  # the study's speedups are single runs with no stated spread
 
 
@@ -180,13 +181,28 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
                    verdict, rule, reason, basis, "; ".join(heads[:1]))
 
 
+def at_our_prices(pub: pd.DataFrame) -> str:
+    """Return the study's seconds per task (cost.csv) priced at helpers/facts/instance_prices.csv, ranked, with
+    where its price or instance differs from the facts'."""
+    costs, notes = {}, []
+    for r in pub.itertuples():
+        instance = r.instance_as_printed.lower().replace("-", ".")
+        used, per_hour, note = accelerator_price(instance, STUDY_KEYS[r.device])
+        costs[r.device] = float(r.sec_per_epoch) * int(r.epochs_in_task) * per_hour / 3600
+        if note or abs(per_hour - float(r.cost_per_hour_usd)) > 0.005:
+            notes.append(f"{r.device}: ${r.cost_per_hour_usd}/h printed, ${per_hour:.3f}/h for one on {used}"
+                         + (f" ({note})" if note else ""))
+    ranked = " < ".join(f"{d} ${c:.4f}" for d, c in sorted(costs.items(), key=lambda x: x[1]))
+    return ranked + (f" ({'; '.join(notes)})" if notes else "")
+
+
 @claim
 def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether the optimized runs' cost per task ranks the study's devices as it did."""
     pub = published("cost.csv", published_dir)
     pub = pub.assign(usd=pub["cost_for_task_usd"].astype(float)).sort_values("usd")
-    text = "cost per 3-epoch task: " + " < ".join(f"{r.device} ${r.cost_for_task_usd}" for r in pub.itertuples()) \
-        + " (published)"
+    text = ("cost per 3-epoch task: " + " < ".join(f"{r.device} ${r.cost_for_task_usd}" for r in pub.itertuples())
+            + f". At this repository's prices its own times rank {at_our_prices(pub)}")
     rule = ("optimized train time × on-demand price per accelerator-hour (helpers/facts/instance_prices.csv), "
             "for the study's devices measured with bert-base: holds if every pair adjacent in the study's order "
             "costs more in that order beyond the steps' spread; does not hold if any pair is reversed beyond it; "
