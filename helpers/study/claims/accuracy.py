@@ -14,6 +14,62 @@ import pandas as pd
 from scipy import stats
 
 Z95 = 1.959964
+Z90 = 1.644854
+# an arm this far below the best its model reached on the device, at that budget, did not learn
+FLOOR_POINTS = 5.0
+TRAIN_ROWS = 16000  # dair-ai/emotion's training split: the rows a run without train_subset trains on per epoch
+# what makes two runs the same cell (seeds and repeats aside)
+CELL = ("suite", "variant", "lr", "llrd_decay", "precision", "max_length", "batch", "lora_r", "lora_targets")
+
+
+def sampling_error(p: float, rows: int, z: float = Z90) -> float:
+    """Return the half-width of the test set's sampling error of an accuracy p on `rows` rows (binomial; 90%)."""
+    return z * math.sqrt(p * (1 - p) / rows)
+
+
+def trained_rows(rows: pd.DataFrame) -> pd.Series:
+    """Return each run's training rows seen: rows an epoch (train_subset, else the whole split) x epochs."""
+    subset = pd.to_numeric(rows["train_subset"], errors="coerce").fillna(TRAIN_ROWS)
+    return subset * pd.to_numeric(rows["epochs"], errors="coerce").fillna(1)
+
+
+def budget_rows(rows: pd.DataFrame) -> float:
+    """Return an arm's training budget: the median of its runs' training rows seen."""
+    return float(trained_rows(rows).median())
+
+
+def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | None:
+    """Return (floor as a fraction, where it comes from): FLOOR_POINTS below the best mean test accuracy any
+    cell of the arm's model reached on its device at the same or a smaller training budget; None without one."""
+    r = arm.iloc[0]
+    done = df[(df["model_name"] == r["model_name"]) & (df["device_key"] == r["device_key"])
+              & (df["status"] == "finished") & df["test_acc"].notna()]
+    if done.empty:
+        return None
+    done = done[trained_rows(done) <= budget_rows(arm)]
+    if done.empty:
+        return None
+    means = done.groupby(list(CELL), dropna=False)["test_acc"].agg(["mean", "count"])
+    key, best = means["mean"].idxmax(), means["mean"].max()
+    shown = ("lr", "llrd_decay", "precision", "max_length", "batch")
+    shown += ("lora_r", "lora_targets") if key[CELL.index("lora_r")] else ()
+    where = ", ".join(f"{k}={v}" for k, v in zip(CELL, key) if k in shown and pd.notna(v))
+    return best - FLOOR_POINTS / 100, (f"{FLOOR_POINTS:g} points below {100 * best:.2f}%, the best mean test "
+                                       f"accuracy of {r['model_name']} on this device within "
+                                       f"{budget_rows(arm):,.0f} training rows ({key[0]} {key[1]}: {where}, "
+                                       f"{int(means.at[key, 'count'])} run(s))")
+
+
+def unlearned(df: pd.DataFrame, arms: dict[str, pd.DataFrame]) -> str:
+    """Return 'an arm did not learn: NAME (x%) below the floor y% (where)' naming every such arm, or ''."""
+    below, source = [], ""
+    for name, arm in arms.items():
+        found = learning_floor(df, arm)
+        acc = arm["test_acc"].mean()
+        if found and acc < found[0]:
+            below.append(f"{name} ({100 * acc:.2f}%)")
+            source = f"{100 * found[0]:.2f}%: {found[1]}"
+    return f"an arm did not learn: {', '.join(below)} below the floor {source}" if below else ""
 
 
 def binomial_half_width(p: float, rows: int) -> float:
@@ -47,12 +103,23 @@ def resolvable_difference(values: list[float], rows: int | None) -> float:
     return math.nan
 
 
-def fmt_interval(values: list[float], rows: int | None, scale: float = 100, digits: int = 2) -> str:
-    """Return 'mean ± half-width' in percent, with the dash for no values."""
+def fmt_interval(values: list[float], rows: int | None, scale: float = 100, digits: int = 2,
+                 seeds: int | None = None) -> str:
+    """Return 'mean ± half-width' in percent, with the dash for no values; runs of fewer than 2 distinct
+    `seeds` have no spread between seeds: the mean, and the test set's sampling error (90%) where rows are known."""
     mean, half, _ = mean_interval(values, rows)
     if math.isnan(mean):
         return "—"
+    if seeds is not None and seeds < 2:
+        error = (f"; test-set sampling error {scale * sampling_error(mean, rows):.{digits}f} points, 90%"
+                 if rows else "")
+        return f"{scale * mean:.{digits}f} (one seed{error})"
     return f"{scale * mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {scale * half:.{digits}f}")
+
+
+def distinct_seeds(rows: pd.DataFrame) -> int:
+    """Return how many different seeds a cell's runs used (runs without one count as one seed)."""
+    return max(int(rows["seed"].nunique()), 1) if "seed" in rows else 1
 
 
 def paired_diffs(df: pd.DataFrame, column: str, mode: str, ref: str, by: str) -> dict:
@@ -71,9 +138,10 @@ def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     for key, g in df.groupby(keys, dropna=False, sort=True):
         test_rows = int(g["test_rows"].max()) if "test_rows" in g and g["test_rows"].notna().any() else None
         flagged = g["near_majority"].fillna(False).sum()
-        rows[key] = {"seeds": str(len(g)),
-                     "test accuracy %": fmt_interval(list(g["test_acc"]), test_rows),
-                     "validation accuracy %": fmt_interval(list(g["val_acc"]), None),
+        seeds = distinct_seeds(g)
+        rows[key] = {"seeds": str(seeds) + (f" ({len(g)} runs)" if len(g) != seeds else ""),
+                     "test accuracy %": fmt_interval(list(g["test_acc"]), test_rows, seeds=seeds),
+                     "validation accuracy %": fmt_interval(list(g["val_acc"]), None, seeds=seeds),
                      "final loss": f"{g['final_loss'].mean():.3f}" if g["final_loss"].notna().any() else "—",
                      "learned?": (f"no: {flagged} of {len(g)} near the majority class "
                                   f"({100 * g['majority'].max():.1f}%)" if flagged else "yes")}

@@ -40,7 +40,8 @@ COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", 
            "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
            "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
            "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
-           "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r", "lora_targets")
+           "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r",
+           "lora_targets", "train_subset", "epochs", "optimizer", "val_acc", "run_name")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Finding:
     rule: str
     reason: str = ""
     basis: str = "measured"  # measured | proxy (direction only) | estimate | none
+    headline: str = ""  # the one number the verdict rests on, with its device ('' when nothing was compared)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -139,6 +141,46 @@ def compare(a: Band, b: Band) -> int:
     return 1 if a.lo > b.hi else (-1 if a.hi < b.lo else 0)
 
 
+def interleaved(*arms: pd.DataFrame) -> bool:
+    """Return whether the arms ran interleaved in one suite: all from the same suite, each with >= 3 runs of
+    which some are repeats (`-rep<r>`: a suite's repeats come every cell once, then every cell again; seeds of
+    a cell run back to back)."""
+    suites = {s for arm in arms for s in arm["suite"].dropna()}
+    repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any() for arm in arms)
+    return len(suites) == 1 and repeated
+
+
+def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
+    """Return the drift (%) between suites on the rows' device (the agreement table's largest gap), None if
+    no configuration there was timed by two suites."""
+    from helpers.study.report.agreement import drift_pct
+
+    return drift_pct(df, str(rows["device_key"].iloc[0]))
+
+
+def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:
+    """Return compare(a, b), left unresolved when the arms did not run interleaved and differ by no more than
+    the drift between suites (a noise the range between back-to-back runs does not show)."""
+    sign = compare(a, b)
+    if sign and not together and drift_pct is not None:
+        gap = 100 * abs(a.mid - b.mid) / min(a.mid, b.mid)
+        return sign if gap > drift_pct else 0
+    return sign
+
+
+def noise_note(together: list[bool], drifts: list[float | None]) -> str:
+    """Return what bounded the timing comparisons: the range between interleaved runs, or the drift too."""
+    known = [d for d, t in zip(drifts, together) if not t and d is not None]
+    unknown = sum(1 for d, t in zip(drifts, together) if not t and d is None)
+    parts = []
+    if known:
+        parts.append("arms not interleaved: resolved only beyond the drift between suites "
+                     f"({max(known):.1f}%)")
+    if unknown:
+        parts.append("arms not interleaved and the drift between suites not measured on that device")
+    return "; ".join(parts)
+
+
 def resolvable_pct(a: Band, b: Band) -> float:
     """Return the smallest relative difference (%) two cells with these spreads resolve: their half-widths summed."""
     return 100 * ((a.hi - a.lo) + (b.hi - b.lo)) / 2 / ((a.mid + b.mid) / 2)
@@ -174,13 +216,33 @@ def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -
 
 def concluded(claim: str, published: str, parts: list[str], empty: str, signs: list[int],
               groups: list[pd.DataFrame], rule: str, unresolved: str, needs: str,
-              tested: bool | None = None) -> Finding:
+              tested: bool | None = None, blocked: list[str] = (), headline: str | list[str] = "") -> Finding:
     """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
-    `needs`, what would test it, and the evidence `empty` unless `parts` describe some."""
+    `needs`, what would test it, and the evidence `empty` unless `parts` describe some. `blocked` names the
+    comparisons left unresolved because they could not speak (an arm that did not learn, unlike optimizers):
+    an inconclusive verdict's reason opens with them. `headline`, one per comparison, gives the deciding one's."""
     verdict, reason, basis = judged(signs, groups, unresolved)
+    if isinstance(headline, list):
+        headline = deciding(signs, headline)
+    if blocked and verdict == "inconclusive":
+        reason = "; ".join(blocked) + "; " + reason
     if not (bool(groups) if tested is None else tested):
         reason = needs
-    return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis)
+    return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis, headline)
+
+
+def device(rows: pd.DataFrame) -> str:
+    """Return the short name of a group's device (for a headline)."""
+    return short_device(str(rows.iloc[0]["device"]))
+
+
+def deciding(signs: list[int], heads: list[str]) -> str:
+    """Return the head of the comparison that decided the verdict: the first against the claim, else the first
+    unresolved, else the first ('' with none)."""
+    for wanted in (-1, 0):
+        if wanted in signs:
+            return heads[signs.index(wanted)]
+    return heads[0] if heads else ""
 
 
 def listing(groups: list[pd.DataFrame]) -> str:

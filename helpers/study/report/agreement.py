@@ -60,4 +60,21 @@ def agreement_markdown(df: pd.DataFrame) -> str:
     tally = (f"Of {len(said_all)} configurations timed by several suites, {counts.get('agree', 0)} agree, "
              f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved (fewer than "
              f"{MIN_RUNS} runs in a suite).")
-    return "\n\n".join([head, pd.DataFrame(table).to_markdown(index=False), tally])
+    keys = df.drop_duplicates("device").set_index("device")["device_key"]
+    drifts = {short_device(d): drift_pct(df, keys[d]) for d in sorted(rows["device"].unique())}
+    drift = (" The drift between suites (the largest gap between two suites' medians of one configuration): "
+             + "; ".join(f"{d} {v:.1f}%" for d, v in drifts.items() if v is not None)
+             + ". A timing verdict whose arms did not run as interleaved repeats of one suite resolves only "
+               "beyond it (helpers/study/claims/evidence.py).")
+    return "\n\n".join([head, pd.DataFrame(table).to_markdown(index=False), tally + drift])
+
+
+def drift_pct(df: pd.DataFrame, device_key: str) -> float | None:
+    """Return the largest gap (%) between two suites' median samples/s of one configuration on a device, the
+    drift this machine shows between suites; None when no configuration there was timed by several suites."""
+    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *SAME, "share_matmul", "share_host_gap"])))
+    rows = agreement(df[df["device_key"] == device_key])
+    if rows.empty:
+        return None
+    medians = rows.groupby("config")["median"]
+    return float((100 * (medians.max() - medians.min()) / medians.min()).max())

@@ -104,10 +104,11 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
             f"{len(current)} of them current points of a suite"
             + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "") + ".")
     intro = [head, "", "# BERT fine-tuning on dair-ai/emotion: the report", "",
+             findings.markdown(findings.findings(current, published_dir)), "",
              "Published columns are the original study's figures (Experiment/published/README.md), never results "
              "of this repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
              "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.", "",
-             findings.markdown(findings.findings(current, published_dir)), "", "## Machines", "", note, "",
+             "## Machines", "", note, "",
              machines(current), "", "## Agreement between suites", "", agreement_markdown(current), ""]
     report = out_dir / "REPORT.md"
     report.write_text("\n".join(intro) + "\n" + "\n".join(bodies))

@@ -109,7 +109,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
     if not found:  # the same columns as a frame of records, none of them filled
         columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
-                    "device.neuron", "instance", "threads", "compute_dtype", "finished_at", *PARAMS, *METRICS,
+                    "device.neuron", "instance", "threads", "compute_dtype", "optimizer", "finished_at", *PARAMS, *METRICS,
                     *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study", "near_majority",
                     "curve", "energy_method", "energy_window", "source", "peak_tflops", "peak_source", "peak_bw_gbps",
                     "mfu_pct"])
@@ -128,6 +128,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["instance"] = raw.get("device.instance")
     df["threads"] = raw.get("device.torch_threads")
     df["compute_dtype"] = raw.get("precision.compute_dtype", raw.get("precision.used"))
+    df["optimizer"] = raw.get("optimizer.class")  # torchao's AdamW for bf16-pure-sr off XLA: an arm's optimizer
     df["finished_at"] = raw.get("finished_at", raw.get("started_at"))
     for name in PARAMS:
         column = raw.get(f"params.{name}", pd.Series(None, index=raw.index))

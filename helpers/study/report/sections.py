@@ -80,10 +80,11 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     return "\n\n".join(parts)
 
 
-INTERVAL_NOTE = ("Accuracies in %, mean ± half-width of the 95% interval: the t-interval over seeds where a "
-                 "cell has several, else the binomial interval of its test rows (test-set noise only: "
-                 "seed-to-seed variation is then not measured). A run within 5 points of always answering "
-                 "the commonest label (`learned?` no) learned nothing and is left out of conclusions.")
+INTERVAL_NOTE = ("Accuracies in %, mean ± half-width of the 95% t-interval over seeds where a cell has "
+                 "several; a cell with one seed (or runs sharing one) has no spread between seeds and shows "
+                 "none: its test set's sampling error (binomial, 90%) is stated instead. A run within 5 "
+                 "points of always answering the commonest label (`learned?` no) learned nothing and is "
+                 "left out of conclusions.")
 
 
 def _is_fraction(value) -> bool:
@@ -144,8 +145,10 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         b, o = base["train_s"].mean(), opt["train_s"].mean()
         rows[f"measured ({short_device(device)}, {g['variant'].iloc[0]})"] = [
             fmt(b), fmt(o), fmt(b / o), fmt(opt["samples_per_s"].mean()),
-            accuracy.fmt_interval(list(base["test_acc"]), int(base["test_rows"].max() or 0) or None),
-            accuracy.fmt_interval(list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None),
+            accuracy.fmt_interval(list(base["test_acc"]), int(base["test_rows"].max() or 0) or None,
+                                  seeds=accuracy.distinct_seeds(base)),
+            accuracy.fmt_interval(list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None,
+                                  seeds=accuracy.distinct_seeds(opt)),
             f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), {g['model_name'].iloc[0]}"]
     for _, p in published("speedup.csv", published_dir).iterrows():
         rows[f"published ({p['device']})"] = [p["baseline_train_time_s"], p["optimized_train_time_s"], p["speedup"],
@@ -172,9 +175,9 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                    f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
                    f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
                    f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} "
-                   "distinct lengths (one graph each in training, more in evaluation); the study reports ~77 h for "
-                   "dynamic padding on trn1, where neuronx-cc takes minutes per graph, against minutes of static-"
-                   "padding training.")
+                   "distinct lengths (one graph each in training, more in evaluation); the study reports more than "
+                   "77 h for dynamic padding on trn1 (§3.1 \"77+ hours\": a lower bound), where neuronx-cc takes "
+                   "minutes per graph, against minutes of static-padding training.")
 
 
 def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:

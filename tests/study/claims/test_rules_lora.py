@@ -18,29 +18,54 @@ def no_library_versions(monkeypatch):
 
 
 def runs(device: str, r: int, accs: list[float], rates: list[float] | None = None, targets: str = "query,value",
-         model: str = "bert-base-uncased") -> list[dict]:
-    """Return one lora-suite record per seed: full fine-tuning (r=0) or LoRA r on `targets`."""
+         model: str = "bert-base-uncased", lr: float = 5e-4, val: list[float] | None = None) -> list[dict]:
+    """Return one lora-suite record per seed at one lr: full fine-tuning (r=0) or LoRA r on `targets`."""
     rates = rates or [100.0] * len(accs)
     out = []
-    for seed, (acc, rate) in enumerate(zip(accs, rates), 1):
-        params = {"model_name": model, "lora_r": r, "seed": seed, **({"lora_targets": targets} if r else {})}
-        out.append(record(device, "lora", params, run_name=f"lora-full-r{r}-{targets}-s{seed}", test_acc=acc,
-                          samples_per_s=rate, model={"trainable_parameters": 10 if r else 1000,
-                                                     "optimizer_state_bytes": 80 if r else 8000}))
+    for seed, (acc, rate, v) in enumerate(zip(accs, rates, val or accs), 1):
+        params = {"model_name": model, "lora_r": r, "seed": seed, "lr": lr, **({"lora_targets": targets} if r else {})}
+        out.append(record(device, "lora", params, run_name=f"lora-full-r{r}-{targets}-lr{lr}-s{seed}", test_acc=acc,
+                          val_acc=v, samples_per_s=rate, model={"trainable_parameters": 10 if r else 1000,
+                                                                "optimizer_state_bytes": 80 if r else 8000}))
     return out
+
+
+def searched(device: str, r: int, accs: list[float], model: str = "bert-base-uncased", **kwargs) -> list[dict]:
+    """Return a setting's runs at three lrs: `accs` at 5e-4, the best by validation, 5 points less at the others."""
+    worse = [a - 0.05 for a in accs]
+    return (runs(device, r, worse, model=model, lr=2.5e-4, **kwargs) + runs(device, r, accs, model=model, **kwargs)
+            + runs(device, r, worse, model=model, lr=1e-3, **kwargs))
 
 
 @pytest.mark.parametrize("lora, verdict", [([0.930, 0.931, 0.929], "holds"),       # 0.1 points below
                                            ([0.900, 0.901, 0.899], "does not hold"),  # 3 points below
                                            ([0.925, 0.935, 0.915], "inconclusive")])  # ± straddles 1 point
 def test_lora_accuracy_within_one_point(lora, verdict):
-    found = rules_lora.lora_accuracy(frame(runs("a100", 0, [0.931, 0.932, 0.930]) + runs("a100", 8, lora)), PUB)
+    found = rules_lora.lora_accuracy(frame(searched("a100", 0, [0.931, 0.932, 0.930]) + searched("a100", 8, lora)),
+                                     PUB)
     assert found.verdict == verdict, (found.reason, found.measured)
-    assert "gap to full" in found.measured
+    assert "gap to full" in found.measured and "0.0005 (of 0.00025, 0.0005, 0.001); 9 runs" in found.measured
+
+
+def test_lora_accuracy_without_the_learning_rate_search_says_so():
+    found = rules_lora.lora_accuracy(frame(runs("a100", 0, [0.931, 0.932, 0.930])
+                                           + runs("a100", 8, [0.930, 0.931, 0.929])), PUB)
+    assert found.verdict == "inconclusive"
+    assert found.reason.startswith("the learning-rate search has not been run"), found.reason
+    assert "`python -m helpers.study.sweep lora`" in found.reason
+
+
+def test_each_setting_takes_its_best_lr_by_validation_and_the_table_counts_every_run():
+    # at 1e-3 one seed collapses to the majority class; at 2.5e-4 the test accuracy is higher but validation lower
+    recs = (runs("a100", 8, [0.95, 0.95, 0.95], lr=2.5e-4, val=[0.80] * 3) + runs("a100", 8, [0.90, 0.91, 0.92])
+            + runs("a100", 8, [0.36, 0.85, 0.86], lr=1e-3, val=[0.36, 0.85, 0.86]) + searched("a100", 0, [0.93] * 3))
+    row = lora_rows(frame(recs)).set_index("setting").loc["LoRA r=8 (query,value)"]
+    assert row["lr: best by validation (searched); runs"] == "0.0005 (of 0.00025, 0.0005, 0.001); 9 runs, 1 collapsed"
+    assert row["test accuracy %"].startswith("91.00 ± ")
 
 
 def test_the_accuracy_verdict_names_the_budget_both_trained_for():
-    recs = runs("a100", 0, [0.931, 0.932, 0.930]) + runs("a100", 8, [0.900, 0.901, 0.899])
+    recs = searched("a100", 0, [0.931, 0.932, 0.930]) + searched("a100", 8, [0.900, 0.901, 0.899])
     for rec in recs:
         rec["params"].update(epochs=1, train_subset=8000)
     found = rules_lora.lora_accuracy(frame(recs), PUB)
@@ -50,8 +75,8 @@ def test_the_accuracy_verdict_names_the_budget_both_trained_for():
 def test_lora_accuracy_needs_seeds_and_grades_a_proxy():
     one_seed = rules_lora.lora_accuracy(frame(runs("a100", 0, [0.93]) + runs("a100", 8, [0.93])), PUB)
     assert one_seed.verdict == "not testable here"
-    proxy = rules_lora.lora_accuracy(frame(runs("cpu", 0, [0.931, 0.932, 0.930], model="minilm")
-                                           + runs("cpu", 8, [0.930, 0.931, 0.929], model="minilm")), PUB)
+    proxy = rules_lora.lora_accuracy(frame(searched("cpu", 0, [0.931, 0.932, 0.930], model="minilm")
+                                           + searched("cpu", 8, [0.930, 0.931, 0.929], model="minilm")), PUB)
     assert proxy.verdict == "consistent on proxy"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.run import records
-from helpers.study.report.agreement import agreement, agreement_markdown
+from helpers.study.report.agreement import agreement, agreement_markdown, drift_pct
 from helpers.study.report.frame import frame
 from helpers.study.report.tables import trend
 from tests.record_fixtures import record
@@ -40,3 +40,12 @@ def test_the_trend_uses_the_range_between_runs_once_each_row_has_three():
     single = frame(timed("batch_scaling", [30]) + timed("batch_scaling", [60], batch=32))
     line = trend(single, "batch", "samples_per_s", single["device"].iloc[0])
     assert "within a run" in line and "1 of 1 neighbouring steps differ" in line
+
+
+def test_the_drift_between_suites_is_the_largest_gap_between_their_medians():
+    df = frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", [40, 41, 42], subset=2048))
+    assert drift_pct(df, df["device_key"].iloc[0]) == pytest.approx(100 * (41 - 32) / 32)
+    assert drift_pct(df, "another-device") is None
+    assert "drift between suites" in agreement_markdown(df) and "Xeon @ 2.80GHz 28.1%" in agreement_markdown(df)
+    alone = frame(timed("small_batch", [30, 32, 34]))
+    assert drift_pct(alone, alone["device_key"].iloc[0]) is None

@@ -1,0 +1,60 @@
+"""What the study says about each claim, in its own words: a verbatim quote of its report with the
+section it stands in (Experiment/published/statements.csv), and, apart from it, the hypothesis this
+repository adds where a rule tests more than the quote says (labelled ours, never published).
+
+The quotes are checked against the study's text (../shared/reference/study/report.txt) by
+tests/study/claims/test_quotes.py: each is a substring of it once runs of whitespace are one space.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from helpers.study.report.tables import published
+
+# the study's text writes arrows and approximations as LaTeX macros; shown as the symbols they print
+LATEX = {r"\rightarrow": "→", r"\approx": "≈", r"\sim": "~", r"\$": "$"}
+
+
+class Quote(NamedTuple):
+    """A claim's words: the study's quote, a short part of it (for the summary), its section, and our
+    hypothesis beside it ('' when none)."""
+
+    text: str
+    short: str
+    section: str
+    ours: str
+
+
+def normalized(text: str) -> str:
+    """Return the text with every run of whitespace as one space (how a quote is matched to the study)."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def shown(text: str) -> str:
+    """Return a quote as a reader sees it: whitespace normalized, LaTeX macros as their symbols."""
+    text = normalized(text)
+    for macro, symbol in LATEX.items():
+        text = text.replace(macro + " ", symbol + " ").replace(macro, symbol)
+    return text
+
+
+def quote(key: str, published_dir: str) -> Quote:
+    """Return a claim's quote, its short part, section and our hypothesis from statements.csv."""
+    rows = published("statements.csv", published_dir).set_index("claim")
+    r = rows.loc[key]
+    return Quote(str(r["quote"]), str(r["short"]), str(r["section"]), str(r["ours"]))
+
+
+def study_says(key: str, published_dir: str) -> str:
+    """Return '§x: "quote"' and, where the rule tests our own hypothesis, 'Ours, not the study's: ...'."""
+    q = quote(key, published_dir)
+    text = f"{q.section}: \"{shown(q.text)}\""
+    return text + (f" Ours, not the study's: {q.ours}." if q.ours else "")
+
+
+def short_says(key: str, published_dir: str) -> str:
+    """Return '§x "short part of the quote"' (the section without its gloss), marked '· test: ours' where the
+    rule tests our hypothesis."""
+    q = quote(key, published_dir)
+    return f"{q.section.split(' (')[0]} \"{shown(q.short)}\"" + (" · test: ours" if q.ours else "")

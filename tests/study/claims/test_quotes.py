@@ -1,0 +1,47 @@
+"""Every claim's quote is the study's own text, with its section; a hypothesis of ours is never a quote."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.study.claims import findings, quotes
+from helpers.study.report.tables import published
+
+PUB = "Experiment/published"
+STUDY = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "study" / "report.txt"
+
+
+@pytest.fixture(scope="module")
+def study_text() -> str:
+    """Return the study's report, whitespace normalized; skip when the text is not beside the repository."""
+    if not STUDY.is_file():
+        pytest.skip(f"the study's text is not at {STUDY} (it lives beside the repository, not in it)")
+    return quotes.normalized(STUDY.read_text())
+
+
+@pytest.mark.parametrize("key", [c.__name__ for c in findings.CLAIMS])
+def test_each_claim_quotes_the_study_verbatim_with_its_section(key, study_text):
+    q = quotes.quote(key, PUB)
+    assert quotes.normalized(q.text) in study_text, q.text
+    assert q.section.startswith("§"), q.section
+    assert "not located" not in q.section
+
+
+def test_a_quote_that_is_not_the_studys_text_fails(study_text):
+    changed = "Batch sizes above 64 cause OOM."  # the study says 48
+    assert quotes.normalized(changed) not in study_text
+
+
+def test_every_claim_has_one_row_and_each_row_a_claim():
+    rows = published("statements.csv", PUB)
+    assert sorted(rows["claim"]) == sorted(c.__name__ for c in findings.CLAIMS)
+    assert rows["source"].str.len().gt(0).all()
+
+
+def test_the_shown_quote_turns_latex_into_symbols_and_labels_ours():
+    assert quotes.shown(r"69 \rightarrow  128, \sim 12") == "69 → 128, ~ 12"
+    said = quotes.study_says("lora_accuracy", PUB)
+    assert said.startswith("§9 (future work): \"LoRA adaptation on Trainium.\"")
+    assert "Ours, not the study's:" in said
+    assert "Ours" not in quotes.study_says("host_memory", PUB)
