@@ -30,7 +30,7 @@ def _colour(r: pd.Series, measured: dict[str, tuple[str, str]] | None = None) ->
 def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compiled: str) -> None:
     top = max([10.0, 2 * job.epochs] + [1.2 * e for e in crossings["epochs"] if e < 100])
     epochs = np.linspace(0, top, 201)
-    mine = d[d["source"] == "measured"]
+    mine = d[d["source"] != "published"]
     measured = style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
     for _, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
@@ -44,24 +44,35 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
     ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
     ax.set(xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})", ylabel="job cost, USD",
            xlim=(0, top), ylim=(0, None),
-           title=f"{title}\n" + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"))
+           title=f"{title}\n" + (f"{d['setup'].iloc[0]}\n" if d["setup"].nunique() == 1 else "")
+           + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"))
     if d["lower_bound"].any():
         ax.text(0.02, 0.97, f"{compiled} compile time not measured:\nits one-off is missing, no break-even drawn",
                 transform=ax.transAxes, fontsize=7, va="top")
 
 
+def compared(table: pd.DataFrame, breaks: pd.DataFrame, pair: tuple[str, str]) -> pd.DataFrame:
+    """Return the rows of `pair`'s families that break-even compared (one configuration, one source), priced."""
+    met = breaks[(breaks["family"] == pair[0]) & ~breaks["reading"].str.startswith("not compared")]
+    names = set(met["device"]) | set(met["against"])
+    who = table["device"] + " (" + table["source"] + ")"
+    return table[table["family"].isin(pair) & table["epoch_usd"].notna() & who.isin(names)]
+
+
 def plot(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, path: str | Path,
          pairs: dict[tuple[str, str], str]) -> Path:
     """Write the figure to `path` (PNG) with a footer naming `command`; return the path."""
-    panels = [(pair, title, table[table["family"].isin(pair) & table["epoch_usd"].notna()])
-              for pair, title in pairs.items()]
+    panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
     panels = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
     fig, axes = style.figure(len(panels), width=5.5, height=4.2)
     for ax, (pair, title, d) in zip(axes, panels):
         crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
         _panel(ax, d, crossings, job, title, pair[0])
+    price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
     fig.suptitle(f"Job cost against epochs: one-off compilation shared by {job.runs_sharing_cache} run(s)"
-                 f"{', warm cache' if job.warm_cache else ''}, then $ per epoch (dashed: published)", fontsize=10)
+                 f"{', warm cache' if job.warm_cache else ''}, then $ per epoch (dashed: published)\n"
+                 f"priced at {price}, on-demand us-east-1 (helpers/facts/instance_prices.csv); "
+                 "each panel only rows of one configuration", fontsize=10)
     style.finish(fig, command, *style.handles(fig))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
