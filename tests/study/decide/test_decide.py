@@ -338,3 +338,12 @@ def test_no_cheapest_across_unlike_precisions(df):
     assert _row(table, "^Xeon", "proxy")["mark"] == "" and _row(table, "XLA", "proxy")["mark"] == ""
     assert "Xeon @ 2.80GHz (proxy) is cheapest" not in decide.markdown(table, decide.break_even(table, decide.Job()),
                                                                          decide.Job())
+
+
+def test_the_readme_command_prints_the_table_of_cost_md(capsys):
+    cli.main(["--epochs", "3", "--rows", "16000", "--target-accuracy", "0.94"])  # the README's example
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    from helpers.run.args import repo_path
+
+    committed = [line for line in repo_path("Experiment/cost.md").read_text().splitlines() if line.startswith("|")]
+    assert printed == committed
