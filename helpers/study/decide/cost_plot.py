@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
 from helpers.calc.facts import cuda_device_key
 from helpers.study.report import plot_style as style
@@ -59,21 +60,29 @@ def compared(table: pd.DataFrame, breaks: pd.DataFrame, pair: tuple[str, str]) -
     return table[table["family"].isin(pair) & table["epoch_usd"].notna() & who.isin(names)]
 
 
+def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: dict[tuple[str, str], str]):
+    """Return the finished figure: a panel per pair with rows of one configuration, the price basis on top, a
+    legend entry naming each pair left out for want of a like configuration."""
+    panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
+    drawn = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
+    fig, axes = style.figure(len(drawn), width=5.8, height=5.6)
+    for ax, (pair, title, d) in zip(axes, drawn):
+        crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
+        _panel(ax, d, crossings, job, title, pair[0])
+    for pair, title, d in panels:
+        if d.empty and (table["family"] == pair[0]).any():
+            style.key(fig, Patch(facecolor="white", label=f"not drawn: {title} (no eager run of the same configuration)"))
+    price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
+    fig.suptitle(f"Job cost against epochs (dashed: published)\none-off compile shared by "
+                 f"{job.runs_sharing_cache} run(s){', warm cache' if job.warm_cache else ''}, then $ per epoch,\n"
+                 f"priced at {price}: on-demand us-east-1", fontsize=10)
+    style.finish(fig, command, *style.handles(fig))
+    return fig
+
+
 def plot(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, path: str | Path,
          pairs: dict[tuple[str, str], str]) -> Path:
     """Write the figure to `path` (PNG) with a footer naming `command`; return the path."""
-    panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
-    panels = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
-    fig, axes = style.figure(len(panels), width=5.5, height=4.2)
-    for ax, (pair, title, d) in zip(axes, panels):
-        crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
-        _panel(ax, d, crossings, job, title, pair[0])
-    price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
-    fig.suptitle(f"Job cost against epochs: one-off compilation shared by {job.runs_sharing_cache} run(s)"
-                 f"{', warm cache' if job.warm_cache else ''}, then $ per epoch (dashed: published)\n"
-                 f"priced at {price}, on-demand us-east-1 (helpers/facts/instance_prices.csv); "
-                 "each panel only rows of one configuration", fontsize=10)
-    style.finish(fig, command, *style.handles(fig))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return style.save(fig, path)
+    return style.save(figure(table, breaks, job, command, pairs), path)
