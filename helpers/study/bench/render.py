@@ -145,11 +145,11 @@ def render(results: dict, meta: dict) -> dict[str, str]:
 
 def _seconds(values: list, beyond: list | None = None) -> str:
     """Return the median of the seconds that exist, with how many of the rounds they are; none: not reached,
-    after more than the fewest seconds it was last evaluated at (`beyond`), where known."""
+    a minimum of the fewest seconds it was last evaluated at (`beyond`), where known."""
     known = [v for v in values if v is not None]
     above = [b for b in beyond or [] if b is not None]
     return f"{statistics.median(known):.0f}" + (f" ({len(known)} of {len(values)})" if len(known) < len(values) else "") \
-        if known else f"> {min(above):.0f} (not reached)" if above else "not reached"
+        if known else f"≥ {min(above):.0f} (a minimum: not reached)" if above else "not reached"
 
 
 def _tta(t: dict) -> list[str]:
@@ -159,12 +159,13 @@ def _tta(t: dict) -> list[str]:
     md = [f"### Time to {target} validation accuracy: the project's run path vs Hugging Face `Trainer`", "",
           f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, {z['train_rows']} "
           f"shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated every {z['eval_every']} "
-          f"optimizer steps outside each clock; {z['rounds']} round(s), the order rotated each round"
+          f"optimizer steps outside each clock (a time is the first evaluation at or past the target: an upper bound by up "
+          f"to one interval); {z['rounds']} round(s), the order rotated each round"
           + ("; each configuration stops at its first evaluation at or above the target" if z["stop_at_target"]
              else "; every configuration trains to its end")
           + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} training s "
              "(its time and ratio are then lower bounds)." if z.get("budget_s") else "."), "",
-          f"| configuration | recipe | precision | time to {target} (s, median) | at step | steps trained | "
+          f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | at step | steps trained | "
           "training s | samples/s | best validation accuracy |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, windows in rates.items():
         recipe = t["configs"][name]

@@ -9,7 +9,8 @@ import sys
 from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.study.decide import ranking as decide
 from helpers.study.report import frame
-from helpers.study.report.build import header
+from helpers.study.report.build import current_points, header
+from helpers.study.sweep.suites import SUITES_DIR, find_suites
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
                    "its -random configuration counts, for speed and cost)")
     p.add_argument("--lora-r", type=int, default=None, help="answer from LoRA runs of this rank (default: full fine-tuning)")
     p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
+    p.add_argument("--suites-dir", default=SUITES_DIR, help="suites whose current points are read (a record of an "
+                   "edited suite's older point, or of no suite, is left out, as in the report)")
     p.add_argument("--write", metavar="DIR", help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
                    "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)")
     args = p.parse_args(argv)
@@ -39,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache,
                      args.shared_instance, args.model, args.lora_r)
     df, skipped = frame.load(repo_path(args.results))
+    df = current_points(df, find_suites(args.suites_dir))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
         print(f"skipped record {what}", file=sys.stderr)
     table = decide.decision(df, job)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
 from helpers.calc.facts import cuda_device_key
 from helpers.study.report import plot_style as style
@@ -30,7 +31,7 @@ def _colour(r: pd.Series, measured: dict[str, tuple[str, str]] | None = None) ->
 def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compiled: str) -> None:
     top = max([10.0, 2 * job.epochs] + [1.2 * e for e in crossings["epochs"] if e < 100])
     epochs = np.linspace(0, top, 201)
-    mine = d[d["source"] == "measured"]
+    mine = d[d["source"] != "published"]
     measured = style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
     for _, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
@@ -44,25 +45,44 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
     ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
     ax.set(xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})", ylabel="job cost, USD",
            xlim=(0, top), ylim=(0, None),
-           title=f"{title}\n" + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"))
+           title=f"{title}\n" + (f"{d['setup'].iloc[0]}\n" if d["setup"].nunique() == 1 else "")
+           + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"))
     if d["lower_bound"].any():
         ax.text(0.02, 0.97, f"{compiled} compile time not measured:\nits one-off is missing, no break-even drawn",
                 transform=ax.transAxes, fontsize=7, va="top")
 
 
+def compared(table: pd.DataFrame, breaks: pd.DataFrame, pair: tuple[str, str]) -> pd.DataFrame:
+    """Return the rows of `pair`'s families that break-even compared (one configuration, one source), priced."""
+    met = breaks[(breaks["family"] == pair[0]) & ~breaks["reading"].str.startswith("not compared")]
+    names = set(met["device"]) | set(met["against"])
+    who = table["device"] + " (" + table["source"] + ")"
+    return table[table["family"].isin(pair) & table["epoch_usd"].notna() & who.isin(names)]
+
+
+def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: dict[tuple[str, str], str]):
+    """Return the finished figure: a panel per pair with rows of one configuration, the price basis on top, a
+    legend entry naming each pair left out for want of a like configuration."""
+    panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
+    drawn = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
+    fig, axes = style.figure(len(drawn), width=5.8, height=5.6)
+    for ax, (pair, title, d) in zip(axes, drawn):
+        crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
+        _panel(ax, d, crossings, job, title, pair[0])
+    for pair, title, d in panels:
+        if d.empty and (table["family"] == pair[0]).any():
+            style.key(fig, Patch(facecolor="white", label=f"not drawn: {title} (no eager run of the same configuration)"))
+    price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
+    fig.suptitle(f"Job cost against epochs (dashed: published)\none-off compile shared by "
+                 f"{job.runs_sharing_cache} run(s){', warm cache' if job.warm_cache else ''}, then $ per epoch,\n"
+                 f"priced at {price}: on-demand us-east-1", fontsize=10)
+    style.finish(fig, command, *style.handles(fig))
+    return fig
+
+
 def plot(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, path: str | Path,
          pairs: dict[tuple[str, str], str]) -> Path:
     """Write the figure to `path` (PNG) with a footer naming `command`; return the path."""
-    panels = [(pair, title, table[table["family"].isin(pair) & table["epoch_usd"].notna()])
-              for pair, title in pairs.items()]
-    panels = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
-    fig, axes = style.figure(len(panels), width=5.5, height=4.2)
-    for ax, (pair, title, d) in zip(axes, panels):
-        crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
-        _panel(ax, d, crossings, job, title, pair[0])
-    fig.suptitle(f"Job cost against epochs: one-off compilation shared by {job.runs_sharing_cache} run(s)"
-                 f"{', warm cache' if job.warm_cache else ''}, then $ per epoch (dashed: published)", fontsize=10)
-    style.finish(fig, command, *style.handles(fig))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return style.save(fig, path)
+    return style.save(figure(table, breaks, job, command, pairs), path)

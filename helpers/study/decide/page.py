@@ -20,7 +20,10 @@ RULES = ("Rules: one record per device (finished; the speedup suite's optimized 
          "samples/s. Energy = the job's samples (epochs x rows) / the run's samples per joule over its steady timing "
          "windows, every device of the run counted (one-off not charged). Time to "
          "target = the one-off share + the epochs at which the run's validation curve first reached the target. "
-         "Marks (cheapest, fastest) only among rows that ran the same job (model and rows), when at least two did. "
+         "Source: measured (bert-base-uncased on a GPU or trn1), proxy (another model, or the CPU or XLA on it: "
+         "stands in for the study's job, never ranks its devices) or published (the study's figures). "
+         "Marks (cheapest, fastest) only among rows of one configuration (model, batch, length, precision, rows), "
+         "when at least two have it; break-even only between rows of one configuration and one source. "
          f"Break-even readings say 'never' only when the per-epoch costs differ by more than {RESOLVED_GAP:.0%}.")
 
 
@@ -69,8 +72,8 @@ def markdown(table: pd.DataFrame, breaks: pd.DataFrame, job, figure: str | None 
     price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance (a single user)"
     question = (f"Which device for {job.epochs:g} epochs over {job.rows:,} training rows ({_who(job)}){target}, "
                 f"{job.runs_sharing_cache} run(s) sharing one compile cache{' (warm)' if job.warm_cache else ''}, "
-                f"priced at {price}? Time, dollars and energy per device from the run records (measured) and the "
-                "study's figures (published).")
+                f"priced at {price}? Time, dollars and energy per device from the run records (measured; proxy: another "
+                "model, or the CPU) and the study's figures (published).")
     if table.empty:
         return "\n".join([question, "", f"No record for {_who(job)}: run it (python -m helpers.study.sweep models / "
                           "lora, or a notebook with model_name and lora_r), then ask again."])
@@ -107,7 +110,7 @@ def _prices(table: pd.DataFrame) -> str:
 def _conclusion(table: pd.DataFrame, breaks: pd.DataFrame, job) -> str:
     """Return the page's last line: per job, the cheapest and fastest when resolved, then trn1's readings."""
     parts = []
-    for name, group in table.groupby("job", sort=False):
+    for name, group in table.groupby("setup", sort=False):
         done = group.dropna(subset=["job_usd"])
         if len(done) < 2:
             parts.append(f"{name}: only {', '.join(group['device'])} ran it, nothing to rank")

@@ -23,7 +23,7 @@ import pandas as pd
 from helpers.calc import cost, job as calc
 from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
-from helpers.run.args import repo_path
+from helpers.run.args import PRESETS, repo_path
 from helpers.study.decide import page
 from helpers.study.report.tables import DASH, PUBLISHED_DIR, fmt, short_device
 
@@ -31,6 +31,8 @@ FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train sp
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
 STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}  # cost.csv device -> facts key
+# the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time, in bf16
+STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
 # (compiled family, eager family) for break-even epochs: its panel title
 PAIRS = {("trn1", "gpu"): "trn1 against GPUs", ("xla-cpu", "cpu"): "XLA on this CPU against eager on it"}
 @dataclass(frozen=True)
@@ -47,9 +49,15 @@ class Job:
     lora_r: int | None = None  # None or 0: full fine-tuning; else LoRA of this rank
 
 
-def job_key(model: object, rows: object) -> str:
-    """Return what makes two rows the same job, for the cheapest / fastest marks: the model and the rows."""
-    return f"{model} over {int(rows):,} rows" if not _missing(rows) else f"{model}"
+def setup_key(model: object, batch: object, max_length: object, precision: object, rows: int) -> str:
+    """Return what makes two rows the same configuration, for marks and break-even: model, batch, length,
+    precision and the rows the run trained on."""
+    return f"{model}, b{batch}, L{max_length}, {precision}, {int(rows):,} rows"
+
+
+def is_proxy(row) -> bool:
+    """Return whether a measured row only stands in for the study's job: another model, or the CPU / XLA on it."""
+    return row.get("model_name") != STUDY_MODEL or _family(row) in ("cpu", "xla-cpu")
 
 
 def matches(df: pd.DataFrame, job: Job) -> pd.Series:
@@ -148,8 +156,10 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
               f"{run_rows:,} rows; {row['rule']}")
     weights = " (random weights: speed, never accuracy)" if str(row.get("model_name")).endswith("-random") else ""
     lora = f", LoRA r={int(row['lora_r'])}" if not _missing(row.get("lora_r")) and row.get("lora_r") else ""
-    return {"device": short_device(row["device"]), "source": "measured", "family": _family(row),
-            "configuration": config.replace(", ", f"{lora}{weights}, ", 1), "job": job_key(row.get("model_name"), run_rows),
+    setup = setup_key(f"{row.get('model_name')}{lora}", row.get("batch"), row.get("max_length"), row.get("precision"),
+                      run_rows)
+    return {"device": short_device(row["device"]), "source": "proxy" if is_proxy(row) else "measured",
+            "family": _family(row), "configuration": config.replace(", ", f"{lora}{weights}, ", 1), "setup": setup,
             "instance": instance, "usd_share_h": usd_share, "usd_whole_h": usd_whole, "price_note": note,
             "one_off_s": share, "epoch_s": epoch_s, "target_s": target_s, "target": target, "energy": energy}
 
@@ -174,9 +184,9 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
         one_off = trn1_one_off[0] if compiled and trn1_one_off else (math.nan if compiled else 0.0)
         share = calc.one_off_share_s(one_off, job.runs_sharing_cache, True, job.warm_cache)
         rows.append({"device": r["device"], "source": "published", "family": "trn1" if compiled else "gpu",
-                     "configuration": "study's optimized run, 16,000 rows" + (
+                     "configuration": f"study's optimized run: {setup_key(*STUDY_SETUP)}" + (
                          "; compile from the measured trn1 record" if compiled and trn1_one_off else ""),
-                     "job": job_key(STUDY_MODEL, FULL_ROWS), "instance": instance, "usd_share_h": usd_share,
+                     "setup": setup_key(*STUDY_SETUP), "instance": instance, "usd_share_h": usd_share,
                      "usd_whole_h": cost.whole_instances_price(instance, 1), "price_note": note,
                      "published_usd_per_h": r["cost_per_hour_usd"], "published_instance": r["instance_as_printed"],
                      "one_off_s": share, "epoch_s": r["sec_per_epoch"] * job.rows / FULL_ROWS,
@@ -203,7 +213,7 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
     t["target_usd"] = calc.usd(t["target_s"], t["usd_per_h"])
     t["lower_bound"] = t["one_off_s"].isna()  # a compiled device whose compile time is unknown
     marks = {i: [] for i in t.index}
-    for _, group in t.groupby("job"):  # marks only among rows that ran the same job, and at least two did
+    for _, group in t.groupby("setup"):  # marks only among rows of one configuration, and at least two of them
         for column, word in (("job_usd", "cheapest"), ("job_s", "fastest")):
             if group[column].notna().sum() < 2:
                 continue
@@ -215,11 +225,18 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
 
 
 def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
-    """Return, per (compiled, eager) pair of one source, the epochs where their job costs meet, in words."""
+    """Return, per (compiled, eager) pair of one source and one configuration, the epochs where their job costs
+    meet, in words; a compiled row with no eager row of its configuration gets one row saying so."""
     out = []
     for compiled, eager in PAIRS if len(table) else ():  # keys: (compiled family, eager family)
         for _, a in table[table["family"] == compiled].iterrows():
-            for _, b in table[(table["family"] == eager) & (table["source"] == a["source"])].iterrows():
+            alike = table[(table["family"] == eager) & (table["source"] == a["source"]) & (table["setup"] == a["setup"])]
+            if alike.empty and (table["family"] == eager).any():
+                out.append({"device": f"{a['device']} ({a['source']})", "against": f"no eager {eager.upper()} run of {a['setup']}",
+                            "$/epoch": page.money(a["epoch_usd"]), "against $/epoch": DASH, "one-off $": DASH,
+                            "reading": "not compared: no eager run of the same configuration", "family": compiled,
+                            "epochs": math.nan, "usd_at": math.nan})
+            for _, b in alike.iterrows():
                 epochs = calc.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"], b["epoch_usd"])
                 out.append({"device": f"{a['device']} ({a['source']})", "against": f"{b['device']} ({b['source']})",
                             "$/epoch": page.money(a["epoch_usd"]), "against $/epoch": page.money(b["epoch_usd"]),

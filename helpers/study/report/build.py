@@ -39,6 +39,12 @@ def current_names(found: list) -> dict[str, set[str]]:
             for s in found if s.kind != "derived"}
 
 
+def current_points(df: pd.DataFrame, found: list) -> pd.DataFrame:
+    """Return the records that are a current point of a suite in `found` (an edited suite's old points left out)."""
+    names = current_names(found)
+    return df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df
+
+
 def machines(df: pd.DataFrame) -> str:
     """Return the table of devices the records come from: runs, dates, instance and CPU features."""
     if df.empty:
@@ -76,8 +82,7 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
     out_dir.mkdir(parents=True, exist_ok=True)
     suites = find_suites(suites_dir)
     df, skipped = frame.load(results, include_fixtures)
-    names = current_names(suites)
-    current = df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df
+    current = current_points(df, suites)
     pictures = {}
     if plots:
         from helpers.study.report import plots as figures  # matplotlib only where figures are drawn

@@ -115,18 +115,40 @@ def log_y(ax, values) -> None:
         log_axis(ax.yaxis, values.min() / 1.3, values.max() * 1.3)
 
 
-def lines(ax, d: pd.DataFrame, x: str, y: str, lo: str | None = None, hi: str | None = None, suffix=None) -> pd.Series:
-    """Draw per series the median of `y` by `x`, bars from the lowest `lo` to the highest `hi`; return the values."""
+def spread(g: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Return per `x` the median of `y` over the rows (independent runs), their lowest and highest (the range
+    between runs, never the windows inside one) and how many runs."""
+    return g.groupby(x).agg(mid=(y, "median"), lo=(y, "min"), hi=(y, "max"), runs=(y, "count"))
+
+
+def lines(ax, d: pd.DataFrame, x: str, y: str, suffix=None, bars: bool = True) -> pd.Series:
+    """Draw per series the median of `y` by `x` over runs, bars over the range between runs where there is one
+    and `bars` (a legend then shows bars only where some are drawn); return the values."""
     drawn = []
     for series, g in d.groupby("series", sort=False):
-        agg = g.groupby(x).agg(mid=(y, "median"), lo=(lo or y, "min"), hi=(hi or y, "max"))
-        agg = agg.assign(lo=agg["lo"].fillna(agg["mid"]), hi=agg["hi"].fillna(agg["mid"]))  # no spread recorded
+        agg = spread(g, x, y)
         err = np.vstack([agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]]).clip(min=0)
         label = series + (f" — {suffix(g)}" if suffix else "")
-        ax.errorbar(agg.index, agg["mid"], yerr=err, color=g["colour"].iloc[0], capsize=3, linewidth=1.5,
-                    marker=g["marker"].iloc[0], markersize=5, label=label)
-        drawn.append(agg.stack())
+        how = {"color": g["colour"].iloc[0], "linewidth": 1.5, "marker": g["marker"].iloc[0], "markersize": 5,
+               "label": label}
+        if bars and err.any():
+            ax.errorbar(agg.index, agg["mid"], yerr=err, capsize=3, **how)
+        else:
+            ax.plot(agg.index, agg["mid"], **how)
+        drawn.append(agg.drop(columns="runs").stack())
     return pd.concat(drawn) if drawn else pd.Series(dtype=float)
+
+
+def count_text(counts) -> str:
+    """Return a range of counts as people say it: '3', '1 to 3'."""
+    lo, hi = int(min(counts)), int(max(counts))
+    return f"{lo}" if lo == hi else f"{lo} to {hi}"
+
+
+def runs_text(g: pd.DataFrame) -> str:
+    """Return how many independent runs a series' points rest on: '3 runs a point', '1 to 3 runs a point'."""
+    counts = g.groupby([c for c in ("batch", "max_length", "precision") if c in g]).size()
+    return f"{count_text(counts)} run{'s' * bool(counts.max() > 1)} a point"
 
 
 def figure(n: int = 1, width: float = 5.0, height: float = 3.6, wrap: int = 3):

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from helpers.calc.facts import device_roof, load_device_peaks
+from helpers.calc.facts import load_device_peaks
 from helpers.run.args import repo_path
 from helpers.study.report import plot_style as style
 from helpers.study.report import plots_tuning
@@ -30,44 +31,77 @@ OP_CLASSES = {"matmul": "matmul", "attention": "attention", "elementwise_norm_ac
               "host_gap": "host gap (no op running)"}
 
 
+BETWEEN_RUNS = "median of independent runs; bars: their range"
+
+
 def batch_scaling(df, published_dir):
-    """Throughput and step time against batch, per device."""
+    """Throughput and step time against batch, per device: medians over independent runs, bars their range."""
     d = style.rows(df, "batch_scaling", "samples_per_s")
     if d.empty:
         return None
     fig, (a, b) = style.figure(2)
-    style.log_y(a, style.lines(a, d, "batch", "samples_per_s", "window_min", "window_max"))
-    style.log_y(b, style.lines(b, d, "batch", "step_ms", "step_ms_p10", "step_ms_p90"))
-    a.set(title="Throughput vs batch\n(bars: slowest to fastest timing window)", ylabel="throughput, samples/s")
-    b.set(title="Step time vs batch\n(bars: 10th to 90th percentile step)", ylabel="median step time, ms")
+    style.log_y(a, style.lines(a, d, "batch", "samples_per_s", suffix=style.runs_text))
+    style.log_y(b, style.lines(b, d, "batch", "step_ms", suffix=style.runs_text))
+    a.set(title=f"Throughput vs batch\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
+    b.set(title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
+          ylabel="median step time, ms")
     for ax in (a, b):
         style.log2_axis(ax.xaxis, d["batch"])
         ax.set_xlabel("batch size, samples per step")
     return fig
 
 
+def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
+    """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series."""
+    other = style.rows(df, suite, "step_ms", "max_length")
+    keys = ["device_key", "model", "batch", "precision"]
+    series = d.drop_duplicates(keys).set_index(keys)["series"]
+    other = other.join(series.rename("same"), on=keys, how="inner")
+    return other.assign(series=other["same"])
+
+
+def _profile_points(b, c, same: pd.DataFrame) -> None:
+    """Draw the profile_memory suite's steps of the same configuration (hollow markers, bars: range between its
+    runs) on the step panel, and its longest length over its own L=32 on the ratio panel."""
+    for series, g in same.groupby("series", sort=False):
+        how = {"color": g["colour"].iloc[0], "marker": g["marker"].iloc[0], "markerfacecolor": "white",
+               "markersize": 7, "linestyle": "none", "capsize": 3, "label": f"{series}: profile_memory suite "
+               "(same configuration, another sweep)"}
+        agg = style.spread(g, "max_length", "step_ms")
+        b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
+        if 32 in agg.index:
+            rel = agg.loc[agg.index != 32, ["mid", "lo", "hi"]] / agg.loc[32, "mid"]
+            c.errorbar(rel.index, rel["mid"], yerr=[rel["mid"] - rel["lo"], rel["hi"] - rel["mid"]], **how)
+
+
 def seq_len(df, published_dir):
-    """Tokens/s and step time against sequence length; growth relative to L=32 beside the published trn1's."""
+    """Tokens/s and step time against sequence length (medians of runs, bars their range); growth relative to
+    L=32 beside the model's FLOP growth, the profile_memory suite's runs and the published trn1's."""
     d = style.rows(df, "seq_len", "step_ms")
     if d.empty:
         return None
-    ratio = d["tokens_per_s"] / d["samples_per_s"]
-    d = d.assign(tok_lo=d["window_min"] * ratio, tok_hi=d["window_max"] * ratio)
-    fig, (a, b, c) = style.figure(3, width=4.4)
-    style.log_y(a, style.lines(a, d, "max_length", "tokens_per_s", "tok_lo", "tok_hi"))
-    style.log_y(b, style.lines(b, d, "max_length", "step_ms", "step_ms_p10", "step_ms_p90"))
+    fig, (a, b, c) = style.figure(3, width=4.6, height=4.0)
+    style.log_y(a, style.lines(a, d, "max_length", "tokens_per_s", suffix=style.runs_text))
+    style.log_y(b, style.lines(b, d, "max_length", "step_ms", suffix=style.runs_text))
     at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
     rel = d[d["series"].isin(at32.index)]
-    style.lines(c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel")
+    style.lines(c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel",
+                suffix=style.runs_text)
+    _profile_points(b, c, _alike(df, d, "profile_memory"))
+    for model, g in rel.groupby("model", sort=False):  # FLOPs per step from shapes: a model, the same per device
+        flops = g.groupby("max_length")["flops_per_step"].median()
+        if 32 in flops.index:
+            c.plot(flops.index, flops / flops.loc[32], color="black", linestyle="--", linewidth=1,
+                   label=f"model: {model} FLOPs per step ÷ at L=32")
     pub = style.published(published_dir, "seq_len_profile.csv")
     pub_rel = pub["step_time_ms"] / pub.loc[pub["max_length"] == 32, "step_time_ms"].iloc[0]
     c.plot(pub["max_length"], pub_rel, color=style.published_colour("trn1"), **style.PUBLISHED,
            label="published (trn1 · bert-base), over its own L=32")
     lengths = sorted(set(d["max_length"]) | set(pub["max_length"]))
-    c.plot(lengths, [x / 32 for x in lengths], color="gray", linestyle=":", linewidth=1, label="proportional to L")
-    a.set(title="Tokens/s vs sequence length", ylabel="throughput, tokens/s (padded)")
-    b.set(title="Step time vs sequence length\n(measured only)", ylabel="median step time, ms")
-    c.set(title="Step time relative to L=32\n(each line over its own L=32 step)",
+    a.set(title=f"Tokens/s vs sequence length\n({BETWEEN_RUNS})", ylabel="throughput, tokens/s (padded)")
+    b.set(title="Step time vs sequence length\n(measured only; bars: range between runs)",
+          ylabel="median step time, ms")
+    c.set(title="Step time relative to L=32\n(each line over its own L=32; bars: runs)",
           ylabel="step time ÷ step time at L=32")
     for ax in (a, b, c):
         style.log2_axis(ax.xaxis, lengths if ax is c else d["max_length"])
@@ -95,6 +129,13 @@ def _roofs(d: pd.DataFrame) -> dict:
     return out
 
 
+def published_roof(published_dir) -> dict:
+    """Return the roof the study drew (Experiment/published/device_peaks.csv): device, TFLOP/s, GB/s."""
+    row = style.published(published_dir, "device_peaks.csv").iloc[0]
+    return {"device": row["device"], "peak_tflops": float(row["peak_tflops"]),
+            "mem_bw_gbps": float(row["peak_mem_bandwidth_gbps"])}
+
+
 def roofline(df, published_dir):
     """Achieved TFLOP/s against arithmetic intensity, per device under its one roof, with the published trn1 path."""
     compiled_in_steps = df["compilations_after_warmup"].fillna(0) > 0  # dynamic XLA: compile time in its step time
@@ -105,10 +146,9 @@ def roofline(df, published_dir):
         return None
     traj = style.published(published_dir, "roofline.csv")
     ai, tf = traj["arithmetic_intensity_flop_per_byte"], traj["achieved_tflops"]
-    trn1 = device_roof("trn1-core", "bf16")
+    study = published_roof(published_dir)
     roofs = _roofs(d)
-    same = roofs.get(("trn1 NeuronCore", "bf16"), ())[:2] == (trn1["peak_tflops"], trn1["mem_bw_gbps"])
-    ridges = [p * 1000 / b for p, b in [r[:2] for r in roofs.values()] + [(trn1["peak_tflops"], trn1["mem_bw_gbps"])]
+    ridges = [p * 1000 / b for p, b in [r[:2] for r in roofs.values()] + [(study["peak_tflops"], study["mem_bw_gbps"])]
               if b > 0]
     xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
     fig, (ax,) = style.figure(1, width=9.5, height=6.0)
@@ -117,24 +157,24 @@ def roofline(df, published_dir):
                    facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none", linewidths=1.3, zorder=3,
                    label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})")
     for (who, dtype), (peak, bw, colour, source) in roofs.items():
-        also = " = published trn1 roof" if same and (who, dtype) == ("trn1 NeuronCore", "bf16") else ""
         bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
         peak_text = f"{peak:.3g} TFLOP/s" + ("" if source == "published" else f" ({source})")
         _roof(ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":",
-              f"roof: {who} {dtype}: {peak_text}, {bw_text}{also}")
-    if not same:
-        _roof(ax, xs, trn1["peak_tflops"], trn1["mem_bw_gbps"], style.published_colour("trn1"), "-.",
-              f"published roof: trn1 NeuronCore bf16: {trn1['peak_tflops']:g} TFLOP/s, {trn1['mem_bw_gbps']:g} GB/s")
+              f"roof: {who} {dtype}: {peak_text}, {bw_text}")
+    _roof(ax, xs, study["peak_tflops"], study["mem_bw_gbps"], style.published_colour("trn1"), "-.",
+          f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, "
+          f"{study['mem_bw_gbps']:g} GB/s")
     ax.plot(ai, tf, color=style.published_colour("trn1"), marker="X", markersize=10, linestyle="none", zorder=4,
             label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}")
     ax.annotate("", xy=(ai.iloc[-1], tf.iloc[-1]), xytext=(ai.iloc[0], tf.iloc[0]),
                 arrowprops={"arrowstyle": "->", "color": style.published_colour("trn1"), "linewidth": 1.5})
     for b, x, y in zip(traj["batch"], ai, tf):
         ax.annotate(f"b{b}", (x, y), xytext=(0, -15), textcoords="offset points", ha="center", fontsize=8)
-    peaks = [r[0] for r in roofs.values()] + [trn1["peak_tflops"]]
+    peaks = [r[0] for r in roofs.values()] + [study["peak_tflops"]]
     style.log_axis(ax.xaxis, xs[0], xs[-1])
     style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
-    ax.set(xlabel="arithmetic intensity, FLOP per byte of memory traffic", ylabel="achieved throughput, TFLOP/s",
+    ax.set(xlabel="arithmetic intensity, FLOP per byte of memory traffic (a model: FLOPs and bytes from shapes; "
+                  "the study's: its own count)", ylabel="achieved throughput, TFLOP/s",
            title="Roofline: each run under its device's roof\n(roofs from published peaks unless marked measured)")
     return fig
 
@@ -172,7 +212,9 @@ def memory(df, published_dir):
         return None
     d = d.assign(series=d["series"] + ", L=" + d["max_length"].astype(int).astype(str))
     fig, (ax,) = style.figure(1, width=8.0, height=4.6)
-    style.lines(ax, d, "batch", "mem_gib")
+    style.lines(ax, d, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
+    ranges = pd.concat([style.spread(g, "batch", "mem_gib") for _, g in d.groupby("series")])
+    within = ((ranges["hi"] - ranges["lo"]) / ranges["mid"]).max()
     batches = range(2, 65)  # the suites' batches span 2..64
     cfg = BertConfig(num_labels=6)
     for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), (":", "--", "-.")):
@@ -192,7 +234,9 @@ def memory(df, published_dir):
     style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
     ax.set(xlabel="batch size, samples per step", ylabel="peak memory, GiB",
            title="Memory vs batch: measured peaks, estimates, device capacities\n"
-                 "(measured: CUDA max allocated on GPUs, process RSS elsewhere)")
+                 "(measured: CUDA max allocated on GPUs, process RSS elsewhere;\n"
+                 f"median of {style.count_text(ranges['runs'])} runs, which differ by at most "
+                 f"{within:.0%}: no bars)")
     right = ax.twinx()
     right.set(yscale="log", ylim=ax.get_ylim())
     right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
@@ -219,10 +263,10 @@ def small_batch(df, published_dir):
                linestyle="--" if marker == "X" else ":", label=f"published ({device} · bert-base): {what}")
     a.set(title="Published: A100 SM % and trn1 engine %", ylabel="utilization, %", ylim=(0, 105))
     for ax, metric in zip(own, metrics):
-        style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct")
-        ax.set(title=f"Measured: {metric}".replace(": ", ":\n", 1), ylabel="%", ylim=(0, 105))
-    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", "window_min", "window_max"))
-    b.set(title="Throughput at small batches\n(bars: slowest to fastest window)", ylabel="throughput, samples/s")
+        style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=style.runs_text)
+        ax.set(title=f"Measured:\n{metric}\n(median of runs; bars: their range)", ylabel="%", ylim=(0, 105))
+    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", suffix=style.runs_text))
+    b.set(title=f"Throughput at small batches\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     for ax in axes:
         style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
         ax.set_xlabel("batch size, samples per step")
@@ -242,6 +286,7 @@ def padding(df, published_dir):
     fig, (a, b) = style.figure(2, width=5.0, height=3.8)
     for k, s in enumerate(series):
         g = d[d["series"] == s].groupby("case")[["compilations", "train_s", "train_compile_s"]].median().reindex(cases)
+        train = style.spread(d[d["series"] == s], "case", "train_s").reindex(cases)
         compiling = g["train_compile_s"].fillna(0).clip(upper=g["train_s"])  # what of the train time compiled
         x = np.arange(len(cases)) + (k - (len(series) - 1) / 2) * width
         colour = d.loc[d["series"] == s, "colour"].iloc[0]
@@ -251,12 +296,22 @@ def padding(df, published_dir):
                 a.text(xi, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
         b.bar(x, compiling, width, color=colour, alpha=0.4)
         b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
+        err = [train["mid"] - train["lo"], train["hi"] - train["mid"]]
+        for halo, width_pt in (("white", 3.5), ("black", 1.2)):  # a white halo: whiskers show on a dark bar too
+            b.errorbar(x, train["mid"], yerr=err, fmt="none", ecolor=halo, capsize=4, elinewidth=width_pt,
+                       capthick=width_pt)
     a.margins(y=0.15)
     b.margins(y=0.1)
     a.yaxis.set_major_locator(MaxNLocator(integer=True))  # a graph count is whole
     a.set(title="XLA graph compilations", ylabel="graph compilations, count")
-    b.set(title="Train time\n(lighter: compiling graphs)", ylabel="train time, s")
+    b.set(title="Train time, median of runs\n(lighter: compiling; whiskers: run range)",
+          ylabel="train time, s")
     style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))
+    runs = d.groupby(["series", "case"]).size()
+    style.key(fig, Line2D([], [], color="black", marker="|", markersize=8, linestyle="none",
+                          label=f"whiskers: slowest to fastest of {runs.min()}" + (f" to {runs.max()}" if runs.max()
+                                                                                  > runs.min() else "")
+                          + " independent runs"))
     for ax in (a, b):
         ax.set_xticks(range(len(cases)), cases)
         ax.set_xlabel("padding")

@@ -21,6 +21,9 @@ MODES = {"fp32": "fp32", "bf16": "bf16\nautocast", "bf16-pure": "bf16-pure\nnear
          "bf16-pure-sr": "bf16-pure\nstochastic"}
 HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
 CMAP = colormaps["viridis"].with_extremes(under="0.6")  # under: the near-majority cells, off the scale
+STUDY_TEST_ROWS = 2000  # dair-ai/emotion's test split: the rows the study's accuracies are counted on
+STUDY_TRAIN_ROWS = 16_000  # its train split, which the study trained on for 3 epochs (report 5.8)
+STUDY_WORKLOAD = f"{STUDY_TRAIN_ROWS:,} rows × 3 epochs"
 
 
 def _decay(value) -> str:
@@ -28,29 +31,33 @@ def _decay(value) -> str:
     return "none" if value in (None, "none", "") or pd.isna(value) else f"{float(value):g}"
 
 
-def _grid(d: pd.DataFrame, value: str, lrs, decays) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return mean accuracy % by (lr, decay) and whether each cell ended near the majority class."""
+def _grid(d: pd.DataFrame, value: str, lrs, decays, rows: int | None = None) -> tuple[pd.DataFrame, ...]:
+    """Return mean accuracy % by (lr, decay), the 95% half-width in points (over seeds; one run or a published
+    mean: the test set's sampling error at `rows`), and whether each cell ended near the majority class."""
     g = d.groupby(["lr", "decay"]).agg(acc=(value, "mean"), majority=("majority", "mean"))
+    half = d.groupby(["lr", "decay"])[value].agg(lambda v: _interval(v, rows)[1] if v.count() > 1 or rows else np.nan)
     grid = g["acc"].unstack().reindex(index=lrs, columns=decays) * 100
     near = ((g["acc"] - g["majority"]) < NEAR_MAJORITY).unstack().reindex(index=lrs, columns=decays)
-    return grid, near.fillna(False).astype(bool)
+    return grid, near.fillna(False).astype(bool), half.unstack().reindex(index=lrs, columns=decays)
 
 
-def colour_range(panels: list[tuple[pd.DataFrame, pd.DataFrame]]) -> tuple[float, float]:
+def colour_range(panels: list[tuple[pd.DataFrame, ...]]) -> tuple[float, float]:
     """Return one accuracy range for every panel (learned cells only), so one colour means one accuracy."""
-    learned = np.concatenate([g.to_numpy(dtype=float)[~n.to_numpy() & ~g.isna().to_numpy()] for g, n in panels])
-    every = np.concatenate([g.to_numpy(dtype=float).ravel() for g, _ in panels])
+    learned = np.concatenate([g.to_numpy(dtype=float)[~n.to_numpy() & ~g.isna().to_numpy()] for g, n, *_ in panels])
+    every = np.concatenate([g.to_numpy(dtype=float).ravel() for g, *_ in panels])
     lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(every), np.nanmax(every))
     return lo - 0.05, hi + 0.05
 
 
-def _heatmap(fig, ax, grid: pd.DataFrame, near: pd.DataFrame, title: str, vrange: tuple[float, float]) -> None:
-    """Draw one grid as coloured cells with their values; near-majority cells hatched and off the colour scale."""
-    values, marked = grid.to_numpy(dtype=float), near.to_numpy()
+def _heatmap(fig, ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
+    """Draw one grid as coloured cells with their values ± 95% half-widths; near-majority cells hatched and off
+    the colour scale."""
+    grid, near, half = cells
+    values, marked, halves = grid.to_numpy(dtype=float), near.to_numpy(), half.to_numpy(dtype=float)
     mesh = ax.pcolormesh(np.ma.masked_invalid(values), cmap=CMAP, vmin=vrange[0], vmax=vrange[1])
     for i, j in zip(*np.nonzero(~np.isnan(values))):
         r, g, b, _ = mesh.cmap(mesh.norm(values[i, j]))
-        ax.text(j + 0.5, i + 0.5, f"{values[i, j]:.1f}", ha="center", va="center", fontsize=8,
+        ax.text(j + 0.5, i + 0.5, cell_text(values[i, j], halves[i, j]), ha="center", va="center", fontsize=7.5,
                 color="white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black")
         if marked[i, j]:
             ax.add_patch(Rectangle((j, i), 1, 1, fill=False, **HATCH))
@@ -63,8 +70,14 @@ def _heatmap(fig, ax, grid: pd.DataFrame, near: pd.DataFrame, title: str, vrange
     fig.colorbar(mesh, ax=ax, label="accuracy, %", pad=0.03)
 
 
+def cell_text(mean: float, half: float) -> str:
+    """Return a heatmap cell: the mean accuracy % over its 95% half-width, so neighbours read as (not) different."""
+    return f"{mean:.1f}" + ("" if np.isnan(half) else f"\n±{half:.1f}")
+
+
 def lr_llrd(df, published_dir):
-    """Mean test accuracy % over LR x LLRD decay per measured device, hatched near the majority, published beside."""
+    """Mean test accuracy % ± 95% half-width over LR x LLRD decay per measured device, hatched near the majority,
+    published beside (± the test set's sampling error)."""
     d = style.rows(df, "lr_llrd", "test_acc", "lr")
     if d.empty:
         return None
@@ -74,27 +87,31 @@ def lr_llrd(df, published_dir):
     lrs = sorted(set(d["lr"]) | set(pub["lr"]))
     decays = ["none"] + sorted((set(d["decay"]) | set(pub["decay"])) - {"none"}, key=float, reverse=True)
     seeds = lambda g: f"mean of {g['seed'].nunique()} seeds" if g["seed"].nunique() > 1 else "one seed"  # noqa: E731
-    panels = [(f"{s}\nmeasured, {seeds(g)}", _grid(g, "test_acc", lrs, decays))
+    panels = [(f"{s}\nmeasured, {seeds(g)}", _grid(g, "test_acc", lrs, decays, int(g["test_rows"].max())))
               for s, g in d.groupby("series", sort=False)]
-    panels.append(("published (trn1 · bert-base)\nmean of 2 runs", _grid(pub, "accuracy", lrs, decays)))
-    fig, axes = style.figure(len(panels), width=4.2, height=3.5)
+    panels.append((f"published (trn1 · bert-base)\nmean of 2 runs; ± test set at n={STUDY_TEST_ROWS:,}",
+                   _grid(pub, "accuracy", lrs, decays, STUDY_TEST_ROWS)))
+    fig, axes = style.figure(len(panels), width=4.4, height=3.8)
     vrange = colour_range([cells for _, cells in panels])
-    for ax, (title, (grid, near)) in zip(axes, panels):
-        _heatmap(fig, ax, grid, near, title, vrange)
-    if any(near.to_numpy().any() for _, (_, near) in panels):
+    for ax, (title, cells) in zip(axes, panels):
+        _heatmap(fig, ax, cells, title, vrange)
+    style.key(fig, Patch(facecolor="white", label="a cell: mean test accuracy %, ± its 95% half-width (over seeds; "
+                                                  "one run or the published mean: the test set's sampling error)"))
+    if any(near.to_numpy().any() for _, (_, near, _) in panels):
         share = d["majority"].dropna()
         text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
         style.key(fig, Patch(facecolor="0.6", label=f"within {100 * NEAR_MAJORITY:.0f} points of always answering the "
                                                       f"commonest label{text}: learned ~nothing", **HATCH))
-    if any(grid.isna().to_numpy().any() for _, (grid, _) in panels):
+    if any(grid.isna().to_numpy().any() for _, (grid, *_) in panels):
         style.key(fig, Patch(facecolor="0.88", label="not run"))
     return fig
 
 
 def _interval(values, rows=None) -> tuple[float, float]:
-    """Return the mean and 95% half-width of `values` (0 where no interval is known)."""
+    """Return the mean and 95% half-width of accuracies `values` (fractions) in percent or points (0 where no
+    interval is known: one run and no test-set size)."""
     mean, half, _ = accuracy.mean_interval(list(values), rows)
-    return mean, 0.0 if np.isnan(half) else half
+    return 100 * mean, 0.0 if np.isnan(half) else 100 * half
 
 
 def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.DataFrame, label: str) -> None:
@@ -103,6 +120,11 @@ def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.
         mean, half = zip(*stats)
         ax.errorbar(np.array(x) + offset, mean, yerr=half, linestyle="none", marker=g["marker"].iloc[0], capsize=3,
                     color=g["colour"].iloc[0], label=label)
+
+
+def sampling_error(acc: float, rows: int = STUDY_TEST_ROWS) -> float:
+    """Return the 95% half-width, in points, of an accuracy counted once on `rows` test rows (one published run)."""
+    return 100 * accuracy.binomial_half_width(acc, rows)
 
 
 def precision(df, published_dir):
@@ -118,15 +140,17 @@ def precision(df, published_dir):
     series = list(dict.fromkeys(d["series"]))
     shift = {s: (k - (len(series) - 1) / 2) * 0.5 / len(series) for k, s in enumerate(series)}
     trn1 = {"color": style.published_colour("trn1"), "marker": "X", "markersize": 9, "linestyle": "none",
-            "label": "published (trn1 · bert-base), one run each"}
+            "capsize": 3, "label": f"published (trn1 · bert-base), one run each; bars: test-set sampling error at "
+                                   f"n={STUDY_TEST_ROWS:,} (95%)"}
     for ax, length in zip(axes, lengths):
         for s in series:
             g = d[(d["series"] == s) & (d["max_length"] == length)].groupby("precision")
-            stats = {m: _interval(x["test_acc"] * 100, x["test_rows"].max()) for m, x in g}
+            stats = {m: _interval(x["test_acc"], x["test_rows"].max()) for m, x in g}
             _points(ax, [modes.index(m) for m in stats], list(stats.values()), shift[s], d[d["series"] == s], s)
         p = pub[(pub["max_length"] == length) & pub["precision"].isin(modes)]
         if (d["model"] == "bert-base").any():  # published runs are bert-base: beside bert-base runs only
-            ax.plot(p["precision"].map(modes.index) + 0.35, p["accuracy"] * 100, **trn1)
+            ax.errorbar(p["precision"].map(modes.index) + 0.35, p["accuracy"] * 100,
+                        yerr=[sampling_error(a) for a in p["accuracy"]], **trn1)
         ax.set_xticks(range(len(modes)), [MODES.get(m, m) for m in modes], fontsize=8)
         ax.set(title=f"L = {length}: test accuracy by mode\n(mean, 95% interval)", xlim=(-0.5, len(modes) - 0.4),
                xlabel="precision mode (bf16-pure: update rounding)", ylabel="test accuracy, %")
@@ -137,16 +161,24 @@ def precision(df, published_dir):
     for s in series:
         diffs = accuracy.paired_diffs(d[d["series"] == s], "precision", "bf16-pure-sr", "bf16-pure", "max_length")
         diffs = {int(L): v for L, v in diffs.items() if int(L) in lengths}
-        _points(ax, [lengths.index(L) for L in diffs], [_interval(np.array(v) * 100) for v in diffs.values()],
+        _points(ax, [lengths.index(L) for L in diffs], [_interval(np.array(v)) for v in diffs.values()],
                 shift[s], d[d["series"] == s], s)
     wide = pub.pivot_table(index="max_length", columns="stochastic_rounding", values="accuracy")
     effect = ((wide["on"] - wide["off"]) * 100).reindex(lengths).dropna()
-    ax.plot([lengths.index(L) + 0.3 for L in effect.index], effect, **trn1)
+    band = [np.hypot(sampling_error(wide.loc[L, "on"]), sampling_error(wide.loc[L, "off"])) for L in effect.index]
+    ax.errorbar([lengths.index(L) + 0.3 for L in effect.index], effect, yerr=band, **trn1)
     ax.axhline(0, color="gray", linewidth=0.8)
     ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
     ax.set(title="Stochastic rounding: SR − nearest\n(paired by seed, 95% interval)", xlim=(-0.5, len(lengths) - 0.4),
            xlabel="sequence length L, tokens", ylabel="difference in test accuracy, points")
     return fig
+
+
+def workload(g: pd.DataFrame) -> str:
+    """Return what a series' runs trained on: '2,000 rows × 1 epoch' (all rows: the 16,000 of the train split)."""
+    rows = int(g["train_subset"].max()) if g["train_subset"].notna().any() else STUDY_TRAIN_ROWS
+    epochs = float(g["epochs"].max())
+    return f"{rows:,} rows × {epochs:g} epoch{'s' * (epochs != 1)}"
 
 
 def speedup(df, published_dir):
@@ -160,17 +192,17 @@ def speedup(df, published_dir):
             runs = int(min(base["count"], opt["count"]))
             spread = (base["min"] / opt["max"], base["max"] / opt["min"]) if runs > 1 else None
             bars.append((style.family(g.iloc[0]), f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, "
-                         f"{runs} run{'s' * (runs > 1)})", base["median"] / opt["median"], g["colour"].iloc[0], None,
-                         spread))
+                         f"{runs} run{'s' * (runs > 1)};\n{workload(g)})", base["median"] / opt["median"],
+                         g["colour"].iloc[0], None, spread))
     if not bars:
         return None
     for _, r in style.published(published_dir, "speedup.csv").iterrows():
         fam = {"a100": "a100-40gb"}.get(r["device"].lower(), r["device"].lower())
-        bars.append((fam, f"published ({r['device']} · bert-base)", r["speedup"],
+        bars.append((fam, f"published ({r['device']} · bert-base;\n{STUDY_WORKLOAD})", r["speedup"],
                      style.published_colour(r["device"]), style.PUBLISHED_HATCH, None))
     order = list(dict.fromkeys(b[0] for b in bars))
     bars.sort(key=lambda b: (order.index(b[0]), b[4] is not None))
-    fig, (ax,) = style.figure(1, width=8.0, height=0.5 * len(bars) + 1.6)
+    fig, (ax,) = style.figure(1, width=8.0, height=0.6 * len(bars) + 1.6)
     y = np.arange(len(bars))[::-1]
     for yi, (_, label, value, colour, hatch, spread) in zip(y, bars):
         ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else colour, linewidth=0.6)
@@ -182,10 +214,10 @@ def speedup(df, published_dir):
                 va="center", fontsize=8)
     ax.set_yticks(y, [b[1] for b in bars])
     ax.set_xlim(0, max(b[5][1] if b[5] else b[2] for b in bars) * 1.3)
-    ax.set(title="Baseline → optimized: how many times faster training gets",
+    ax.set(title="Baseline → optimized: how many times faster training gets\n(each bar over its own rows × epochs)",
            xlabel="speedup: baseline train time ÷ optimized train time (×)")
     style.key(fig, Patch(facecolor="0.6", label="measured here (model and variant in the label; whiskers: the "
                                                 "extreme ratios between runs)"))
     style.key(fig, Patch(facecolor="white", edgecolor="black", hatch=style.PUBLISHED_HATCH,
-                         label="published by the study (bert-base, 3 epochs)"))
+                         label=f"published by the study (bert-base, {STUDY_WORKLOAD})"))
     return fig

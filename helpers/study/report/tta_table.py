@@ -10,22 +10,42 @@ from helpers.calc.accuracy_time import TARGETS
 from helpers.study.claims.accuracy import mean_interval
 from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, short_device
 
-NOTE = ("Seconds of training (the timed windows; evaluations excluded) until the whole validation split first "
-        "reached the target, mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
-        "seed: no interval); `k/n`: seeds that reached it. Steps to 90%: optimizer steps, which a busy machine does "
-        "not change (its seconds it does). Test accuracy: of the checkpoint that first reached "
+LOADED_SHARE = 0.9  # a CPU run whose process used under this share of its threads shared the cores: a loaded machine
+
+NOTE = ("Training seconds (the timed windows: evaluations and start-up excluded, so not wall time) at the first "
+        "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` "
+        "steps, so the crossing happened at or before it and each figure is an upper bound (≤) by up to one "
+        "evaluation interval. Mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
+        "seed: no interval); `k/n`: seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy "
+        "machine does not change (its seconds it does). Process CPU: the runs' range of the training process's "
+        "CPU use against what its threads could use; below "
+        f"{LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
+        "\"loaded\": compare its steps, not its seconds. Test accuracy: of the checkpoint that first reached "
         "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
         "each device is the machine the figure is from; seconds on another CPU differ.")
 
 
-def cell(values: pd.Series) -> str:
-    """Return 'mean ± half (k/n)' of the seeds' seconds, or what none reaching it means."""
+def cell(values: pd.Series, loaded: bool = False) -> str:
+    """Return '≤ mean ± half (k/n)' of the seeds' first evaluations at or past a target (an upper bound), or
+    what none reaching it means; ', loaded' where the machine was shared."""
     reached = [float(v) for v in values if pd.notna(v)]
     if not reached:
         return f"not reached (0/{len(values)})"
     mean, half, _ = mean_interval(reached)
     spread = f" ± {fmt(half)}" if len(reached) > 1 and math.isfinite(half) else ""
-    return f"{fmt(mean)}{spread} ({len(reached)}/{len(values)})"
+    return f"≤ {fmt(mean)}{spread} ({len(reached)}/{len(values)})" + (", loaded" if loaded else "")
+
+
+def process_cpu(g: pd.DataFrame) -> tuple[str, bool]:
+    """Return the runs' range of process CPU % against their threads' capacity, and whether a run was loaded."""
+    cpu = g[g["util_metric"].astype(str).str.startswith("process CPU") & g["util_pct"].notna()]
+    if cpu.empty:
+        return DASH, False
+    used = cpu["util_pct"] * cpu["threads"].astype(float)  # util_pct is per thread: back to the process's %
+    capacity = 100 * cpu["threads"].astype(float).max()
+    loaded = bool((cpu["util_pct"] < 100 * LOADED_SHARE).any())
+    span = f"{used.min():.0f}" if round(used.min()) == round(used.max()) else f"{used.min():.0f}–{used.max():.0f}"
+    return f"{span}% of {capacity:.0f}%" + (" (loaded)" if loaded else ""), loaded
 
 
 def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
@@ -39,9 +59,11 @@ def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
     for group, g in done.groupby(["device", "variant", *keys], sort=True, dropna=False):
         row = {"device": short_device(group[0]), "variant": group[1], **dict(zip(keys, group[2:])),
                "seeds": len(g)}
+        cpu, loaded = process_cpu(g)
         for target in TARGETS:
-            row[f"to {100 * target:.0f}% (s)"] = cell(g[f"tta_{target:.2f}"])
-        row["steps to 90%"] = cell(g["tta_steps"])
+            row[f"to {100 * target:.0f}% (s, ≤)"] = cell(g[f"tta_{target:.2f}"], loaded)
+        row["steps to 90% (≤)"] = cell(g["tta_steps"])
+        row["process CPU"] = cpu
         test = g["tta_test_acc"].dropna()
         row["test accuracy at 90% (%)"] = fmt(100 * test.mean()) if len(test) else DASH
         final = g["test_acc"].dropna()

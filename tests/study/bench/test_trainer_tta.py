@@ -68,7 +68,7 @@ def test_without_stopping_every_configuration_trains_to_its_end_and_says_the_tar
     assert all(r == {"median": None, "per_round": [None, None], "at_least": [None, None]} for r in out["ratios"].values())
     out.pop("heads")
     block = render.render({"tta": out}, META)["tta"]
-    assert "(not reached) |" in block and "every configuration trains to its end" in block
+    assert "(a minimum: not reached) |" in block and "every configuration trains to its end" in block
     assert "**Trainer, run_glue defaults / project run path: not measured**" in block
 
 
@@ -115,12 +115,13 @@ def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and
     assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {"median": 4.5, "per_round": [None, 4.5],
                                                                      "at_least": [4.0, 4.5]}
     block = render.render({"tta": t}, META)["tta"]
-    assert "| > 600 (not reached) |" not in block and "| 900 (1 of 2) |" in block  # one round reached it
+    assert "| ≥ 600 (a minimum: not reached) |" not in block and "| 900 (1 of 2) |" in block  # one round reached it
     assert "**Trainer, run_glue defaults / project run path >= 4.00x** in each of 2 round(s) (a lower bound: " \
            "the Trainer did not reach 90% in 1 of them" in block
     never = _fake({tta.TRAINER_DEFAULTS: [None], tta.TRAINER_RECIPE: [330.0], tta.PROJECT: [300.0]}, beyond=600.0)
     block = render.render({"tta": never}, META)["tta"]
-    assert "| > 600 (not reached) |" in block and "project run path >= 2.00x** in each of 1 round(s)" in block
+    assert "| ≥ 600 (a minimum: not reached) |" in block and "time to 90% (s, median; ≥: a minimum)" in block
+    assert "project run path >= 2.00x** in each of 1 round(s)" in block
 
 
 def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny_data_dir, tmp_path):

@@ -10,6 +10,8 @@ from helpers.calc import job as calc
 from helpers.run import records
 from helpers.study.decide import ranking as decide
 from helpers.study.report import frame
+from helpers.study.report.build import current_names
+from helpers.study.sweep.suites import find_suites
 from tests.record_fixtures import DEVICES, record
 
 OPTIMIZED = {"preset": "optimized", "model_name": "bert-base-uncased"}
@@ -21,21 +23,24 @@ LOW_CURVE = [{"step": 10, "train_time_s": 100.0, "samples": 640, "val_accuracy":
              {"step": 20, "train_time_s": 200.0, "samples": 1280, "val_accuracy": 0.60}]
 TRN1 = "AWS Trainium (trn1.2xlarge) (measured)"
 TRN1_USD_H, A100_USD_H, CPU_USD_H = 1.34375, 21.96 / 8, 0.096  # trn1.2xlarge, p4d.24xlarge / 8 GPUs, m6i.large
+# current points of the speedup suite (the command reads only those): optimized, full and quick
+SPEEDUP = sorted(current_names(find_suites())["speedup"])
+FULL, QUICK = (next(n for n in SPEEDUP if n.startswith(f"speedup-{v}-preset=optimized")) for v in ("full", "quick"))
 
 
 def _records() -> list[dict]:
     """trn1 and A100 in the optimized preset over all rows, this CPU and XLA-on-CPU on a 1,280-row subset."""
     subset = {**OPTIMIZED, "train_subset": 1280}
     return [record("trn1", "speedup", OPTIMIZED, samples_per_s=800.0, compile_s=300.0, compilations=4,
-                   run_name="speedup-full-trn1", curve=CURVE, fixture=False),
-            record("a100", "speedup", OPTIMIZED, samples_per_s=1200.0, run_name="speedup-full-a100",
+                   run_name=FULL, curve=CURVE, fixture=False),
+            record("a100", "speedup", OPTIMIZED, samples_per_s=1200.0, run_name=FULL,
                    curve=CURVE, fixture=False),
             # a faster A100 run on a subset: rule 1 (all rows) still picks the run above
-            record("a100", "speedup", subset, samples_per_s=5000.0, run_name="speedup-quick-a100", fixture=False),
-            record("cpu", "speedup", subset, samples_per_s=6.4, run_name="speedup-quick-cpu", curve=LOW_CURVE,
+            record("a100", "speedup", subset, samples_per_s=5000.0, run_name=QUICK, fixture=False),
+            record("cpu", "speedup", subset, samples_per_s=6.4, run_name=QUICK, curve=LOW_CURVE,
                    fixture=False),
             record("xla-cpu", "speedup", subset, samples_per_s=3.2, compile_s=50.0, compilations=3,
-                   run_name="speedup-quick-xla-cpu", fixture=False)]
+                   run_name=QUICK, fixture=False)]
 
 
 @pytest.fixture()
@@ -58,7 +63,7 @@ def _row(table: pd.DataFrame, device: str, source: str = "measured") -> pd.Serie
 
 def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):
     chosen = decide.representative(df).set_index("device_key")
-    assert chosen.loc[DEVICES["a100"]["key"], "run_name"] == "speedup-full-a100"
+    assert chosen.loc[DEVICES["a100"]["key"], "run_name"] == FULL
     assert chosen.loc[DEVICES["a100"]["key"], "rule"] == "speedup suite, optimized preset, all rows"
     assert chosen.loc[DEVICES["cpu"]["key"], "rule"] == "speedup suite, optimized preset, subset (quick)"
     assert len(chosen) == 4
@@ -82,16 +87,19 @@ def test_decision_rows_match_hand_computed_values(df):
     assert trn1["target_s"] == pytest.approx(301.92 + 0.5 * 20)
     assert a100["target"] == f"{1.92 + 0.5 * 16_000 / 1200:.4g} s (0.50 epochs)"
     # CPU: priced on the 2-vCPU stand-in; never reached 94% in the 1,280 rows it saw
-    cpu = _row(table, "^Xeon")
+    cpu = _row(table, "^Xeon", "proxy")  # the CPU stands in for the study's job: a proxy row
     assert cpu["instance"] == "m6i.large" and cpu["usd_per_h"] == CPU_USD_H
     assert cpu["target"] == "not reached in 1 epoch (best 60.0%)" and math.isnan(cpu["target_s"])
-    assert _row(table, "XLA")["one_off_s"] == pytest.approx(2 + 50 - 0.08)  # first step, compile inside
+    assert _row(table, "XLA", "proxy")["one_off_s"] == pytest.approx(2 + 50 - 0.08)  # first step, compile inside
     # published rows beside, the L4 priced on g6.xlarge with the study's price kept
     l4 = _row(table, "L4", "published")
     assert (l4["instance"], l4["published_usd_per_h"]) == ("g6.xlarge", 0.576)
     assert _row(table, "trn1", "published")["one_off_s"] == pytest.approx(301.92)  # from the trn1 record
-    # marks only among rows of the same job: the CPU and XLA-on-CPU ran bert-base over 1,280 rows, the rest 16,000
-    assert cpu["mark"] == "cheapest of 2 (measured); fastest of 2 (measured)" and _row(table, "XLA")["mark"] == ""
+    # marks only among rows of one configuration: the CPU and XLA-on-CPU ran bert-base b64 L32 fp32 over 1,280
+    # rows; trn1, the A100 and the study's four its optimized run in bf16 over 16,000
+    assert cpu["mark"] == "cheapest of 2 (proxy); fastest of 2 (proxy)" and _row(table, "XLA", "proxy")["mark"] == ""
+    assert cpu["setup"] == "bert-base-uncased, b64, L32, fp32, 1,280 rows"
+    assert a100["setup"] == trn1["setup"] == l4["setup"] == "bert-base-uncased, b64, L32, bf16, 16,000 rows"
     assert "of 2" not in a100["mark"] and "of 2" not in trn1["mark"]
 
 
@@ -110,7 +118,7 @@ def test_a_mark_needs_two_rows_of_the_same_job(df):
     assert _row(table, "A100", "published")["mark"] == "fastest of 5 (published)"  # the A100 and the study's four
     assert "of 5" in _row(table, "L4", "published")["mark"]
     cpu_only = decide.decision(df[df["device_type"] == "cpu"], decide.Job())
-    assert _row(cpu_only, "Xeon")["mark"] == ""  # the only row over 1,280 rows: nothing to be cheapest among
+    assert _row(cpu_only, "Xeon", "proxy")["mark"] == ""  # the only row over 1,280 rows: nothing to be cheapest among
 
 
 @pytest.mark.parametrize("ratio, said", [(1.05, "no order can be claimed"), (1.5, "never: costs 50% more per epoch")])
@@ -153,7 +161,7 @@ def test_break_even_epochs_of_trn1_against_the_a100(df):
     # the study's L4 epoch costs less than trn1's: never
     assert breaks.loc[("trn1 (published)", "L4 (published)"), "reading"].startswith("never: costs ")
     # the same arithmetic on this machine: XLA-on-CPU against the CPU
-    assert ("XLA CPU (Xeon @ 2.80GHz) (measured)", "Xeon @ 2.80GHz (measured)") in breaks.index
+    assert ("XLA CPU (Xeon @ 2.80GHz) (proxy)", "Xeon @ 2.80GHz (proxy)") in breaks.index
 
 
 def test_job_energy_is_the_records_samples_per_joule_over_its_steady_windows(tmp_path):
@@ -191,9 +199,9 @@ def test_markdown_asks_first_and_concludes_last(df):
     lines = decide.markdown(table, decide.break_even(table, job), job).splitlines()
     assert lines[0].startswith("Which device for 3 epochs over 16,000 training rows (any model, full fine-tuning), "
                                "target 94%") and "one accelerator's share" in lines[0]
-    assert lines[-1].startswith("For 3 epochs over 16,000 rows: bert-base-uncased over 16,000 rows: L4 (published) "
-                                "is cheapest")
-    assert "bert-base-uncased over 1,280 rows: Xeon @ 2.80GHz (measured) is cheapest" in lines[-1]
+    assert lines[-1].startswith("For 3 epochs over 16,000 rows: bert-base-uncased, b64, L32, bf16, 16,000 rows: "
+                                "L4 (published) is cheapest")
+    assert "bert-base-uncased, b64, L32, fp32, 1,280 rows: Xeon @ 2.80GHz (proxy) is cheapest" in lines[-1]
     assert f"{TRN1} against A100-SXM4-40GB (measured): cheaper beyond 41.2 epochs" in lines[-1]
     assert "trn1 (published) against T4 (published): cheaper beyond 14.7 epochs, L4 (published): never" in lines[-1]
 
@@ -213,9 +221,11 @@ def test_cli_prints_the_table_for_a_job(results, capsys):
     assert out[0].startswith("Which device for 3 epochs")
     header = next(line for line in out if line.startswith("| device"))
     assert "job $" in header and "to target" in header
-    rows = [line for line in out if line.startswith("| ") and "measured" in line.split("|")[2]]
-    measured = {r.split("|")[1].strip() for r in rows}
-    assert measured >= {"AWS Trainium (trn1.2xlarge)", "A100-SXM4-40GB", "Xeon @ 2.80GHz", "XLA CPU (Xeon @ 2.80GHz)"}
+    source = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out if line.startswith("| ")}
+    assert {d: source[d] for d in ("AWS Trainium (trn1.2xlarge)", "A100-SXM4-40GB", "Xeon @ 2.80GHz",
+                                   "XLA CPU (Xeon @ 2.80GHz)")} == {
+        "AWS Trainium (trn1.2xlarge)": "measured", "A100-SXM4-40GB": "measured", "Xeon @ 2.80GHz": "proxy",
+        "XLA CPU (Xeon @ 2.80GHz)": "proxy"}
     assert out[-1].startswith("For 3 epochs over 16,000 rows")
     for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"], ["--lora-r", "-1"]):
         with pytest.raises(SystemExit):
@@ -289,3 +299,65 @@ def test_the_cost_plot_promises_break_even_dots_only_where_it_draws_them(df):
         subset=["epochs"]), decide.Job(shared_instance=True), "t", "trn1")
     assert "dots: break-even" in ax.get_title() and [l for l in ax.lines if l.get_marker() == "o"]
     plt.close(fig)
+
+
+def test_the_cli_reads_only_the_suites_current_points(results, capsys):
+    old = record("t4", "speedup", OPTIMIZED, samples_per_s=50.0, run_name="speedup-full-preset=optimized-000000",
+                 fixture=False)  # a point the suite no longer expands to: superseded
+    records.write_record(records.record_path(results, "speedup", old["run_name"], old["device"]["key"]), old)
+    cli.main(["--results", str(results)])
+    devices = {line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    assert "A100-SXM4-40GB" in devices and "Tesla T4" not in devices and "T4" in devices  # the study's T4 only
+    assert frame.load(results)[0]["device"].str.contains("Tesla T4").any()  # the record is there, left out
+
+
+def test_break_even_compares_only_rows_of_one_configuration(df):
+    job = decide.Job()
+    alike = decide.break_even(decide.decision(df, job), job).set_index(["device", "against"])
+    # one configuration: compared (XLA on the CPU at half the CPU's samples/s costs twice as much per epoch)
+    assert alike.loc[("XLA CPU (Xeon @ 2.80GHz) (proxy)", "Xeon @ 2.80GHz (proxy)"), "reading"] == \
+        "never: costs 100% more per epoch"
+    xla = df["device_type"] == "xla"
+    unlike = df.assign(batch=df["batch"].where(~xla, 8), max_length=df["max_length"].where(~xla, 64))
+    table = decide.decision(unlike, job)
+    breaks = decide.break_even(table, job)
+    mine = breaks[breaks["device"] == "XLA CPU (Xeon @ 2.80GHz) (proxy)"]
+    assert len(mine) == 1 and mine["against"].iloc[0] == "no eager CPU run of bert-base-uncased, b8, L64, fp32, 1,280 rows"
+    assert mine["reading"].iloc[0] == "not compared: no eager run of the same configuration"
+    assert math.isnan(mine["epochs"].iloc[0])
+    from helpers.study.decide import cost_plot
+
+    assert cost_plot.compared(table, breaks, ("xla-cpu", "cpu")).empty  # nothing drawn under "XLA on this CPU"
+    assert set(cost_plot.compared(table, breaks, ("trn1", "gpu"))["family"]) == {"trn1", "gpu"}
+
+
+def test_no_cheapest_across_unlike_precisions(df):
+    cpu = df["device_type"] == "cpu"
+    bf16 = df.assign(precision=df["precision"].where(~cpu, "bf16"))  # the CPU in bf16, XLA on it in fp32
+    table = decide.decision(bf16, decide.Job())
+    assert _row(table, "^Xeon", "proxy")["mark"] == "" and _row(table, "XLA", "proxy")["mark"] == ""
+    assert "Xeon @ 2.80GHz (proxy) is cheapest" not in decide.markdown(table, decide.break_even(table, decide.Job()),
+                                                                         decide.Job())
+
+
+def test_the_readme_command_prints_the_table_of_cost_md(capsys):
+    cli.main(["--epochs", "3", "--rows", "16000", "--target-accuracy", "0.94"])  # the README's example
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    from helpers.run.args import repo_path
+
+    committed = [line for line in repo_path("Experiment/cost.md").read_text().splitlines() if line.startswith("|")]
+    assert printed == committed
+
+
+def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
+    from helpers.study.decide import cost_plot
+    from helpers.study.report import plot_style
+
+    xla = df["device_type"] == "xla"
+    job = decide.Job()
+    table = decide.decision(df.assign(batch=df["batch"].where(~xla, 8)), job)  # XLA on the CPU: no like eager run
+    fig = cost_plot.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
+    assert plot_style.overlaps(fig) == [] and len(fig.axes) == 1
+    assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
+    assert "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)" in \
+        plot_style.handles(fig)[1]

@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (the main environment, .venv)")
 from plot_records import study_records  # noqa: E402
+from record_fixtures import record  # noqa: E402
 
 from helpers.study.report import plot_style  # noqa: E402
 from helpers.study.report import plots
@@ -172,3 +173,84 @@ def test_the_roofline_leaves_out_runs_that_compiled_during_their_timed_steps(sev
     dynamic = df.assign(compilations_after_warmup=3.0)  # every run recompiled after warm-up
     after = plots.roofline(dynamic, PUBLISHED)
     assert after is None or count(after) < count(before)
+
+
+def _runs(speeds: list[float], windows: list[tuple[float, float]]) -> pd.DataFrame:
+    """Batch-scaling runs of one point on this CPU: each run's samples/s and its windows' slowest and fastest."""
+    recs = []
+    for k, (sps, (lo, hi)) in enumerate(zip(speeds, windows)):
+        rec = record("cpu", "batch_scaling", {"batch": 8, "max_length": 32}, run_name=f"batch_scaling-b8-rep{k}",
+                     samples_per_s=sps)
+        rec["timing"]["window_samples_per_s"].update(min=lo, max=hi)
+        recs.append(rec)
+    return plot_style.with_devices(frame(recs))
+
+
+def test_batch_scaling_bars_are_the_range_between_runs_never_the_windows_inside_one():
+    import matplotlib.pyplot as plt
+
+    # one disturbed run: its windows span 4.5 to 45 samples/s, the three runs' medians 30 to 35
+    df = _runs([30.0, 32.0, 35.0], [(28.0, 31.0), (4.5, 45.0), (33.0, 36.0)])
+    d = plot_style.rows(df, "batch_scaling", "samples_per_s")
+    assert plot_style.spread(d, "batch", "samples_per_s").loc[8].to_dict() == {"mid": 32.0, "lo": 30.0, "hi": 35.0,
+                                                                              "runs": 3}
+    fig = plots.batch_scaling(df, PUBLISHED)
+    (bars,) = [c for c in fig.axes[0].containers]
+    (segment,) = bars.lines[2][0].get_segments()
+    assert [y for _, y in segment] == [30.0, 35.0]
+    assert "range" in fig.axes[0].get_title() and "3 runs a point" in fig.axes[0].get_legend_handles_labels()[1][0]
+    plt.close("all")
+
+
+def test_a_legend_shows_bars_only_where_the_figure_draws_some(several):
+    from matplotlib.container import ErrorbarContainer
+
+    fig = plots.memory(plot_style.with_devices(several), PUBLISHED)
+    handles, labels = plot_style.handles(fig)
+    assert labels and not [h for h in handles if isinstance(h, ErrorbarContainer)]
+    assert "no bars" in fig.axes[0].get_title()
+
+
+def test_the_published_roof_is_the_one_the_study_drew(several):
+    roof = plots.published_roof(PUBLISHED)
+    assert (roof["peak_tflops"], roof["mem_bw_gbps"]) == (190.0, 820.0)  # one Trainium chip, as report 4.4 used
+    fig = plots.roofline(plot_style.with_devices(several), PUBLISHED)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert any("published roof" in label and "190 TFLOP/s, 820 GB/s" in label for label in labels), labels
+    assert "a model" in fig.axes[0].get_xlabel()
+
+
+def test_seq_len_draws_the_flop_ratio_and_the_profile_suites_runs(several):
+    fig = plots.seq_len(plot_style.with_devices(several), PUBLISHED)
+    labels = plot_style.handles(fig)[1]
+    assert any(label.startswith("model: ") and "FLOPs per step" in label for label in labels)
+    assert any("profile_memory suite (same configuration" in label for label in labels)
+    assert all("range" in ax.get_title() or "runs" in ax.get_title() for ax in fig.axes)
+
+
+def test_padding_train_time_carries_the_range_between_runs(several):
+    fig = plots.padding(plot_style.with_devices(several), PUBLISHED)
+    assert fig.axes[1].containers[-1].has_yerr and "run range" in fig.axes[1].get_title()
+
+
+def test_published_accuracies_carry_the_test_sets_sampling_error(several):
+    assert plots_tuning.sampling_error(0.94) == pytest.approx(100 * 1.959964 * (0.94 * 0.06 / 2000) ** 0.5)
+    fig = plots_tuning.precision(plot_style.with_devices(several), PUBLISHED)
+    published = [c for ax in fig.axes for c in ax.containers if c.get_label().startswith("published")]
+    assert published and all(c.has_yerr for c in published)
+    assert "sampling error at n=2,000" in published[0].get_label()
+
+
+def test_heatmap_cells_show_their_intervals(one_cpu):
+    assert plots_tuning.cell_text(82.1, 6.8) == "82.1\n±6.8" and plots_tuning.cell_text(82.1, float("nan")) == "82.1"
+    fig = plots_tuning.lr_llrd(one_cpu, PUBLISHED)
+    cells = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert cells and all("±" in c for c in cells)
+
+
+def test_the_speedup_bars_name_the_rows_and_epochs_they_trained_on(one_cpu):
+    runs = one_cpu.assign(train_subset=2000, epochs=1)
+    fig = plots_tuning.speedup(runs, PUBLISHED)
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert any("2,000 rows × 1 epoch)" in t and "published" not in t for t in ticks)
+    assert all("16,000 rows × 3 epochs" in t for t in ticks if t.startswith("published"))

@@ -20,10 +20,13 @@ def test_the_table_shows_each_targets_seconds_over_the_seeds_that_reached_it():
     text = sections.section(resolve_suite("time_to_accuracy"), frame(recs))
     row = next(line for line in text.splitlines() if line.startswith("| Xeon"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[2] == "3" and cells[3].startswith("110 ± ") and cells[3].endswith("(3/3)")
-    assert cells[4].startswith("160 ± ") and cells[4].endswith("(2/3)")
-    assert cells[5] == "not reached (0/3)" and cells[6].startswith("100") and cells[6].endswith("(2/3)")
-    assert cells[7] == "90.5"  # steps to 90%, then the test accuracy of that checkpoint
+    # each time is the first evaluation at or past the target: an upper bound, and said so
+    assert cells[2] == "3" and cells[3].startswith("≤ 110 ± ") and cells[3].endswith("(3/3)")
+    assert cells[4].startswith("≤ 160 ± ") and cells[4].endswith("(2/3)")
+    assert cells[5] == "not reached (0/3)" and cells[6].startswith("≤ 100") and cells[6].endswith("(2/3)")
+    assert cells[7] == "190% of 200%"  # the fixture CPU's process: 95% of each of its 2 threads, not loaded
+    assert cells[8] == "90.5"  # steps to 90%, then the test accuracy of that checkpoint
+    assert "to 88% (s, ≤)" in text and "an upper bound (≤)" in text and "not wall time" in text
 
 
 def test_no_records_say_how_to_make_them():
@@ -47,3 +50,13 @@ def test_a_recipe_search_gets_one_row_per_candidate_with_its_final_test_accuracy
     slow = next(r for r in rows if "0.0003" in r)
     assert "(2/2)" in fast and fast.rstrip(" |").endswith("90.5")
     assert "not reached (0/2)" in slow and slow.rstrip(" |").endswith("88")
+
+
+def test_seconds_from_a_loaded_machine_are_marked_with_its_process_cpu():
+    recs = [seed_run(1, 100.0, 150.0, 0.90), seed_run(2, 120.0, 170.0, 0.91)]
+    recs[1]["utilization"]["proc_cpu_util_pct_mean"] = 110.0  # another process took the cores: 110% of 200%
+    text = sections.section(resolve_suite("time_to_accuracy"), frame(recs))
+    cells = [c.strip() for c in next(line for line in text.splitlines() if line.startswith("| Xeon")).strip("|").split("|")]
+    assert cells[3].endswith("(2/2), loaded") and cells[4].endswith(", loaded")
+    assert cells[6] == "≤ 100 ± 0 (2/2)"  # steps: the machine's load does not change them
+    assert cells[7] == "110–190% of 200% (loaded)"
