@@ -88,7 +88,7 @@ def test_sweep_all_leaves_an_on_demand_suite_out_and_runs_it_by_name(tmp_path, c
 @pytest.mark.parametrize("name, variant, count", [("precision", "quick", 12), ("lr_llrd", "quick", 12),
                                                   ("batch_scaling", "full", 15), ("compiler_flags", "full", 12),
                                                   ("padding", "quick", 12), ("padding", "full", 4), ("token_lengths", "quick", 1),
-                                                  ("lora", "quick", 9), ("lora", "full", 27), ("models", "quick", 12)])
+                                                  ("lora", "quick", 27), ("lora", "full", 27), ("models", "quick", 12)])
 def test_known_suites_expand_to_their_grids(name, variant, count):
     suite = suites.resolve_suite(name)
     points = suites.expand(suite, variant)
