@@ -1,8 +1,10 @@
 """The typed record: every committed record validates, older files upgrade, bad or newer ones are skipped by
 name with the reason, and no JSON value in any field crashes reading the records or building the report's frame."""
+import importlib.util
 import json
 from pathlib import Path
 
+import jsonschema
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.run import records, schema
@@ -17,6 +19,38 @@ def test_every_committed_record_validates():
     found, skipped = records.read_records(REPO / "Experiment" / "results")
     assert found and not skipped, skipped
     assert all(r["schema_version"] == schema.SCHEMA_VERSION for r in found)
+
+
+def test_every_committed_record_file_matches_the_committed_json_schema():
+    # the files as committed, not as the reader upgrades them: a foreign tool reads them with the JSON Schema
+    validator = jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_FILE.read_text()))
+    root = REPO / "Experiment" / "results"
+    files = sorted(p for p in root.rglob("*.json") if records.PEAKS not in p.relative_to(root).parts)
+    assert {"adhoc", "_bench"} <= {p.relative_to(root).parts[0] for p in files} and len(files) > 100
+    failing = {}
+    for path in files:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(json.loads(path.read_text())))
+        if error is not None:
+            failing[str(path.relative_to(root))] = f"{error.json_path}: {error.message[:120]}"
+    assert not failing, failing
+
+
+def test_the_migration_rewrites_an_old_record_as_the_reader_reads_it_and_once(tmp_path):
+    spec = importlib.util.spec_from_file_location("migrate", REPO / "scripts" / "migrate_records_v3_to_v4.py")
+    migrate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migrate)
+    old = {**record("cpu", "batch_scaling", {"batch": 8}, run_name="old"), "schema_version": 3, "profile": None}
+    old["energy"] = {**old["energy"], "joules": "not measured", "mean_watts": "nan"}
+    path = tmp_path / "batch_scaling" / "old@cpu.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(old))
+    before = records.read_records(tmp_path)[0]
+    migrate.main([str(tmp_path)])
+    text = path.read_text()
+    assert json.loads(text)["schema_version"] == 4 and json.loads(text)["energy"]["joules"] is None
+    assert records.read_records(tmp_path)[0] == before  # the report reads the same record
+    migrate.main([str(tmp_path)])
+    assert path.read_text() == text  # a second run changes nothing
 
 
 def test_the_committed_json_schema_is_the_models():
