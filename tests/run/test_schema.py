@@ -39,7 +39,8 @@ def test_the_migration_rewrites_an_old_record_as_the_reader_reads_it_and_once(tm
     spec = importlib.util.spec_from_file_location("migrate", REPO / "scripts" / "migrate_records_v3_to_v4.py")
     migrate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(migrate)
-    old = {**record("cpu", "batch_scaling", {"batch": 8}, run_name="old"), "schema_version": 3, "profile": None}
+    old = record("cpu", "batch_scaling", {"batch": 8}, run_name="old")
+    old.update(schema_version=3, profile=None)
     old["energy"] = {**old["energy"], "joules": "not measured", "mean_watts": "nan"}
     path = tmp_path / "batch_scaling" / "old@cpu.json"
     path.parent.mkdir()
