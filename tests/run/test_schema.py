@@ -83,6 +83,22 @@ def test_a_wrong_type_and_a_newer_schema_are_skipped_by_file_with_the_reason(tmp
     assert any(k.startswith("s/newer@cpu.json: schema_version 99 is newer") for k in reasons), reasons
 
 
+def test_a_misspelled_key_is_refused_at_the_top_and_in_the_typed_sections():
+    good = record("cpu", "time_to_accuracy", {"batch": 8}, run_name="typed")
+    good.update(optimizer={"class": "torch.optim.adamw.AdamW"},
+                time_to_accuracy={"0.90": {"train_time_s": 95.0, "step": 300, "rows": 2000, "val_accuracy": 0.9}})
+    rec, why = schema.validate(good)
+    assert why is None and rec["optimizer"] == {"class": "torch.optim.adamw.AdamW"}
+    assert rec["time_to_accuracy"]["0.90"]["step"] == 300
+    for key, value, where in (("time_to_acuracy", good["time_to_accuracy"], "time_to_acuracy"),
+                              ("optimizer", {"klass": "AdamW"}, "optimizer.class"),
+                              ("time_to_accuracy", {"0.90": {"seconds": 95.0}}, "time_to_accuracy.0.90.seconds"),
+                              ("time_to_accuracy", {"0.90": {"step": "many"}}, "time_to_accuracy.0.90.step"),
+                              ("token_stats", {"split": "train", "rows": 10, "mean": 2.0}, "token_stats.min")):
+        rec, why = schema.validate({**good, key: value})
+        assert rec is None and why.startswith(where + ":"), (key, why)
+
+
 def test_a_record_that_does_not_match_is_never_written(tmp_path):
     rec = records.new_record({"run_name": "x"}, status="finished", timing={"steps": "many"})
     try:
