@@ -180,8 +180,8 @@ class Crossing(Section):
 class Optimizer(BaseModel):
     """Which optimizer trained the run."""
 
-    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
-    class_: str = Field(alias="class")  # module-qualified, as torch.optim.adamw.AdamW
+    model_config = ConfigDict(extra="forbid")
+    class_: str = Field(alias="class")  # module-qualified, as torch.optim.adamw.AdamW (written as "class")
 
 
 class TokenStats(BaseModel):
@@ -311,7 +311,7 @@ def validate(obj: Any) -> tuple[dict | None, str | None]:
         return None, f"{where}: {first['msg']} ({err.error_count()} problem(s))"
     except (TypeError, ValueError, AttributeError) as err:
         return None, f"not a record ({err})"
-    return model.model_dump(mode="json", exclude_unset=True), None
+    return model.model_dump(mode="json", exclude_unset=True, by_alias=True), None
 
 
 def json_schema() -> str:
