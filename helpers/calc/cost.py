@@ -1,4 +1,4 @@
-"""Dollars per epoch, per fine-tuning task and samples per dollar, from on-demand instance prices.
+"""Hourly prices of instances and of the accelerators in them, from on-demand instance prices.
 
 Prices live in facts/instance_prices.csv (on-demand, Linux, us-east-1, with the date they were taken
 and their source); multi-accelerator instances also get a per-accelerator hourly price.
@@ -10,8 +10,6 @@ import math
 import pandas as pd
 
 from helpers.calc.facts import load_instance_prices
-
-SECONDS_PER_HOUR = 3600
 
 
 def _row(instance: str) -> pd.Series:
@@ -63,17 +61,3 @@ def whole_instances_price(instance: str | None, units: int = 1) -> float:
         return float("nan")
     return float(row["price_per_hour_usd"].iloc[0] * math.ceil(units / row["accelerators"].iloc[0]))
 
-
-def cost_per_epoch_usd(sec_per_epoch: float, price_per_hour_usd: float) -> float:
-    """Return the cost of one epoch in USD: hours per epoch times the hourly price."""
-    return sec_per_epoch / SECONDS_PER_HOUR * price_per_hour_usd
-
-
-def cost_for_task_usd(sec_per_epoch: float, price_per_hour_usd: float, epochs: int = 3) -> float:
-    """Return the cost in USD of a fine-tuning task of `epochs` epochs (training time only)."""
-    return epochs * cost_per_epoch_usd(sec_per_epoch, price_per_hour_usd)
-
-
-def samples_per_dollar(samples_per_s: float, price_per_hour_usd: float) -> float:
-    """Return training samples processed per USD: samples per hour divided by the hourly price."""
-    return samples_per_s * SECONDS_PER_HOUR / price_per_hour_usd

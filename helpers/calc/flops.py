@@ -11,10 +11,6 @@ FLOPs of a training step (forward + backward matmuls, `model_flops`, checked aga
 """
 from __future__ import annotations
 
-# AdamW's elementwise work per parameter (torch.optim.AdamW, one step): decoupled weight decay 1,
-# exp_avg lerp 3, exp_avg_sq mul+addcmul 3, sqrt and bias-correction divide 2, add eps 1, addcdiv 2.
-ADAMW_FLOPS_PER_PARAM = 12
-
 # Bytes per element of each tensor class. weight: stored parameters (the fp32 master under autocast);
 # grad: parameter gradients; state: each AdamW moment; matmul: matmul inputs (autocast casts them to
 # 16-bit); resid: residual stream and LayerNorm (autocast keeps LayerNorm in fp32).
@@ -83,26 +79,13 @@ def param_count(cfg) -> int:
     return sum(param_breakdown(cfg).values())
 
 
-def train_step_flops_breakdown(cfg, batch: int, seq_len: int) -> dict:
-    """Return FLOPs of one training step: forward, backward, optimizer and total."""
-    fwd = forward_flops(cfg, batch, seq_len)
-    # Each matmul's backward computes dX and dW, each as costly as the forward: 2x. Exact here because
-    # the embeddings train, so even layer 0's Q/K/V need dX; frozen embeddings would save 2*T*3H*H.
-    bwd = 2 * fwd
-    opt = ADAMW_FLOPS_PER_PARAM * param_count(cfg)  # elementwise, not matmul: not in MFU by convention
-    return {"forward": fwd, "backward": bwd, "optimizer": opt, "total": fwd + bwd + opt}
-
-
-def train_step_flops(cfg, batch: int, seq_len: int) -> float:
-    """Return FLOPs of one training step (forward + backward + AdamW)."""
-    return train_step_flops_breakdown(cfg, batch, seq_len)["total"]
-
-
 def model_flops(cfg, batch: int, seq_len: int) -> float:
     """Return the model FLOPs of one training step: forward + backward matmuls (AdamW left out); a LoRA
     step when the config says so (run.lora.mark_config sets `lora_r` and `lora_targets`)."""
     if getattr(cfg, "lora_r", 0):
         return lora_model_flops(cfg, batch, seq_len, cfg.lora_r, cfg.lora_targets)
+    # Each matmul's backward computes dX and dW, each as costly as the forward: 2x. Exact here because
+    # the embeddings train, so even layer 0's Q/K/V need dX; frozen embeddings would save 2*T*3H*H.
     return 3 * forward_flops(cfg, batch, seq_len)
 
 

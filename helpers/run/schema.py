@@ -1,7 +1,8 @@
 """The run record as a typed report (pydantic): one model per section, numbers as numbers.
 
 A figure that was not measured is None, with the section's `reason` saying why (never a string such as
-"not measured" in a number field; NaN and infinities become None). Sections accept keys of their own
+"not measured" in a number field; NaN and infinities become None). The record refuses a key it does not
+know (a misspelled section is an error, not a new column); the measuring sections accept keys of their own
 (a backend's extra figures) but type the ones the report reads. Older files (schema 1-3) are upgraded on
 reading; a file that does not validate is skipped by its readers, named with the reason.
 
@@ -168,6 +169,64 @@ class Metrics(Section):
     loss_curve: list[list[Num]] = Field(default_factory=list)
 
 
+class Crossing(Section):
+    """When a run's validation accuracy first reached one target (calc.accuracy_time.crossings)."""
+
+    model_config = ConfigDict(extra="forbid")
+    train_time_s: Num = None  # None: not reached, `reason` says so and the best accuracy seen
+    step: Count = None
+    rows: Count = None  # validation rows of that evaluation
+    val_accuracy: Num = None
+    test_accuracy: Num = None  # of that checkpoint, where the run measured it
+    compile_s_before: Num = None  # what a compiled device paid before its clock could reach the target
+
+
+class Optimizer(BaseModel):
+    """Which optimizer trained the run."""
+
+    model_config = ConfigDict(extra="forbid")
+    class_: str = Field(alias="class")  # module-qualified, as torch.optim.adamw.AdamW (written as "class")
+
+
+class TokenStats(BaseModel):
+    """Token lengths of a split, [CLS] and [SEP] included (run.tokens.length_stats), and the length chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+    split: str
+    rows: int
+    min: int
+    max: int
+    mean: float
+    median: float
+    p90: int  # the length that covers 90% of rows
+    p95: int
+    p99: int
+    chosen_coverage: float  # the share of rows chosen_pow2 must cover
+    chosen_pow2: int
+
+
+class Bench(BaseModel):
+    """Which benchmark section and configuration a bench record is, with its timed windows."""
+
+    model_config = ConfigDict(extra="forbid")
+    section: str
+    configuration: str
+    windows: list[dict[str, Any]] = Field(default_factory=list)
+    command: str | None = None
+    date: str | None = None
+
+
+class Runner(BaseModel):
+    """How the sweep ran a point that ended without writing its own record."""
+
+    model_config = ConfigDict(extra="forbid")
+    notebook: str | None = None
+    env: str | None = None
+    returncode: int | None = None
+    output: str | None = None  # the executed notebook
+    log: str | None = None
+
+
 class CurvePoint(Section):
     step: int
     train_time_s: Num = None
@@ -177,9 +236,9 @@ class CurvePoint(Section):
 
 
 class RunRecord(BaseModel):
-    """One run: who ran what, on which device, with what result (schema_version 5)."""
+    """One run: who ran what, on which device, with what result (schema_version 5); no other keys."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
     schema_version: Literal[5] = SCHEMA_VERSION
     run_id: str
     run_name: str = Field(min_length=1)
@@ -212,6 +271,14 @@ class RunRecord(BaseModel):
     distributed: Section | None = None
     profile: Section | None = None
     neuron_profile: Section | None = None  # the Neuron profiler's summary, attached after the run
+    time_to_accuracy: dict[str, Crossing] = Field(default_factory=dict)  # per target, as "0.90"
+    optimizer: Optimizer | None = None
+    token_stats: TokenStats | None = None  # the token_lengths suite's record: no training
+    bench: Bench | None = None  # a record of helpers.study.bench
+    runner: Runner | None = None  # a record the sweep wrote for a point that wrote none
+    oversubscribed: bool | None = None  # True: more ranks than CPU cores (allow_oversubscribe)
+    saved_to: str | None = None  # the folder the trained model was saved to (save_dir)
+    fixture: bool | None = None  # True: a hand-made record of the tests, left out of the report
 
 
 def job_window_rates(timing: dict) -> dict:
@@ -265,7 +332,7 @@ def validate(obj: Any) -> tuple[dict | None, str | None]:
         return None, f"{where}: {first['msg']} ({err.error_count()} problem(s))"
     except (TypeError, ValueError, AttributeError) as err:
         return None, f"not a record ({err})"
-    return model.model_dump(mode="json", exclude_unset=True), None
+    return model.model_dump(mode="json", exclude_unset=True, by_alias=True), None
 
 
 def json_schema() -> str:

@@ -5,22 +5,6 @@ import pytest
 from helpers.calc import cost
 
 
-def test_cost_per_epoch_known_value():
-    # 27.40 s at $1.34375/h (trn1.2xlarge): 27.40 / 3600 * 1.34375 = $0.010227...
-    assert cost.cost_per_epoch_usd(27.40, 1.34375) == pytest.approx(27.40 * 1.34375 / 3600, rel=1e-12)
-    assert round(cost.cost_per_epoch_usd(27.40, 1.34375), 4) == 0.0102
-
-
-def test_cost_for_task_is_epochs_times_epoch_cost():
-    assert cost.cost_for_task_usd(27.40, 1.34375) == pytest.approx(3 * 27.40 * 1.34375 / 3600, rel=1e-12)
-    assert cost.cost_for_task_usd(3600, 2.0, epochs=5) == pytest.approx(10.0)
-
-
-def test_samples_per_dollar():
-    # 100 samples/s for an hour is 360,000 samples; at $0.50/h that is 720,000 per dollar
-    assert cost.samples_per_dollar(100.0, 0.5) == pytest.approx(720_000.0)
-
-
 def test_instance_prices_and_per_accelerator_price():
     assert cost.instance_price("trn1.2xlarge") == 1.34375
     assert cost.price_per_accelerator_hour("trn1.2xlarge") == 1.34375

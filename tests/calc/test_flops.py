@@ -28,10 +28,8 @@ def test_flops_match_flop_counter_tiny(batch, seq_len):
     cfg = tiny_bert_config(attn_implementation="eager")
     model = BertForSequenceClassification(cfg).train()
     forward, total = counted_flops(model, batch, seq_len)
-    ours = roofline.train_step_flops_breakdown(cfg, batch, seq_len)
-    assert ours["forward"] == pytest.approx(forward, rel=0.05)
-    # FlopCounterMode counts matmuls only, so compare without the optimizer's elementwise FLOPs
-    assert ours["forward"] + ours["backward"] == pytest.approx(total, rel=0.05)
+    assert roofline.forward_flops(cfg, batch, seq_len) == pytest.approx(forward, rel=0.05)
+    assert roofline.model_flops(cfg, batch, seq_len) == pytest.approx(total, rel=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +46,8 @@ def bert_base_meta():
 def test_flops_match_flop_counter_bert_base(bert_base_meta, batch, seq_len):
     cfg, model = bert_base_meta
     forward, total = counted_flops(model, batch, seq_len, device="meta")
-    ours = roofline.train_step_flops_breakdown(cfg, batch, seq_len)
-    assert ours["forward"] == pytest.approx(forward, rel=0.05)
-    assert ours["forward"] + ours["backward"] == pytest.approx(total, rel=0.05)
-
-
-def test_train_step_flops_includes_optimizer():
-    cfg = tiny_bert_config()
-    parts = roofline.train_step_flops_breakdown(cfg, 4, 32)
-    assert parts["backward"] == 2 * parts["forward"]
-    assert parts["optimizer"] == roofline.ADAMW_FLOPS_PER_PARAM * roofline.param_count(cfg)
-    assert roofline.train_step_flops(cfg, 4, 32) == parts["forward"] + parts["backward"] + parts["optimizer"]
+    assert roofline.forward_flops(cfg, batch, seq_len) == pytest.approx(forward, rel=0.05)
+    assert roofline.model_flops(cfg, batch, seq_len) == pytest.approx(total, rel=0.05)
 
 
 def test_param_count_matches_model(bert_base_meta):

@@ -1,18 +1,14 @@
 """#24 item 4: the arguments are parsed by the library (HfArgumentParser), each dataclass checks its own
 fields in __post_init__, and every choice list exists once (the Literal types of helpers/run/args.py)."""
-import re
 import typing
-from pathlib import Path
 
 import pytest
 
 from helpers import cli
 from helpers.run import args as run_args
-from helpers.run.args import ConfigError, MeasureArgs, NeuronArgs, TaskArgs, TrainArgs
+from helpers.run.args import ConfigError, MeasureArgs, NeuronArgs, RunArgs, TaskArgs, TrainArgs, build_args
 from helpers.run.argv import parse_cli
 from helpers.run.parser import ArgParser
-
-HELPERS = Path(__file__).resolve().parents[2] / "helpers"
 
 
 def _choices(cls: type, name: str) -> tuple:
@@ -28,15 +24,28 @@ def test_the_preset_choices_are_the_presets():
     assert _choices(TrainArgs, "preset") == tuple(run_args.PRESETS)
 
 
-def test_no_private_argparse_state_and_no_namespace_sentinel_in_helpers():
-    pattern = re.compile(r"\._actions\b|_option_string_actions|_UNSET\b|argparse\.Namespace\(")
-    hits = [f"{p.relative_to(HELPERS)}:{n}" for p in HELPERS.rglob("*.py")
-            for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
-    assert hits == []
+def test_given_is_every_flag_named_in_any_spelling_even_at_its_default_and_nothing_else():
+    defaults = RunArgs().flat()
+    nothing = parse_cli([])
+    assert nothing.given == frozenset() and nothing.flat() == defaults  # no "not given" marker left behind
+    # the Hugging Face name, name=value, a bare flag, an abbreviation argparse accepts: each at its default
+    batch, lr, length = defaults["batch"], defaults["lr"], defaults["max_length"]
+    args = parse_cli(["--per_device_train_batch_size", str(batch), f"--learning_rate={lr}", "--progress",
+                      "--max_len", str(length)])
+    assert args.given == {"batch", "lr", "progress", "max_length"} and args.flat() == defaults
 
 
-def test_no_name_keyed_check_chain_left():
-    assert not hasattr(run_args, "_check_field") and "if name ==" not in (HELPERS / "run/args.py").read_text()
+@pytest.mark.parametrize("group, name, value", [(TrainArgs, "batch", 0), (TaskArgs, "max_length", 2),
+                                                (MeasureArgs, "diverge_factor", 1.0),
+                                                (NeuronArgs, "num_cores", 0)])
+def test_a_field_is_checked_by_its_dataclass_alone_whichever_way_it_arrives(group, name, value):
+    said = []
+    for build in (lambda: group(**{name: value}), lambda: build_args({name: value}),
+                  lambda: parse_cli([f"--{name}", str(value)])):
+        with pytest.raises(ConfigError) as err:
+            build()
+        said.append(str(err.value))
+    assert said[0].startswith(f"{name}={value} is invalid") and said[0] == said[1] == said[2], said
 
 
 @pytest.mark.parametrize("build, needle", [

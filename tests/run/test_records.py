@@ -23,9 +23,10 @@ def _umask() -> int:
 def test_write_and_read_back(tmp_path):
     path = records.record_path(tmp_path, "suite", "a", "cpu-x")
     assert path == tmp_path / "suite" / "a@cpu-x.json"
-    records.write_record(path, records.new_record({"run_name": "a"}, status="finished", loss=float("nan")))
+    records.write_record(path, records.new_record({"run_name": "a"}, status="finished",
+                                                  metrics={"final_loss": float("nan")}))
     rec = records.read_record(path)
-    assert rec["run_name"] == "a" and rec["loss"] is None  # NaN is "no figure": null, never invalid JSON
+    assert rec["run_name"] == "a" and rec["metrics"]["final_loss"] is None  # NaN: null, never invalid JSON
     assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # readable by others (0644), not 0600
     assert records.record_path(tmp_path, None, "b", "cpu-x").parent.name == records.ADHOC
 
@@ -58,7 +59,8 @@ WRITER = textwrap.dedent("""
     path, n = sys.argv[1], 0
     while True:
         n += 1
-        records.write_record(path, records.new_record({"run_name": "big"}, status="finished", n=n, pad="x" * 2_000_000))
+        params = {"run_name": "big", "n": n, "pad": "x" * 2_000_000}
+        records.write_record(path, records.new_record(params, status="finished"))
         print(n, flush=True)
 """)
 
@@ -72,7 +74,7 @@ def test_a_record_killed_mid_write_is_the_old_one_or_the_new_one(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     rec = records.read_record(path)
-    assert rec is not None and rec["n"] >= 3 and len(rec["pad"]) == 2_000_000
+    assert rec is not None and rec["params"]["n"] >= 3 and len(rec["params"]["pad"]) == 2_000_000
     assert not [p for p in path.parent.iterdir() if p.suffix == ".tmp" and p.stat().st_size == len(rec)]
 
 

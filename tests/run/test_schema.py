@@ -1,8 +1,10 @@
 """The typed record: every committed record validates, older files upgrade, bad or newer ones are skipped by
 name with the reason, and no JSON value in any field crashes reading the records or building the report's frame."""
+import importlib.util
 import json
 from pathlib import Path
 
+import jsonschema
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.run import records, schema
@@ -17,6 +19,39 @@ def test_every_committed_record_validates():
     found, skipped = records.read_records(REPO / "Experiment" / "results")
     assert found and not skipped, skipped
     assert all(r["schema_version"] == schema.SCHEMA_VERSION for r in found)
+
+
+def test_every_committed_record_file_matches_the_committed_json_schema():
+    # the files as committed, not as the reader upgrades them: a foreign tool reads them with the JSON Schema
+    validator = jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_FILE.read_text()))
+    root = REPO / "Experiment" / "results"
+    files = sorted(p for p in root.rglob("*.json") if records.PEAKS not in p.relative_to(root).parts)
+    assert {"adhoc", "_bench"} <= {p.relative_to(root).parts[0] for p in files} and len(files) > 100
+    failing = {}
+    for path in files:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(json.loads(path.read_text())))
+        if error is not None:
+            failing[str(path.relative_to(root))] = f"{error.json_path}: {error.message[:120]}"
+    assert not failing, failing
+
+
+def test_the_migration_rewrites_an_old_record_as_the_reader_reads_it_and_once(tmp_path):
+    spec = importlib.util.spec_from_file_location("migrate", REPO / "scripts" / "migrate_records.py")
+    migrate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migrate)
+    old = record("cpu", "batch_scaling", {"batch": 8}, run_name="old")
+    old.update(schema_version=3, profile=None)
+    old["energy"] = {**old["energy"], "joules": "not measured", "mean_watts": "nan"}
+    path = tmp_path / "batch_scaling" / "old@cpu.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(old))
+    before = records.read_records(tmp_path)[0]
+    migrate.main([str(tmp_path)])
+    text = path.read_text()
+    assert json.loads(text)["schema_version"] == schema.SCHEMA_VERSION and json.loads(text)["energy"]["joules"] is None
+    assert records.read_records(tmp_path)[0] == before  # the report reads the same record
+    migrate.main([str(tmp_path)])
+    assert path.read_text() == text  # a second run changes nothing
 
 
 def test_the_committed_json_schema_is_the_models():
@@ -62,6 +97,22 @@ def test_a_wrong_type_and_a_newer_schema_are_skipped_by_file_with_the_reason(tmp
     reasons = dict(skipped)
     assert any(k.startswith("s/bad@cpu.json: timing.samples_per_s") for k in reasons), reasons
     assert any(k.startswith("s/newer@cpu.json: schema_version 99 is newer") for k in reasons), reasons
+
+
+def test_a_misspelled_key_is_refused_at_the_top_and_in_the_typed_sections():
+    good = record("cpu", "time_to_accuracy", {"batch": 8}, run_name="typed")
+    good.update(optimizer={"class": "torch.optim.adamw.AdamW"},
+                time_to_accuracy={"0.90": {"train_time_s": 95.0, "step": 300, "rows": 2000, "val_accuracy": 0.9}})
+    rec, why = schema.validate(good)
+    assert why is None and rec["optimizer"] == {"class": "torch.optim.adamw.AdamW"}
+    assert rec["time_to_accuracy"]["0.90"]["step"] == 300
+    for key, value, where in (("time_to_acuracy", good["time_to_accuracy"], "time_to_acuracy"),
+                              ("optimizer", {"klass": "AdamW"}, "optimizer.class"),
+                              ("time_to_accuracy", {"0.90": {"seconds": 95.0}}, "time_to_accuracy.0.90.seconds"),
+                              ("time_to_accuracy", {"0.90": {"step": "many"}}, "time_to_accuracy.0.90.step"),
+                              ("token_stats", {"split": "train", "rows": 10, "mean": 2.0}, "token_stats.min")):
+        rec, why = schema.validate({**good, key: value})
+        assert rec is None and why.startswith(where + ":"), (key, why)
 
 
 def test_a_record_that_does_not_match_is_never_written(tmp_path):

@@ -63,12 +63,19 @@ def test_one_cpu_figures_read(draw, one_cpu):
     assert any(text.startswith("published (trn1") for text in texts)  # the study's figures say so
 
 
-def test_published_step_times_never_share_an_axis_with_measured_ones(several):
-    fig = plots.seq_len(plot_style.with_devices(several), PUBLISHED)
-    for ax in fig.axes:
-        labels = ax.get_legend_handles_labels()[1]
-        if any(label.startswith("published") for label in labels):
-            assert "÷" in ax.get_ylabel()  # only where every line is over its own L=32 step
+def test_published_step_times_never_share_an_axis_with_measured_ones(several, tmp_path):
+    # the study's step times, made up so that each can be told apart from any measured one
+    (tmp_path / "seq_len_profile.csv").write_text("max_length,step_time_ms\n32,55.5\n64,77.7\n128,122.1\n")
+    fig = plots.seq_len(plot_style.with_devices(several), tmp_path)
+    published = {ax: [line for line in ax.get_lines() if line.get_label().startswith("published")
+                      or line.get_marker() == plot_style.PUBLISHED["marker"]] for ax in fig.axes}
+    (ax,) = [ax for ax, lines in published.items() if lines]  # drawn, and on one axis only
+    (line,) = published[ax]
+    assert "÷" in ax.get_ylabel()  # the axis where every line is over its own L=32 step
+    assert list(line.get_xdata()) == [32, 64, 128]
+    assert list(line.get_ydata()) == pytest.approx([1.0, 1.4, 2.2])  # over its own L=32 step, never in ms
+    drawn_ms = [y for other in fig.axes for each in other.get_lines() for y in each.get_ydata()]
+    assert not any(y == pytest.approx(ms) for y in drawn_ms for ms in (55.5, 77.7, 122.1))
 
 
 def test_the_overlap_check_finds_what_a_reader_would_stumble_over():

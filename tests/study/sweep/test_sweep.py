@@ -43,8 +43,9 @@ RECORDING = """
 import os, time
 from helpers.run import records
 time.sleep(max_steps)
+params = {"max_steps": max_steps, "pid": os.getpid()}
 records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
-                     "suite": suite, "status": "finished", "params": {"max_steps": max_steps}, "pid": os.getpid()})
+                     "suite": suite, "status": "finished", "params": params})
 """
 
 
@@ -429,7 +430,8 @@ def test_a_sweep_killed_alone_leaves_no_notebook_running_beside_its_resumption(t
     assert "orphan: 1 finished" in out
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in orphans)
     (rec,), _ = records.read_records(results_path)
-    assert rec["run_name"] == name and rec["pid"] not in {p.pid for p in orphans}  # the resumed sweep's run
+    assert rec["run_name"] == name
+    assert rec["params"]["pid"] not in {p.pid for p in orphans}  # the resumed sweep's run
 
 
 @pytest.mark.slow
@@ -469,8 +471,9 @@ from helpers.run import records
 t0 = time.time()
 open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
 time.sleep(max_steps)
+times = {"start": t0, "end": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")}
 records.write_record(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name, "suite": suite,
-                     "status": "finished", "start": t0, "end": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")})
+                     "status": "finished", "params": times})
 """
 
 
@@ -487,13 +490,13 @@ def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, monkey
     """))
     monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
     assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
-    a, b = sorted(records.read_records(results_path)[0], key=lambda r: r["start"])
+    a, b = sorted((r["params"] for r in records.read_records(results_path)[0]), key=lambda p: p["start"])
     assert a["omp"] == b["omp"] == "2"
     assert max(a["start"], b["start"]) < min(a["end"], b["end"])  # they overlapped
     # --jobs 1 overrides the suite: one at a time, threads left alone
     results2 = tmp_path / "again"
     sweep.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
-    a, b = sorted(records.read_records(results2)[0], key=lambda r: r["start"])
+    a, b = sorted((r["params"] for r in records.read_records(results2)[0]), key=lambda p: p["start"])
     assert a["omp"] is None and a["end"] <= b["start"]
 
 

@@ -1,0 +1,64 @@
+"""Rewrite committed run records of older schema versions as the current one, in place (run at each bump).
+
+The records of the older Xeon and XLA runs were schema 3 and the rest 4: the reader upgraded them on every
+read, but the committed JSON Schema (helpers/facts/record.schema.json) pins the current version and refused
+them. Version 5 (#35) states data-parallel window rates in the job's unit; `schema.upgrade` scales a
+schema-4 record's per-rank windows by its ranks. This script writes each
+such file as the record writer writes a record today: the file's record upgraded and checked by
+`schema.validate`, then written whole with sorted keys (`records.write_json_atomic`). What changes:
+
+- `schema_version` -> the current one (5);
+- a number field holding an "I have no figure" string ("not measured", "nan") -> null; the section's
+  `reason`, which says why, is kept;
+- `profile: null` is dropped (absent means not profiled);
+- the loss curve's step numbers are written as the reader returns them (50 -> 50.0).
+
+So the report reads each migrated file exactly as it read the old one. Files already at the current version are not
+touched, which makes a second run a no-op. The peaks folder holds no run records and is
+skipped; the bench's records (`_bench/`) are migrated too, since the committed schema describes them.
+
+    PYTHONPATH=$PWD .venv/bin/python scripts/migrate_records.py [RESULTS_DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from helpers.run import records, schema
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "Experiment" / "results"
+
+
+def record_files(root: Path) -> list[Path]:
+    """Return the record files below `root`, skipping the peaks folder and hidden ones."""
+    return sorted(p for p in root.rglob("*.json")
+                  if records.PEAKS not in p.relative_to(root).parts
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def migrate(path: Path) -> bool:
+    """Rewrite the record in `path` as the current schema version when it is older; return whether it was rewritten."""
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    if obj.get("schema_version", 1) >= schema.SCHEMA_VERSION:
+        return False
+    valid, why = schema.validate(obj)
+    if why:
+        raise SystemExit(f"{path}: not a valid record ({why}); nothing more was migrated")
+    records.write_json_atomic(path, valid)
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: migrate every older record below the results folder and name each one."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("results", nargs="?", type=Path, default=RESULTS_DIR, help="a results folder")
+    root = parser.parse_args(argv).results
+    done = [p for p in record_files(root) if migrate(p)]
+    for path in done:
+        print(f"migrated {path.relative_to(root)}")
+    print(f"{len(done)} record(s) rewritten as schema version {schema.SCHEMA_VERSION}")
+
+
+if __name__ == "__main__":
+    main()
