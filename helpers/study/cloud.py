@@ -306,9 +306,10 @@ def show(target: str, config: dict, lab: bool) -> None:
     spec = TARGETS[target]
     print(f"# The task ({spec.task}, as rendered)\n{task_text(config)}{validate(config)}\n")
     if lab:
-        print(f"Cost: {spec.instance} at ${cost.instance_price(spec.instance):g}/h on demand while it is up: "
-              "kernels idle for 60 min are culled, the server stops after 30 min without one, and the "
-              f"instance tears itself down {IDLE_MINUTES} idle minutes later.\n")
+        price = (f"{spec.instance} at ${cost.instance_price(spec.instance):g}/h on demand" if spec.pinned else
+                 f"the {spec.resources['accelerators']} offer SkyPilot picks, at the price it shows")
+        print(f"Cost: {price} while it is up: kernels idle for 60 min are culled, the server stops after 30 "
+              f"min without one, and the instance tears itself down {IDLE_MINUTES} idle minutes later.\n")
     else:
         print(f"{plan_text(config, spec.instance)}\n\n{cost_text(target, config)}\n")
     print(commands_text(target, config, lab), flush=True)
