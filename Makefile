@@ -127,8 +127,8 @@ bench: venv
 CLOUD_VENV := .venv-cloud
 SUITES ?= cloud/smoke.toml
 VARIANT ?= quick
-CLOUD_FLAGS = $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(YES)),--yes) $(if $(filter 1,$(KEEP)),--keep) \
-	$(if $(IMAGE_ID),--image-id $(IMAGE_ID)) $(if $(REGION),--region $(REGION))
+CLOUD_FLAGS = $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(YES)),--yes) \
+	$(if $(filter 1,$(KEEP)),--keep) $(if $(IMAGE_ID),--image-id $(IMAGE_ID)) $(if $(REGION),--region $(REGION))
 .PHONY: cloud-venv cloud cloud-lab cloud-down cloud-run
 cloud-venv: $(CLOUD_VENV)/.installed
 $(CLOUD_VENV)/.installed: requirements-cloud.txt
@@ -149,15 +149,16 @@ cloud-down: venv cloud-venv
 test-main: cloud-venv
 
 ## cloud-run: what the cloud tasks' `run` is (cloud/*.yaml; SkyPilot sets these variables from the task's
-## envs), and `make cloud TARGET=local` here: the first-run check, then each of SUITES' VARIANT through the sweep
+## envs), and `make cloud TARGET=local` here: the first-run check, then each of SUITES' VARIANT through the
+## sweep (a failed check stops it: records of a device that fails the check would mislead)
 SWEEP_TARGET ?= nvidia
 SWEEP_PY ?= $(PY)
 SWEEP_RESULTS ?= Experiment/results
 cloud-run:
 	$(SWEEP_PY) -m helpers.check
 	@status=0; for suite in $(SUITES); do \
-	  set -x; $(SWEEP_PY) -m helpers.study.sweep $$suite --variant $(VARIANT) --target $(SWEEP_TARGET) \
-	    --results $(SWEEP_RESULTS) || status=1; set +x; \
+	  sweep="$(SWEEP_PY) -m helpers.study.sweep $$suite --variant $(VARIANT) --target $(SWEEP_TARGET)"; \
+	  echo "$$sweep --results $(SWEEP_RESULTS)"; $$sweep --results $(SWEEP_RESULTS) || status=1; \
 	done; exit $$status
 
 clean:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from helpers.calc import cost
 from helpers.calc.facts import load_instance_prices
 from helpers.study import cloud
 from helpers.study.report import frame
+from helpers.study.sweep import runner
 
 REPO = Path(__file__).resolve().parents[2]
 CLOUD_PYTHON = REPO / cloud.CLOUD_BIN / "python"
@@ -123,14 +125,12 @@ def test_cloud_run_is_the_check_then_each_suite_through_the_sweeps_own_command_l
                           "SWEEP_TARGET=trainium", "SWEEP_PY=python"],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0] == "python -m helpers.check"
-    sweeps = [line for line in out.replace("\\\n", " ").split(";") if "helpers.study.sweep" in line]
-    assert len(sweeps) == 1 and "for suite in cloud/smoke.toml padding" in out
-    argv = sweeps[0].split("helpers.study.sweep", 1)[1].replace("$suite", "SUITE").split("||")[0].split()
-    assert argv == ["SUITE", "--variant", "full", "--target", "trainium", "--results", "Experiment/results"]
+    assert "for suite in cloud/smoke.toml padding; do" in out
+    sweep = re.search(r'sweep="python -m helpers.study.sweep \$suite ([^"]*)"', out).group(1).split()
+    argv = sweep + re.search(r"\$sweep (--results \S+) \|\| status=1", out).group(1).split()
+    assert argv == ["--variant", "full", "--target", "trainium", "--results", "Experiment/results"]
     for suite in ("cloud/smoke.toml", "padding"):  # the sweep's own parser takes these flags
-        from helpers.study.sweep import runner
-
-        runner.main([suite, *argv[1:], "--list"])
+        runner.main([suite, *argv, "--list"])
 
 
 def test_the_lab_settings_are_jupyters_own():
