@@ -265,9 +265,8 @@ def bring_home(target: str, config: dict) -> None:
 
 def tunnel(target: str, config: dict) -> None:
     """Hold the SSH tunnel to the instance's JupyterLab until Ctrl-C."""
-    print(f"cloud: JupyterLab at http://localhost:{LAB_PORT}/lab?token=... (the URL is in `{CLOUD_BIN}/sky "
-          f"logs {config['name']}`); Ctrl-C ends the tunnel, brings the records home and asks to tear it "
-          "down",
+    print(f"cloud: JupyterLab at http://localhost:{LAB_PORT}/lab?token=... (the URL: `{CLOUD_BIN}/sky logs "
+          f"{config['name']}`); Ctrl-C ends the tunnel, brings the records home, asks to tear it down",
           flush=True)
     try:
         subprocess.run(commands(target, config, "")["tunnel"], cwd=REPO_ROOT)
