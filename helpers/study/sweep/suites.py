@@ -40,7 +40,7 @@ REQUIRES = (None, "neuron", "fast-bf16")
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
 # where notebook suites run: the Nvidia notebook (CUDA, else the CPU) in .venv, or the Trainium notebook
-# (NeuronCores in .venv-neuron, else XLA on the CPU in .venv-xla); suites that name the Trainium notebook keep it
+# (NeuronCores in .venv-neuron, else XLA on the CPU in .venv-xla); suites naming the Trainium notebook keep it
 TARGETS = {"nvidia": ("Nvidia/baseline.ipynb", "main"), "trainium": ("Trainium/baseline.ipynb", "xla")}
 
 
@@ -163,7 +163,7 @@ def expand(suite: Suite, variant: str) -> list[Point]:
 
 
 def xla_env() -> str:
-    """Return the environment of the Trainium notebook: neuron where .venv-neuron exists (a trn1), else xla."""
+    """Return the Trainium notebook's environment: neuron where .venv-neuron exists (a trn1), else xla."""
     return "neuron" if (repo_path(ENVS["neuron"][0]) / "bin" / "python").exists() else "xla"
 
 
@@ -175,7 +175,8 @@ def retarget(suite: Suite, target: str) -> Suite:
     if target == "trainium" and suite.kind == "notebook" and suite.notebook == TARGETS["nvidia"][0]:
         notebook, env = TARGETS[target]
         # device=xla is the Trainium notebook's default; naming it gives these points their own run names
-        suite = dataclasses.replace(suite, notebook=notebook, env=env, params={**suite.params, "device": "xla"})
+        suite = dataclasses.replace(suite, notebook=notebook, env=env,
+                                    params={**suite.params, "device": "xla"})
     if suite.env == "xla" and xla_env() != "xla":
         suite = dataclasses.replace(suite, env=xla_env())
     return suite
