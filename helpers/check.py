@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import typing
+import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 from importlib.util import find_spec
@@ -306,6 +307,9 @@ def device_count(dev: devices.DeviceInfo) -> tuple[int, str]:
 def two_ranks(machine: Machine) -> Outcome:
     """Where two or more devices exist: a two-rank run records world size 2 and disjoint shards."""
     count, what = device_count(machine.dev)
+    if count == 0:
+        return Outcome("skip", f"no {what} to count (a driver with another sysfs layout): count them with "
+                               "neuron-ls and train -p num_devices 2 by hand")
     if count < 2:
         return Outcome("skip", f"one device ({what}): the two-rank check needs two")
     precision = devices.resolve_precision("auto", machine.dev)
@@ -365,8 +369,11 @@ def matmul_roof(machine: Machine) -> Outcome:
     dev, busy = machine.dev, None
     if dev.type == "cuda" or dev.neuron:
         if dev.neuron:
-            # one NeuronCore, set before torch_xla starts
-            neuron.apply_env(build_args(run_params(machine, "check-matmul")))
+            # torch_xla is imported (check 2 named the device) but not started: the runtime reads the one-core
+            # setting when the device opens, so apply_env's "imported before" warning does not apply
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                neuron.apply_env(build_args(run_params(machine, "check-matmul")))
         peak = device_peak(dev.describe(), "bf16")
         if not peak["peak_tflops"]:
             return Outcome("fail", f"no bf16 peak for {dev.name} ({peak['source']}): add its row to "
@@ -380,9 +387,15 @@ def matmul_roof(machine: Machine) -> Outcome:
         peak = {**peak, "source": source}
         load, cores = os.getloadavg()[0], os.cpu_count() or 1
         busy = f"load {load:.1f} on {cores} cores" if load > cores else None
-    ratio = measured / peak["peak_tflops"]
-    text = (f"{what}: {measured:.3g} TFLOP/s, {100 * ratio:.0f}% of the {peak['peak_tflops']:.3g} TFLOP/s "
-            f"MFU divides by ({peak['source']})")
+    return judge_roof(what, measured, peak, (low, high), busy)
+
+
+def judge_roof(what: str, measured_tflops: float, peak: dict, band: tuple[float, float],
+               busy: str | None = None) -> Outcome:
+    """Pass when `measured_tflops` is within `band` (fractions) of peak["peak_tflops"]; skip when `busy`."""
+    ratio, (low, high) = measured_tflops / peak["peak_tflops"], band
+    text = (f"{what}: {measured_tflops:.3g} TFLOP/s, {100 * ratio:.0f}% of the {peak['peak_tflops']:.3g} "
+            f"TFLOP/s MFU divides by ({peak['source']})")
     if busy:
         return Outcome("skip", f"{text}; not judged: the machine is busy ({busy}), run it on a quiet one")
     if not low <= ratio <= high:

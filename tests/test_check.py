@@ -128,6 +128,22 @@ def test_xla_graphs_fail_on_a_recompile_an_extra_execution_or_evaluation_charged
         assert outcome.status == "fail" and words in outcome.text
 
 
+@pytest.mark.parametrize("measured, status", [(69.5, "fail"), (87.5, "pass"), (140.0, "fail")])
+def test_a_bf16_matmul_is_held_against_the_peak_60_to_110_percent(measured, status):
+    # the A10G: 69.5 TFLOP/s measured against the A10's 125 in the file is 56%, a peak too high
+    a10 = {"peak_tflops": 125.0, "source": "NVIDIA A10 datasheet"}
+    outcome = check.judge_roof("8192 x 8192 bf16 matmuls", measured, a10, check.DEVICE_BAND)
+    assert outcome.status == status and f"{100 * measured / 125:.0f}% of the 125 TFLOP/s" in outcome.text
+    busy = check.judge_roof("a CPU matmul", measured, a10, check.CPU_BAND, busy="load 9.0 on 2 cores")
+    assert busy.status == "skip" and "not judged: the machine is busy (load 9.0 on 2 cores)" in busy.text
+
+
+def test_neuron_cores_are_counted_from_the_drivers_sysfs(tmp_path):
+    for core in ("neuron0/neuron_core0", "neuron0/neuron_core1"):  # a trn1.2xlarge: one device, two cores
+        (tmp_path / core).mkdir(parents=True)
+    assert check.neuron_cores(tmp_path) == 2 and check.neuron_cores(tmp_path / "absent") == 0
+
+
 # ----------------------------------------------------------------------------- torch-xla's CPU backend
 @pytest.mark.xla
 @pytest.mark.slow
