@@ -44,6 +44,9 @@ STEPS = 5
 # what every run of the check trains: the smallest published BERT shape, random weights, a few rows
 RUN = dict(model_name="bert-tiny-random", train_subset=64, eval_subset=16, batch=8, max_length=32,
            max_steps=STEPS, log_every=1, progress=False, suite=SUITE, replace_record=True)
+# each environment's requirements file, and the command that builds the environment from it
+BUILT_BY = {"requirements.txt": "make venv", "requirements-xla.txt": "make xla-venv",
+            "requirements-neuron.txt": "make neuron-venv"}
 NVIDIA_DEVICE = Path("/dev/nvidia0")  # the first GPU, present where the NVIDIA driver found one
 NEURON_CORES = Path("/sys/devices/virtual/neuron_device")  # the driver's sysfs: neuronN/neuron_coreM per core
 # a dense bf16 matmul reaches 60-80% of a datasheet peak; below 60%: a power cap, low clocks, or a peak in the
@@ -122,9 +125,8 @@ def versions(machine: Machine) -> Outcome:
         return Outcome("pass", f"{text} ({name} not beside this install: pins not compared)")
     missing = unmet(requirements(REPO_ROOT / name))
     if missing:
-        env = {"requirements.txt": "make venv", "requirements-xla.txt": "make xla-venv"}.get(name,
-                                                                                           "make neuron-venv")
-        return Outcome("fail", f"{name} not met: {', '.join(missing)}: rebuild the environment (`{env}`)")
+        return Outcome("fail", f"{name} not met: {', '.join(missing)}: rebuild the environment "
+                               f"(`{BUILT_BY[name]}`)")
     return Outcome("pass", f"{text}; every requirement of {name} met")
 
 
@@ -218,7 +220,9 @@ def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
         name = f"check-{mode}"
         record, tail = train_once(machine, run_params(machine, name, precision=mode))
         if record is None:
-            problems.append(f"{mode}: no record on {machine.dev.key} ({tail})")
+            elsewhere = sorted(p.name for p in (machine.results / SUITE).glob(f"{name}@*.json"))
+            problems.append(f"{mode}: no record on {machine.dev.key}"
+                            + (f"; it ran elsewhere: {', '.join(elsewhere)}" if elsewhere else f" ({tail})"))
             continue
         loss = (record.get("metrics") or {}).get("final_loss")
         if record["status"] != "finished":
