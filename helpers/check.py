@@ -202,13 +202,15 @@ def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
 def precision_modes(dev: devices.DeviceInfo) -> tuple[list[str], list[str]]:
     """Return the precision modes this device runs, and those it refuses with why."""
     modes, refused = [], []
-    for mode in typing.get_args(Precision):
+    for mode in (m for m in typing.get_args(Precision) if m != "auto"):
         try:
-            if mode != "auto":
+            with warnings.catch_warnings():  # a slow mode (bf16 without fast bf16) still runs: its log says
+                warnings.simplefilter("ignore")
                 devices.resolve_precision(mode, dev)
-                modes.append(mode)
         except ConfigError as err:
             refused.append(f"{mode} ({str(err).split(':')[0]})")
+            continue
+        modes.append(mode)
     return modes, refused
 
 
