@@ -6,15 +6,17 @@ VENV := .venv
 XLA_VENV := .venv-xla
 PY := $(VENV)/bin/python
 XPY := $(XLA_VENV)/bin/python
-# trn1 only: built by hand from requirements-neuron.txt (docs/HARDWARE.md, "Trainium"); `make lab` gives it a kernel
+# trn1 only: `make neuron-venv` (requirements-neuron.txt: requirements-xla.txt plus the Neuron wheels)
 NEURON_VENV := .venv-neuron
+NEURON_PY := $(NEURON_VENV)/bin/python
 # The offline copy of dair-ai/emotion beside the checkout (CI has it); else the hub is used.
 SHARED_DATA := $(abspath ../shared/data/emotion)
 export EMOTION_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/train.jsonl),$(SHARED_DATA),)
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv xla-venv test test-main test-xla lab neuron-kernel browser report baseline baseline-smoke bench clean
+.PHONY: venv xla-venv neuron-venv test test-main test-xla check lab browser report baseline baseline-smoke \
+	bench clean
 
 # One named Jupyter kernel per environment; the notebooks' kernelspecs name them (Nvidia: accelbench,
 # Trainium: accelbench-xla), and papermill and the sweep take that name (`-k NAME` overrides it). Each
@@ -48,21 +50,34 @@ NOT_FOUND_WARNING = 2>&1 | { grep -v 'The kernelspec may not be found' || true; 
 	$(XPY) -m ipykernel install --prefix $* --name accelbench-xla --display-name "accelbench-xla (torch-xla)" \
 	  --env PJRT_DEVICE CPU $(NOT_FOUND_WARNING)
 
-%/$(KERNELS)/accelbench-neuron/kernel.json: $(NEURON_VENV)/bin/python
-	$(NEURON_VENV)/bin/python -m ipykernel install --prefix $* --name accelbench-neuron \
+%/$(KERNELS)/accelbench-neuron/kernel.json: $(NEURON_VENV)/.installed
+	$(NEURON_PY) -m ipykernel install --prefix $* --name accelbench-neuron \
 	  --display-name "accelbench-neuron (Neuron SDK 2.31)" $(NOT_FOUND_WARNING)
 
-## neuron-kernel: register .venv-neuron (trn1, built by hand) as the kernel accelbench-neuron
-neuron-kernel: $(NEURON_KERNELS)
-$(NEURON_VENV)/bin/python:
-	@echo "$(NEURON_VENV) not found: build it on the trn1 first (docs/HARDWARE.md, \"Trainium\")"; exit 1
+## neuron-venv: .venv-neuron on a trn1 / trn1n with the Neuron DLAMI (driver, runtime and tools
+## preinstalled): requirements-neuron.txt, then the kernel accelbench-neuron (JupyterLab, papermill, the
+## sweep's trainium target). Anywhere else it stops before installing anything: no Neuron wheels off a trn1.
+NEURON_HOME ?= /opt/aws/neuron
+NEURON_DEVICES ?= /dev/neuron0
+neuron-venv: $(NEURON_VENV)/.installed $(NEURON_VENV)/$(KERNELS)/accelbench-neuron/kernel.json
+$(NEURON_VENV)/.installed: requirements-neuron.txt requirements-xla.txt pyproject.toml
+	@test -d $(NEURON_HOME) || { echo "neuron-venv: $(NEURON_HOME) not found: this is not a Neuron DLAMI." \
+	  "Build $(NEURON_VENV) on a trn1 (docs/HARDWARE.md, \"Trainium\"); elsewhere \`make xla-venv\` runs the" \
+	  "same code on torch-xla's CPU backend"; exit 1; }
+	@test -e $(NEURON_DEVICES) || { echo "neuron-venv: no Neuron device ($(NEURON_DEVICES)): the Neuron driver" \
+	  "sees no Trainium here. Build $(NEURON_VENV) on a trn1 (docs/HARDWARE.md, \"Trainium\")"; exit 1; }
+	$(PYTHON) -m venv $(NEURON_VENV)
+	$(NEURON_VENV)/bin/pip install -q -U pip
+	$(NEURON_VENV)/bin/pip install -q -r requirements-neuron.txt -e .
+	touch $@
 
 ## lab: JupyterLab (in .venv) with the kernels accelbench, accelbench-xla and, where .venv-neuron exists
-## (trn1), accelbench-neuron. `make lab LAB_XLA=0` skips building .venv-xla (on a GPU AMI or trn1).
+## (trn1: `make neuron-venv`), accelbench-neuron. `make lab LAB_XLA=0` skips building .venv-xla (on a GPU
+## AMI or trn1).
 ## Reach it from a laptop: ssh -L 8888:localhost:8888 HOST
 LAB_PORT ?= 8888
 LAB_XLA ?= 1
-LAB_KERNEL_FILES := $(if $(filter 1,$(LAB_XLA)),$(XLA_KERNELS)) $(if $(wildcard $(NEURON_VENV)/bin/python),$(NEURON_KERNELS))
+LAB_KERNEL_FILES := $(if $(filter 1,$(LAB_XLA)),$(XLA_KERNELS)) $(if $(wildcard $(NEURON_VENV)/.installed),$(NEURON_KERNELS))
 lab: venv $(LAB_KERNEL_FILES)
 	$(VENV)/bin/jupyter kernelspec list
 	$(VENV)/bin/jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -77,16 +92,24 @@ browser:
 	  || echo "browser: apt-get install chromium chromium-driver failed; tests/test_lab.py will be skipped"; \
 	else echo "browser: chromium/chromedriver missing and not root; tests/test_lab.py will be skipped"; fi
 
-## test: the whole suite (main environment, then the torch-xla CPU environment). Both environments are
-## built first so the main suite's browser test can run the Trainium notebook on the accelbench-xla kernel.
-test: venv xla-venv test-main test-xla
+## test: the first-run checklist in both environments, then the whole suite (main environment, then the
+## torch-xla CPU environment). Both environments are built first so the main suite's browser test can run
+## the Trainium notebook on the accelbench-xla kernel.
+test: venv xla-venv check test-main test-xla
+
+## check: the first-run checklist (python -m helpers.check) on this machine's device in .venv, and on
+## torch-xla's CPU backend in .venv-xla; on a GPU or trn1 run `python -m helpers.check` in its environment
+check: venv xla-venv
+	$(PY) -m helpers.check
+	PJRT_DEVICE=CPU $(XPY) -m helpers.check
 
 test-main: venv browser $(if $(wildcard $(XLA_VENV)/.installed),$(XLA_KERNELS))
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -m "not xla"
 
 test-xla: xla-venv
-	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/run/test_xla.py tests/study/sweep/test_plan.py
+	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/run/test_xla.py tests/study/sweep/test_plan.py \
+	  tests/test_envs.py tests/test_check.py
 
 ## report: the quick variant of every suite that runs here (resumes), then every table and plot
 report: venv xla-venv

@@ -56,7 +56,7 @@ def kernel_missing_reason(name: str) -> str | None:
     try:
         spec = KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
-        target = {"accelbench": "make venv", "accelbench-xla": "make xla-venv"}.get(name, "make neuron-kernel")
+        target = {"accelbench": "make venv", "accelbench-xla": "make xla-venv"}.get(name, "make neuron-venv")
         return f"kernel {name} is not registered in {sys.prefix} (`{target}` registers it)"
     if not Path(spec.argv[0]).exists():
         return f"kernel {name} points at {spec.argv[0]}, which does not exist (rebuild its environment)"

@@ -14,6 +14,11 @@ RANDOM = {
     "bert-base-random": ("bert-base-uncased", "bert", {}),  # BertConfig's defaults are bert-base-uncased's
     "bert-large-random": ("bert-large-uncased", "bert", {"hidden_size": 1024, "num_hidden_layers": 24,
                                                          "num_attention_heads": 16, "intermediate_size": 4096}),
+    # the smallest of Google's 24 small BERTs (Turc et al. 2019, "Well-Read Students Learn Better"): 4.4 M
+    # parameters; `python -m helpers.check` trains it in every precision mode in seconds
+    "bert-tiny-random": ("google/bert_uncased_L-2_H-128_A-2", "bert", {"hidden_size": 128, "num_hidden_layers": 2,
+                                                                     "num_attention_heads": 2,
+                                                                     "intermediate_size": 512}),
     "distilbert-base-random": ("distilbert-base-uncased", "distilbert", {}),  # DistilBertConfig's defaults
     "roberta-base-random": ("roberta-base", "roberta", {"vocab_size": 50265, "max_position_embeddings": 514,
                                                         "type_vocab_size": 1, "layer_norm_eps": 1e-5,

@@ -32,7 +32,7 @@ _STOPPING = threading.Event()  # set when the sweep is stopped: the points it ki
 
 
 def env_python(env: str) -> Path:
-    """Return the Python of environment `env` (main = .venv, xla = .venv-xla)."""
+    """Return the Python of environment `env` (main = .venv, xla = .venv-xla, neuron = .venv-neuron)."""
     return REPO_ROOT / ENVS[env][0] / "bin" / "python"
 
 

@@ -2,7 +2,7 @@
 
     python -m helpers.study.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
     python -m helpers.study.sweep all --variant quick               # every suite, saying which it skipped
-    python -m helpers.study.sweep all --variant full --target trainium   # the study on trn1 (.venv-xla)
+    python -m helpers.study.sweep all --variant full --target trainium   # the study on trn1 (.venv-neuron)
     python -m helpers.study.sweep all --variant full --target trainium --plan         # what it costs; runs nothing
     python -m helpers.study.sweep all --variant full --target trainium --precompile   # fill the Neuron cache first
 
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)
     parser.add_argument("--target", choices=TARGETS, default="nvidia",
-                        help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb (.venv-xla)")
+                        help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb "
+                        "(.venv-neuron where it exists, else .venv-xla)")
     parser.add_argument("--force", action="store_true",
                         help="run suites that need fast bf16 on a device without it (slow: hours)")
     parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")

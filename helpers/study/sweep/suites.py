@@ -1,7 +1,8 @@
 """Suite files: one TOML file per report table, parsed and expanded into named grid points.
 
 A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
-`kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla),
+`kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla, which is
+.venv-neuron wherever that exists: on a trn1 the Trainium notebook runs on NeuronCores),
 optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16), `description` and
 `on_demand` (true: `sweep all`, and so `make report`, leaves it out; it runs by name, and the report still tabulates
 its committed records), shared `[params]`, and per variant (`[quick]`,
@@ -32,12 +33,14 @@ from helpers.run.args import FIELDS, ConfigError, build_args, repo_path, unknown
 SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
 KINDS = ("notebook", "token_stats", "derived")
-ENVS = {"main": (".venv", "accelbench"), "xla": (".venv-xla", "accelbench-xla")}  # folder, Jupyter kernel
+# folder, Jupyter kernel; "neuron" (`make neuron-venv`, trn1 only) stands in for "xla" where it exists
+ENVS = {"main": (".venv", "accelbench"), "xla": (".venv-xla", "accelbench-xla"),
+        "neuron": (".venv-neuron", "accelbench-neuron")}
 REQUIRES = (None, "neuron", "fast-bf16")
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
 # where notebook suites run: the Nvidia notebook (CUDA, else the CPU) in .venv, or the Trainium notebook
-# (NeuronCores, else XLA on the CPU) in .venv-xla; suites that name the Trainium notebook always keep it
+# (NeuronCores in .venv-neuron, else XLA on the CPU in .venv-xla); suites naming the Trainium notebook keep it
 TARGETS = {"nvidia": ("Nvidia/baseline.ipynb", "main"), "trainium": ("Trainium/baseline.ipynb", "xla")}
 
 
@@ -159,12 +162,21 @@ def expand(suite: Suite, variant: str) -> list[Point]:
     return [Point(repeat_name(name, r), params) for r in range(1, repeats + 1) for name, params in cells]
 
 
+def xla_env() -> str:
+    """Return the Trainium notebook's environment: neuron where .venv-neuron exists (a trn1), else xla."""
+    return "neuron" if (repo_path(ENVS["neuron"][0]) / "bin" / "python").exists() else "xla"
+
+
 def retarget(suite: Suite, target: str) -> Suite:
-    """Return `suite` as run on `target`: trainium moves Nvidia-notebook suites to the Trainium notebook."""
+    """Return `suite` as run on `target`: trainium moves Nvidia-notebook suites to the Trainium notebook; a
+    suite in the XLA environment runs in the Neuron one where that exists."""
     if target not in TARGETS:
         raise ConfigError(f"target={target!r} is unknown: allowed {', '.join(TARGETS)}")
-    if target == "nvidia" or suite.kind != "notebook" or suite.notebook != TARGETS["nvidia"][0]:
-        return suite
-    notebook, env = TARGETS[target]
-    # device=xla is the Trainium notebook's default; naming it gives these points their own run names
-    return dataclasses.replace(suite, notebook=notebook, env=env, params={**suite.params, "device": "xla"})
+    if target == "trainium" and suite.kind == "notebook" and suite.notebook == TARGETS["nvidia"][0]:
+        notebook, env = TARGETS[target]
+        # device=xla is the Trainium notebook's default; naming it gives these points their own run names
+        suite = dataclasses.replace(suite, notebook=notebook, env=env,
+                                    params={**suite.params, "device": "xla"})
+    if suite.env == "xla" and xla_env() != "xla":
+        suite = dataclasses.replace(suite, env=xla_env())
+    return suite

@@ -156,7 +156,8 @@ def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
     assert not {p.run_name for p in points} & {p.run_name for p in edited}
 
 
-def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook():
+def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook(tmp_path, monkeypatch):
+    monkeypatch.setitem(suites.ENVS, "neuron", (str(tmp_path / ".venv-neuron"), "accelbench-neuron"))  # off a trn1
     batch = suites.resolve_suite("batch_scaling")
     moved = suites.retarget(batch, "trainium")
     assert (moved.notebook, moved.env) == ("Trainium/baseline.ipynb", "xla")
@@ -165,6 +166,25 @@ def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook()
     assert not names & {p.run_name for p in suites.expand(moved, "full")}  # a trn1 run is not a GPU run
     padding = suites.resolve_suite("padding")
     assert suites.retarget(padding, "trainium") is padding and suites.retarget(batch, "nvidia") is batch
+
+
+@pytest.mark.parametrize("neuron_venv", [True, False])
+def test_the_trainium_notebook_runs_on_the_neuron_kernel_where_venv_neuron_exists(tmp_path, monkeypatch,
+                                                                                  neuron_venv):
+    folder = tmp_path / ".venv-neuron"
+    if neuron_venv:  # what `make neuron-venv` leaves on a trn1
+        (folder / "bin").mkdir(parents=True)
+        (folder / "bin" / "python").touch()
+    monkeypatch.setitem(suites.ENVS, "neuron", (str(folder), "accelbench-neuron"))
+    moved = suites.retarget(suites.resolve_suite("batch_scaling"), "trainium")
+    padding = suites.retarget(suites.resolve_suite("padding"), "nvidia")  # names the Trainium notebook itself
+    command = points.papermill_command(moved, {"run_name": "x"}, tmp_path / "out.ipynb")
+    env, folder = ("neuron", folder) if neuron_venv else ("xla", REPO_ROOT / ".venv-xla")
+    assert moved.env == padding.env == env and points.env_python(env) == folder / "bin" / "python"
+    assert command[0] == str(folder / "bin" / "papermill")
+    assert command[command.index("--kernel") + 1] == suites.ENVS[env][1] == f"accelbench-{env}"
+    batch = suites.resolve_suite("batch_scaling")
+    assert suites.retarget(batch, "nvidia").env == "main"  # the Nvidia notebook keeps .venv either way
 
 
 @pytest.mark.parametrize("body, message", [

@@ -1,0 +1,155 @@
+"""The first-run checklist (`python -m helpers.check`): it passes here, numbers every check, and fails with
+the reason when a check fails: a device that is not there, a loss that does not stay finite."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import check
+from helpers.run import device as devices
+
+REPO = Path(__file__).resolve().parent.parent
+LINE = re.compile(r"^(\d+)\. (pass|fail|skip)  (.+?): (.+)$")
+
+
+def run_check(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run `python -m helpers.check ARGS` here; return the process and {number: (status, text)} of its
+    checks."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "helpers.check", *args], cwd=REPO, capture_output=True,
+                          text=True, env=env, timeout=1200)
+    found = {int(m[1]): (m[2], m[4]) for m in map(LINE.match, proc.stdout.splitlines()) if m}
+    return proc, found
+
+
+def assert_passes(proc: subprocess.CompletedProcess, found: dict, device_type: str) -> None:
+    """Every check numbered 1 to 7 in order, none failed, the runs on `device_type`."""
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert list(found) == list(range(1, len(check.CHECKS) + 1))
+    assert {status for status, _ in found.values()} <= {"pass", "skip"}
+    assert found[2][0] == found[3][0] == found[5][0] == "pass"
+    # a CPU's roof is not judged under load (this machine's cores may be shared)
+    assert found[7][0] == "pass" or "not judged: the machine is busy" in found[7][1]
+    assert f"-> {device_type}" in found[2][1] and "final loss" in found[3][1]
+    assert found[6][0] == "skip" and "the two-rank check needs two" in found[6][1]  # one device here
+    assert re.search(r"check: \d passed, 0 failed, \d skipped", proc.stdout)
+
+
+@pytest.mark.slow
+def test_the_check_passes_on_this_machine_and_numbers_every_check(tiny_data_dir):
+    proc, found = run_check("-p", "data_dir", str(tiny_data_dir))
+    assert_passes(proc, found, "cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        assert found[4][0] == "skip" and "not an XLA device" in found[4][1]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_that_is_not_there_fails_check_2_with_the_reason_and_runs_nothing(tmp_path):
+    proc, found = run_check("--device", "cuda", "--results", str(tmp_path))
+    assert proc.returncode == 1
+    assert found[2][0] == "fail" and "device='cuda' but no CUDA GPU is visible" in found[2][1]
+    assert all(found[n] == ("skip", "no device to run on (check 2 failed)") for n in range(3, 8))
+    assert "check FAILED: 2 (device='cuda'" in proc.stderr
+    assert not list(tmp_path.rglob("*.json"))  # no run started
+
+
+@pytest.mark.slow
+def test_a_loss_that_overflows_fails_check_3_and_a_sane_one_passes(tiny_data_dir, tmp_path):
+    data = {"data_dir": str(tiny_data_dir)}
+    absurd = check.Machine("cpu", tmp_path / "absurd", {**data, "lr": "1e6", "max_grad_norm": "None",
+                                                        "warmup_ratio": "0"})
+    sane = check.Machine("cpu", tmp_path / "sane", data)
+    for machine in (absurd, sane):
+        assert check.device_used(machine).status == "pass"
+    failed = check.five_steps(absurd, modes=["fp32"])
+    assert failed.status == "fail" and failed.text.startswith("fp32: diverged: loss became nan")
+    assert not absurd.runs and check.energy_window(absurd).status == "skip"  # nothing finished to read
+    passed = check.five_steps(sane, modes=["fp32"])
+    assert passed.status == "pass" and list(sane.runs) == ["fp32"]
+
+
+def test_a_gpu_the_runs_would_not_use_is_a_silent_fallback_unless_the_cpu_was_asked_for(tmp_path,
+                                                                                          monkeypatch):
+    cpu = devices.resolve_device("cpu")
+    assert check.unused_hardware("auto", cpu) is None or check.NVIDIA_DEVICE.exists()
+    monkeypatch.setattr(check, "NVIDIA_DEVICE", tmp_path / "nvidia0")
+    (tmp_path / "nvidia0").touch()  # what the NVIDIA driver creates for the first GPU
+    assert "an NVIDIA GPU is present" in check.unused_hardware("auto", cpu)
+    assert check.unused_hardware("cpu", cpu) is None  # asked for by name
+
+
+def test_requirements_follow_includes_and_name_what_is_missing_or_off_its_pin(tmp_path):
+    (tmp_path / "base.txt").write_text(f"pytest=={metadata.version('pytest')}  # met\n"
+                                       "torch==0.0.1\n--extra-index-url https://example.invalid\n")
+    (tmp_path / "top.txt").write_text("# the list\n-r base.txt\nno-such-package-here==1.0\n")
+    found = check.requirements(tmp_path / "top.txt")
+    assert [r.name for r in found] == ["pytest", "torch", "no-such-package-here"]
+    assert check.unmet(found) == [f"torch {metadata.version('torch')} (wants ==0.0.1)",
+                                  "no-such-package-here missing"]
+
+
+def steady_record(steady_s: float, energy_s: float, window: str = "steady", **xla) -> dict:
+    """A finished record's timing and energy sections, and an `xla` section with `xla`'s changes."""
+    section = {"compilations_after_warmup": 0, "compilations_per_step": {"0": 1}, "graph_compilations": 2,
+               "train": {"execute_count": 5, "uncached_compiles": 1}, "eval": {"uncached_compiles": 1}, **xla}
+    return {"timing": {"steps": 5, "steady_time_s": steady_s},
+            "energy": {"window": window, "seconds": energy_s, "joules": None, "reason": "no reader"},
+            "xla": section}
+
+
+def test_the_energy_window_must_be_the_timing_window():
+    machine = check.Machine("cpu", Path("."), {})
+    machine.runs = {"fp32": steady_record(1.25, 1.25)}
+    assert check.energy_window(machine).status == "pass"
+    machine.runs["bf16"] = steady_record(1.25, 1.75)  # a meter that also covered a warm-up step
+    assert "bf16: energy.seconds 1.75" in check.energy_window(machine).text
+    machine.runs["bf16"] = steady_record(1.25, 1.25, window="whole run")
+    assert check.energy_window(machine).status == "fail"
+
+
+def test_xla_graphs_fail_on_a_recompile_an_extra_execution_or_evaluation_charged_to_training():
+    machine = check.Machine("xla", Path("."), {})
+    machine.dev = devices.DeviceInfo("xla", "xla:0", "XLA CPU", "AVX2", bf16_fast=False)
+    machine.runs = {"fp32": steady_record(1.0, 1.0)}
+    assert check.xla_graphs(machine).status == "pass"
+    for change, words in (({"compilations_after_warmup": 1}, "compilation(s) after the warm-up"),
+                          ({"train": {"execute_count": 6, "uncached_compiles": 1}},
+                           "6 graph executions in 5"),
+                          ({"eval": {"uncached_compiles": 0}}, "not counted apart")):
+        machine.runs = {"fp32": steady_record(1.0, 1.0, **change)}
+        outcome = check.xla_graphs(machine)
+        assert outcome.status == "fail" and words in outcome.text
+
+
+@pytest.mark.parametrize("measured, status", [(69.5, "fail"), (87.5, "pass"), (140.0, "fail")])
+def test_a_bf16_matmul_is_held_against_the_peak_60_to_110_percent(measured, status):
+    # the A10G: 69.5 TFLOP/s measured against the A10's 125 in the file is 56%, a peak too high
+    a10 = {"peak_tflops": 125.0, "source": "NVIDIA A10 datasheet"}
+    outcome = check.judge_roof("8192 x 8192 bf16 matmuls", measured, a10, check.DEVICE_BAND)
+    assert outcome.status == status and f"{100 * measured / 125:.0f}% of the 125 TFLOP/s" in outcome.text
+    busy = check.judge_roof("a CPU matmul", measured, a10, check.CPU_BAND, busy="load 9.0 on 2 cores")
+    assert busy.status == "skip" and "not judged: the machine is busy (load 9.0 on 2 cores)" in busy.text
+
+
+def test_neuron_cores_are_counted_from_the_drivers_sysfs(tmp_path):
+    for core in ("neuron0/neuron_core0", "neuron0/neuron_core1"):  # a trn1.2xlarge: one device, two cores
+        (tmp_path / core).mkdir(parents=True)
+    assert check.neuron_cores(tmp_path) == 2 and check.neuron_cores(tmp_path / "absent") == 0
+
+
+# ----------------------------------------------------------------------------- torch-xla's CPU backend
+@pytest.mark.xla
+@pytest.mark.slow
+def test_the_check_passes_on_torch_xlas_cpu_backend(tiny_data_dir):
+    pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make test-xla)")
+    proc, found = run_check("-p", "data_dir", str(tiny_data_dir), env={"PJRT_DEVICE": "CPU"})
+    assert_passes(proc, found, "xla:0")
+    assert found[4][0] == "pass" and "none after" in found[4][1]
+    assert "fp16" not in found[3][1].split(":")[0]  # XLA runs no fp16: named as refused instead
