@@ -41,9 +41,11 @@ from helpers.run.argv import to_argv
 
 SUITE = "check"  # the records' folder below the results
 STEPS = 5
-# what every run of the check trains: the smallest published BERT shape, random weights, a few rows
+# what every run of the check trains: the smallest published BERT shape, random weights, a few rows; a
+# periodic evaluation mid-run, so check 4 sees its graphs counted as evaluation, not as a training recompile
 RUN = dict(model_name="bert-tiny-random", train_subset=64, eval_subset=16, batch=8, max_length=32,
-           max_steps=STEPS, log_every=1, progress=False, suite=SUITE, replace_record=True)
+           max_steps=STEPS, log_every=1, eval_every=2, curve_rows=16, progress=False, suite=SUITE,
+           replace_record=True)
 # each environment's requirements file, and the command that builds the environment from it
 BUILT_BY = {"requirements.txt": "make venv", "requirements-xla.txt": "make xla-venv",
             "requirements-neuron.txt": "make neuron-venv"}

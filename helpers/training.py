@@ -183,8 +183,10 @@ def _curve_callback(run: Run, model, splits, timer):
     def curve(step: int) -> None:
         if step % m.eval_every:
             return
-        timer.close_window()
+        # the window's sync runs what the step left pending as a graph of its own, which only this pause
+        # causes: evaluation's, so it is counted inside (a training step runs one graph, #35)
         with run.compiles.evaluating() if run.compiles else contextlib.nullcontext():
+            timer.close_window()
             _evaluate_point(step)
 
     def _evaluate_point(step: int) -> None:

@@ -72,6 +72,15 @@ def snapshot() -> dict:
     return out
 
 
+def settled_snapshot() -> dict:
+    """Return `snapshot()` once the device has finished what was queued: executions are counted when they
+    complete, so a snapshot taken while one runs charges it to whichever side finishes it."""
+    import torch_xla.core.xla_model as xm
+
+    xm.wait_device_ops()
+    return snapshot()
+
+
 def delta(before: dict, after: dict) -> dict:
     """Return `after - before` for every counter."""
     return {k: round(after[k] - before[k], 6) for k in before}
@@ -123,11 +132,11 @@ class CompileLog:
     @contextlib.contextmanager
     def evaluating(self):
         """Count what runs inside as evaluation, not as the training step it follows (periodic evaluation)."""
-        before = snapshot()
+        before = settled_snapshot()
         try:
             yield
         finally:
-            spent = delta(before, snapshot())
+            spent = delta(before, settled_snapshot())
             self.periodic = spent if self.periodic is None else {k: round(self.periodic[k] + v, 6)
                                                                   for k, v in spent.items()}
             if self.loader is not None:

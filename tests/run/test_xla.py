@@ -369,6 +369,22 @@ def test_periodic_evaluation_compiles_are_evaluations_not_a_training_recompile(t
     assert x["train"]["uncached_compiles"] + x["eval"]["uncached_compiles"] == x["graph_compilations"]
 
 
+@pytest.mark.parametrize("precision", ["bf16", "bf16-pure"])
+def test_periodic_evaluation_leaves_one_training_execution_per_step(tiny_model_dir, tiny_data_dir, tmp_path,
+                                                                    precision):
+    """Evaluating every 2 steps: the pause's sync ran what the step left pending as a graph of its own, and
+    an execution still running at the count was charged to training (`python -m helpers.check` saw 6-7
+    executions in 5 steps); both are evaluation's, so training runs one graph per step."""
+    from helpers import steps
+
+    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir),
+                                        device="xla", batch=8, max_length=16, max_steps=5, eval_every=2,
+                                        curve_rows=16, eval_subset=16, lr=1e-3, precision=precision,
+                                        progress=False, results_path=str(tmp_path))))
+    assert rec["status"] == "finished" and len(rec["curve"]) == 2, rec.get("error")
+    assert rec["xla"]["train"]["execute_count"] == rec["timing"]["steps"] == 5, rec["xla"]
+
+
 def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
     """XLA_USE_BF16 (deprecated) makes every fp32 tensor bf16, where beta2 = 0.999 is 1.0: the bias
     correction is computed on the host, so the update never divides by 0 (NaN by step 2 before); the
