@@ -3,7 +3,6 @@ import dataclasses
 import json
 import multiprocessing
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -97,16 +96,18 @@ def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tin
                                                                               tmp_path):
     args = _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once")
     path = records.record_path(tmp_path, None, "once", steps.start(args).dev.key)
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    destination.release(destination._claim_path(path))
+    hold = ("import sys, time, pathlib; from helpers.run import destination as d; "
+            "d.claim_name(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(60)")
+    other = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     try:
-        destination.release(destination._claim_path(path))
-        destination._claim_path(path).write_text(json.dumps({"host": socket.gethostname(), "pid": other.pid}))
-        with pytest.raises(ConfigError, match="is running on this device now"):
+        assert other.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=f"is running on this device now .claimed by pid {other.pid}"):
             steps.start(args)
     finally:
         other.kill()
         other.wait()
-    steps.run_all(args)  # the claim's process is gone: a stale claim is taken over
+    steps.run_all(args)  # the claim's process is gone (its file left behind): a stale claim is taken over
     assert not destination._claim_path(path).exists()  # released by finish
     with pytest.raises(ConfigError, match="replace_record=True"):
         steps.start(args)
