@@ -75,6 +75,10 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         records.check_writable(repo_path(args.measure.profile_dir), "profile_dir")
     if args.measure.save_dir:
         records.check_writable(repo_path(args.measure.save_dir), "save_dir")
+    if dev.type == "xla" and not dev.neuron and args.neuron.xla_cache_dir:
+        records.check_writable(repo_path(args.neuron.xla_cache_dir), "xla_cache_dir")
+    if dev.neuron and args.neuron.neuron_cache_dir and "://" not in args.neuron.neuron_cache_dir:  # s3:// is remote
+        records.check_writable(repo_path(args.neuron.neuron_cache_dir), "neuron_cache_dir")
     # after the checks: auto on a CPU may probe bf16 against fp32 (seconds, once per machine and threads)
     choice = precision_probe.resolve(args.train.precision, dev, args.neuron, results_dir(args) / records.PEAKS)
     precision = choice.used
@@ -91,8 +95,12 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     run = Run(args, name, dev, precision, head, path, model_config, rank=rank)
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)
-    if dev.type == "xla":
-        run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
+    try:
+        if dev.type == "xla":
+            run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
+    except BaseException:
+        destination.release(run.claim)  # nothing was recorded: the name stays free
+        raise
     if rank is not None:
         try:
             ddp.init_process_group(rank, dev.type)

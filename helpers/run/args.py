@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import functools
 import math
+import shlex
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -209,6 +210,11 @@ class NeuronArgs:
         """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
         check_declared(self)
         positive(self, "num_cores")
+        try:
+            shlex.split(self.extra_cc_flags)  # how neuron.neuron_cc_flags reads them
+        except ValueError as err:
+            raise ConfigError(f"extra_cc_flags={self.extra_cc_flags!r} is invalid: {err} (the flags are split as "
+                              "a shell would: close each quote, or escape it)") from None
 
 
 GROUPS = {"task": TaskArgs, "train": TrainArgs, "measure": MeasureArgs, "neuron": NeuronArgs}
