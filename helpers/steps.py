@@ -63,7 +63,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     dev = device.resolve_device(args.train.device)
     model_config = models.load_config(args.task.model_name)
     check_model_limit(args, model_config.max_position_embeddings)
-    lora.spec_of(args.task)  # a bad LoRA setting is refused before anything is built
+    lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built
     if args.train.gradient_checkpointing and dev.neuron and not args.train.attempt_gradient_checkpointing:
         raise ConfigError("gradient_checkpointing=True is not supported on Neuron (the study found the compiler "
                           "rejects it): use gradient_accumulation_steps or a smaller batch, or "
