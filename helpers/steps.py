@@ -157,6 +157,9 @@ def tokenize(run: Run, ds, training: bool = True):
         splits = tokens.tokenize(ds, run.tokenizer, t.max_length, t.padding)
     world = run.rank.world_size if run.rank else 1
     rows = math.ceil(len(splits["train"]) / world)  # DistributedSampler evens the shards out
+    if training and tr.batch > rows:  # before the model is built: a batch never holds a row twice
+        raise ConfigError(f"batch={tr.batch} is above the {rows} training rows per device: a batch takes each row "
+                          f"at most once, so every step would see all {rows}; give batch <= {rows} (or more rows)")
     batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
     steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
     if steps == 0 and training:

@@ -69,6 +69,14 @@ def test_a_run_that_would_make_no_optimizer_step_is_failed_before_the_model(tiny
     assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"] and not built
 
 
+@pytest.mark.parametrize("batch", [257, 10**20])
+def test_a_batch_above_the_training_rows_is_failed_before_the_model(tiny_model_dir, tiny_data_dir, tmp_path,
+                                                                     monkeypatch, batch):
+    monkeypatch.setattr(steps, "build_model", lambda run: pytest.fail("model built"))
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, batch=batch, run_name="huge"))
+    assert rec["status"] == "failed" and f"batch={batch} is above the 256 training rows" in rec["error"]
+
+
 def test_the_destination_is_checked_before_any_model_is_built(tiny_model_dir, tiny_data_dir, tmp_path,
                                                               monkeypatch):
     monkeypatch.setattr(steps.models, "load_model", lambda *a, **k: pytest.fail("model built"))
