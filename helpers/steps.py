@@ -44,6 +44,9 @@ __all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "star
            "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
 
 
+INTERRUPTED = "KeyboardInterrupt: the run was interrupted (SIGINT: Ctrl-C or a notebook's interrupt)"
+
+
 def default_name(args: RunArgs, precision: str) -> str:
     """Return a run name built from the parameters that most often differ."""
     t = args.task
@@ -299,6 +302,9 @@ def run_all(args: RunArgs) -> dict:
         train(run, model, splits)
         evaluate(run, model, splits)
         save(run, model)
+    except KeyboardInterrupt:  # SIGINT, Ctrl-C, a notebook's interrupt: recorded, then it stops the caller
+        finish(run, "interrupted", INTERRUPTED)
+        raise
     except Exception as err:  # noqa: BLE001 - every failure must reach the record
         traceback.print_exc(file=sys.stderr)
         text = f"{type(err).__name__}: {err}"

@@ -22,7 +22,7 @@ SCHEMA_VERSION = 4
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
 # the strings older records put in number fields for "no figure"
 SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
-Status = Literal["finished", "failed", "diverged", "oom", "timeout"]
+Status = Literal["finished", "failed", "diverged", "oom", "timeout", "interrupted"]  # interrupted: SIGINT, Ctrl-C
 
 
 def finite_or_none(value: Any) -> Any:
