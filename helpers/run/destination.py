@@ -76,6 +76,9 @@ def _lock(claim: Path) -> int | None:
             except OSError:
                 raise ConfigError(f"a folder is at the claim path {claim}: remove it (it is not this code's)") from None
             continue
+        except OSError as err:
+            raise ConfigError(f"cannot open the claim file {claim} ({err.strerror or err}): remove it if no run "
+                              "holds it, or give another results_path") from err
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if (args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or not 0 < args.epochs <= MAX_EPOCHS
             or not 1 <= args.rows <= MAX_ROWS or (args.lora_r is not None and args.lora_r < 0)):
-        p.error(f"need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), 0 < --epochs <= "
-                f"{MAX_EPOCHS:g}, 1 <= --rows <= {MAX_ROWS:g}, --lora-r >= 0 (got --epochs {args.epochs:g}, "
-                f"--rows {args.rows:g})")
+        p.error(f"need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), a finite 0 < --epochs <= "
+                f"{MAX_EPOCHS:,.0f}, 1 <= --rows <= {MAX_ROWS:,.0f}, --lora-r >= 0 (got --epochs {args.epochs:g}, "
+                f"--rows {args.rows:,})")
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
     job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache,
