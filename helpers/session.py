@@ -89,7 +89,10 @@ def record_failures_in_notebook(run: Run, finish: Callable[..., dict], on: bool 
     def record_then_show(self, etype, value, tb, tb_offset=None):
         if run.finished is None:
             text = f"{etype.__name__}: {value}"
-            finish(run, failure_status(text), text)
-            print(f"the run's failure is recorded in {run.record_path}", file=sys.stderr)
+            interrupted = issubclass(etype, KeyboardInterrupt)  # the kernel's interrupt (SIGINT) mid-cell
+            finish(run, "interrupted" if interrupted else failure_status(text),
+                   f"{etype.__name__}: the run was interrupted (SIGINT: the kernel's interrupt)" if interrupted else text)
+            print(f"the run's {'interruption' if interrupted else 'failure'} is recorded in {run.record_path}",
+                  file=sys.stderr)
         self.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    shell.set_custom_exc((Exception,), record_then_show)
+    shell.set_custom_exc((Exception, KeyboardInterrupt), record_then_show)

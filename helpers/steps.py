@@ -44,6 +44,9 @@ __all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "star
            "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
 
 
+INTERRUPTED = "KeyboardInterrupt: the run was interrupted (SIGINT: Ctrl-C or a notebook's interrupt)"
+
+
 def default_name(args: RunArgs, precision: str) -> str:
     """Return a run name built from the parameters that most often differ."""
     t = args.task
@@ -63,7 +66,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     dev = device.resolve_device(args.train.device)
     model_config = models.load_config(args.task.model_name)
     check_model_limit(args, model_config.max_position_embeddings)
-    lora.spec_of(args.task)  # a bad LoRA setting is refused before anything is built
+    lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built
     if dev.type == "xla" and args.task.padding == "dynamic":
         warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
                       "(minutes each on Neuron); use padding='static' for speed", stacklevel=2)
@@ -71,6 +74,10 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         records.check_writable(repo_path(args.measure.profile_dir), "profile_dir")
     if args.measure.save_dir:
         records.check_writable(repo_path(args.measure.save_dir), "save_dir")
+    if dev.type == "xla" and not dev.neuron and args.neuron.xla_cache_dir:
+        records.check_writable(repo_path(args.neuron.xla_cache_dir), "xla_cache_dir")
+    if dev.neuron and args.neuron.neuron_cache_dir and "://" not in args.neuron.neuron_cache_dir:  # s3:// is remote
+        records.check_writable(repo_path(args.neuron.neuron_cache_dir), "neuron_cache_dir")
     # after the checks: auto on a CPU may probe bf16 against fp32 (seconds, once per machine and threads)
     choice = precision_probe.resolve(args.train.precision, dev, args.neuron, results_dir(args) / records.PEAKS)
     precision = choice.used
@@ -87,8 +94,12 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     run = Run(args, name, dev, precision, head, path, model_config, rank=rank)
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)
-    if dev.type == "xla":
-        run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
+    try:
+        if dev.type == "xla":
+            run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
+    except BaseException:
+        destination.release(run.claim)  # nothing was recorded: the name stays free
+        raise
     if rank is not None:
         try:
             ddp.init_process_group(rank, dev.type)
@@ -145,6 +156,9 @@ def tokenize(run: Run, ds, training: bool = True):
         splits = tokens.tokenize(ds, run.tokenizer, t.max_length, t.padding)
     world = run.rank.world_size if run.rank else 1
     rows = math.ceil(len(splits["train"]) / world)  # DistributedSampler evens the shards out
+    if training and tr.batch > rows:  # before the model is built: a batch never holds a row twice
+        raise ConfigError(f"batch={tr.batch} is above the {rows} training rows per device: a batch takes each row "
+                          f"at most once, so every step would see all {rows}; give batch <= {rows} (or more rows)")
     batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
     steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
     if steps == 0 and training:
@@ -284,6 +298,9 @@ def run_all(args: RunArgs) -> dict:
         train(run, model, splits)
         evaluate(run, model, splits)
         save(run, model)
+    except KeyboardInterrupt:  # SIGINT, Ctrl-C, a notebook's interrupt: recorded, then it stops the caller
+        finish(run, "interrupted", INTERRUPTED)
+        raise
     except Exception as err:  # noqa: BLE001 - every failure must reach the record
         traceback.print_exc(file=sys.stderr)
         text = f"{type(err).__name__}: {err}"

@@ -69,6 +69,14 @@ def test_a_run_that_would_make_no_optimizer_step_is_failed_before_the_model(tiny
     assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"] and not built
 
 
+@pytest.mark.parametrize("batch", [257, 10**20])
+def test_a_batch_above_the_training_rows_is_failed_before_the_model(tiny_model_dir, tiny_data_dir, tmp_path,
+                                                                     monkeypatch, batch):
+    monkeypatch.setattr(steps, "build_model", lambda run: pytest.fail("model built"))
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, batch=batch, run_name="huge"))
+    assert rec["status"] == "failed" and f"batch={batch} is above the 256 training rows" in rec["error"]
+
+
 def test_the_destination_is_checked_before_any_model_is_built(tiny_model_dir, tiny_data_dir, tmp_path,
                                                               monkeypatch):
     monkeypatch.setattr(steps.models, "load_model", lambda *a, **k: pytest.fail("model built"))
@@ -186,3 +194,36 @@ def test_stop_at_accuracy_none_trains_to_the_end_and_a_value_stops_at_the_first_
     assert early["status"] == "finished" and early["timing"]["steps"] == stop < 8
     assert [p["step"] for p in early["curve"]][-1] == stop and f"step {stop} reached" in early["stopped_early"]
     assert early["metrics"]["test_rows"] == 64  # the stopped model is evaluated as a finished one
+
+
+INTERRUPTED_RUN = """
+import sys
+from helpers import steps
+from helpers.run.args import build_args
+steps.run_all(build_args(dict(model_name=sys.argv[1], data_dir=sys.argv[2], results_path=sys.argv[3], batch=8,
+                              max_length=16, epochs=1000, lr=5e-3, progress=False, log_every=1, precision="fp32",
+                              run_name="stopped")))
+"""
+
+
+def test_sigint_while_training_is_recorded_as_interrupted_and_frees_the_name(tiny_model_dir, tiny_data_dir, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, str(tiny_model_dir), str(tiny_data_dir),
+                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    for line in proc.stdout:  # a loss line per step: training has begun
+        seen.append(line)
+        if line.startswith("step") or "loss" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out = "".join(seen) + proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0, out  # the interrupt still stops the caller
+    rec = _only_record(tmp_path)
+    assert rec["status"] == "interrupted" and rec["error"] == steps.INTERRUPTED, out
+    assert not list(tmp_path.rglob("*.claim"))
+    steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="stopped"))  # the name is free again

@@ -19,7 +19,7 @@ from helpers.calc.flops import (AUTOCAST_PRECISIONS, PRECISION_BYTES, estimate_m
                                 param_breakdown, param_count, precision_bytes)
 from helpers.calc.facts import cuda_device_key, device_roof
 from helpers.calc.memory import QUADRATIC_ACTIVATIONS, saved_activation_bytes
-from helpers.measure.peaks import machine_peak
+from helpers.measure.peaks import forget, machine_peak
 
 
 def step_bytes(cfg, batch: int, seq_len: int, precision: str, device_type: str = "cuda",
@@ -138,9 +138,18 @@ def systems_section(cfg, shapes: Counter, steady_s: float, steps: int, precision
            "peak_tflops": peak["peak_tflops"],
            "mem_bw_gbps": peak["mem_bw_gbps"]}
     if peak["peak_tflops"]:
-        return out | roofline_point(flops, nbytes, steady_s / steps, peak["peak_tflops"], peak["mem_bw_gbps"])
+        point = roofline_point(flops, nbytes, steady_s / steps, peak["peak_tflops"], peak["mem_bw_gbps"])
+        if point["mfu"] <= 1:
+            return out | point
+        # a run cannot beat its device's peak: the roof is wrong (a CPU's measured on a busy machine)
+        if device.get("type") != "cuda" and not device.get("neuron"):
+            forget(device["key"], dtype, int(peak.get("threads") or 0), peaks_dir)  # the next run measures again
+        return out | point | {"mfu": None, "reason": (
+            f"MFU {point['mfu']:.3g} is above 1: the run's {point['achieved_tflops']:.4g} TFLOP/s beat the "
+            f"{peak['peak_tflops']:.4g} TFLOP/s roof ({peak['source']}), so the roof is wrong and is not used; "
+            "measure it on a quiet machine: python -m helpers.measure.peaks")}
     return out | {"achieved_tflops": flops * steps / steady_s / 1e12, "arithmetic_intensity": flops / nbytes,
-                  "mfu": None, "reason": f"no {dtype} peak known for this device"}
+                  "mfu": None, "reason": peak.get("reason") or f"no {dtype} peak known for this device"}
 
 
 def intensity_table(cfg, batches: list[int], seq_lens: list[int], precision: str) -> str:

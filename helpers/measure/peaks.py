@@ -11,7 +11,8 @@ the machine, and every table of the report, divides by the same figure, so MFU c
 from __future__ import annotations
 
 import argparse
-import json
+import csv
+import math
 import os
 import statistics
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from helpers.run.records import now, write_json_atomic
+from helpers.run.records import RecordReadError, now, read_json, write_json_atomic
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # (name, m, k, n): a square, and the linear layers of bert-base and MiniLM at 2,048 tokens a step
@@ -28,6 +29,7 @@ SHAPES = (("square 2048", 2048, 2048, 2048),
           ("bert-base attention projection, 2048 tokens", 2048, 768, 768),
           ("MiniLM FFN up, 2048 tokens", 2048, 384, 1536))
 CAP_S = 8.0  # seconds a peak measurement may take in all
+FLOORS = Path(__file__).resolve().parents[1] / "facts" / "cpu_roof_floor.csv"
 
 
 def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
@@ -58,8 +60,9 @@ def copy_gbps(n_bytes: int = 2 ** 27, seconds: float = 0.5) -> float:
 
 
 def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
-    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds."""
-    start = time.perf_counter()
+    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds; the
+    best shape is timed twice and the faster round kept (another process can only slow a round down)."""
+    start, load = time.perf_counter(), os.getloadavg()[0]
     probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, median of 3
     probe_s = 2 * 256 ** 3 / (probe_tflops * 1e12)
     results: dict[str, float] = {}
@@ -72,8 +75,13 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     if not results:  # even one big matmul would pass the cap: the probe's own rate is the roof
         results["square 256 (capped)"] = probe_tflops
     best = max(results, key=results.get)
-    return {"peak_tflops": results[best], "mem_bw_gbps": copy_gbps(), "shape": best, "by_shape": results,
-            "threads": torch.get_num_threads(), "measured_at": now(), "load_1min": os.getloadavg()[0],
+    rounds = [results[best]]
+    shape = next((s for s in SHAPES if s[0] == best), None)
+    if shape and time.perf_counter() - start < cap_s / 2:
+        rounds.append(matmul_tflops(*shape[1:], DTYPES[dtype], seconds=min(0.5, cap_s / 10)))
+    return {"peak_tflops": max(rounds), "mem_bw_gbps": copy_gbps(), "shape": best, "by_shape": results,
+            "rounds_tflops": rounds, "threads": torch.get_num_threads(), "measured_at": now(),
+            "load_1min": max(load, os.getloadavg()[0]), "cpu_count": os.cpu_count(),
             "seconds": round(time.perf_counter() - start, 2)}
 
 
@@ -84,16 +92,47 @@ def _complete(peak: object) -> bool:
         and isinstance(peak.get("shape"), str) and isinstance(peak.get("by_shape"), dict)
 
 
+def floor_tflops(device_key: str, dtype: str, threads: int) -> float | None:
+    """Return the TFLOP/s below which a `dtype` roof of this CPU kind at `threads` threads was measured on a
+    busy machine (helpers/facts/cpu_roof_floor.csv: the first row whose kind is in the key), None if no row."""
+    with open(FLOORS, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["dtype"] == dtype and row["kind"] in device_key:
+                return float(row["min_tflops_per_thread"]) * max(1, threads)
+    return None
+
+
+def roof_problem(peak: object, device_key: str, dtype: str) -> str | None:
+    """Return why a roof (stored or just measured) cannot be trusted, or None when it can."""
+    if not _complete(peak):
+        return "missing, cut short or incomplete"
+    for name in ("peak_tflops", "mem_bw_gbps"):
+        if not (math.isfinite(peak[name]) and peak[name] > 0):
+            return f"{name}={peak[name]!r} is not a positive finite number"
+    floor = floor_tflops(device_key, dtype, int(peak["threads"]))
+    if floor is not None and peak["peak_tflops"] < floor:
+        load = peak.get("load_1min")
+        busy = f" at load {load:.1f} on {peak.get('cpu_count') or '?'} CPUs" if isinstance(load, (int, float)) else ""
+        return (f"{peak['peak_tflops']:.4g} TFLOP/s{busy} is below the {floor:.4g} any CPU of this kind reaches at "
+                f"{peak['threads']} threads (helpers/facts/cpu_roof_floor.csv): measured on a busy machine")
+    return None
+
+
 def read_kept(path: Path | None) -> dict:
     """Return what a `_peaks/` file keeps, by key; {} when there is none, or it is cut short (an older
     writer) or not an object: measured again, never trusted."""
+    return read_cache(path)[0]
+
+
+def read_cache(path: Path | None) -> tuple[dict, str | None]:
+    """Return what a `_peaks/` file keeps, by key, and why it was unusable ({} and the reason), if it was."""
     if path is None or not path.exists():
-        return {}
+        return {}, None
     try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
+        known = read_json(path)
+    except RecordReadError as err:
+        return {}, str(err)
+    return (known, None) if isinstance(known, dict) else ({}, f"{path}: not a JSON object")
 
 
 def keep(path: Path | None, known: dict) -> str:
@@ -110,17 +149,34 @@ def keep(path: Path | None, known: dict) -> str:
 
 def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
     """Return this machine's roof for `dtype` at the current thread count: read from
-    `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically)."""
+    `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically). A stored roof that is
+    not plausible (not a positive number, below its CPU kind's floor) is measured again; a measured one that
+    is not plausible is never kept: its peak_tflops is None and `reason` says why."""
     key = f"{dtype}, {torch.get_num_threads()} threads"
     path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
     known, kept = read_kept(path), ""
-    if not _complete(known.get(key)):
-        known[key] = measure_peak(dtype)
+    if roof_problem(known.get(key), device_key, dtype):
+        fresh = measure_peak(dtype)
+        why = roof_problem(fresh, device_key, dtype)
+        if why:
+            return {**fresh, "peak_tflops": None, "mem_bw_gbps": None,
+                    "source": f"measured on this machine now, not trusted and not kept: {why}",
+                    "reason": f"no trusted {dtype} roof: the one measured now, {why}; measure it on a quiet "
+                              "machine: python -m helpers.measure.peaks"}
+        known[key] = fresh
         kept = keep(path, known)
     peak = known[key]
     where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a report never names a checkout's path
     return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "
                               f"model shapes ({peak['shape']}) at {peak['threads']} threads{where}"}
+
+
+def forget(device_key: str, dtype: str, threads: int, peaks_dir: str | Path | None) -> None:
+    """Drop a stored roof that a run beat (MFU above 1): the next run measures it again."""
+    path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
+    known = read_kept(path)
+    if known.pop(f"{dtype}, {threads} threads", None) is not None:
+        keep(path, known)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -135,15 +191,28 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     dev = resolve_device("cpu")
     path = repo_path(args.results) / "_peaks" / f"{dev.key}.json"
-    known = json.loads(path.read_text()) if path.exists() else {}
+    known, broken = read_cache(path)
+    if broken:
+        print(f"{broken}: replaced by the roofs measured now")
+    untrusted = 0
     for threads in args.threads:
         torch.set_num_threads(threads)
         for dtype in args.dtype:
-            known[f"{dtype}, {threads} threads"] = peak = measure_peak(dtype)
-            print(f"{dtype}, {threads} threads: {peak['peak_tflops']:.3f} TFLOP/s ({peak['shape']}), "
-                  f"{peak['mem_bw_gbps']:.1f} GB/s, load {peak['load_1min']:.2f}")
+            peak = measure_peak(dtype)
+            line = (f"{dtype}, {threads} threads: {peak['peak_tflops']:.3f} TFLOP/s ({peak['shape']}), "
+                    f"{peak['mem_bw_gbps']:.1f} GB/s, load {peak['load_1min']:.2f}")
+            why = roof_problem(peak, dev.key, dtype)
+            if why:
+                untrusted += 1
+                known.pop(f"{dtype}, {threads} threads", None)  # a run measures it again, never trusts this
+                print(f"{line}: NOT kept: {why}")
+            else:
+                known[f"{dtype}, {threads} threads"] = peak
+                print(line)
     write_json_atomic(path, known)
     print(f"wrote {path}")
+    if untrusted:
+        raise SystemExit(f"{untrusted} roof(s) not kept: measure again on a quiet machine")
 
 
 if __name__ == "__main__":

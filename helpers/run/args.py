@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import functools
 import math
+import shlex
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -89,6 +90,10 @@ class TaskArgs:
         if self.padding == "static" and self.pad_to_multiple_of is not None:
             raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding always "
                               "pads to max_length")
+        if self.lora_r < 0 or self.lora_alpha <= 0 or not 0.0 <= self.lora_dropout < 1.0:
+            bad = "lora_r" if self.lora_r < 0 else "lora_alpha" if self.lora_alpha <= 0 else "lora_dropout"
+            raise ConfigError(f"{bad}={getattr(self, bad)!r} is invalid: lora_r >= 0 (0: full fine-tuning), "
+                              "lora_alpha > 0, 0 <= lora_dropout < 1")
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,11 @@ class NeuronArgs:
         """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
         check_declared(self)
         positive(self, "num_cores")
+        try:
+            shlex.split(self.extra_cc_flags)  # how neuron.neuron_cc_flags reads them
+        except ValueError as err:
+            raise ConfigError(f"extra_cc_flags={self.extra_cc_flags!r} is invalid: {err} (the flags are split as "
+                              "a shell would: close each quote, or escape it)") from None
 
 
 GROUPS = {"task": TaskArgs, "train": TrainArgs, "measure": MeasureArgs, "neuron": NeuronArgs}
@@ -240,6 +250,10 @@ class RunArgs:
 
     def __post_init__(self) -> None:
         """Refuse values of different groups that are fine alone but not together (each group checks its own)."""
+        settings = sorted({"lora_alpha", "lora_dropout", "lora_targets"} & self.given)
+        if self.task.lora_r == 0 and settings:
+            raise ConfigError(f"{settings[0]} is given with lora_r=0 (full fine-tuning), which has no adapters: give "
+                              f"lora_r > 0 for LoRA, or leave out {', '.join(settings)}")
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
             raise ConfigError(f"num_cores={num_cores} is invalid with num_devices={self.train.num_devices}: one "

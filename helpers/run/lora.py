@@ -41,13 +41,21 @@ class LoraSpec:
 
 
 def spec_of(task) -> LoraSpec | None:
-    """Return the LoRA settings of a TaskArgs (None: full fine-tuning, lora_r == 0)."""
-    if task.lora_r < 0 or task.lora_alpha <= 0 or not 0.0 <= task.lora_dropout < 1.0:
-        bad = "lora_r" if task.lora_r < 0 else "lora_alpha" if task.lora_alpha <= 0 else "lora_dropout"
-        raise ConfigError(f"{bad}={getattr(task, bad)!r} is invalid: lora_r >= 0 (0: full fine-tuning), "
-                          "lora_alpha > 0, 0 <= lora_dropout < 1")
+    """Return the LoRA settings of a TaskArgs (None: full fine-tuning, lora_r == 0); TaskArgs checked the numbers."""
     target_roles(task.lora_targets)  # refuses an unknown target before any model is built
     return LoraSpec(task.lora_r, task.lora_alpha, task.lora_dropout, task.lora_targets) if task.lora_r else None
+
+
+def check_model(spec: LoraSpec | None, config, model_name: str) -> None:
+    """Refuse LoRA settings the model (its config, no weights) cannot take: an encoder without a known layer
+    map, a rank above its hidden size."""
+    if spec is None:
+        return
+    target_regex(config.model_type, spec.targets)
+    # every targeted linear is at least hidden_size wide on one side: a rank above it adds no rank, only weights
+    if spec.r > config.hidden_size:
+        raise ConfigError(f"lora_r={spec.r} is above {model_name}'s hidden size ({config.hidden_size}): an adapter's "
+                          f"rank is at most the narrower side of the linear it wraps; allowed 1..{config.hidden_size}")
 
 
 def target_roles(targets: str) -> tuple[str, ...]:

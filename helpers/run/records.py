@@ -37,10 +37,59 @@ OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exh
 LIBRARIES = ("torch", "transformers", "datasets", "peft", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla",
              "torchao", "nvidia-ml-py")
 MIN_FREE_BYTES = 1 << 20  # room for a record (a few KiB) with a wide margin
+# a record nests a few levels (sections, curve points, loss pairs); a file nested deeper is not one, and
+# past about 1,000 levels the json module itself fails with a RecursionError that names no file
+MAX_DEPTH = 64
 
 
 class RecordWriteError(OSError):
     """A record or results file could not be written; the message names the path and why."""
+
+
+class RecordReadError(ValueError):
+    """A file cannot be read as JSON; the message says why (empty, cut short, nested too deeply)."""
+
+
+def nesting(obj: Any) -> int:
+    """Return how many levels of lists and objects `obj` nests (0 for a number or a string)."""
+    deepest, todo = 0, [(obj, 0)]
+    while todo:  # iterative: a deep value must not exhaust Python's recursion limit here either
+        value, level = todo.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, level + 1)
+            if level + 1 <= MAX_DEPTH:
+                todo.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """Return the JSON value of `raw`; raise RecordReadError saying why it is none (empty, cut short, too deep)."""
+    if not raw.strip():
+        raise RecordReadError(f"empty ({len(raw)} bytes)")
+    try:
+        obj = json.loads(raw)
+    except RecursionError:
+        raise RecordReadError(f"nested more than {MAX_DEPTH} levels deep: not a record") from None
+    except (ValueError, UnicodeDecodeError):
+        raise RecordReadError("cut short or not JSON") from None
+    if nesting(obj) > MAX_DEPTH:
+        raise RecordReadError(f"nested more than {MAX_DEPTH} levels deep: not a record")
+    return obj
+
+
+def read_json(path: str | Path) -> Any:
+    """Return the JSON value in the regular file `path`; raise RecordReadError naming the file and why not
+    (a FIFO or a folder is never opened: reading a FIFO would wait forever)."""
+    path = Path(path)
+    if not path.is_file():
+        why = "missing" if not path.exists() else "not a regular file"
+        raise RecordReadError(f"{path}: {why}")
+    try:
+        return parse_json(path.read_bytes())
+    except OSError as err:
+        raise RecordReadError(f"{path}: unreadable ({err.strerror or err})") from err
+    except RecordReadError as err:
+        raise RecordReadError(f"{path}: {err}") from None
 
 
 def failure_status(error_text: str) -> str:
@@ -168,8 +217,8 @@ def write_record(path: str | Path, record: dict) -> Path:
 def read_record(path: str | Path) -> dict | None:
     """Return the record in `path` (upgraded, checked), or None when it is missing, cut short or invalid."""
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        obj = read_json(path)
+    except RecordReadError:
         return None
     return schema.validate(obj)[0]
 
@@ -196,12 +245,12 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
             skipped[f"{name}: unreadable ({err.strerror or err})"] += 1
             continue
         for raw in lines:
-            if not raw.strip():
-                continue
+            if not raw.strip() and path.suffix == ".jsonl":
+                continue  # a blank line between records
             try:
-                obj = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                skipped[f"{name}: cut short or not JSON"] += 1
+                obj = parse_json(raw)
+            except RecordReadError as err:
+                skipped[f"{name}: {err}"] += 1
                 continue
             valid, why = schema.validate(obj)
             if why:
@@ -222,9 +271,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", help="only records of this run name")
     args = parser.parse_args(argv)
     path = repo_path(args.path)
-    found = [r for r in read_records(path)[0] if args.run in (None, r["run_name"])]
+    found, skipped = read_records(path)
+    found = [r for r in found if args.run in (None, r["run_name"])]
     if not found:
-        raise SystemExit(f"no record{' of ' + args.run if args.run else ''} in {path}")
+        unread = "".join(f"\n  skipped {what}" for what in skipped)
+        raise SystemExit(f"no record{' of ' + args.run if args.run else ''} in {path}{unread}")
     newest = max(found, key=lambda r: (str(r.get("finished_at") or r.get("started_at")), r["_source"]))
     from helpers.run.summary import headline  # display only
 

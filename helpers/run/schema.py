@@ -23,7 +23,7 @@ SCHEMA_VERSION = 5
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
 # the strings older records put in number fields for "no figure"
 SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
-Status = Literal["finished", "failed", "diverged", "oom", "timeout"]
+Status = Literal["finished", "failed", "diverged", "oom", "timeout", "interrupted"]  # interrupted: SIGINT, Ctrl-C
 
 
 def finite_or_none(value: Any) -> Any:
@@ -321,8 +321,10 @@ def validate(obj: Any) -> tuple[dict | None, str | None]:
     """Return (the record as plain JSON data, None), or (None, why it is not a valid record)."""
     if not isinstance(obj, dict):
         return None, "not a JSON object"
-    version = obj.get("schema_version", 1)
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+    version = obj.get("schema_version", 1)  # the first records had none
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return None, f"schema_version {version!r} is not a schema version (an integer from 1)"
+    if version > SCHEMA_VERSION:
         return None, f"schema_version {version} is newer than this code reads ({SCHEMA_VERSION}): update the code"
     try:
         model = RunRecord.model_validate(upgrade(obj))

@@ -6,6 +6,7 @@ from transformers import BertConfig
 
 from conftest import tiny_bert_config
 from helpers.calc import flops, roofline
+from helpers.measure import peaks
 from helpers.calc.flops import PRECISION_BYTES
 
 
@@ -119,3 +120,18 @@ def test_a_neuron_runs_mfu_is_against_its_own_neuroncore(instance, key, bf16):
 def test_a_gpu_is_held_against_its_own_peak_not_a_relatives(name, bf16):
     """The A10G (AWS G5) is not the A10: 125 TFLOP/s would put every A10G MFU ~1.8x low."""
     assert roofline.device_peak({"type": "cuda", "name": name, "key": "x"}, "bf16")["peak_tflops"] == bf16
+
+
+def test_an_mfu_above_one_is_never_written_and_the_roof_it_beat_is_dropped(tmp_path, monkeypatch):
+    import json
+
+    cfg = tiny_bert_config()
+    cpu = {"type": "cpu", "name": "some cpu", "key": "cpu-test"}
+    monkeypatch.setattr(peaks.torch, "get_num_threads", lambda: 1)
+    stored = {"peak_tflops": 1e-6, "mem_bw_gbps": 1.0, "threads": 1, "shape": "s", "by_shape": {"s": 1e-6}}
+    (tmp_path / "cpu-test.json").write_text(json.dumps({"fp32, 1 threads": stored, "bf16, 1 threads": stored}))
+    monkeypatch.setattr(peaks, "floor_tflops", lambda key, dtype, threads: None)  # a roof no floor catches
+    out = roofline.systems_section(cfg, Counter({(8, 32): 4}), 0.01, 4, "fp32", "fp32", cpu, tmp_path)
+    assert out["mfu"] is None and out["reason"].startswith("MFU ") and "is above 1" in out["reason"]
+    assert out["achieved_tflops"] > out["peak_tflops"] == 1e-6
+    assert list(json.loads((tmp_path / "cpu-test.json").read_text())) == ["bf16, 1 threads"]  # measured again next

@@ -49,3 +49,59 @@ def test_a_roof_that_cannot_be_kept_says_why_without_naming_the_path(tmp_path, m
     source = peaks.machine_peak("cpu-test", "fp32", tmp_path)["source"]
     assert source.endswith("(_peaks/cpu-test.json; not kept: No space left on device)")
     assert str(tmp_path) not in source
+
+
+def _roof(tflops: float, load: float = 0.1) -> dict:
+    return {"peak_tflops": tflops, "mem_bw_gbps": 10.0, "shape": "s", "by_shape": {"s": tflops}, "threads": 2,
+            "measured_at": "now", "load_1min": load, "cpu_count": 2, "seconds": 1.0}
+
+
+@pytest.mark.parametrize("key, dtype, floor", [("cpu-amd-epyc-avx512-avx512-bf16", "bf16", 0.04),
+                                               ("cpu-intel-xeon-processor-2.80ghz-avx512", "bf16", 0.0048),
+                                               ("xla-xla-cpu-intel-xeon-processor-2.80ghz-avx512", "fp32", 0.02),
+                                               ("cpu-test", "fp16", None)])
+def test_each_cpu_kind_has_the_floor_of_its_data_file(key, dtype, floor):
+    assert peaks.floor_tflops(key, dtype, 2) == (pytest.approx(floor) if floor else None)
+
+
+@pytest.mark.parametrize("stored", [-1.0, 0.0, float("nan"), float("inf"), 0.0012])
+def test_a_stored_roof_that_is_not_plausible_is_measured_again_and_replaced(tmp_path, monkeypatch, stored):
+    (tmp_path / "cpu-test.json").write_text(json.dumps({"fp32, 2 threads": _roof(stored)}))
+    monkeypatch.setattr(peaks.torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: _roof(0.2))
+    assert peaks.machine_peak("cpu-test", "fp32", tmp_path)["peak_tflops"] == 0.2
+    assert json.loads((tmp_path / "cpu-test.json").read_text())["fp32, 2 threads"]["peak_tflops"] == 0.2
+
+
+def test_a_roof_measured_on_a_busy_machine_is_never_kept_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(peaks.torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: _roof(0.0012, load=3.2))
+    peak = peaks.machine_peak("cpu-test", "fp32", tmp_path)
+    assert peak["peak_tflops"] is None and not (tmp_path / "cpu-test.json").exists()
+    assert "0.0012 TFLOP/s at load 3.2 on 2 CPUs is below the 0.02" in peak["reason"]
+    assert "python -m helpers.measure.peaks" in peak["reason"]
+
+
+@pytest.mark.parametrize("broken, why", [("[]", "not a JSON object"), ('{"fp32, 1 thr', "cut short or not JSON"),
+                                         ("", "empty")])
+def test_the_peaks_command_repairs_a_broken_cache_naming_the_file(tmp_path, monkeypatch, capsys, broken, why):
+    from helpers.run.device import resolve_device
+
+    path = tmp_path / "_peaks" / f"{resolve_device('cpu').key}.json"
+    path.parent.mkdir()
+    path.write_text(broken)
+    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: _roof(0.2))
+    peaks.main(["--dtype", "fp32", "--threads", "2", "--results", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert f"{path}: {why}" in out and f"wrote {path}" in out
+    assert json.loads(path.read_text())["fp32, 2 threads"]["peak_tflops"] == 0.2
+    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: _roof(0.0012, load=3.2))
+    with pytest.raises(SystemExit, match="not kept"):
+        peaks.main(["--dtype", "fp32", "--threads", "2", "--results", str(tmp_path)])
+    assert "fp32, 2 threads" not in json.loads(path.read_text())  # a busy roof replaces nothing with itself
+
+
+def test_a_real_measurement_times_its_best_shape_twice_and_keeps_the_faster():
+    out = peaks.measure_peak("fp32", cap_s=2.0)
+    assert len(out["rounds_tflops"]) in (1, 2) and out["peak_tflops"] == max(out["rounds_tflops"])
+    assert out["cpu_count"] >= 1 and out["load_1min"] >= 0

@@ -64,7 +64,7 @@ def test_a_misspelled_script_flag_gets_the_closest_name(capsys):
 
 
 @pytest.mark.parametrize("argv, says", [(["--results", "no/such/folder"], "no such folder of run records"),
-                                        (["--epochs", "inf"], "a finite --epochs > 0"),
+                                        (["--epochs", "inf"], "a finite 0 < --epochs <= 1,000,000"),
                                         (["--write", "README.md"], "--write README.md: cannot write there")])
 def test_decide_refuses_what_it_cannot_use_naming_it(argv, says):
     out = subprocess.run([sys.executable, "-m", "helpers.study.decide", *argv], capture_output=True, text=True,

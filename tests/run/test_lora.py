@@ -40,6 +40,39 @@ def test_a_bad_lora_setting_is_refused_before_anything_is_built(tiny_model_dir, 
     assert not list(tmp_path.rglob("*.json"))
 
 
+@pytest.mark.parametrize("r, ok", [(64, True), (65, False), (1000, False)])
+def test_a_rank_above_the_models_hidden_size_is_refused_at_start(tiny_model_dir, tiny_data_dir, tmp_path, r, ok):
+    args = _args(tiny_model_dir, tiny_data_dir, tmp_path, lora_r=r)  # the tiny BERT is 64 wide
+    if ok:
+        steps.finish(steps.start(args), "failed", "not trained: only start was tested")
+        return
+    with pytest.raises(ConfigError, match=f"lora_r={r} is above .* hidden size .64.*allowed 1..64"):
+        steps.start(args)
+
+
+@pytest.mark.parametrize("setting", [{"lora_alpha": 32}, {"lora_dropout": 0.1}, {"lora_targets": "all-linear"}])
+def test_lora_settings_given_without_a_rank_are_refused_not_ignored(setting):
+    (name,) = setting
+    with pytest.raises(ConfigError, match=f"{name} is given with lora_r=0"):
+        build_args({"lora_r": 0, **setting})
+    with pytest.raises(ConfigError, match=f"{name} is given with lora_r=0"):
+        build_args(setting)
+    assert build_args({"lora_r": 4, **setting}).task.lora_r == 4
+
+
+def test_lora_on_an_encoder_without_a_layer_map_is_refused_from_its_config_alone(tmp_path):
+    from transformers import AlbertConfig
+
+    folder = tmp_path / "albert"
+    AlbertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128,
+                 embedding_size=32).save_pretrained(folder)  # a config and no weights: nothing else is read
+    args = build_args(dict(model_name=str(folder), data_dir=str(tmp_path / "no-data"), lora_r=4, max_length=16,
+                           results_path=str(tmp_path / "r")))
+    with pytest.raises(ConfigError, match="model_type 'albert' is not mapped"):
+        steps.start(args)
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("*"))
+
+
 def test_save_dir_holds_merged_weights_any_transformers_client_reads(tiny_model_dir, tiny_data_dir, tmp_path):
     args = _args(tiny_model_dir, tiny_data_dir, tmp_path / "r", run_name="merged", save_dir=str(tmp_path / "saved"),
                  lora_targets="all-linear")

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from helpers.run import neuron
-from helpers.run.args import build_args
+from helpers.run.args import ConfigError, build_args
 
 
 def test_cc_flags_from_parameters():
@@ -141,3 +141,9 @@ def test_the_record_names_the_drivers_where_present(tmp_path):
     version.write_text("2.22.4.0\n")
     assert device.system_versions(version)["neuron_driver"] == "2.22.4.0"
     assert "neuron_driver" not in device.system_versions(tmp_path / "absent")
+
+
+def test_extra_cc_flags_a_shell_cannot_split_are_refused_naming_the_parameter():
+    with pytest.raises(ConfigError, match="extra_cc_flags='\"--unbalanced' is invalid: No closing quotation"):
+        build_args({"extra_cc_flags": '"--unbalanced'})
+    assert "--verbose=info" in neuron.neuron_cc_flags(build_args({"extra_cc_flags": "'--verbose=info'"}))

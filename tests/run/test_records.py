@@ -129,3 +129,32 @@ def test_failure_status_knows_every_backends_out_of_memory():
     assert records.failure_status("RuntimeError: RESOURCE_EXHAUSTED: XLA") == "oom"
     assert records.failure_status("MemoryError") == "oom"
     assert records.failure_status("ValueError: bad") == "failed"
+
+
+def test_an_empty_file_and_a_deeply_nested_one_are_named_with_the_reason(tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "empty@d.json").write_bytes(b"")
+    (tmp_path / "s" / "deep@d.json").write_text("[" * 100_000 + "]" * 100_000)  # json alone: RecursionError
+    (tmp_path / "s" / "deepish@d.json").write_text('{"run_name": "x", "a": ' + "[" * 500 + "]" * 500 + "}")
+    found, skipped = records.read_records(tmp_path)
+    deep = f"nested more than {records.MAX_DEPTH} levels deep: not a record"
+    assert not found and dict(skipped) == {"s/empty@d.json: empty (0 bytes)": 1, f"s/deep@d.json: {deep}": 1,
+                                           f"s/deepish@d.json: {deep}": 1}
+    assert records.read_record(tmp_path / "s" / "deep@d.json") is None
+    with pytest.raises(records.RecordReadError, match=f"deep@d.json: {deep}"):
+        records.read_json(tmp_path / "s" / "deep@d.json")
+
+
+def test_the_records_command_names_the_file_it_cannot_read(tmp_path):
+    deep = tmp_path / "deep@d.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SystemExit, match=r"skipped deep@d.json: nested more than \d+ levels deep"):
+        records.main([str(deep)])
+
+
+def test_a_fifo_is_never_opened_as_a_record(tmp_path):
+    fifo = tmp_path / "r@d.json"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    assert records.read_record(fifo) is None
+    with pytest.raises(records.RecordReadError, match="not a regular file"):
+        records.read_json(fifo)

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.run import records, schema
@@ -146,3 +147,13 @@ def test_no_json_value_in_any_field_crashes_reading_or_the_frame(tmp_path, secti
     found, skipped = records.read_records(tmp_path)
     assert len(found) + sum(skipped.values()) == 1  # read, or skipped and named: never a crash
     frame.frame(found)
+
+
+@pytest.mark.parametrize("version", [True, False, -7, 0, "4", 4.0, None])
+def test_a_schema_version_that_is_not_a_positive_integer_is_refused(tmp_path, version):
+    rec = {**record("cpu", "batch_scaling", {"batch": 8}, run_name="odd"), "schema_version": version}
+    assert schema.validate(rec) == (None, f"schema_version {version!r} is not a schema version (an integer from 1)")
+    (tmp_path / "odd@cpu.json").write_text(json.dumps(rec))
+    found, skipped = records.read_records(tmp_path)
+    assert not found and list(skipped) == [f"odd@cpu.json: schema_version {version!r} is not a schema version "
+                                           "(an integer from 1)"]

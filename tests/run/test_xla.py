@@ -517,3 +517,14 @@ def test_persistent_cache_on_xla_cpu_is_written_but_never_loaded(tmp_path):
     assert len(list((tmp_path / "cache").iterdir())) == 1  # the executable was written
     assert warm["persistent_cache_hits"] == 0 and warm["persistent_cache_load_failures"] == 1
     assert warm["uncached_compiles"] == 1  # compiled again
+
+
+def test_an_unwritable_xla_cache_dir_is_named_at_start_and_leaves_no_claim(tiny_model_dir, tmp_path):
+    from helpers import steps
+    from helpers.run import destination
+
+    args = build_args(dict(model_name=str(tiny_model_dir), device="xla", results_path=str(tmp_path), run_name="c",
+                           xla_cache_dir="/proc/no-such/cache"))
+    with pytest.raises(records.RecordWriteError, match="xla_cache_dir='/proc/no-such/cache' cannot hold"):
+        steps.start(args)
+    assert not list(tmp_path.rglob("*.claim")) and not destination._HELD

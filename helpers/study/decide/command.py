@@ -13,11 +13,28 @@ from helpers.study.report.build import current_points, header
 from helpers.study.sweep.suites import SUITES_DIR, find_suites
 
 
+# a job's size is bounded so that its hours and dollars stay finite numbers: a million epochs of a billion
+# rows is past any fine-tuning job, and past it float arithmetic turns costs into inf ("cheapest at $inf")
+MAX_EPOCHS = 1e6
+MAX_ROWS = 1e9
+
+
+def whole_number(text: str) -> int:
+    """Return `text` as an integer (1e5 and 100000 alike); argparse's error for anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite whole number")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: print the decision table for a job; --write DIR also writes it with its plot into DIR."""
     p = argparse.ArgumentParser(prog="python -m helpers.study.decide", description=decide.__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=float, default=3, help="epochs of the job")
-    p.add_argument("--rows", type=int, default=decide.FULL_ROWS, help="training rows per epoch")
+    p.add_argument("--rows", type=whole_number, default=decide.FULL_ROWS, help="training rows per epoch")
     p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
     p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
     p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
@@ -33,10 +50,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write", metavar="DIR", help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
                    "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)")
     args = p.parse_args(argv)
-    if (args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or not 0 < args.epochs < math.inf
-            or args.rows < 1 or (args.lora_r is not None and args.lora_r < 0)):
-        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), a finite --epochs > 0, "
-                "--rows >= 1, --lora-r >= 0")
+    if (args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or not 0 < args.epochs <= MAX_EPOCHS
+            or not 1 <= args.rows <= MAX_ROWS or (args.lora_r is not None and args.lora_r < 0)):
+        p.error(f"need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), a finite 0 < --epochs <= "
+                f"{MAX_EPOCHS:,.0f}, 1 <= --rows <= {MAX_ROWS:,.0f}, --lora-r >= 0 (got --epochs {args.epochs:g}, "
+                f"--rows {args.rows:,})")
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
     job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache,

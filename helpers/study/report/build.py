@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.run import records
 from helpers.run.args import repo_path
 from helpers.study.decide import ranking as decide
 from helpers.study.claims import findings
@@ -120,6 +121,17 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
     return written + [report] + [p for ps in pictures.values() for p in ps]
 
 
+def unusable_results(results: Path) -> str | None:
+    """Return why `results` cannot make a report (not a folder, no valid record below it), or None."""
+    if not results.is_dir():
+        return "no such folder of run records"
+    found, skipped = records.read_records(results)
+    if not found:
+        unread = f" ({sum(skipped.values())} file(s) skipped: {', '.join(list(skipped)[:3])})" if skipped else ""
+        return f"holds no run record{unread}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: python -m helpers.study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
     parser = argparse.ArgumentParser(prog="python -m helpers.study.report", description=__doc__.split("\n\n")[0])
@@ -129,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suites-dir", default=SUITES_DIR)
     parser.add_argument("--no-plots", action="store_true", help="tables only")
     args = parser.parse_args(argv)
+    why = unusable_results(repo_path(args.results))
+    if why:  # before anything is written: a mistyped folder must never empty the committed report
+        parser.error(f"--results {args.results}: {why}; nothing was written")
     command = shlex.join(["python", "-m", "helpers.study.report", *(sys.argv[1:] if argv is None else argv)])
     for path in build_report(args.results, args.out_dir, args.pictures, args.suites_dir,
                              command=command, plots=not args.no_plots):

@@ -170,8 +170,8 @@ def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, 
 def newer_record(record_file: Path) -> bool:
     """True when `record_file` holds a record of a newer schema than this code's: never overwritten."""
     try:
-        version = json.loads(record_file.read_text(encoding="utf-8")).get("schema_version")
-    except (OSError, ValueError, AttributeError):
+        version = records.read_json(record_file).get("schema_version")
+    except (records.RecordReadError, AttributeError):
         return False
     return isinstance(version, int) and not isinstance(version, bool) and version > records.SCHEMA_VERSION
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import math
 import os
 import signal
 import sys
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from helpers.run import records
-from helpers.run.args import repo_path
+from helpers.run.args import ConfigError, repo_path
 from helpers.study.sweep import plan, points, precompile
 from helpers.study.sweep.suites import SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites, resolve_suite, retarget
 
@@ -51,6 +52,8 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
     """Run every point of `suites` not yet finished here; return {suite: {status: count}}."""
     from tqdm import tqdm
 
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(f"timeout={timeout_s!r} is invalid: give seconds per point > 0, or None for the suite's")
     results, runs_dir = repo_path(results), repo_path(runs_dir)
     points._STOPPING.clear()
     plan, devices = [], {}
@@ -76,7 +79,7 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
             counts, spec, todo = summary[suite.name], suite.variants[variant], expand(suite, variant)
             n_jobs = min(jobs or spec.get("jobs", 1), max(1, len(todo)))
             threads = max(1, (os.cpu_count() or 1) // n_jobs) if n_jobs > 1 else None
-            limit = timeout_s or spec.get("timeout_s", DEFAULT_TIMEOUT_S)
+            limit = spec.get("timeout_s", DEFAULT_TIMEOUT_S) if timeout_s is None else timeout_s
             pool = concurrent.futures.ThreadPoolExecutor(n_jobs)
             try:
                 futures = {pool.submit(points.run_point, suite, p, dev, results, runs_dir, limit, threads): p
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.study.sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", help="a suite name in Experiment/suites, a path to a .toml file, or all")
     parser.add_argument("--variant", choices=VARIANTS, default="quick")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default: the suite's)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per run, > 0 (default: the suite's)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="points run at once, each on cpu_count / jobs threads (default: the suite's, else 1)")
     parser.add_argument("--results", default=RESULTS, help="folder of the run records (relative to the repo root)")
@@ -135,11 +138,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        parser.error(f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 (leave it out "
+                     "for the suite's own timeout_s)")
     if args.precompile and args.target != "trainium":
         parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
-    suites = [retarget(s, args.target) for s in (every_suite(args.suites_dir) if args.suite == "all"
-                                                  else [resolve_suite(args.suite, args.suites_dir)])]
+    try:
+        suites = [retarget(s, args.target) for s in (every_suite(args.suites_dir) if args.suite == "all"
+                                                      else [resolve_suite(args.suite, args.suites_dir)])]
+    except ConfigError as err:  # the one suite asked for by name is broken (`all` skips a broken file)
+        parser.error(str(err))
     if args.list:
         for suite in suites:
             found = expand(suite, args.variant)

@@ -21,9 +21,12 @@ of one cell are spread over the sweep, not run back to back, and their spread is
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import itertools
 import json
+import math
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,19 +73,70 @@ class Point:
     params: dict
 
 
+# the keys a suite file may hold, by table, with their TOML types (an unknown key is a typo: refused, never ignored)
+TOP_KEYS = {"title": str, "description": str, "order": int, "kind": str, "notebook": str, "env": str, "requires": str,
+            "on_demand": bool, "params": dict, "quick": dict, "full": dict, "report": dict}
+VARIANT_KEYS = {"params": dict, "grid": dict, "cases": list, "repeats": int, "timeout_s": float, "jobs": int}
+REPORT_KEYS = {"table": str, "keys": list, "values": list, "trend": list, "source": str, "published": list}
+TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
+              list: "a list"}
+
+
+def _check_table(where: str, table: dict, known: dict[str, type]) -> None:
+    """Refuse a key of `table` outside `known` (naming the closest known one) or a value of another type."""
+    for key, value in table.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+            hint = f" did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where}: unknown key {key!r}:{hint} (known: {', '.join(known)})")
+        kind = known[key]
+        ok = isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+        if not ok or (isinstance(value, bool) and kind is not bool):
+            raise ConfigError(f"{where}: {key}={value!r} is not {TYPE_NAMES[kind]}")
+
+
+def _check_variant(where: str, spec: dict) -> None:
+    """Refuse a variant table's unknown keys, wrong types, and counts or timeouts out of range."""
+    _check_table(where, spec, VARIANT_KEYS)
+    for key in ("jobs", "repeats"):
+        if spec.get(key, 1) < 1:
+            raise ConfigError(f"{where}: {key}={spec[key]!r} is invalid: must be an integer >= 1")
+    timeout = spec.get("timeout_s", 1)
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigError(f"{where}: timeout_s={timeout!r} is invalid: must be a number of seconds > 0")
+    for name, values in spec.get("grid", {}).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: grid {name}={values!r} is invalid: give a non-empty list of values")
+    if not all(isinstance(case, dict) for case in spec.get("cases", [])):
+        raise ConfigError(f"{where}: cases must be a list of tables ({{ name = value, ... }})")
+
+
+def read_toml(path: Path) -> dict:
+    """Return the TOML file `path` as a dict; ConfigError naming the file when it cannot be read or parsed."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror or err})") from None
+    except ValueError as err:  # tomllib.TOMLDecodeError, or bytes that are not UTF-8
+        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+
+
 def load_suite(path: str | Path) -> Suite:
     """Return the suite in the TOML file `path`; raise ConfigError naming the file on any bad entry."""
     path = Path(path)
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
+    raw = read_toml(path)
+    _check_table(str(path), raw, TOP_KEYS)
+    _check_table(f"{path} [report]", raw.get("report", {}), REPORT_KEYS)
+    for variant in VARIANTS:
+        if variant in raw:
+            _check_variant(f"{path} [{variant}]", raw[variant])
     kind = raw.get("kind", "notebook")
-    suite = Suite(name=path.stem, title=raw.get("title", path.stem), order=int(raw.get("order", 99)),
+    suite = Suite(name=path.stem, title=raw.get("title", path.stem), order=raw.get("order", 99),
                   kind=kind, notebook=raw.get("notebook"), env=raw.get("env", "main"),
                   requires=raw.get("requires"), params=raw.get("params", {}),
                   variants={v: raw[v] for v in VARIANTS if v in raw}, report=raw.get("report", {}),
                   description=raw.get("description", ""), on_demand=raw.get("on_demand", False))
-    if not isinstance(suite.on_demand, bool):
-        raise ConfigError(f"{path}: on_demand={suite.on_demand!r} is invalid: true or false")
     if kind not in KINDS:
         raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
     if suite.requires not in REQUIRES:
@@ -95,10 +149,6 @@ def load_suite(path: str | Path) -> Suite:
     if kind != "derived" and set(suite.variants) != set(VARIANTS):
         raise ConfigError(f"{path}: needs both [quick] and [full] tables")
     for variant in suite.variants:
-        for key in ("jobs", "repeats"):
-            value = suite.variants[variant].get(key, 1)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{path} [{variant}]: {key}={value!r} is invalid: must be an integer >= 1")
         for point in _combinations(suite, variant):
             unknown = sorted(set(point) - set(FIELDS))
             if unknown:
@@ -111,17 +161,31 @@ def load_suite(path: str | Path) -> Suite:
     return suite
 
 
+def read_suites(suites_dir: str | Path = SUITES_DIR) -> tuple[list[Suite], dict[str, str]]:
+    """Return every suite in `suites_dir` that reads, in the report's order, and why each other file does not."""
+    found, broken = [], {}
+    for path in sorted(repo_path(suites_dir).glob("*.toml")):
+        try:
+            found.append(load_suite(path))
+        except ConfigError as err:
+            broken[str(path)] = str(err)
+    return sorted(found, key=lambda s: (s.order, s.name)), broken
+
+
 def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
-    """Return every suite in `suites_dir`, in the report's order."""
-    return sorted((load_suite(p) for p in repo_path(suites_dir).glob("*.toml")),
-                  key=lambda s: (s.order, s.name))
+    """Return every suite in `suites_dir` that reads, in the report's order; a broken file is named on stderr
+    and skipped, so one typo never stops the report or `sweep all`."""
+    found, broken = read_suites(suites_dir)
+    for path, why in broken.items():
+        print(f"skipped suite file {path}: {why}", file=sys.stderr)
+    return found
 
 
 def resolve_suite(name: str, suites_dir: str | Path = SUITES_DIR) -> Suite:
     """Return the suite called `name` in `suites_dir`, or the one in the file `name` ends in .toml."""
     path = Path(name) if name.endswith(".toml") else repo_path(suites_dir) / f"{name}.toml"
     if not path.exists():
-        known = ", ".join(s.name for s in find_suites(suites_dir))
+        known = ", ".join(s.name for s in read_suites(suites_dir)[0])
         raise SystemExit(f"no suite {name!r} ({path} does not exist); known: {known}, or all")
     return load_suite(path)
 

@@ -361,3 +361,21 @@ def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
     assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
     assert "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)" in \
         plot_style.handles(fig)[1]
+
+
+@pytest.mark.parametrize("flag, value", [("--epochs", "1e308"), ("--epochs", "inf"), ("--rows", "10^350"),
+                                         ("--rows", "1" + "0" * 350), ("--rows", "2.5"), ("--rows", "1e10")])
+def test_a_job_too_large_for_finite_costs_is_refused_clearly(results, capsys, flag, value):
+    with pytest.raises(SystemExit):
+        cli.main([flag, value, "--results", str(results)])
+    err = capsys.readouterr().err
+    assert "--epochs" in err if flag == "--epochs" else "--rows" in err
+    assert "Traceback" not in err and "$inf" not in err
+
+
+def test_a_deeply_nested_record_is_named_and_the_table_still_printed(results, capsys):
+    (results / "speedup" / "deep@cpu-x.json").write_text("[" * 100_000 + "]" * 100_000)
+    cli.main(["--rows", "1e5", "--results", str(results)])  # 1e5 reads as the whole number 100,000
+    out, err = capsys.readouterr()
+    assert "A100" in out and "100,000 rows" in out
+    assert f"skipped record speedup/deep@cpu-x.json: nested more than {records.MAX_DEPTH} levels deep" in err

@@ -128,3 +128,21 @@ def test_every_suite_report_spec_names_known_columns(tmp_path):
     for suite in find_suites():
         for value in suite.report.get("values", []):
             assert value in LABELS, f"{suite.name}: unknown report value {value}"
+
+
+@pytest.mark.parametrize("make", ["missing", "empty", "unreadable"])
+def test_a_results_folder_without_records_is_refused_before_anything_is_written(tmp_path, capsys, make):
+    results = tmp_path / "resluts"  # the mistyped folder of the issue
+    if make != "missing":
+        (results / "s").mkdir(parents=True)
+    if make == "unreadable":
+        (results / "s" / "deep@d.json").write_text("[" * 100_000 + "]" * 100_000)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        report.main(["--results", str(results), "--out-dir", str(out / "Experiment"), "--pictures",
+                     str(out / "Pictures"), "--no-plots"])
+    err = capsys.readouterr().err
+    assert f"--results {results}: " in err and "nothing was written" in err
+    if make == "unreadable":
+        assert "deep@d.json: nested more than" in err
+    assert not out.exists()

@@ -1,6 +1,7 @@
 """Suite files, grid expansion, run names, and the runner: resume, failures, timeouts, a real kill."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, ConfigError
@@ -590,3 +592,127 @@ def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(t
     assert re.search(r"skipped record tok/junk@cpu-x\.json: status: .*1 problem", text), text
     assert f"skipped record tok/{newer.name}: schema_version {records.SCHEMA_VERSION + 1} is newer" in text
     assert "tok: 1 kept" in text  # the sweep went on to its summary
+
+
+# ----------------------------------------------------------------------------- suite files: typos, types, timeouts
+GOOD = 'notebook = "Nvidia/baseline.ipynb"\n[quick]\ngrid = { batch = [8] }\n[full]\ngrid = { batch = [8] }\n'
+
+
+@pytest.mark.parametrize("typo, closest", [('repeat = 3', "repeats"), ('timeout = 5', "timeout_s"),
+                                           ('gird = { batch = [8] }', "grid"), ('jbos = 2', "jobs")])
+def test_an_unknown_key_in_a_variant_is_refused_with_the_closest_known_one(tmp_path, typo, closest):
+    path = write_suite(tmp_path / "typo.toml", GOOD.replace("[full]\n", f"{typo}\n[full]\n"))
+    with pytest.raises(ConfigError, match=f"{path} \\[quick\\]: unknown key '{typo.split()[0]}': did you mean "
+                                          f"'{closest}'"):
+        suites.load_suite(path)
+
+
+def test_an_unknown_top_level_or_report_key_is_refused_with_the_closest_known_one(tmp_path):
+    path = write_suite(tmp_path / "top.toml", GOOD.replace("notebook", "notebok"))
+    with pytest.raises(ConfigError, match=f"{path}: unknown key 'notebok': did you mean 'notebook'"):
+        suites.load_suite(path)
+    path = write_suite(tmp_path / "rep.toml", GOOD + '[report]\nkyes = ["batch"]\n')
+    with pytest.raises(ConfigError, match=f"{path} \\[report\\]: unknown key 'kyes': did you mean 'keys'"):
+        suites.load_suite(path)
+
+
+@pytest.mark.parametrize("line, message", [('timeout_s = "ten"', "timeout_s='ten' is not a number"),
+                                           ("timeout_s = -1", "timeout_s=-1 is invalid"),
+                                           ("timeout_s = 0", "timeout_s=0 is invalid"),
+                                           ("timeout_s = nan", "timeout_s=nan is invalid"),
+                                           ('repeats = "3"', "repeats='3' is not an integer"),
+                                           ("grid = 8", "grid=8 is not a table"),
+                                           ("grid = { batch = 8 }", "grid batch=8 is invalid")])
+def test_a_wrong_type_or_range_in_a_suite_is_named_with_its_file(tmp_path, line, message):
+    quick = line if line.startswith("grid") else f"grid = {{ batch = [8] }}\n{line}"
+    path = write_suite(tmp_path / "t.toml", f'notebook = "Nvidia/baseline.ipynb"\n[quick]\n{quick}\n[full]\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path} [quick]: {message}")):
+        suites.load_suite(path)
+
+
+@pytest.mark.parametrize("text, message", [('order = "first"\n' + GOOD, "order='first' is not an integer"),
+                                           ("title = [\n" + GOOD, "not valid TOML"),
+                                           (b"title = '\xff'\n", "not valid TOML")])
+def test_a_broken_suite_file_is_named(tmp_path, text, message):
+    path = tmp_path / "broken.toml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: ") + ".*" + re.escape(message)):
+        suites.load_suite(path)
+
+
+def test_one_broken_file_among_the_suites_is_named_and_skipped_and_the_rest_go_on(tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "suites"
+    shutil.copytree(REPO_ROOT / suites.SUITES_DIR, folder)
+    (folder / "broken.toml").write_text("title = [\n")
+    found = suites.find_suites(folder)
+    assert [s.name for s in found] == [s.name for s in suites.find_suites()]
+    assert f"skipped suite file {folder / 'broken.toml'}: {folder / 'broken.toml'}: not valid TOML" in \
+        capsys.readouterr().err
+    sweep.main(["all", "--list", "--suites-dir", str(folder)])
+    out, err = capsys.readouterr()
+    assert "batch_scaling (notebook" in out and "skipped suite file" in err
+    with pytest.raises(SystemExit):
+        sweep.main(["broken", "--list", "--suites-dir", str(folder)])  # by name: refused, naming the file
+    assert "broken.toml: not valid TOML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--timeout=-1", "--timeout=0", "--timeout=nan", "--timeout=inf"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(flag, capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        sweep.main(["batch_scaling", flag, "--list", "--results", str(tmp_path), "--runs-dir", str(tmp_path)])
+    assert "--timeout" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    with pytest.raises(ConfigError, match="timeout=.* is invalid"):
+        sweep.sweep([], "quick", tmp_path, tmp_path, timeout_s=float(flag.split("=")[1]))
+
+
+def toml_value(value) -> str:
+    """Return `value` as TOML text (tests only: scalars, lists and inline tables)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "nan" if value != value else "inf" if value == float("inf") else "-inf" if value == -float("inf") \
+            else repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+
+
+def toml_text(top: dict, tables: dict) -> str:
+    """Return a TOML document: the top-level keys, then one [table] each."""
+    lines = [f"{json.dumps(k)} = {toml_value(v)}" for k, v in top.items()]
+    for name, table in tables.items():
+        lines += [f"[{name}]"] + [f"{json.dumps(k)} = {toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+SCALAR = st.one_of(st.booleans(), st.integers(-3, 40), st.floats(allow_nan=True), st.text(max_size=6),
+                   st.sampled_from(["Nvidia/baseline.ipynb", "notebook", "derived", "main", "xla", "neuron"]))
+VALUE = st.one_of(SCALAR, st.lists(SCALAR, max_size=3), st.dictionaries(
+    st.sampled_from(["batch", "lr", "max_length", "bach", "seed"]), st.one_of(SCALAR, st.lists(SCALAR, max_size=2)),
+    max_size=2))
+TOP = st.dictionaries(st.sampled_from(["title", "description", "order", "kind", "notebook", "env", "requires",
+                                       "on_demand", "params", "notebok", "titel", "repeat"]), VALUE, max_size=4)
+VARIANT = st.dictionaries(st.sampled_from(["params", "grid", "cases", "repeats", "timeout_s", "jobs", "repeat",
+                                           "timeout", "gird"]), VALUE, max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(top=TOP, quick=VARIANT, full=VARIANT)
+def test_any_suite_file_is_a_suite_or_a_config_error_naming_its_file(tmp_path, top, quick, full):
+    path = tmp_path / "fuzz.toml"
+    path.write_text(toml_text(top, {"quick": quick, "full": full}))
+    try:
+        suite = suites.load_suite(path)
+    except ConfigError as err:
+        assert str(path) in str(err)
+        return
+    for variant in suites.VARIANTS:  # what loads, expands, and every point's parameters build
+        spec = suite.variants[variant]
+        assert spec.get("repeats", 1) >= 1 and spec.get("timeout_s", 1) > 0
+        suites.expand(suite, variant)
