@@ -56,7 +56,8 @@ def test_sorted_batches_measure_what_the_loader_measured(tiny_run):
     assert new.batch_size > 32 or len(new) < len(old)  # fewer, larger batches
     before = loop.evaluate(model, old, run.dev, run.precision)
     after = loop.evaluate(model, new, run.dev, run.precision)
-    assert {k: before[k] for k in ("accuracy", "macro_f1", "rows")} == {k: after[k] for k in ("accuracy", "macro_f1", "rows")}
+    same = ("accuracy", "macro_f1", "rows")
+    assert {k: before[k] for k in same} == {k: after[k] for k in same}
     assert after["loss"] == pytest.approx(before["loss"], rel=1e-5)
     old_rows = [list(range(k, min(k + 32, len(split)))) for k in range(0, len(split), 32)]
     old_pred = _predictions(model, old, old_rows, len(split))
