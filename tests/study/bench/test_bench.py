@@ -1,4 +1,5 @@
 import argparse
+from pathlib import Path
 import json
 import copy
 
@@ -312,3 +313,14 @@ def test_each_lever_section_names_levers_that_exist():
     leave its section empty."""
     for only in sections.LEVER_SECTIONS.values():
         assert any(s.lower() in name.lower() for name, _, _ in sections.LEVERS for s in only), only
+
+
+def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny_data_dir):
+    """Two benches (or parallel test runs) preparing the same configuration at once must not claim one name
+    in one shared folder (the second was refused: 'a run named ... is running on this device now')."""
+    import os
+    import tempfile
+
+    s = bench.prepare(str(tiny_data_dir), "cpu", 2, model_name=str(tiny_model_dir), batch=8, max_length=16)
+    folder = s.run.record_path.parent.parent
+    assert folder.parent == Path(tempfile.gettempdir()) and folder.name.endswith(f"-{os.getpid()}")
