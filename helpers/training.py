@@ -188,7 +188,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
                           tokens_per_s=run.timing["tokens_per_s"] * world)
     run.trained["energy"] = job_energy(run, run.trained["energy"], node_lead)
     run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
-        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}"}, shapes={
+        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}", "implementation": tr.optim,
+        **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}}, shapes={
         "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
     if run.curve:
         run.trained["time_to_accuracy"] = crossings(run.curve, compile_s=(
