@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> dict:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
-    if "levers" in blocks:  # every lever's latest measurement, not only this run's
-        blocks["levers"] = render_raw(repo_path(args.results) / "_bench" / "bench.jsonl")["levers"]
+    groups = [name for name in args.sections if name in bench_sections.LEVER_SECTIONS]
+    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept whole
+        blocks["levers-" + "-".join(groups)] = blocks.pop("levers")
     if set(args.sections) <= set(bench_sections.ON_REQUEST):  # the main block keeps its last figures
         blocks.pop("main")
     write_blocks(repo_path(args.out), blocks)
