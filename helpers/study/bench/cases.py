@@ -205,7 +205,8 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
         heads.update({f"{name}: control": a.run.head, f"{name}: variant": b.run.head})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
-    return {"steps_per_window": args.steps, "reference": REFERENCE, "levers": out, "heads": heads}
+    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model}, "levers": out,
+            "heads": heads}
 
 
 def eval_section(args, sync) -> dict:
