@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from pathlib import Path
@@ -48,7 +49,10 @@ class Run:
     model_info: dict | None = None  # build_model
     trained: dict = field(default_factory=dict)  # train: timing, utilization, energy, profile, shapes
     metrics: dict = field(default_factory=dict)  # train (loss) and evaluate (accuracy)
-    phases: dict = field(default_factory=dict)  # wall seconds per step
+    phases: dict = field(default_factory=dict)  # wall seconds per phase (schema.Phases): where the command's time goes
+    started_s: float = field(default_factory=time.perf_counter)  # perf_counter at start(): the phases' clock
+    startup_s: float = 0.0  # process start -> start(); 0 for a later run of the same process
+    eval_batches: dict = field(default_factory=dict)  # split -> its evaluation batches, built once per run
     distributed: dict = field(default_factory=dict)  # torchrun ranks: shard check
     outcome: str | None = None  # how training ended (finished, diverged, oom...); None before it ends
     error: str | None = None

@@ -26,6 +26,7 @@ import traceback
 import warnings
 from pathlib import Path
 
+import psutil
 import torch
 
 from helpers import launch
@@ -38,10 +39,11 @@ from helpers.run.checks import check_model_limit
 from helpers.run.argv import notebook_args, parse_cli
 from helpers.session import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary
-from helpers.training import eval_loader, prepare_training, train
+from helpers.training import eval_batches, eval_loader, prepare_training, train
 
 __all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "start", "load_data", "tokenize", "build_model",
-           "prepare_training", "train", "eval_loader", "evaluate", "save", "finish", "run_all", "summary"]
+           "prepare_training", "train", "eval_loader", "eval_batches", "evaluate", "save", "finish", "run_all",
+           "summary"]
 
 
 INTERRUPTED = "KeyboardInterrupt: the run was interrupted (SIGINT: Ctrl-C or a notebook's interrupt)"
@@ -58,6 +60,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     """Check `args` against the device, the model and the destination; claim the record's name; launch
     nothing. `handed`: the record hand_over returned (the later steps then say the ranks did them). Nothing
     is recorded when this raises."""
+    t0, startup_s = time.perf_counter(), startup_seconds()
     if args.train.device == "xla" or (args.train.device == "auto" and device.neuron_available()):
         neuron.apply_env(args)  # before torch_xla starts
     rank = ddp.torchrun_env()
@@ -79,7 +82,9 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     if dev.neuron and args.neuron.neuron_cache_dir and "://" not in args.neuron.neuron_cache_dir:  # s3:// is remote
         records.check_writable(repo_path(args.neuron.neuron_cache_dir), "neuron_cache_dir")
     # after the checks: auto on a CPU may probe bf16 against fp32 (seconds, once per machine and threads)
+    probe_t0 = time.perf_counter()
     choice = precision_probe.resolve(args.train.precision, dev, args.neuron, results_dir(args) / records.PEAKS)
+    probes_s = time.perf_counter() - probe_t0
     precision = choice.used
     name = args.measure.run_name or default_name(args, precision)
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
@@ -91,7 +96,8 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
                               device=dev.describe(), precision=dataclasses.asdict(choice))
     if choice.auto_reason and not (rank and rank.rank):
         print(f"precision auto: {choice.auto_reason}")
-    run = Run(args, name, dev, precision, head, path, model_config, rank=rank)
+    run = Run(args, name, dev, precision, head, path, model_config, rank=rank, started_s=t0, startup_s=startup_s)
+    run.phases.update(startup=startup_s, probes=probes_s)
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)
     try:
@@ -109,7 +115,21 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     run.handover = handed
     if handed is None:
         record_failures_in_notebook(run, finish)
+    run.phases["start"] = time.perf_counter() - t0 - probes_s
     return run
+
+
+_first_start = True  # whether start() has not run yet in this process
+
+
+def startup_seconds() -> float:
+    """Return the seconds from this process's start to now (interpreter, imports, a notebook's kernel) on
+    the process's first start(); 0.0 on a later one (its start-up was counted in the first run's record)."""
+    global _first_start
+    if not _first_start:
+        return 0.0
+    _first_start = False
+    return max(0.0, time.time() - psutil.Process().create_time())
 
 
 def hand_over(args: RunArgs) -> dict | None:
@@ -202,9 +222,9 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
         reduce = ddp.reducer(world, run.dev.type)
         for split, short in (("validation", "val"), ("test", "test")):
             sampler = ddp.ShardSampler(len(splits[split]), run.rank.rank, world) if run.rank else None
-            loader = eval_loader(run, splits[split], sampler)
-            metrics = loop.evaluate(model, loader, run.dev, run.precision, reduce=reduce,
-                                    rows_per_batch=loader.batch_size)
+            batches = eval_batches(run, split, splits[split], sampler)
+            metrics = loop.evaluate(model, batches, run.dev, run.precision, reduce=reduce,
+                                    rows_per_batch=batches.batch_size)
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
         print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}, test accuracy "
               f"{out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
@@ -219,10 +239,11 @@ def save(run: Run, model: torch.nn.Module) -> Path | None:
     folder = run.args.measure.save_dir
     if not folder or not run.lead or run.outcome not in (None, "finished"):
         return None
-    model = lora.merged(model)  # adapters merged into plain weights (on the host): any transformers client reads it
-    state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
-    model.save_pretrained(repo_path(folder), state_dict=state)
-    run.tokenizer.save_pretrained(repo_path(folder))
+    with phase(run, "save"):
+        model = lora.merged(model)  # adapters merged into plain weights (on the host): any transformers client reads it
+        state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
+        model.save_pretrained(repo_path(folder), state_dict=state)
+        run.tokenizer.save_pretrained(repo_path(folder))
     run.saved_to = str(repo_path(folder))
     return repo_path(folder)
 
@@ -256,7 +277,8 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
 
 def assemble(run: Run, status: str | None, error: str | None) -> dict:
     """Return the run's record: the head from start, each step's section, and what only the end knows."""
-    rec = {**run.head, "status": status or run.outcome or "finished", "curve": run.curve, "phases": run.phases,
+    t0 = time.perf_counter()
+    rec = {**run.head, "status": status or run.outcome or "finished", "curve": run.curve,
            "world_size": run.rank.world_size if run.rank else 1, "data": run.data, "model": run.model_info,
            **run.trained, "metrics": run.metrics or None, "saved_to": run.saved_to}
     rec["error"] = error or run.error
@@ -275,7 +297,18 @@ def assemble(run: Run, status: str | None, error: str | None) -> dict:
         rec["distributed"] = {**run.distributed, **launch.distributed_section(run.rank, run.args, run.timing,
                                                                              run.step_model)}
     rec["finished_at"] = records.now()
+    rec["phases"] = wall_split(run, time.perf_counter() - t0)
     return {k: v for k, v in rec.items() if v is not None}
+
+
+def wall_split(run: Run, record_s: float) -> dict:
+    """Return the run's phases in seconds with the whole wall (process start, or start() for a later run of
+    the process, to the record assembled) and `other`: the wall no step measured (a notebook's cells between
+    steps, a failure's traceback)."""
+    wall_s = run.startup_s + time.perf_counter() - run.started_s
+    phases = {**run.phases, "record": record_s}
+    return {**phases, "other": max(0.0, wall_s - sum(phases.values())), "wall": wall_s,
+            "periodic_evals": len(run.curve)}
 
 
 def _measured(section: str, compute) -> dict:

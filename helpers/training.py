@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass
 
 import torch
@@ -74,24 +75,74 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     return Training(device.device_loader(loader, run.dev), sampler, optimizer, scheduler, step_model)
 
 
-def eval_loader(run: Run, split, sampler=None):
-    """Return an evaluation loader: no shuffling, the training padding, batches of max(batch, 32)."""
-    collate = tokens.collator(run.tokenizer, run.args.task.padding, run.args.task.pad_to_multiple_of)
-    return tokens.loader(split, max(run.args.train.batch, 32), collate, shuffle=False,
-                         seed=run.args.train.seed, sampler=sampler)
+# padded tokens per evaluation batch off XLA: 256 rows at L=64, 32 at L=512; no backward, so the batch holds
+# one layer's activations at a time, far below a training batch's memory
+EVAL_TOKENS = 16_384
+
+
+@dataclass
+class EvalBatches:
+    """A split's evaluation batches, collated once: rows sorted by token length (longest first),
+    `batch_size` rows a batch (the last one may be short); `rows[i]` are the row indices of batch i."""
+
+    batches: list[dict]
+    batch_size: int
+    rows: list[list[int]]
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def eval_rows_per_batch(run: Run) -> int:
+    """Return the rows of an evaluation batch: max(batch, 32) on XLA (the eval graphs sweep.graphs counts),
+    elsewhere as many rows as EVAL_TOKENS padded tokens hold at max_length (at least the training batch)."""
+    tr, t = run.args.train, run.args.task
+    return max(tr.batch, 32) if run.dev.type == "xla" else max(tr.batch, EVAL_TOKENS // t.max_length)
+
+
+def by_length(lengths: list[int], indices: list[int], rows: int) -> list[list[int]]:
+    """Return `indices` cut into batches of `rows`, sorted by their `lengths` (longest first; ties keep the
+    order): each batch pads to the longest of rows of nearly one length."""
+    ordered = sorted(indices, key=lambda i: -lengths[i])
+    return [ordered[k:k + rows] for k in range(0, len(ordered), rows)]
+
+
+def eval_loader(run: Run, split, sampler=None) -> EvalBatches:
+    """Return the split's evaluation batches (`sampler`'s rows, else all), sorted by length and collated once
+    with the training padding, to be reused by every evaluation of the run."""
+    t = run.args.task
+    collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
+    lengths = [len(ids) for ids in split["input_ids"]]
+    rows = eval_rows_per_batch(run)
+    cut = by_length(lengths, list(sampler) if sampler is not None else list(range(len(split))), rows)
+    return EvalBatches([collate(split.__getitems__(chunk)) for chunk in cut], rows, cut)
+
+
+def eval_batches(run: Run, name: str, split, sampler=None) -> EvalBatches:
+    """Return split `name`'s evaluation batches, built on the run's first evaluation of it and kept."""
+    key = (name, len(split), sampler is not None)  # a rank's shard (final evaluation) is not the whole split
+    if key not in run.eval_batches:
+        run.eval_batches[key] = eval_loader(run, split, sampler)
+    return run.eval_batches[key]
 
 
 @ranks_did()
 def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     """Train with the run's timing, utilization, energy and profile around the loop; keep what they measured."""
     m, tr = run.args.measure, run.args.train
+    step_t0 = time.perf_counter()
     t = prepare_training(run, model, splits)
     run.step_model = t.step_model
     loader = run.compiles.wrap(t.loader) if run.compiles else t.loader
     per_step = {"cpu": "host", "cuda": "events", "xla": "window"}[run.dev.type]
     event = (lambda: torch.cuda.Event(enable_timing=True)) if run.dev.type == "cuda" else None
+    roof_s = 0.0
     if run.dev.type == "cpu":  # the CPU roof MFU is held against: measured now, before the clock starts
-        _measure_roof(run)
+        roof_s = _measure_roof(run)
+        run.phases["probes"] = run.phases.get("probes", 0.0) + roof_s
     peak_memory.reset_peak(run.dev.type)
     # one monitor and one energy meter per node (local rank 0); its meter reads every GPU of the node's ranks
     # (local rank i trains on cuda:i), RAPL and Neuron counters are node-wide already
@@ -124,13 +175,18 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
             run.compiles.mark("train_end")
     world = run.rank.world_size if run.rank else 1
     run.fit, run.timing = result, {**timer.summary(ranks=world), "skipped_steps": result.skipped_steps}
+    # the step's wall: the timed windows (train), the periodic evaluations, the roof probe, and the rest
+    step_s = time.perf_counter() - step_t0
     run.phases["train"] = run.timing["train_time_s"]
+    run.phases.setdefault("periodic_eval", 0.0)
+    run.phases["train_other"] = max(0.0, step_s - run.timing["train_time_s"] - run.phases["periodic_eval"] - roof_s)
     run.outcome, run.error = result.status, result.reason
     if result.stopped_early:
         run.trained["stopped_early"] = result.stopped_early
     run.trained["energy"] = job_energy(run, run.trained["energy"], node_lead)
     run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
-        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}"}, shapes={
+        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}", "implementation": tr.optim,
+        **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}}, shapes={
         "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
     if run.curve:
         run.trained["time_to_accuracy"] = crossings(run.curve, compile_s=(
@@ -162,13 +218,16 @@ def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
     return {**section, "samples": samples, "samples_per_joule": samples_per_joule(samples, section)}
 
 
-def _measure_roof(run: Run) -> None:
-    """Measure (once per machine, dtype and thread count) the CPU roof finish() will read; never fatal."""
+def _measure_roof(run: Run) -> float:
+    """Measure (once per machine, dtype and thread count) the CPU roof finish() will read; never fatal.
+    Return the seconds it took (near 0 when the machine's roof is on file)."""
+    t0 = time.perf_counter()
     try:  # its random matrices are drawn from a forked RNG: a run measuring the roof trains as one reading it
         with torch.random.fork_rng():
             device_peak(run.head["device"], run.head["precision"]["compute_dtype"], records.peaks_dir(run.record_path))
     except Exception as err:  # noqa: BLE001 - finish records the reason when it cannot find a roof either
         print(f"the CPU roof could not be measured ({type(err).__name__}: {err}); MFU will say why")
+    return time.perf_counter() - t0
 
 
 def _curve_callback(run: Run, model, splits, timer):
@@ -178,7 +237,7 @@ def _curve_callback(run: Run, model, splits, timer):
     At or above `stop_at_accuracy` it ends training (fit's StopTraining)."""
     m = run.args.measure
     n = len(splits["validation"]) if m.curve_rows is None else min(m.curve_rows, len(splits["validation"]))
-    val = eval_loader(run, splits["validation"].select(range(n)))
+    rows = splits["validation"] if n == len(splits["validation"]) else splits["validation"].select(range(n))
 
     def curve(step: int) -> None:
         if step % m.eval_every:
@@ -190,13 +249,19 @@ def _curve_callback(run: Run, model, splits, timer):
             _evaluate_point(step)
 
     def _evaluate_point(step: int) -> None:
+        t0 = time.perf_counter()
+        val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
         metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
         point = {"step": step, "train_time_s": sum(w.seconds for w in timer.windows),
                  "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"], "rows": metrics["rows"]}
         if metrics["accuracy"] >= HEADLINE and not any(p["val_accuracy"] >= HEADLINE for p in run.curve):
-            test = eval_loader(run, splits["test"])
+            test = eval_batches(run, "test", splits["test"])
             point["test_accuracy"] = loop.evaluate(model, test, run.dev, run.precision,
                                                    rows_per_batch=test.batch_size)["accuracy"]
+        now = time.perf_counter()
+        # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited, less the process start-up)
+        point.update(eval_s=now - t0, wall_s=now - run.started_s)
+        run.phases["periodic_eval"] = run.phases.get("periodic_eval", 0.0) + point["eval_s"]
         run.curve.append(point)
         if run.lead:
             print(f"step {step}: validation accuracy {metrics['accuracy']:.1%} on {metrics['rows']} rows, "

@@ -227,3 +227,29 @@ def test_sigint_while_training_is_recorded_as_interrupted_and_frees_the_name(tin
     assert rec["status"] == "interrupted" and rec["error"] == steps.INTERRUPTED, out
     assert not list(tmp_path.rglob("*.claim"))
     steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="stopped"))  # the name is free again
+
+
+def test_every_second_of_the_run_is_in_a_phase(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    """Every phase is in the record, none negative, together no more than the wall, and the training phase
+    is the timed windows; each periodic evaluation is timed on its curve point; `make baseline`'s last
+    command (helpers.run.records) prints the split."""
+    from helpers.run.schema import Phases
+
+    steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="wall", eval_every=2, max_steps=6))
+    rec = _only_record(tmp_path)
+    phases = rec["phases"]
+    assert set(Phases.model_fields) - {"reason", "save"} <= set(phases)  # save: only with save_dir
+    assert all(v >= 0 for v in phases.values())
+    measured = sum(v for k, v in phases.items() if k not in ("wall", "periodic_evals", "other"))
+    assert measured <= phases["wall"] + 1e-6  # no second counted twice
+    assert measured + phases["other"] == pytest.approx(phases["wall"], rel=1e-9)
+    assert phases["train"] == rec["timing"]["train_time_s"] > 0
+    assert phases["periodic_evals"] == len(rec["curve"]) == 3
+    assert phases["periodic_eval"] == pytest.approx(sum(p["eval_s"] for p in rec["curve"]))
+    walls = [p["wall_s"] for p in rec["curve"]]
+    assert walls == sorted(walls) and walls[-1] < phases["wall"] - phases["startup"]
+    capsys.readouterr()
+    records.main([str(tmp_path), "--run", "wall"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("wall "))
+    assert line.startswith(f"  wall {phases['wall']:.1f} s = start-up ") and "periodic evaluation" in line
+    assert "final evaluation" in line and line.endswith("x the training seconds")

@@ -21,7 +21,8 @@ def crossings(curve: list[dict], targets: tuple[float, ...] = TARGETS, compile_s
             seen = f"best {100 * best:.2f}% in {len(curve)} evaluations" if best is not None else "no evaluation"
             out[f"{target:.2f}"] = {"train_time_s": None, "reason": f"not reached ({seen})"}
             continue
-        out[f"{target:.2f}"] = {"train_time_s": hit["train_time_s"], "step": hit["step"], "rows": hit.get("rows"),
+        out[f"{target:.2f}"] = {"train_time_s": hit["train_time_s"], "wall_s": hit.get("wall_s"),
+                                "step": hit["step"], "rows": hit.get("rows"),
                                 "val_accuracy": hit["val_accuracy"], "test_accuracy": hit.get("test_accuracy"),
                                 # what a compiled device paid before its clock could reach the target
                                 "compile_s_before": compile_s}

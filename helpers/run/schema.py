@@ -233,6 +233,29 @@ class CurvePoint(Section):
     samples: Count = None
     val_accuracy: Num = None
     rows: Count = None
+    eval_s: Num = None  # this evaluation's seconds (the test split's too, where the point has test_accuracy)
+    wall_s: Num = None  # seconds since the run's start() when this evaluation ended
+
+
+class Phases(Section):
+    """Where the command's seconds went, phase by phase (seconds; periodic_evals a count); they add up to
+    `wall`. Older records have only load_data, tokenize, build_model, train and evaluate."""
+
+    startup: Num = None  # process start -> start(): interpreter, imports, a notebook's kernel (0: a later run)
+    start: Num = None  # start(): checks, device, configuration, the record's name (the probes apart)
+    probes: Num = None  # the CPU's bf16-vs-fp32 precision probe and its matmul roof (near 0 once on file)
+    load_data: Num = None
+    tokenize: Num = None
+    build_model: Num = None
+    train: Num = None  # the timed training windows: timing.train_time_s
+    train_other: Num = None  # the rest of the train step: loader, optimizer, monitors, the loop outside its windows
+    periodic_eval: Num = None  # every periodic evaluation (eval_every) together; each is its curve point's eval_s
+    periodic_evals: Count = None
+    evaluate: Num = None  # the final evaluation (validation and test)
+    save: Num = None  # save_dir
+    record: Num = None  # assembling the record (memory, systems, xla sections)
+    other: Num = None  # the wall no step measured: a notebook's cells between steps, a failure's traceback
+    wall: Num = None  # process start (start() for a later run of the process) -> the record assembled
 
 
 class RunRecord(BaseModel):
@@ -265,7 +288,7 @@ class RunRecord(BaseModel):
     utilization: Section | None = None
     metrics: Metrics | None = None
     curve: list[CurvePoint] = Field(default_factory=list)
-    phases: dict[str, Num] = Field(default_factory=dict)
+    phases: Phases | None = None
     shapes: Section | None = None
     xla: Section | None = None
     distributed: Section | None = None

@@ -16,9 +16,26 @@ def headline(record: dict) -> str:
         lines.append(f"  time to 90% validation accuracy: {ninety['train_time_s']:.0f} s of training (step "
                      f"{ninety['step']}), test accuracy of that checkpoint {ninety.get('test_accuracy')}"
                      if ninety.get("train_time_s") is not None else f"  time to 90% validation accuracy: {ninety['reason']}")
+    if (record.get("phases") or {}).get("wall") is not None:
+        lines.append(wall_line(record["phases"]))
     if record.get("error"):
         lines.append(f"  error: {str(record['error']).splitlines()[0][:200]}")
     return "\n".join(lines)
+
+
+# the split's phases in the order they run, with the words a reader sees
+WALL_PARTS = (("startup", "start-up"), ("start", "checks"), ("probes", "probes"), ("load_data", "data"),
+              ("tokenize", "tokens"), ("build_model", "model"), ("train", "training"),
+              ("train_other", "around training"), ("periodic_eval", "periodic evaluation"),
+              ("evaluate", "final evaluation"), ("save", "save"), ("record", "record"), ("other", "other"))
+
+
+def wall_line(phases: dict) -> str:
+    """Return the wall split as one line: seconds per phase, and the wall as a multiple of the training's."""
+    parts = [f"{words} {phases[key]:.1f}" + (f" ({phases.get('periodic_evals')})" if key == "periodic_eval" else "")
+             for key, words in WALL_PARTS if phases.get(key) is not None]
+    ratio = f"; {phases['wall'] / phases['train']:.2f}x the training seconds" if phases.get("train") else ""
+    return f"  wall {phases['wall']:.1f} s = " + ", ".join(parts) + ratio
 
 
 def summary(record: dict):
@@ -29,6 +46,7 @@ def summary(record: dict):
     rows = {
         "status": record.get("status"), "device": record.get("device", {}).get("name"),
         "precision": record.get("precision", {}).get("used"),
+        "wall_s": (record.get("phases") or {}).get("wall"),
         "train_time_s": t.get("train_time_s"), "first_step_s": t.get("first_step_s"),
         "step_time_median_s": t.get("step_time_median_s"), "samples_per_s": t.get("samples_per_s"),
         "val_accuracy": m.get("val_accuracy"), "test_accuracy": m.get("test_accuracy"),

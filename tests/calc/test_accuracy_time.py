@@ -3,14 +3,15 @@ from helpers.calc.accuracy_time import crossings
 
 CURVE = [{"step": 100, "train_time_s": 50.0, "val_accuracy": 0.85, "rows": 2000},
          {"step": 200, "train_time_s": 100.0, "val_accuracy": 0.895, "rows": 2000},
-         {"step": 300, "train_time_s": 150.0, "val_accuracy": 0.905, "rows": 2000, "test_accuracy": 0.9},
+         {"step": 300, "train_time_s": 150.0, "val_accuracy": 0.905, "rows": 2000, "test_accuracy": 0.9,
+          "wall_s": 260.0},
          {"step": 400, "train_time_s": 200.0, "val_accuracy": 0.89, "rows": 2000}]
 
 
 def test_the_first_evaluation_at_or_above_a_target_is_its_crossing():
     out = crossings(CURVE)
     assert out["0.88"]["train_time_s"] == 100.0 and out["0.88"]["step"] == 200
-    assert out["0.90"] == {"train_time_s": 150.0, "step": 300, "rows": 2000, "val_accuracy": 0.905,
+    assert out["0.90"] == {"train_time_s": 150.0, "wall_s": 260.0, "step": 300, "rows": 2000, "val_accuracy": 0.905,
                            "test_accuracy": 0.9, "compile_s_before": None}
 
 

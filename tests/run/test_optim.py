@@ -114,3 +114,30 @@ def test_the_xla_adamw_keeps_bf16_weights_moving_past_256_steps():
     opt.step()
     assert opt.steps_done == 301 and p.dtype == torch.bfloat16 and torch.isfinite(p).all()
     assert (p.detach() < before).all()  # still stepping: lr 1e-2 against bf16 weights near -2
+
+
+@pytest.mark.parametrize("variant", ["adamw_torch_fused", "adamw_torch_foreach"])
+def test_fused_and_foreach_adamw_make_the_for_loop_update(variant):
+    """Three real steps (LLRD groups, weight decay, a warm-up schedule) from one seeded model and batch: the
+    fused / foreach AdamW leave every weight where the for-loop one does, to float32 tolerance."""
+    g = torch.Generator().manual_seed(0)
+    batch = {"input_ids": torch.randint(1, 100, (8, 12), generator=g), "labels": torch.randint(0, 6, (8,), generator=g)}
+    config = tiny_bert_config(vocab_size=100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    start = BertForSequenceClassification(config).state_dict()
+    weights = {}
+    for name in ("adamw_torch", variant):
+        torch.manual_seed(0)
+        model = BertForSequenceClassification(config)
+        opt = optim.build_optimizer(model, 1e-3, 0.9, 0.01, name, "cpu")
+        sched = optim.build_scheduler(opt, total_steps=10, warmup_ratio=0.2)
+        for _ in range(3):
+            model(**batch).loss.backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+        weights[name] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    moved = sum(not torch.equal(weights[variant][k], start[k]) for k in start)
+    assert moved > len(start) // 2  # the steps changed the weights
+    for k, w in weights["adamw_torch"].items():
+        torch.testing.assert_close(weights[variant][k], w, rtol=1e-5, atol=1e-6, msg=k)

@@ -5,6 +5,8 @@ the baseline, levers one at a time (helpers/study/bench/cases.py), into BENCHMAR
     python -m helpers.study.bench --device cuda --data-dir ../shared/data/emotion   # a GPU
     python -m helpers.study.bench --sections levers                                 # one lever at a time
     python -m helpers.study.bench --sections tta --threads 2 --data-dir ../shared/data/emotion   # vs Trainer, to 90%
+    python -m helpers.study.bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
+    python -m helpers.study.bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
     python -m helpers.study.bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
 """
 from __future__ import annotations
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "(both sides; default its 1): one epoch reached 90%% validation at step 350 in the recipe search")
     parser.add_argument("--tta-budget-s", type=float, default=None, help="tta: training seconds after which a "
                         "Trainer configuration short of the target ends (its time and ratio become lower bounds)")
+    parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
+    parser.add_argument("--eval-train-steps", type=int, default=100, help="eval: steps MiniLM is fine-tuned before "
+                        "its evaluations are timed (0: the untrained head)")
     parser.add_argument("--max-other-cores", type=float, default=0.5,
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
@@ -94,7 +99,8 @@ def main(argv: list[str] | None = None) -> dict:
             "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0],
             "max_other_cores": args.max_other_cores if args.gate else None}
     results: dict = {}
-    for section in args.sections:
+    for name in args.sections:
+        section = name
         print(f"bench: {section} ...", file=sys.stderr, flush=True)
         if section == "overhead":
             results["overhead"] = bench_sections.overhead_section(args, sync)
@@ -106,6 +112,11 @@ def main(argv: list[str] | None = None) -> dict:
             results["data"] = bench_sections.data_section(args)
         elif section == "levers":
             results["levers"] = bench_sections.levers_section(args, sync)
+        elif section in bench_sections.LEVER_SECTIONS:  # a few levers: recorded as the levers section
+            section = "levers"
+            results["levers"] = bench_sections.levers_section(args, sync, bench_sections.LEVER_SECTIONS[name])
+        elif section == "eval":
+            results["eval"] = bench_sections.eval_section(args, sync)
         elif section == "tta":
             results["tta"] = tta_section(args, Sizes(args.tta_model, args.tta_rows, args.tta_eval_rows,
                                                      args.tta_eval_every, args.tta_max_steps, args.tta_target,
@@ -122,6 +133,9 @@ def main(argv: list[str] | None = None) -> dict:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
+    groups = [name for name in args.sections if name in bench_sections.LEVER_SECTIONS]
+    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept whole
+        blocks["levers-" + "-".join(groups)] = blocks.pop("levers")
     if set(args.sections) <= set(bench_sections.ON_REQUEST):  # the main block keeps its last figures
         blocks.pop("main")
     write_blocks(repo_path(args.out), blocks)

@@ -13,13 +13,16 @@ import torch
 
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
-from helpers.run import tokens
+from helpers.run import destination, precision as prec, tokens, train as loop
 from helpers.run.args import PRESETS, build_args
 from helpers.study.bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate,
                                          paired_ratios, prepare, trainer_window)
 
-SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta")  # tta: trainer_tta.py
-ON_REQUEST = ("levers", "tta")  # long: run only when named in --sections
+# --sections names that run a few of the levers each; their rows join the levers block
+LEVER_SECTIONS = {"compile": ("torch.compile",), "optim": ("AdamW",), "attention": ("attention",),
+                  "threads": ("threads",)}
+SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)  # tta: trainer_tta.py
+ON_REQUEST = ("levers", "tta", "eval", *LEVER_SECTIONS)  # long: run only when named in --sections
 # Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
 OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
                     precision="auto", optim="adamw_torch")
@@ -47,7 +50,14 @@ LEVERS = (
     ("length-grouped dynamic vs static, L<=32", dict(),
      dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
     ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
+    # make baseline's padding in buckets of 16 tokens: a few compiled shapes (16, 32, 48, 64), not one per length
+    ("torch.compile vs eager, length-grouped dynamic padding in buckets of 16, L<=64",
+     dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True),
+     dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True, compile=True)),
+    ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
+# evaluation before and after issue 38, on make baseline's model and padding (Makefile BASELINE_PARAMS)
+EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4)
 
 
 
@@ -154,17 +164,39 @@ def data_section(args) -> dict:
             "tokenize_s": times_s}
 
 
-def levers_section(args, sync) -> dict:
-    """Return, for each lever, the variant / control samples/s ratio, alternated in one process."""
+def with_threads(window, threads: int | None):
+    """Return `window` run with `threads` torch threads (None: as set), the process's count restored after."""
+    def run() -> dict:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads or before)
+        try:
+            return window()
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
+    """Return, for each lever (those whose name contains one of `only`, when given), the variant / control
+    samples/s ratio, alternated in one process."""
     out, heads = [], {}
+    full = torch.get_num_threads()
+    threads = {None: None, "all": full, "half": max(1, full // 2)}  # the bench-only `threads` knob
     for name, control, variant in LEVERS:
         if args.lever and not any(s.lower() in name.lower() for s in args.lever):
             continue
+        if only and not any(s.lower() in name.lower() for s in only):
+            continue
         ref = REFERENCE | {"model_name": args.model}
+        control, variant = dict(control), dict(variant)
+        n_control, n_variant = threads[control.pop("threads", None)], threads[variant.pop("threads", None)]
         a = prepare(args.data_dir, args.device, args.steps, **(ref | control))
         b = prepare(args.data_dir, args.device, args.steps, **(ref | variant))
-        rates = alternate({"control": fit_window(a, args.steps), "variant": fit_window(b, args.steps)},
+        rates = alternate({"control": with_threads(fit_window(a, args.steps), n_control),
+                           "variant": with_threads(fit_window(b, args.steps), n_variant)},
                           args.windows, args.warmup, sync, gate=args.gate)
+        control |= {"threads": n_control} if n_control else {}
+        variant |= {"threads": n_variant} if n_variant else {}
         out.append({"name": name, "control": control, "variant": variant,
                     "control_samples_per_s": median_rate(rates, "control"),
                     "variant_samples_per_s": median_rate(rates, "variant"),
@@ -173,4 +205,65 @@ def levers_section(args, sync) -> dict:
         heads.update({f"{name}: control": a.run.head, f"{name}: variant": b.run.head})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
-    return {"steps_per_window": args.steps, "reference": REFERENCE, "levers": out, "heads": heads}
+    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model}, "levers": out,
+            "heads": heads}
+
+
+def eval_section(args, sync) -> dict:
+    """Return the rows/s of evaluating the whole validation split with the loader evaluation used before
+    issue 38 (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
+    length-sorted batches collated once (training.eval_loader, under inference mode), alternated in one
+    process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; and
+    both sides' figures and per-row predictions."""
+    with tempfile.TemporaryDirectory() as tmp:
+        train_steps = max(1, args.eval_train_steps)
+        run = steps.start(build_args(EVAL_CFG | {
+            "model_name": args.eval_model, "data_dir": args.data_dir, "device": args.device,
+            "train_subset": train_steps * EVAL_CFG["batch"], "max_steps": train_steps, "epochs": 1,
+            "progress": False, "results_path": tmp}))
+        splits = steps.tokenize(run, steps.load_data(run))
+        model = steps.build_model(run)
+        if args.eval_train_steps:
+            steps.train(run, model, splits)  # a model that tells the labels apart: its predictions mean something
+        destination.release(run.claim)  # nothing is recorded under the run's name
+    split, t, task = splits["validation"], run.args.train, run.args.task
+    collate = tokens.collator(run.tokenizer, task.padding, task.pad_to_multiple_of)
+    old = tokens.loader(split, max(t.batch, 32), collate, shuffle=False, seed=t.seed)
+    t0 = time.perf_counter()
+    new = steps.eval_loader(run, split)
+    build_s = time.perf_counter() - t0
+    figures = {}
+
+    def old_window() -> dict:
+        with torch.no_grad():
+            figures["before"] = loop.evaluate_batches(model, old, run.dev, run.precision)
+        return {"samples": figures["before"]["rows"]}
+
+    def new_window() -> dict:
+        figures["after"] = loop.evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
+        return {"samples": figures["after"]["rows"]}
+    rates = alternate({"before: loader, no_grad": old_window, "after: sorted, built once, inference mode": new_window},
+                      args.windows, args.warmup, sync, gate=args.gate)
+    in_order = [list(range(k, min(k + old.batch_size, len(split)))) for k in range(0, len(split), old.batch_size)]
+    before = predictions(model, old, in_order, len(split), run.dev, run.precision)
+    after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
+    return {"config": EVAL_CFG | {"model_name": args.eval_model}, "rows": len(split), "precision": run.precision,
+            "rates": rates,
+            "batch_rows": {"before": old.batch_size, "after": new.batch_size}, "build_s": build_s,
+            "train_steps": args.eval_train_steps, "figures": figures,
+            "same_predictions": bool(torch.equal(before, after)), "rows_predicted_apart": int((before != after).sum()),
+            "labels_predicted": len(set(after.tolist())),
+            "heads": {name: run.head for name in rates}}
+
+
+def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, dev,
+                precision: str) -> torch.Tensor:
+    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in `precision`."""
+    out = torch.full((n,), -1)
+    model.eval()
+    with torch.inference_mode():
+        for batch, index in zip(batches, rows):
+            with prec.autocast(precision, dev.type):
+                logits = model(**{k: v.to(dev.torch_device) for k, v in batch.items()}).logits
+            out[torch.tensor(index)] = logits.argmax(-1).cpu()
+    return out

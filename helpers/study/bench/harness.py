@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -174,7 +175,8 @@ def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = 
     one epoch: dynamic padding and length grouping then see the rows' whole length distribution.
     """
     values = {"data_dir": data_dir, "device": device, "shuffle_subset": True, "eval_subset": 1, "progress": False,
-              "results_path": "/tmp/accelbench-bench", **overrides}
+              # a folder of this process's own: two benches (or test runs) at once never claim the same name
+              "results_path": os.path.join(tempfile.gettempdir(), f"accelbench-bench-{os.getpid()}"), **overrides}
     args = build_args(values)
     args = args.with_values(train_subset=n_steps * args.train.batch * args.train.gradient_accumulation_steps,
                             max_steps=10_000)

@@ -140,7 +140,33 @@ def render(results: dict, meta: dict) -> dict[str, str]:
         blocks["levers"] = "\n".join(rows)
     if results.get("tta"):
         blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
+    if results.get("eval"):
+        blocks["eval"] = "\n".join([head, "", *_eval(results["eval"])])
     return blocks
+
+
+def _eval(e: dict) -> list[str]:
+    """Return the evaluation section: rows/s before and after, their paired ratio, and whether they agree."""
+    names = list(e["rates"])
+    x, text = paired_text(e["rates"], names[1], names[0])
+    before, after = e["figures"]["before"], e["figures"]["after"]
+    same = all(before[k] == after[k] for k in ("accuracy", "macro_f1", "rows"))
+    c = e["config"]
+    return ["### Evaluation of the whole validation split: before and after issue 38", "",
+            f"Does one evaluation cost less, measuring the same? {c['model_name']} (L<={c['max_length']}, "
+            f"{c['padding']} padding, precision {e['precision']}) fine-tuned {e['train_steps']} steps, then the "
+            f"{e['rows']:,} validation rows evaluated by each side in turn, the order rotated each round. Before: "
+            f"the DataLoader evaluation used ({e['batch_rows']['before']} rows a batch in file order, collated at "
+            f"every evaluation, no_grad); after: `training.eval_loader` ({e['batch_rows']['after']} rows a batch "
+            f"sorted by length, collated once per run in {e['build_s']:.2f} s, inference mode).", "",
+            *_rate_table(e["rates"], unit="rows/s"), "",
+            f"**after / before rows/s = {text}**. Accuracy {after['accuracy']:.4f} after, {before['accuracy']:.4f} "
+            f"before, macro-F1 {after['macro_f1']:.4f} / {before['macro_f1']:.4f}: "
+            + ("identical" if same else "**different**")
+            + f"; per-row predictions {'identical' if e['same_predictions'] else '**different**'}"
+            + ("" if e["same_predictions"] else f" on {e.get('rows_predicted_apart')} of {e['rows']:,} rows")
+            + " "
+            f"({e['labels_predicted']} labels predicted); mean loss {after['loss']:.6f} / {before['loss']:.6f}.", ""]
 
 
 def _seconds(values: list, beyond: list | None = None) -> str:
@@ -150,6 +176,12 @@ def _seconds(values: list, beyond: list | None = None) -> str:
     above = [b for b in beyond or [] if b is not None]
     return f"{statistics.median(known):.0f}" + (f" ({len(known)} of {len(values)})" if len(known) < len(values) else "") \
         if known else f"≥ {min(above):.0f} (a minimum: not reached)" if above else "not reached"
+
+
+def _wall(windows: list[dict]) -> str:
+    """Return the median wall seconds to the target ('-' for rounds measured before the wall was)."""
+    walls = [w.get("wall_to_target_s") for w in windows]
+    return _seconds(walls) if any("wall_to_target_s" in w for w in windows) else "-"
 
 
 def _tta(t: dict) -> list[str]:
@@ -165,8 +197,14 @@ def _tta(t: dict) -> list[str]:
              else "; every configuration trains to its end")
           + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} training s "
              "(its time and ratio are then lower bounds)." if z.get("budget_s") else "."), "",
-          f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | at step | steps trained | "
-          "training s | samples/s | best validation accuracy |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+          f"Time to {target} is training seconds (evaluations left out); wall to {target} is what a user waits: "
+          "the seconds from the configuration's start step (checks, data, tokens, model) to the end of the "
+          "evaluation that reached it, every evaluation included (the bench process's own start-up is in neither).",
+          "",
+          f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | "
+          f"wall to {target} (s, median; ≥: a minimum) | "
+          "at step | steps trained | training s | samples/s | best validation accuracy |",
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, windows in rates.items():
         recipe = t["configs"][name]
         steps_at = [w["target_step"] for w in windows if w.get("target_step")]
@@ -174,6 +212,7 @@ def _tta(t: dict) -> list[str]:
                   f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, lr "
                   f"{recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
                   f"{_seconds([w['time_to_target_s'] for w in windows], [w.get('beyond_s') for w in windows])} | "
+                  f"{_wall(windows)} | "
                   f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | {statistics.median(w['steps'] for w in windows):.0f} | "
                   f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
                   f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
@@ -186,7 +225,11 @@ def _tta(t: dict) -> list[str]:
                         if len(known) > 1 else "one round: a single run each, no spread")
                      + ")" if r["median"] is not None and None not in r["per_round"] else
                      _at_least(label, r, target))
-    return md + ["", f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + ".", ""]
+    walls = [f"{label} = {r['median']:.2f}x" for label, r in (t.get("wall_ratios") or {}).items()
+             if r["median"] is not None]
+    return md + ["", f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + ".",
+                 *(["", f"Wall to {target} (median of the rounds where both reached it): " + "; ".join(walls) + "."]
+                   if walls else []), ""]
 
 
 def _at_least(label: str, r: dict, target: str) -> str:
@@ -204,7 +247,7 @@ def render_raw(raw: Path) -> dict[str, str]:
     """Return the Markdown blocks from the raw windows file (`--render`): the latest record of each main
     section, and the latest measurement of each lever, each run named with its own command line."""
     rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
-    latest = {r["section"]: r for r in rows if r["section"] not in ("levers", "tta")}
+    latest = {r["section"]: r for r in rows if r["section"] not in ("levers", "tta", "eval")}
     blocks = {}
     if latest:
         runs: dict[tuple, list[str]] = {}  # one head line per run (command, date) that wrote a section
@@ -225,9 +268,11 @@ def render_raw(raw: Path) -> dict[str, str]:
             levers.insert(0, render(result, {"load_end": r["meta"]["load_start"]} | r["meta"])["levers"])
     if levers:
         blocks["levers"] = "\n\n".join(levers)
-    tta = [r for r in rows if r["section"] == "tta"]
-    if tta:  # the latest measurement, with its own command line
-        blocks["tta"] = render({"tta": tta[-1]["result"]}, {"load_end": tta[-1]["meta"]["load_start"]} | tta[-1]["meta"])["tta"]
+    for name in ("tta", "eval"):
+        found = [r for r in rows if r["section"] == name]
+        if found:  # the latest measurement, with its own command line
+            last = found[-1]
+            blocks[name] = render({name: last["result"]}, {"load_end": last["meta"]["load_start"]} | last["meta"])[name]
     return blocks
 
 

@@ -78,11 +78,14 @@ def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -
 
 
 class EvalClock:
-    """A TrainerCallback's clock: training seconds at each evaluation, evaluations left out; at or above
-    `target` (when given), or past `budget_s` training seconds (when given), it ends training."""
+    """A TrainerCallback's clock: training seconds at each evaluation, evaluations left out, and the wall
+    since `origin_s` (perf_counter at the configuration's start) when each ends; at or above `target` (when
+    given), or past `budget_s` training seconds (when given), it ends training."""
 
-    def __init__(self, sync: Callable[[], None], target: float | None, budget_s: float | None = None):
+    def __init__(self, sync: Callable[[], None], target: float | None, budget_s: float | None = None,
+                 origin_s: float | None = None):
         self.sync, self.target, self.budget_s = sync, target, budget_s
+        self.origin_s = time.perf_counter() if origin_s is None else origin_s
         self.points: list[dict] = []
         self.t0 = self.paused = None
         self.eval_s = self.train_s = 0.0
@@ -101,7 +104,8 @@ class EvalClock:
         self.eval_s += time.perf_counter() - self.paused
         accuracy = metrics["eval_accuracy"]
         self.points.append({"step": state.global_step, "train_time_s": self.train_s, "val_accuracy": accuracy,
-                            "samples": state.global_step * args.train_batch_size})  # a partial last batch counts whole
+                            "samples": state.global_step * args.train_batch_size,  # a partial last batch counts whole
+                            "wall_s": time.perf_counter() - self.origin_s})
         if self.target is not None and accuracy >= self.target \
                 or self.budget_s is not None and self.train_s >= self.budget_s:
             control.should_training_stop = True
@@ -115,6 +119,7 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
     """Return (the outcome, the run's head) of configuration `name` through `transformers.Trainer`."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
+    origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
     run = steps.start(build_args(_values(name, sizes, data_dir, device, results)))
     destination.release(run.claim)  # Trainer trains it: the run path writes no record of this name
     splits = steps.tokenize(run, steps.load_data(run))
@@ -124,7 +129,8 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
     class Clock(EvalClock, TrainerCallback):
         """EvalClock as one of Trainer's callbacks."""
 
-    clock = Clock(lambda: synchronize(run.dev), sizes.target if sizes.stop_at_target else None, sizes.budget_s)
+    clock = Clock(lambda: synchronize(run.dev), sizes.target if sizes.stop_at_target else None, sizes.budget_s,
+                  origin_s)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
             output_dir=out, per_device_train_batch_size=a.train.batch, per_device_eval_batch_size=max(a.train.batch, 32),
@@ -153,6 +159,7 @@ def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, sa
     hit = crossings(curve, (target,))[f"{target:.2f}"]
     reached = hit.get("train_time_s") is not None
     return {"status": status, "precision": precision, "time_to_target_s": hit.get("train_time_s"),
+            "wall_to_target_s": hit.get("wall_s"),
             "target_step": hit.get("step"), "reason": hit.get("reason"), "train_time_s": train_s,
             "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],
             "steps": steps_done, "samples": samples, "curve": curve,
@@ -179,16 +186,18 @@ def tta_section(args, sizes: Sizes | None = None) -> dict:
                      "seconds": w["train_time_s"]} for w in windows] for name, windows in rounds.items()}
     configs = {name: {**c, "epochs": heads[name]["params"]["epochs"]} for name, c in CONFIGS.items()}  # as run
     return {"sizes": asdict(sizes), "configs": configs, "rates": rates, "heads": heads,
-            "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS}}
+            "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS},
+            "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in RATIOS}}
 
 
-def ratios(rates: dict[str, list[dict]], num: str, den: str) -> dict:
-    """Return `num`'s time to target / `den`'s, per round (None where either did not reach it) and their median;
-    `at_least`: per round, the ratio or, where only `num` fell short, its lower bound (`beyond_s` / `den`'s)."""
-    per_round = [a["time_to_target_s"] / b["time_to_target_s"] if a["time_to_target_s"] and b["time_to_target_s"]
-                 else None for a, b in zip(rates[num], rates[den])]
-    at_least = [x if x is not None else a["beyond_s"] / b["time_to_target_s"]
-                if a.get("beyond_s") and b["time_to_target_s"] else None
+def ratios(rates: dict[str, list[dict]], num: str, den: str, key: str = "time_to_target_s") -> dict:
+    """Return `num`'s time to target / `den`'s (training seconds, or `key`: wall seconds), per round (None where
+    either did not reach it) and their median; `at_least`: per round, the ratio or, where only `num` fell short,
+    its lower bound (`beyond_s` / `den`'s; training seconds only)."""
+    per_round = [a.get(key) / b.get(key) if a.get(key) and b.get(key) else None
+                 for a, b in zip(rates[num], rates[den])]
+    at_least = [x if x is not None else a["beyond_s"] / b[key]
+                if key == "time_to_target_s" and a.get("beyond_s") and b[key] else None
                 for x, a, b in zip(per_round, rates[num], rates[den])]
     known = [x for x in per_round if x is not None]
     return {"median": statistics.median(known) if known else None, "per_round": per_round, "at_least": at_least}

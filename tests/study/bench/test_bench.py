@@ -1,4 +1,5 @@
 import argparse
+from pathlib import Path
 import json
 import copy
 
@@ -284,3 +285,42 @@ def test_the_bench_command_writes_a_record_per_configuration_and_the_raw_row(tin
     (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
     assert set(row["result"]["records"]) == {"fit (harness)", "bare loop", "Trainer"}
     assert "heads" not in row["result"] and "fit / bare loop" in (tmp_path / "BENCH.md").read_text()
+
+
+def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
+    """Evaluation before and after issue 38, alternated: both sides count every row, agree on accuracy and on
+    every row's prediction, and the section renders its ratio with the verdict."""
+    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2, warmup=0, gate=None,
+                              eval_model=str(tiny_model_dir), eval_train_steps=4)
+    out = sections.eval_section(args, sync=lambda: None)
+    assert [len(w) for w in out["rates"].values()] == [2, 2]
+    assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
+    assert out["figures"]["before"]["rows"] == out["figures"]["after"]["rows"] == out["rows"] == 64
+    assert out["same_predictions"] and out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
+    text = render.render({"eval": out}, META)["eval"]
+    assert "after / before rows/s = " in text and "identical" in text and "**different**" not in text
+
+
+def test_a_lever_window_runs_with_its_threads_and_gives_the_process_its_own_back():
+    before = torch.get_num_threads()
+    seen = []
+    window = sections.with_threads(lambda: seen.append(torch.get_num_threads()) or {"samples": 1}, before + 1)
+    assert window() == {"samples": 1} and seen == [before + 1] and torch.get_num_threads() == before
+
+
+def test_each_lever_section_names_levers_that_exist():
+    """`--sections optim` (compile, attention, threads) runs at least one lever: a renamed lever cannot
+    leave its section empty."""
+    for only in sections.LEVER_SECTIONS.values():
+        assert any(s.lower() in name.lower() for name, _, _ in sections.LEVERS for s in only), only
+
+
+def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny_data_dir):
+    """Two benches (or parallel test runs) preparing the same configuration at once must not claim one name
+    in one shared folder (the second was refused: 'a run named ... is running on this device now')."""
+    import os
+    import tempfile
+
+    s = bench.prepare(str(tiny_data_dir), "cpu", 2, model_name=str(tiny_model_dir), batch=8, max_length=16)
+    folder = s.run.record_path.parent.parent
+    assert folder.parent == Path(tempfile.gettempdir()) and folder.name.endswith(f"-{os.getpid()}")
