@@ -95,3 +95,21 @@ def real_data_dir() -> Path:
 def results_path(tmp_path) -> Path:
     """A fresh JSONL results file for one test."""
     return tmp_path / "runs.jsonl"
+
+
+# steps.finish saves a record the schema refused in the working folder, so that it is never lost; in a test
+# run that is a record a test did not ask for: every run's record must pass the schema where it belongs
+def _stray_records() -> set[Path]:
+    """Return the record files standing in the repository's root folder."""
+    return set(REPO.glob("*@*.json"))
+
+
+def pytest_sessionstart(session):
+    session.config._records_before = _stray_records()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    stray = _stray_records() - getattr(session.config, "_records_before", set())
+    if stray:
+        print(f"\nrecords written to the working folder (refused where they belong): {sorted(map(str, stray))}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

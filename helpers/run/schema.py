@@ -186,6 +186,9 @@ class Optimizer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     class_: str = Field(alias="class")  # module-qualified, as torch.optim.adamw.AdamW (written as "class")
+    implementation: str | None = None  # the `optim` parameter: adamw_torch, adamw_torch_foreach, adamw_torch_fused
+    fused: bool | None = None  # set where torch's AdamW ran fused (one kernel over all parameters)
+    foreach: bool | None = None  # set where it ran foreach (batched over parameters)
 
 
 class TokenStats(BaseModel):

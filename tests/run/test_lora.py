@@ -25,6 +25,7 @@ def test_a_lora_step_trains_the_adapters_and_the_head_and_nothing_else(tiny_mode
     assert changed and all("lora_" in n or "classifier" in n for n in changed), changed
     assert any("lora_B" in n for n in changed)  # B starts at zero: a step that moved it trained the adapter
     rec = steps.finish(run)
+    assert run.record_path.is_file()  # the record passed the schema where it belongs (not the working folder's)
     info = rec["model"]
     assert 0 < info["trainable_parameters"] < info["parameters"] / 10
     assert info["optimizer_state_bytes"] == 2 * 4 * info["trainable_parameters"]  # two fp32 AdamW moments
