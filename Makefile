@@ -126,9 +126,11 @@ BASELINE_PARAMS ?= -p model_name minilm -p max_length 64 -p padding dynamic -p g
 	-p batch 32 -p lr 2e-4 -p epochs 1 -p log_every 50 -p eval_every 50 -p progress False -p replace_record True
 baseline: venv
 	@mkdir -p Experiment/runs
+	@date +%s > Experiment/runs/.$(BASELINE_RUN).started
 	$(VENV)/bin/papermill Nvidia/baseline.ipynb Experiment/runs/$(BASELINE_RUN).ipynb --log-output \
 	  $(BASELINE_PARAMS) -p run_name $(BASELINE_RUN) -p results_path $(BASELINE_RESULTS) $(EXTRA)
-	$(PY) -m helpers.run.records $(BASELINE_RESULTS)/adhoc --run $(BASELINE_RUN)
+	$(PY) -m helpers.run.records $(BASELINE_RESULTS)/adhoc --run $(BASELINE_RUN) \
+	  --since $$(cat Experiment/runs/.$(BASELINE_RUN).started)
 	@echo "executed notebook: Experiment/runs/$(BASELINE_RUN).ipynb"
 
 ## baseline-smoke: `make baseline` on a tiny setting (CI runs it: the first command must never break)

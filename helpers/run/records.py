@@ -269,13 +269,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
     parser.add_argument("path", nargs="?", default=RESULTS_DIR, help="a record file or a results folder")
     parser.add_argument("--run", help="only records of this run name")
+    parser.add_argument("--since", type=float, help="only records whose file was written after this Unix time "
+                        "(`make baseline`: its own start, so another machine's older record is never shown)")
     args = parser.parse_args(argv)
     path = repo_path(args.path)
     found, skipped = read_records(path)
-    found = [r for r in found if args.run in (None, r["run_name"])]
+    found = [r for r in found if args.run in (None, r["run_name"])
+             and (args.since is None or Path(r["_source"]).stat().st_mtime >= args.since)]
     if not found:
         unread = "".join(f"\n  skipped {what}" for what in skipped)
-        raise SystemExit(f"no record{' of ' + args.run if args.run else ''} in {path}{unread}")
+        since = " written by this run" if args.since is not None else ""
+        raise SystemExit(f"no record{' of ' + args.run if args.run else ''}{since} in {path}{unread}")
     newest = max(found, key=lambda r: (str(r.get("finished_at") or r.get("started_at")), r["_source"]))
     from helpers.run.summary import headline  # display only
 

@@ -174,6 +174,7 @@ class Crossing(Section):
 
     model_config = ConfigDict(extra="forbid")
     train_time_s: Num = None  # None: not reached, `reason` says so and the best accuracy seen
+    wall_s: Num = None  # seconds from the run's start() to the end of that evaluation (what a user waited)
     step: Count = None
     rows: Count = None  # validation rows of that evaluation
     val_accuracy: Num = None

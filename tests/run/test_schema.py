@@ -157,3 +157,17 @@ def test_a_schema_version_that_is_not_a_positive_integer_is_refused(tmp_path, ve
     found, skipped = records.read_records(tmp_path)
     assert not found and list(skipped) == [f"odd@cpu.json: schema_version {version!r} is not a schema version "
                                            "(an integer from 1)"]
+
+
+def test_a_curve_that_reaches_its_targets_is_recorded_with_its_crossings(tmp_path):
+    """Every key crossings() writes is typed: a run whose curve passed 88-92% (tiny test runs never do) was
+    refused by the schema and its record fell back to the working folder."""
+    from helpers.calc.accuracy_time import crossings
+
+    curve = [{"step": 50 * i, "train_time_s": 10.0 * i, "wall_s": 12.0 * i, "samples": 1600 * i, "rows": 2000,
+              "val_accuracy": 0.3 + 0.2 * i, "eval_s": 1.5} for i in range(1, 4)]
+    curve[-1]["test_accuracy"] = 0.9
+    rec = record("cpu", "time_to_accuracy", {"batch": 32}, run_name="crossed")
+    rec.update(curve=curve, time_to_accuracy=crossings(curve, compile_s=0.0))
+    valid, why = schema.validate(rec)
+    assert why is None and valid["time_to_accuracy"]["0.90"]["wall_s"] == 36.0

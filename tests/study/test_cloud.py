@@ -121,8 +121,9 @@ def test_the_run_every_task_launches_is_the_run_the_local_target_runs():
 
 
 def test_cloud_run_is_the_check_then_each_suite_through_the_sweeps_own_command_line():
-    out = subprocess.run(["make", "-n", "cloud-run", "SUITES=cloud/smoke.toml padding", "VARIANT=full",
-                          "SWEEP_TARGET=trainium", "SWEEP_PY=python"],
+    # --no-print-directory: under `make test` (a recursive make) every make prints "Entering directory"
+    out = subprocess.run(["make", "--no-print-directory", "-n", "cloud-run", "SUITES=cloud/smoke.toml padding",
+                          "VARIANT=full", "SWEEP_TARGET=trainium", "SWEEP_PY=python"],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0] == "python -m helpers.check"
     assert "for suite in cloud/smoke.toml padding; do" in out
