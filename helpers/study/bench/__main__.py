@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> dict:
             results["levers"] = bench_sections.levers_section(args, sync)
         elif section in bench_sections.LEVER_SECTIONS:  # a few levers: recorded as the levers section
             section = "levers"
-            results["levers"] = bench_sections.levers_section(args, sync, bench_sections.LEVER_SECTIONS[name])
+            if "levers" not in results:  # every lever section asked for, in one table (each replaced the last)
+                wanted = tuple(lever for asked in args.sections
+                               for lever in bench_sections.LEVER_SECTIONS.get(asked, ()))
+                results["levers"] = bench_sections.levers_section(args, sync, wanted)
         elif section == "eval":
             results["eval"] = bench_sections.eval_section(args, sync)
         elif section == "tta":

@@ -324,3 +324,16 @@ def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny
     s = bench.prepare(str(tiny_data_dir), "cpu", 2, model_name=str(tiny_model_dir), batch=8, max_length=16)
     folder = s.run.record_path.parent.parent
     assert folder.parent == Path(tempfile.gettempdir()) and folder.name.endswith(f"-{os.getpid()}")
+
+
+def test_two_lever_sections_in_one_call_are_one_table_with_both(tiny_model_dir, tiny_data_dir, tmp_path):
+    """`--sections attention threads`: each lever section replaced the one before, so the table held threads
+    alone though the attention records were written; both levers are in the one block now."""
+    from helpers.study.bench.__main__ import main
+
+    main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
+          "attention", "threads", "--windows", "1", "--warmup", "0", "--steps", "1", "--max-other-cores", "0",
+          "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
+    block = (tmp_path / "BENCH.md").read_text()
+    assert "bench:levers-attention-threads begin" in block
+    assert "SDPA vs eager attention" in block and "torch threads: all vs half of them" in block
