@@ -95,7 +95,8 @@ def record_failures_in_notebook(run: Run, finish: Callable[..., dict], on: bool 
             text = f"{etype.__name__}: {value}"
             interrupted = issubclass(etype, KeyboardInterrupt)  # the kernel's interrupt (SIGINT) mid-cell
             finish(run, "interrupted" if interrupted else failure_status(text),
-                   f"{etype.__name__}: the run was interrupted (SIGINT: the kernel's interrupt)" if interrupted else text)
+                   f"{etype.__name__}: the run was interrupted (SIGINT: the kernel's interrupt)" if interrupted
+                   else text)
             print(f"the run's {'interruption' if interrupted else 'failure'} is recorded in {run.record_path}",
                   file=sys.stderr)
         self.showtraceback((etype, value, tb), tb_offset=tb_offset)

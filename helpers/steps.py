@@ -41,7 +41,8 @@ from helpers.session import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary
 from helpers.training import eval_batches, eval_loader, prepare_training, train
 
-__all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "start", "load_data", "tokenize", "build_model",
+__all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "start", "load_data", "tokenize",
+           "build_model",
            "prepare_training", "train", "eval_loader", "eval_batches", "evaluate", "save", "finish", "run_all",
            "summary"]
 

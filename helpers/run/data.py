@@ -36,7 +36,8 @@ def read_split(path: Path, drop_bad_rows: bool = False) -> tuple[list[dict], int
                 if drop_bad_rows:
                     dropped += 1
                     continue
-                raise DataError(f"{path}:{lineno}: {err} (pass drop_bad_rows=True to drop and count such rows)") from None
+                raise DataError(f"{path}:{lineno}: {err} "
+                                f"(pass drop_bad_rows=True to drop and count such rows)") from None
             if row is not None:
                 rows.append(row)
     if not rows:

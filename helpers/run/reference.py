@@ -59,7 +59,8 @@ def table(cls: type) -> str:
 def cell_line(name: str, default: object, hint: object, text: str) -> str:
     """Return one line of a notebook's parameters cell: the assignment, then its help as a comment."""
     value = json.dumps(default) if isinstance(default, str) else repr(default)
-    choices = " | ".join(str(c) for c in typing.get_args(hint)) + ": " if typing.get_origin(hint) is typing.Literal else ""
+    literal = typing.get_origin(hint) is typing.Literal
+    choices = " | ".join(str(c) for c in typing.get_args(hint)) + ": " if literal else ""
     return f"{name} = {value}  # {choices}{text}"
 
 

@@ -15,7 +15,8 @@ def headline(record: dict) -> str:
     if ninety:
         lines.append(f"  time to 90% validation accuracy: {ninety['train_time_s']:.0f} s of training (step "
                      f"{ninety['step']}), test accuracy of that checkpoint {ninety.get('test_accuracy')}"
-                     if ninety.get("train_time_s") is not None else f"  time to 90% validation accuracy: {ninety['reason']}")
+                     if ninety.get("train_time_s") is not None
+                     else f"  time to 90% validation accuracy: {ninety['reason']}")
     if (record.get("phases") or {}).get("wall") is not None:
         lines.append(wall_line(record["phases"]))
     if record.get("error"):

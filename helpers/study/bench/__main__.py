@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tta-rounds", type=int, default=tta.rounds, help="tta: runs of each configuration")
     parser.add_argument("--tta-no-stop", action="store_true", help="tta: train to the end past the target")
     parser.add_argument("--tta-recipe-epochs", type=int, default=None, help="tta: the project recipe's epochs "
-                        "(both sides; default its 1): one epoch reached 90%% validation at step 350 in the recipe search")
+                        "(both sides; default its 1): one epoch reached 90%% validation at step 350 in the recipe "
+                        "search")
     parser.add_argument("--tta-budget-s", type=float, default=None, help="tta: training seconds after which a "
                         "Trainer configuration short of the target ends (its time and ratio become lower bounds)")
     parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
@@ -76,9 +77,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
     parser.add_argument("--results", default=RESULTS_DIR,
-                        help="results folder: the records go to <results>/_bench/<section>/, raw windows to bench.jsonl")
+                        help="results folder: the records go to <results>/_bench/<section>/, raw windows to "
+                        "bench.jsonl")
     parser.add_argument("--render", metavar="RAW", default=None,
-                        help="run nothing: rewrite --out from the raw windows in RAW (Experiment/results/_bench/bench.jsonl)")
+                        help="run nothing: rewrite --out from the raw windows in RAW "
+                        "(Experiment/results/_bench/bench.jsonl)")
     args = parser.parse_args(argv)
     if args.render:
         blocks = render_raw(repo_path(args.render))

@@ -174,7 +174,8 @@ def _seconds(values: list, beyond: list | None = None) -> str:
     a minimum of the fewest seconds it was last evaluated at (`beyond`), where known."""
     known = [v for v in values if v is not None]
     above = [b for b in beyond or [] if b is not None]
-    return f"{statistics.median(known):.0f}" + (f" ({len(known)} of {len(values)})" if len(known) < len(values) else "") \
+    share = f" ({len(known)} of {len(values)})" if len(known) < len(values) else ""
+    return f"{statistics.median(known):.0f}" + share \
         if known else f"≥ {min(above):.0f} (a minimum: not reached)" if above else "not reached"
 
 
@@ -191,8 +192,8 @@ def _tta(t: dict) -> list[str]:
     md = [f"### Time to {target} validation accuracy: the project's run path vs Hugging Face `Trainer`", "",
           f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, {z['train_rows']} "
           f"shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated every {z['eval_every']} "
-          f"optimizer steps outside each clock (a time is the first evaluation at or past the target: an upper bound by up "
-          f"to one interval); {z['rounds']} round(s), the order rotated each round"
+          f"optimizer steps outside each clock (a time is the first evaluation at or past the target: an upper "
+          f"bound by up to one interval); {z['rounds']} round(s), the order rotated each round"
           + ("; each configuration stops at its first evaluation at or above the target" if z["stop_at_target"]
              else "; every configuration trains to its end")
           + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} training s "
@@ -213,7 +214,8 @@ def _tta(t: dict) -> list[str]:
                   f"{recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
                   f"{_seconds([w['time_to_target_s'] for w in windows], [w.get('beyond_s') for w in windows])} | "
                   f"{_wall(windows)} | "
-                  f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | {statistics.median(w['steps'] for w in windows):.0f} | "
+                  f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | "
+                  f"{statistics.median(w['steps'] for w in windows):.0f} | "
                   f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
                   f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
                   f"{max(w['best_val_accuracy'] or 0 for w in windows):.2%} |")
