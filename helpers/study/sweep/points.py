@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -187,7 +188,7 @@ def record_failure(record_file: Path, params: dict, status: str, error: str, **e
 
 
 def render_html(notebook: Path, command: str) -> None:
-    """Put a first cell naming the command into the executed notebook and render it beside as HTML."""
+    """Put a first cell naming the command into the executed notebook and render it beside as HTML (if it can)."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -200,8 +201,12 @@ def render_html(notebook: Path, command: str) -> None:
     line = f"Written by `{command}` (papermill run of a suite point); regenerate, do not edit."
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(line))
     nbformat.write(nb, notebook)
-    html, _ = HTMLExporter().from_notebook_node(nb)
-    notebook.with_suffix(".html").write_text(f"<!-- {line} -->\n{html}")
+    try:
+        html, _ = HTMLExporter().from_notebook_node(nb)
+        notebook.with_suffix(".html").write_text(f"<!-- {line} -->\n{html}")
+    except Exception as err:  # noqa: BLE001 - the HTML is a copy for reading; the point's record stands
+        print(f"{notebook.name}: no HTML copy ({type(err).__name__}: {err}); the notebook itself is kept",
+              file=sys.stderr)
 
 
 def run_token_stats(params: dict, record_file: Path) -> str:

@@ -716,3 +716,21 @@ def test_any_suite_file_is_a_suite_or_a_config_error_naming_its_file(tmp_path, t
         spec = suite.variants[variant]
         assert spec.get("repeats", 1) >= 1 and spec.get("timeout_s", 1) > 0
         suites.expand(suite, variant)
+
+
+def test_a_finished_point_stays_finished_when_its_html_copy_cannot_be_written(tmp_path, capsys):
+    # the GPU image's nbconvert / soupsieve pair once failed the export after training had finished; the
+    # point's finished record was then overwritten by a failed one: the HTML copy must never cost the result
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
+    suite = suites.load_suite(write_suite(tmp_path / "html.toml", f"""
+        notebook = "{nb}"
+        [quick]
+        grid = {{ max_steps = [1] }}
+        [full]
+    """))
+    point = suites.expand(suite, "quick")[0]
+    (runs / "html" / f"{point.run_name}.html").mkdir(parents=True)  # a folder where the HTML copy goes
+    assert sweep.sweep([suite], "quick", results, runs) == {"html": {"finished": 1}}
+    assert done_names(results) == {point.run_name}
+    assert "no HTML copy (IsADirectoryError" in capsys.readouterr().err
