@@ -1,6 +1,6 @@
 """Time to 90% validation accuracy: the project's run path against Hugging Face `Trainer`, side by side.
 
-    python -m helpers.study.bench --sections tta --threads 2 --data-dir ../shared/data/emotion
+    python -m bench --sections tta --threads 2 --data-dir ../shared/data/emotion
 
 Three configurations of one pretrained model (MiniLM) on the same shuffled training rows:
 - **Trainer, run_glue defaults**: transformers' text-classification example as its README runs it
@@ -37,7 +37,7 @@ TRAINER_DEFAULTS, TRAINER_RECIPE, PROJECT = "Trainer, run_glue defaults", "Train
 # run_glue.py's README command; weight decay, warm-up and the optimizer are TrainingArguments' defaults
 RUN_GLUE = dict(max_length=128, padding="static", batch=32, lr=2e-5, epochs=3, weight_decay=0.0, warmup_ratio=0.0,
                 optim="adamw_torch_fused", precision="fp32")
-# the Makefile's BASELINE_PARAMS (tests/study/bench/test_trainer_tta.py reads the Makefile against it)
+# the Makefile's BASELINE_PARAMS (tests/bench/test_trainer_tta.py reads the Makefile against it)
 RECIPE = dict(max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4, epochs=1)
 CONFIGS = {TRAINER_DEFAULTS: RUN_GLUE, TRAINER_RECIPE: RECIPE, PROJECT: RECIPE}
 RATIOS = ((TRAINER_DEFAULTS, PROJECT), (TRAINER_RECIPE, PROJECT))  # Trainer's time / the run path's: > 1, it is faster
@@ -68,13 +68,13 @@ def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results:
             **({"epochs": sizes.recipe_epochs} if sizes.recipe_epochs and CONFIGS[name] is RECIPE else {})}
 
 
-def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, dict]:
-    """Return (the outcome, the record) of the recipe through the project's run path."""
+def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
+    """Return (the outcome, the epochs run) of the recipe through the project's run path."""
     stop = {"stop_at_accuracy": sizes.target} if sizes.stop_at_target else {}
     rec = steps.run_all(build_args(_values(PROJECT, sizes, data_dir, device, results) | stop))
     t = rec.get("timing") or {}
     return outcome(rec.get("curve") or [], t.get("train_time_s"), t.get("steps"), t.get("samples_processed"),
-                   sizes.target, rec["precision"]["used"], rec.get("status")), rec
+                   sizes.target, rec["precision"]["used"], rec.get("status")), rec["params"]["epochs"]
 
 
 class EvalClock:
@@ -115,8 +115,8 @@ def _accuracy(prediction) -> dict:
     return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
 
 
-def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, dict]:
-    """Return (the outcome, the run's head) of configuration `name` through `transformers.Trainer`."""
+def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
+    """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
@@ -149,7 +149,7 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
     curve = [{**p, "rows": rows} for p in clock.points]
     steps_done = trainer.state.global_step
     return outcome(curve, clock.train_s, steps_done, steps_done * a.train.batch, sizes.target, run.precision,
-                   "finished"), run.head
+                   "finished"), a.train.epochs
 
 
 def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, samples: int | None, target: float,
@@ -168,24 +168,24 @@ def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, sa
 
 def tta_section(args, sizes: Sizes | None = None) -> dict:
     """Return each configuration's rounds (as `rates` windows: samples/s, seconds, time to target, curve),
-    the configurations' heads, and the per-round time-to-target ratios against the project's run path."""
+    the configurations as run, and the per-round time-to-target ratios against the project's run path."""
     sizes = sizes or Sizes()
     names = list(CONFIGS)
     rounds: dict[str, list[dict]] = {name: [] for name in names}
-    heads: dict[str, dict] = {}
+    epochs: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as results:  # the project's own records (and roofs) stay out of the study
         for r in range(sizes.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 other = args.gate() if getattr(args, "gate", None) else None
                 if name == PROJECT:
-                    result, heads[name] = project_run(sizes, args.data_dir, args.device, results)
+                    result, epochs[name] = project_run(sizes, args.data_dir, args.device, results)
                 else:
-                    result, heads[name] = trainer_run(name, sizes, args.data_dir, args.device, results)
+                    result, epochs[name] = trainer_run(name, sizes, args.data_dir, args.device, results)
                 rounds[name].append({**result, "other_cores": other})
     rates = {name: [{**w, "samples": (w["samples"] or 0) / w["train_time_s"] if w["train_time_s"] else None,
                      "seconds": w["train_time_s"]} for w in windows] for name, windows in rounds.items()}
-    configs = {name: {**c, "epochs": heads[name]["params"]["epochs"]} for name, c in CONFIGS.items()}  # as run
-    return {"sizes": asdict(sizes), "configs": configs, "rates": rates, "heads": heads,
+    configs = {name: {**c, "epochs": epochs[name]} for name, c in CONFIGS.items()}  # as run
+    return {"sizes": asdict(sizes), "configs": configs, "rates": rates,
             "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS},
             "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in RATIOS}}
 

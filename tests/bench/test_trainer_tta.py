@@ -1,4 +1,4 @@
-"""helpers/study/bench/trainer_tta.py: time to a validation accuracy through the project's run path and through
+"""bench/trainer_tta.py: time to a validation accuracy through the project's run path and through
 Hugging Face Trainer (run_glue.py's defaults, the project's recipe), each on a tiny slice here."""
 import argparse
 import json
@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.run import schema
+from bench import render
+from bench import trainer_tta as tta
 from helpers.run.args import build_args
-from helpers.study.bench import bench_records, render
-from helpers.study.bench import trainer_tta as tta
 
-REPO = Path(__file__).resolve().parents[3]
-META = {"command": "python -m helpers.study.bench --sections tta", "date": "2026-01-01 00:00", "machine": "cpu",
+REPO = Path(__file__).resolve().parents[2]
+META = {"command": "python -m bench --sections tta", "date": "2026-01-01 00:00", "machine": "cpu",
         "torch": "2", "transformers": "5", "threads": 1, "load_start": 0.5, "load_end": 0.7}
 
 
@@ -37,18 +36,14 @@ def test_the_recipe_is_make_baselines():
 def test_each_configuration_trains_and_records_its_time_to_target(tiny_model_dir, tiny_data_dir):
     # a target any evaluation reaches: each configuration stops at its first evaluation (step 2)
     out = tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1e-9))
-    assert set(out["rates"]) == {tta.TRAINER_DEFAULTS, tta.TRAINER_RECIPE, tta.PROJECT} == set(out["heads"])
+    assert set(out["rates"]) == {tta.TRAINER_DEFAULTS, tta.TRAINER_RECIPE, tta.PROJECT} == set(out["configs"])
     for name, (w,) in out["rates"].items():
         assert w["time_to_target_s"] > 0 and w["target_step"] == 2 == w["steps"], name
         assert w["curve"][0]["rows"] == 64 and w["curve"][0]["train_time_s"] == w["time_to_target_s"]
         assert w["samples"] > 0 and w["seconds"] == w["train_time_s"] and w["precision"] in ("fp32", "bf16")
-    assert out["heads"][tta.TRAINER_DEFAULTS]["params"]["max_length"] == 128  # run_glue.py's
-    assert out["heads"][tta.PROJECT]["params"]["stop_at_accuracy"] == 1e-9
+    assert [c["epochs"] for c in out["configs"].values()] == [3, 1, 1]  # run_glue.py's, the recipe's
     for ratio in out["ratios"].values():
         assert ratio["median"] > 0 and len(ratio["per_round"]) == 1
-    recs = bench_records.section_records("tta", out, out.pop("heads"), META)
-    assert set(recs) == set(out["rates"]) and all(schema.validate(r)[1] is None for r in recs.values())
-    assert recs[tta.PROJECT]["params"]["group_by_length"] is True and recs[tta.PROJECT]["timing"]["samples_per_s"] > 0
     block = render.render({"tta": json.loads(json.dumps(out))}, META)["tta"]
     assert "| Trainer, run_glue defaults | L=128 static, batch 32, lr 2e-05, 3 epoch(s) |" in block
     assert "**Trainer, project recipe / project run path = " in block and "one round: a single run each, no spread" in block
@@ -66,7 +61,6 @@ def test_without_stopping_every_configuration_trains_to_its_end_and_says_the_tar
     for windows in out["rates"].values():
         assert all(w["time_to_target_s"] is None and w["reason"].startswith("not reached") for w in windows)
     assert all(r == {"median": None, "per_round": [None, None], "at_least": [None, None]} for r in out["ratios"].values())
-    out.pop("heads")
     block = render.render({"tta": out}, META)["tta"]
     assert "(a minimum: not reached) |" in block and "every configuration trains to its end" in block
     assert "**Trainer, run_glue defaults / project run path: not measured**" in block
@@ -125,14 +119,15 @@ def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and
 
 
 def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny_data_dir, tmp_path):
-    from helpers.study.bench.__main__ import main
+    from bench.__main__ import main
 
     out = tmp_path / "BENCH.md"
     out.write_text("# Benchmarks\n\n<!-- bench:main begin -->\nkept\n<!-- bench:main end -->\n")
     main(["--device", "cpu", "--data-dir", str(tiny_data_dir), "--sections", "tta", "--tta-model", str(tiny_model_dir),
           "--tta-rows", "64", "--tta-eval-every", "2", "--tta-max-steps", "4", "--tta-target", "0.000001",
           "--max-other-cores", "0", "--out", str(out), "--results", str(tmp_path / "results")])
-    assert len(list((tmp_path / "results" / "_bench" / "tta").glob("*.json"))) == 3
+    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
+    assert row["section"] == "tta" and len(row["result"]["rates"][tta.PROJECT]) == 1
     text = out.read_text()
     assert "kept" in text and "<!-- bench:tta begin -->" in text  # the main block keeps its last figures
-    assert "`python -m helpers.study.bench --device cpu" in text and "| project run path |" in text
+    assert "`python -m bench --device cpu" in text and "| project run path |" in text

@@ -11,17 +11,18 @@ import time
 
 import torch
 
+from bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate, paired_ratios, prepare,
+                           trainer_window)
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
 from helpers.run import destination, precision as prec, tokens, train as loop
 from helpers.run.args import PRESETS, build_args
-from helpers.study.bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate,
-                                         paired_ratios, prepare, trainer_window)
 
 # --sections names that run a few of the levers each; their rows join the levers block
 LEVER_SECTIONS = {"compile": ("torch.compile",), "optim": ("AdamW",), "attention": ("attention",),
                   "threads": ("threads",)}
-SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)  # tta: trainer_tta.py
+SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)  # tta: trainer_tta
+PEAK = "matmul peak"  # the speedup section's workload timing the device's peak in the same rounds
 ON_REQUEST = ("levers", "tta", "eval", *LEVER_SECTIONS)  # long: run only when named in --sections
 # Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
 OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
@@ -72,8 +73,7 @@ def overhead_section(args, sync) -> dict:
                            "Trainer": trainer_window(hf, args.steps, tmp)},
                           args.windows, args.warmup, sync, gate=args.gate)
     return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision, "rates": rates,
-            "steps_per_window": args.steps,
-            "heads": {"fit (harness)": harness.run.head, "bare loop": bare.run.head, "Trainer": hf.run.head}}
+            "steps_per_window": args.steps}
 
 
 def peak_shapes(hidden: int, intermediate: int, tokens_per_step: int) -> dict[str, tuple]:
@@ -112,7 +112,7 @@ def speedup_section(args, sync) -> dict:
         shape = peak_shapes(mcfg.hidden_size, mcfg.intermediate_size,
                             opt.run.args.train.batch * opt.run.args.task.max_length)[peak["shape"]]
         reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * shape[0] * shape[1] * shape[2])))
-        workloads["matmul peak"] = matmul_window(shape, dtype, reps)  # ~2 s a window
+        workloads[PEAK] = matmul_window(shape, dtype, reps)  # ~2 s a window
         peak["source"] = f"measured: {peak['shape']} {dtype} matmul, timed in the same rounds"
     rates = alternate(workloads, args.windows, args.warmup, sync, gate=args.gate)
     timed = opt.fits[args.warmup:]
@@ -123,9 +123,7 @@ def speedup_section(args, sync) -> dict:
              "wait_max_ms": 1e3 * max(waits), "step_median_ms": 1e3 * statistics.median(step_s),
              "stall_fraction": sum(waits) / (sum(waits) + sum(step_s))}
     return {"model": args.model, "baseline": PRESETS["baseline"], "optimized": PRESETS["optimized"],
-            "precision": precision, "rates": rates, "peak": peak, "stall": stall,
-            "steps_per_window": args.steps,
-            "heads": {"baseline preset": base.run.head, "optimized preset": opt.run.head}}
+            "precision": precision, "rates": rates, "peak": peak, "stall": stall, "steps_per_window": args.steps}
 
 
 def accuracy_section(args) -> dict:
@@ -179,7 +177,7 @@ def with_threads(window, threads: int | None):
 def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
     """Return, for each lever (those whose name contains one of `only`, when given), the variant / control
     samples/s ratio, alternated in one process."""
-    out, heads = [], {}
+    out = []
     full = torch.get_num_threads()
     threads = {None: None, "all": full, "half": max(1, full // 2)}  # the bench-only `threads` knob
     for name, control, variant in LEVERS:
@@ -202,11 +200,9 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
                     "variant_samples_per_s": median_rate(rates, "variant"),
                     "ratio": statistics.median(paired_ratios(rates, "variant", "control")), "rates": rates,
                     "warmup_s": b.fits[0][1].summary()["train_time_s"]})
-        heads.update({f"{name}: control": a.run.head, f"{name}: variant": b.run.head})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
-    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model}, "levers": out,
-            "heads": heads}
+    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model}, "levers": out}
 
 
 def eval_section(args, sync) -> dict:
@@ -252,8 +248,7 @@ def eval_section(args, sync) -> dict:
             "batch_rows": {"before": old.batch_size, "after": new.batch_size}, "build_s": build_s,
             "train_steps": args.eval_train_steps, "figures": figures,
             "same_predictions": bool(torch.equal(before, after)), "rows_predicted_apart": int((before != after).sum()),
-            "labels_predicted": len(set(after.tolist())),
-            "heads": {name: run.head for name in rates}}
+            "labels_predicted": len(set(after.tolist()))}
 
 
 def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, dev,

@@ -1,13 +1,14 @@
 """The harness benchmark: `fit` against a bare loop and Hugging Face Trainer, the optimized preset against
-the baseline, levers one at a time (helpers/study/bench/cases.py), into BENCHMARKS.md.
+the baseline, levers one at a time (bench/cases.py), into BENCHMARKS.md. Run from the repository root; a
+script beside the helpers package, not part of it:
 
-    python -m helpers.study.bench --threads 2 --data-dir ../shared/data/emotion     # CPU, all sections
-    python -m helpers.study.bench --device cuda --data-dir ../shared/data/emotion   # a GPU
-    python -m helpers.study.bench --sections levers                                 # one lever at a time
-    python -m helpers.study.bench --sections tta --threads 2 --data-dir ../shared/data/emotion   # vs Trainer, to 90%
-    python -m helpers.study.bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
-    python -m helpers.study.bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
-    python -m helpers.study.bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
+    python -m bench --threads 2 --data-dir ../shared/data/emotion     # CPU, the main sections
+    python -m bench --device cuda --data-dir ../shared/data/emotion   # a GPU
+    python -m bench --sections levers                                 # one lever at a time
+    python -m bench --sections tta --threads 2 --data-dir ../shared/data/emotion   # vs Trainer, to 90%
+    python -m bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
+    python -m bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
+    python -m bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
 """
 from __future__ import annotations
 
@@ -19,13 +20,12 @@ import sys
 
 import torch
 
+from bench import cases as bench_sections
+from bench.harness import wait_quiet
+from bench.render import render, render_raw, write_blocks
+from bench.trainer_tta import Sizes, tta_section
 from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
-from helpers.study.bench import cases as bench_sections
-from helpers.study.bench.bench_records import section_records, write_section_records
-from helpers.study.bench.harness import wait_quiet
-from helpers.study.bench.render import render, render_raw, write_blocks
-from helpers.study.bench.trainer_tta import Sizes, tta_section
 
 SECTIONS = bench_sections.SECTIONS
 
@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
     parser.add_argument("--results", default=RESULTS_DIR,
-                        help="results folder: the records go to <results>/_bench/<section>/, raw windows to "
-                        "bench.jsonl")
+                        help="results folder: the raw windows go to <results>/_bench/bench.jsonl")
     parser.add_argument("--render", metavar="RAW", default=None,
                         help="run nothing: rewrite --out from the raw windows in RAW "
                         "(Experiment/results/_bench/bench.jsonl)")
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.gate = None if dev.type != "cpu" or args.max_other_cores <= 0 else \
         (lambda: wait_quiet(args.max_other_cores, args.quiet_timeout))
     sync = lambda: synchronize(dev)  # noqa: E731
-    meta = {"command": "python -m helpers.study.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+    meta = {"command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(dev.type),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0],
@@ -129,10 +128,6 @@ def main(argv: list[str] | None = None) -> dict:
                                                      args.tta_rounds, not args.tta_no_stop, args.tta_recipe_epochs,
                                                      args.tta_budget_s))
         meta["load_end"] = os.getloadavg()[0]
-        # one typed record per configuration, written through helpers.run.records beside the raw windows
-        found = section_records(section, results[section], results[section].pop("heads", {}), meta)
-        results[section]["records"] = found
-        write_section_records(repo_path(args.results), section, found)
         raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:

@@ -7,8 +7,9 @@ import json
 import statistics
 from pathlib import Path
 
-from helpers.study.bench.bench_records import records_of
-from helpers.study.bench.harness import paired_ratios, paired_text
+from bench.cases import PEAK
+from bench.harness import paired_ratios, paired_text
+from helpers.calc.flops import estimate_mfu
 
 def _verdict(value: float | None, target: float) -> str:
     return "not measured" if value is None else ("met" if value >= target else "**not met**")
@@ -77,10 +78,7 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     md += ["### 4. MFU of the optimized preset", ""]
     if s:
         p = s["peak"]
-        # the one MFU: the optimized preset's record (bench_records.systems, calc.flops.estimate_mfu)
-        sys_ = records_of("speedup", s)["optimized preset"].get("systems") or {}
-        achieved, peak, mfu = sys_.get("achieved_tflops") or 0.0, sys_.get("peak_tflops"), sys_.get("mfu")
-        rounds = sys_.get("mfu_per_round") or []
+        achieved, peak, mfu, rounds = _mfu(s)
         mfu_rounds = (f" Per round, optimized FLOP/s / peak FLOP/s: median {mfu:.3f} of {len(rounds)} rounds, "
                       f"range {min(rounds):.3f} .. {max(rounds):.3f}." if rounds and mfu is not None else "")
         md += [f"Model FLOPs = forward + backward matmuls (`calc.flops.model_flops`, padded length; "
@@ -143,6 +141,19 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     if results.get("eval"):
         blocks["eval"] = "\n".join([head, "", *_eval(results["eval"])])
     return blocks
+
+
+def _mfu(s: dict) -> tuple[float, float | None, float | None, list[float]]:
+    """Return the optimized preset's achieved TFLOP/s (median), the peak TFLOP/s, its MFU (a fraction; None
+    without a peak) and the MFU of each round: against the matmul peak timed in the same rounds where there is
+    one (the machine's drift cancels), else against the published peak (`calc.flops.estimate_mfu` either way)."""
+    windows, peaks = s["rates"]["optimized preset"], s["rates"].get(PEAK)
+    achieved = statistics.median(w["flops"] for w in windows) / 1e12
+    if peaks:
+        rounds = [estimate_mfu(w["flops"], 1.0, p["flops"] / 1e12) for w, p in zip(windows, peaks)]
+        return achieved, statistics.median(p["flops"] for p in peaks) / 1e12, statistics.median(rounds), rounds
+    peak = s["peak"].get("peak_tflops")
+    return achieved, peak, estimate_mfu(achieved * 1e12, 1.0, peak) if peak else None, []
 
 
 def _eval(e: dict) -> list[str]:
