@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="model of the timed sections (a tiny local folder for smoke runs)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU); default: all")
     parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
-    parser.add_argument("--sections", nargs="+", default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST],
-                        choices=SECTIONS)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS,
+                        default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST])
     parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
     parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up windows")
@@ -56,22 +56,25 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--acc-rows", type=int, default=4000, help="training rows of the accuracy runs")
     parser.add_argument("--acc-epochs", type=int, default=1)
     tta = Sizes()
-    parser.add_argument("--tta-model", default=tta.model, help="tta: the model (pretrained: accuracy is the point)")
+    parser.add_argument("--tta-model", default=tta.model,
+                        help="tta: the model (pretrained: accuracy is the point)")
     parser.add_argument("--tta-rows", type=int, default=tta.train_rows, help="tta: shuffled training rows")
-    parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows, help="tta: validation rows; default all")
-    parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every, help="tta: steps between evaluations")
-    parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps, help="tta: cap on each run's steps")
-    parser.add_argument("--tta-target", type=float, default=tta.target, help="tta: validation accuracy to reach")
+    parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows,
+                        help="tta: validation rows; default all")
+    parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every,
+                        help="tta: steps between evaluations")
+    parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps,
+                        help="tta: cap on each run's steps")
+    parser.add_argument("--tta-target", type=float, default=tta.target,
+                        help="tta: validation accuracy to reach")
     parser.add_argument("--tta-rounds", type=int, default=tta.rounds, help="tta: runs of each configuration")
-    parser.add_argument("--tta-no-stop", action="store_true", help="tta: train to the end past the target")
-    parser.add_argument("--tta-recipe-epochs", type=int, default=None, help="tta: the project recipe's epochs "
-                        "(both sides; default its 1): one epoch reached 90%% validation at step 350 in the recipe "
-                        "search")
-    parser.add_argument("--tta-budget-s", type=float, default=None, help="tta: training seconds after which a "
-                        "Trainer configuration short of the target ends (its time and ratio become lower bounds)")
+    parser.add_argument("--tta-budget-s", type=float, default=None,
+                        help="tta: training seconds after which a Trainer configuration short of the target "
+                        "ends (its time and ratio become lower bounds)")
     parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
-    parser.add_argument("--eval-train-steps", type=int, default=100, help="eval: steps MiniLM is fine-tuned before "
-                        "its evaluations are timed (0: the untrained head)")
+    parser.add_argument("--eval-train-steps", type=int, default=100,
+                        help="eval: steps MiniLM is fine-tuned before its evaluations are timed (0: the "
+                        "untrained head)")
     parser.add_argument("--max-other-cores", type=float, default=0.5,
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
             results["levers"] = bench_sections.levers_section(args, sync)
         elif section in bench_sections.LEVER_SECTIONS:  # a few levers: recorded as the levers section
             section = "levers"
-            if "levers" not in results:  # every lever section asked for, in one table (each replaced the last)
+            if "levers" not in results:  # every lever section asked for in one table, not the last alone
                 wanted = tuple(lever for asked in args.sections
                                for lever in bench_sections.LEVER_SECTIONS.get(asked, ()))
                 results["levers"] = bench_sections.levers_section(args, sync, wanted)
@@ -125,17 +128,17 @@ def main(argv: list[str] | None = None) -> dict:
         elif section == "tta":
             results["tta"] = tta_section(args, Sizes(args.tta_model, args.tta_rows, args.tta_eval_rows,
                                                      args.tta_eval_every, args.tta_max_steps, args.tta_target,
-                                                     args.tta_rounds, not args.tta_no_stop, args.tta_recipe_epochs,
-                                                     args.tta_budget_s))
+                                                     args.tta_rounds, args.tta_budget_s))
         meta["load_end"] = os.getloadavg()[0]
         raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:
-            f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
+            row = {"meta": meta, "section": section, "result": results[section]}
+            f.write(json.dumps(row, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
     groups = [name for name in args.sections if name in bench_sections.LEVER_SECTIONS]
-    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept whole
+    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept
         blocks["levers-" + "-".join(groups)] = blocks.pop("levers")
     if set(args.sections) <= set(bench_sections.ON_REQUEST):  # the main block keeps its last figures
         blocks.pop("main")

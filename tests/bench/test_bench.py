@@ -1,4 +1,5 @@
-"""bench/ (harness, cases, render, __main__): the timed windows, the sections on a tiny model, the Markdown."""
+"""bench/ (harness, cases, render, __main__): the timed windows, the sections on a tiny model, the
+Markdown."""
 import argparse
 from pathlib import Path
 import json
@@ -149,7 +150,8 @@ def test_report_has_every_section_and_its_verdict():
 def test_paired_ratios_cancel_a_drifting_machine():
     # the machine slows down 2x over the run; the harness is always 10% slower than the bare loop
     speed = [1.0, 1.5, 2.0, 2.0, 2.0]
-    rates = {"fit": [{"samples": 9.0 / s} for s in speed], "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
+    rates = {"fit": [{"samples": 9.0 / s} for s in speed],
+             "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
     assert bench.paired_ratios(rates, "fit", "bare")[0] == pytest.approx(0.9 * 1.5)  # rounds misaligned
     rates["bare"] = [{"samples": 10.0 / s} for s in speed]
     assert bench.paired_ratios(rates, "fit", "bare") == pytest.approx([0.9] * 5)
@@ -214,26 +216,30 @@ def test_mfu_is_per_round_against_the_peak_timed_beside_it_else_the_published_on
     # per round 0.6, 0.6, 0.6, 0.3, 0.3: median 0.6 (the ratio of the medians, 120 / 400, would say 0.3)
     assert "**MFU = 60.0%**" in main and "median 0.600 of 5 rounds, range 0.300 .. 0.600" in main
     rates = {k: v for k, v in sp["rates"].items() if k != "matmul peak"}
-    published = render.render({"speedup": {**sp, "rates": rates, "peak": {**sp["peak"], "peak_tflops": 240.0}}},
-                              META)["main"]
+    peak = {**sp["peak"], "peak_tflops": 240.0}
+    published = render.render({"speedup": {**sp, "rates": rates, "peak": peak}}, META)["main"]
     assert "**MFU = 50.0%**" in published and "Per round" not in published
-    unknown = render.render({"speedup": {**sp, "rates": rates, "peak": {"precision": "bf16", "source": "unknown GPU"}}},
-                            META)["main"]
-    assert "**MFU = not measured** (target >= 40%: not measured)" in unknown and "Peak: unknown GPU" in unknown
+    peak = {"precision": "bf16", "source": "unknown GPU"}
+    unknown = render.render({"speedup": {**sp, "rates": rates, "peak": peak}}, META)["main"]
+    assert "**MFU = not measured** (target >= 40%: not measured)" in unknown
+    assert "Peak: unknown GPU" in unknown
 
 
-def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch, tmp_path):
+def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch,
+                                                            tmp_path):
     from bench.__main__ import main
 
     monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
     main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
           "overhead", "--windows", "2", "--warmup", "1", "--steps", "2", "--max-other-cores", "0",
           "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
-    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
-    assert row["section"] == "overhead" and set(row["result"]["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
+    raw = tmp_path / "results" / "_bench" / "bench.jsonl"
+    (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert row["section"] == "overhead"
+    assert set(row["result"]["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     assert row["meta"]["command"].startswith("python -m bench --device cpu")
     assert "fit / bare loop" in (tmp_path / "BENCH.md").read_text()
-    assert render.render_raw(tmp_path / "results" / "_bench" / "bench.jsonl")["main"].count("fit / bare loop") == 1
+    assert render.render_raw(raw)["main"].count("fit / bare loop") == 1
 
 
 def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
@@ -245,7 +251,8 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
     assert [len(w) for w in out["rates"].values()] == [2, 2]
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
     assert out["figures"]["before"]["rows"] == out["figures"]["after"]["rows"] == out["rows"] == 64
-    assert out["same_predictions"] and out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
+    assert out["same_predictions"]
+    assert out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
     text = render.render({"eval": out}, META)["eval"]
     assert "after / before rows/s = " in text and "identical" in text and "**different**" not in text
 
