@@ -138,9 +138,9 @@ baseline-smoke:
 	$(MAKE) baseline BASELINE_RUN=baseline-smoke BASELINE_RESULTS=$(abspath .ci/smoke-results) \
 	  EXTRA="-p train_subset 256 -p eval_subset 64 -p max_steps 4 -p eval_every 2"
 
-## bench: the harness-overhead / optimized-preset benchmark (writes BENCHMARKS.md figures)
+## bench: the harness-overhead / optimized-preset benchmark (bench/, beside the package; writes BENCHMARKS.md figures)
 bench: venv
-	$(PY) -m helpers.study.bench
+	$(PY) -m bench
 
 ## cloud: a trn1 or a GPU in the cloud in one command (SkyPilot, in .venv-cloud): prints the task, the sweep's
 ## plan and its cost, asks (YES=1: without a terminal), launches, brings the records home into

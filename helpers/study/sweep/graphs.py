@@ -99,24 +99,27 @@ def train_rows(args: RunArgs) -> int:
     return min(args.task.train_subset or TRAIN_ROWS, TRAIN_ROWS)
 
 
-def optimizer_steps(args: RunArgs, drop_last: bool = True, rows: int | None = None) -> int:
-    """Return the optimizer steps a point takes: max_steps, else epochs over its rows (per rank)."""
+def optimizer_steps(args: RunArgs, rows: int | None = None) -> int:
+    """Return the optimizer steps a point takes: max_steps, else epochs over its rows (per rank; XLA drops the
+    last partial batch)."""
     tr = args.train
-    per_rank = (rows or train_rows(args)) // tr.num_devices
-    batches = per_rank // tr.batch if drop_last else math.ceil(per_rank / tr.batch)
+    batches = (rows or train_rows(args)) // tr.num_devices // tr.batch
     full = batches // tr.gradient_accumulation_steps * tr.epochs
     return min(tr.max_steps or full, full)
 
 
 def eval_passes(args: RunArgs) -> list[tuple[str, int]]:
-    """Return (split, rows) of each evaluation pass: every periodic one (validation), then validation and test."""
+    """Return (split, rows) of each evaluation pass: every periodic one (validation), then validation and
+    test."""
     m, rows = args.measure, min(args.task.eval_subset or EVAL_ROWS, EVAL_ROWS)
     periodic = optimizer_steps(args) // m.eval_every if m.eval_every else 0
-    return [("validation", min(m.curve_rows or rows, rows))] * periodic + [("validation", rows), ("test", rows)]
+    curve = [("validation", min(m.curve_rows or rows, rows))] * periodic
+    return curve + [("validation", rows), ("test", rows)]
 
 
 def round_up(lengths: np.ndarray, multiple: int | None) -> np.ndarray:
-    """Return `lengths` rounded up to a multiple (the collator's pad_to_multiple_of), unchanged without one."""
+    """Return `lengths` rounded up to a multiple (the collator's pad_to_multiple_of), unchanged without
+    one."""
     return lengths if not multiple else -(-lengths // multiple) * multiple
 
 
@@ -142,7 +145,7 @@ def train_padded_lengths(lengths: np.ndarray, args: RunArgs) -> np.ndarray:
     while len(out) < needed:  # one pass per epoch, the generator running on as the loader's does
         if t.group_by_length:  # LengthGroupedSampler, its own generator
             order = get_length_grouped_indices(rows_len.tolist(), tr.batch, generator=generator)
-        else:  # each DataLoader iterator first draws its base seed from the generator, then RandomSampler's randperm
+        else:  # a DataLoader iterator draws its base seed from the generator, then RandomSampler's randperm
             torch.empty((), dtype=torch.int64).random_(generator=generator)
             order = torch.randperm(n, generator=generator).tolist()
         out.extend(chunk_maxima(rows_len[order], tr.batch, drop_last=True))
@@ -153,11 +156,13 @@ def eval_padded_lengths(lengths: dict[str, np.ndarray], args: RunArgs) -> np.nda
     """Return the padded length of every evaluation batch of a dynamic-padding point (rows in order)."""
     t, out = args.task, []
     for split, rows in eval_passes(args):
-        out.extend(chunk_maxima(np.minimum(lengths[split][:rows], t.max_length), eval_batch(args), drop_last=False))
+        rows_len = np.minimum(lengths[split][:rows], t.max_length)
+        out.extend(chunk_maxima(rows_len, eval_batch(args), drop_last=False))
     return round_up(np.array(out, dtype=np.int64), t.pad_to_multiple_of)
 
 
-def padded_lengths(args: RunArgs, lengths: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
+def padded_lengths(args: RunArgs,
+                   lengths: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
     """Return the padded lengths of a point's training micro-batches and evaluation batches; None when its
     padding is dynamic and the data's token lengths are not at hand."""
     t = args.task

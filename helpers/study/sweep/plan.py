@@ -34,15 +34,20 @@ from helpers.study.sweep import graphs
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
 
 COMPILE_S_PER_GRAPH = 300.0
-COMPILE_SOURCE = ("assumed 300 s a graph, cold: neuronx-cc takes minutes per bert-base graph (docs/HARDWARE.md; "
-                  "up to an hour for large models: optimum-neuron #698, #825 in shared/NEURON.md); a public trn1 BERT "
-                  "training log shows ~5 min between successive neuronx-cc calls (aws/aws-k8s-tester PR #558)")
+COMPILE_SOURCE = ("assumed 300 s a graph, cold: neuronx-cc takes minutes per bert-base graph "
+                  "(docs/HARDWARE.md; up to an hour for large models: optimum-neuron #698, #825 in "
+                  "shared/NEURON.md); a public trn1 BERT training log shows ~5 min between successive "
+                  "neuronx-cc calls (aws/aws-k8s-tester PR #558)")
 DEFAULT_INSTANCE = {"trainium": "trn1.2xlarge", "nvidia": "g6.xlarge"}
 RANK_DEVICE = {"trn1-chip": "trn1-core"}  # one process drives one NeuronCore: a rank's peak is the core's
 NO_FAST_BF16 = ("t4",)  # Turing: fp16 tensor cores, no bf16 (device_peaks.csv's 16-bit column is fp16 there)
 PUBLISHED = "Experiment/published"
 STUDY_NAME = {"t4": "T4", "l4": "L4", "a100-40gb": "A100"}  # device names in the study's speedup.csv
 STUDY_EPOCHS, STUDY_BATCH, STUDY_LENGTH = 3, 64, 32  # the optimized configuration speedup.csv times
+POINT_FORMATS = {"graphs": ".0f", "new": ".0f", "compile_s": ".0f", "train_s": ".0f", "eval_s": ".0f",
+                 "mfu": ".1%", "usd": ".2f"}
+TOTAL_FORMATS = {"points": "d", "distinct graphs": "d", "new graphs": ".0f", "compile h": ".2f",
+                 "train h": ".2f", "eval h": ".2f", "usd": ".2f", "not estimated": "d"}
 
 
 @dataclass(frozen=True)
@@ -65,12 +70,14 @@ def target_of(name: str, instance: str | None = None) -> Target:
                       f"no price for {instance} in helpers/facts/instance_prices.csv")
     r = row.loc[instance]
     note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
-    return Target(name, instance, RANK_DEVICE.get(r["device"], r["device"]), cost.instance_price(instance), note)
+    device = RANK_DEVICE.get(r["device"], r["device"])
+    return Target(name, instance, device, cost.instance_price(instance), note)
 
 
 @functools.cache
 def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
-    """Return the MFU (a fraction) the plan assumes on `device`, and where it comes from (NaN: none published)."""
+    """Return the MFU (a fraction) the plan assumes on `device`, and where it comes from (NaN: none
+    published)."""
     if device and device.startswith("trn1"):
         prof = pd.read_csv(repo_path(PUBLISHED) / "seq_len_profile.csv")
         # the row of the nearest L (on a log scale; the shorter on a tie)
@@ -80,13 +87,14 @@ def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
     if device in STUDY_NAME:
         pub = pd.read_csv(repo_path(PUBLISHED) / "speedup.csv").set_index("device").loc[STUDY_NAME[device]]
         seconds = float(pub["optimized_train_time_s"])
-        flops_per_row = model_flops(model_config("bert-base-uncased"), STUDY_BATCH, STUDY_LENGTH) / STUDY_BATCH
+        flops_per_batch = model_flops(model_config("bert-base-uncased"), STUDY_BATCH, STUDY_LENGTH)
+        flops_per_row = flops_per_batch / STUDY_BATCH
         achieved = graphs.TRAIN_ROWS * STUDY_EPOCHS / seconds * flops_per_row
         peak = device_roof(device, "bf16")["peak_tflops"] * 1e12
         return achieved / peak, (f"derived from the study's optimized {STUDY_NAME[device]} run "
                                  f"({graphs.TRAIN_ROWS:,} rows x {STUDY_EPOCHS} epochs in {seconds:g} s at "
-                                 f"b{STUDY_BATCH} L{STUDY_LENGTH}, {PUBLISHED}/speedup.csv) over the datasheet "
-                                 "16-bit peak")
+                                 f"b{STUDY_BATCH} L{STUDY_LENGTH}, {PUBLISHED}/speedup.csv) over the "
+                                 "datasheet 16-bit peak")
     return math.nan, f"no published MFU for {device or 'this device'}"
 
 
@@ -109,7 +117,8 @@ def seconds(flops: float, mfu: float, peak_tflops: float) -> float:
     return flops / (mfu * peak_tflops * 1e12)
 
 
-Lengths = Callable[[str, str | None], dict | str]  # (model_name, data_dir) -> token lengths by split, or why not
+# (model_name, data_dir) -> token lengths by split, or why not
+Lengths = Callable[[str, str | None], dict | str]
 
 
 def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -> tuple[dict, list]:
@@ -121,7 +130,8 @@ def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -
         return {**row, "graphs": 0, "note": "tokenizes on the host, no training: seconds, not estimated"}, []
     if suite.requires == "neuron" and target.name != "trainium":
         return {**row, "note": "needs NeuronCores: the sweep skips it on this target"}, []
-    args, notes = build_args(point.params), [target.price_note] if math.isnan(target.price_per_hour_usd) else []
+    args = build_args(point.params)
+    notes = [target.price_note] if math.isnan(target.price_per_hour_usd) else []
     xla = suite.notebook == TARGETS["trainium"][0]
     device = target.device if xla == (target.name == "trainium") else None
     lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
@@ -144,7 +154,8 @@ def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -
     if math.isnan(mfu):
         return {**row, "note": "; ".join(notes + [source])}, keys
     cfg = model_config(args.task.model_name, args.task)
-    dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode, args.neuron.extra_cc_flags)
+    dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode,
+                          args.neuron.extra_cc_flags)
     peak = device_roof(device, dtype)["peak_tflops"]
     micro, batches = Counter(train_len.tolist()), Counter(eval_len.tolist())  # padded length -> batches
     # each padded length at the MFU assumed for it (dynamic padding runs mostly far below max_length)
@@ -171,17 +182,20 @@ def plan_frame(suites: list[Suite], variant: str, target: Target,
                 seen.update(new)
             row["new"] = math.nan if math.isnan(row["per_graph_s"]) else len(new)
             row["compile_s"] = row["new"] * row["per_graph_s"]
-            row["usd"] = (row["compile_s"] + row["train_s"] + row["eval_s"]) / 3600 * target.price_per_hour_usd
+            hours = (row["compile_s"] + row["train_s"] + row["eval_s"]) / 3600
+            row["usd"] = hours * target.price_per_hour_usd
             rows.append(row)
     columns = ["suite", "point", "graphs", "new", "compile_s", "train_s", "eval_s", "mfu", "usd", "note"]
     return pd.DataFrame(rows, columns=columns), keys
 
 
 def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
-    """Return per suite and for the whole study: points, distinct graphs, the graphs it compiles first, compile,
-    train and evaluation hours and dollars (sums of the estimated points), and the points not estimated."""
+    """Return per suite and for the whole study: points, distinct graphs, the graphs it compiles first,
+    compile, train and evaluation hours and dollars (sums of the estimated points), and the points not
+    estimated."""
     def one(rows: pd.DataFrame, name: str) -> dict:
-        hours = {f"{what} h": rows[f"{what}_s"].sum(min_count=1) / 3600 for what in ("compile", "train", "eval")}
+        hours = {f"{what} h": rows[f"{what}_s"].sum(min_count=1) / 3600
+                 for what in ("compile", "train", "eval")}
         distinct = len({k for p in rows["point"] for k in keys[p]})
         return {"suite": name, "points": len(rows), "distinct graphs": distinct,
                 "new graphs": rows["new"].sum(min_count=1), **hours, "usd": rows["usd"].sum(min_count=1),
@@ -194,43 +208,28 @@ def render(frame: pd.DataFrame, keys: dict, target: Target, command: str) -> str
     """Return the plan as text: assumptions, one table per suite, then the totals."""
     sources = sorted({assumed_mfu(target.device, int(L))[1] for L in (16, 128)})
     lines = [f"Plan of `{command}` on {target.instance} ({target.name}): a model, nothing was run.",
-             "- graphs: one per training shape and one per evaluation shape and settings (helpers/study/sweep/"
-             "graphs.py; dynamic padding: one per padded length met, from the data in the loader's order); `new`: "
-             "not compiled by an earlier point (one compile cache): only those are charged",
+             "- graphs: one per training shape and one per evaluation shape and settings (helpers/study/"
+             "sweep/graphs.py; dynamic padding: one per padded length met, from the data in the loader's "
+             "order); `new`: not compiled by an earlier point (one compile cache): only those are charged",
              f"- compile: {COMPILE_SOURCE}",
-             "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the matmul "
-             "dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
+             "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the "
+             "matmul dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
              f"- price: {target.price_note}", ""]
-    fmt = {"compile_s": "{:.0f}", "train_s": "{:.0f}", "eval_s": "{:.0f}", "usd": "{:.2f}", "mfu": "{:.1%}",
-           "graphs": "{:.0f}", "new": "{:.0f}"}
     for name, rows in frame.groupby("suite", sort=False):
-        shown = rows.drop(columns="suite").copy()
-        for col, f in fmt.items():
-            shown[col] = [("n/a" if pd.isna(v) else f.format(v)) for v in shown[col]]
-        lines += [f"## {name} ({len(rows)} points)", shown.to_markdown(index=False), ""]
-    tot = totals(frame, keys)
-    study = tot.iloc[-1]
-    shown = tot.copy()
-    for col in ("new graphs", "compile h", "train h", "eval h", "usd"):
-        shown[col] = [("n/a" if pd.isna(v) else f"{v:.0f}" if col == "new graphs" else f"{v:.2f}")
-                      for v in tot[col]]
+        lines += [f"## {name} ({len(rows)} points)", _table(rows.drop(columns="suite"), POINT_FORMATS), ""]
     lines += ["## Totals (estimates; n/a: not estimated, see the rows' notes)",
-              shown.to_markdown(index=False, disable_numparse=True), "",
-              f"Whole study (model): {study['points']} points, {study['distinct graphs']} distinct graphs, "
-              f"{_hours(study, 'compile')} h compiling + {_hours(study, 'train')} h training + "
-              f"{_hours(study, 'eval')} h evaluating on {target.instance} = {_usd(study['usd'])}; points not "
-              f"estimated: {study['not estimated']}."]
+              _table(totals(frame, keys), TOTAL_FORMATS)]
     return "\n".join(lines)
 
 
-def _hours(row: pd.Series, what: str) -> str:
-    """Return a total's hours as text, n/a when none was estimated."""
-    return "n/a" if pd.isna(row[f"{what} h"]) else f"{row[f'{what} h']:.2f}"
-
-
-def _usd(value: float) -> str:
-    """Return dollars as text, n/a when not estimated."""
-    return "n/a" if pd.isna(value) else f"${value:.2f}"
+def _table(frame: pd.DataFrame, formats: dict[str, str]) -> str:
+    """Return `frame` as a Markdown table: the columns in `formats` formatted so and right-aligned, n/a
+    where not estimated."""
+    shown = frame.copy()
+    for col, f in formats.items():
+        shown[col] = ["n/a" if pd.isna(v) else format(v, f) for v in frame[col]]
+    align = ["right" if col in formats else "left" for col in shown.columns]
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
 def plan_text(suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str) -> str:

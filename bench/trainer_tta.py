@@ -1,6 +1,6 @@
 """Time to 90% validation accuracy: the project's run path against Hugging Face `Trainer`, side by side.
 
-    python -m helpers.study.bench --sections tta --threads 2 --data-dir ../shared/data/emotion
+    python -m bench --sections tta --threads 2 --data-dir ../shared/data/emotion
 
 Three configurations of one pretrained model (MiniLM) on the same shuffled training rows:
 - **Trainer, run_glue defaults**: transformers' text-classification example as its README runs it
@@ -11,7 +11,7 @@ Three configurations of one pretrained model (MiniLM) on the same shuffled train
   decay, AdamW and precision=auto) through `Trainer`;
 - **project run path**: the same recipe through `steps.run_all`.
 Each evaluates the whole validation split every `eval_every` optimizer steps outside its clock (Trainer: a
-callback that stops the clock from the step's end to the evaluation's), and by default ends at its first
+callback that stops the clock from the step's end to the evaluation's), and ends at its first
 evaluation at or above the target (`stop_at_accuracy`; the callback). Data, tokenization and the model are
 built by the run path's own steps for all three, so only the training loop and its recipe differ. Each round
 runs every configuration once, the order rotated round by round (harness.alternate's scheme). With a training
@@ -33,14 +33,16 @@ from helpers.run import destination, tokens
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
 
-TRAINER_DEFAULTS, TRAINER_RECIPE, PROJECT = "Trainer, run_glue defaults", "Trainer, project recipe", "project run path"
+TRAINER_DEFAULTS, TRAINER_RECIPE = "Trainer, run_glue defaults", "Trainer, project recipe"
+PROJECT = "project run path"
 # run_glue.py's README command; weight decay, warm-up and the optimizer are TrainingArguments' defaults
-RUN_GLUE = dict(max_length=128, padding="static", batch=32, lr=2e-5, epochs=3, weight_decay=0.0, warmup_ratio=0.0,
-                optim="adamw_torch_fused", precision="fp32")
-# the Makefile's BASELINE_PARAMS (tests/study/bench/test_trainer_tta.py reads the Makefile against it)
+RUN_GLUE = dict(max_length=128, padding="static", batch=32, lr=2e-5, epochs=3, weight_decay=0.0,
+                warmup_ratio=0.0, optim="adamw_torch_fused", precision="fp32")
+# the Makefile's BASELINE_PARAMS (tests/bench/test_trainer_tta.py reads the Makefile against it)
 RECIPE = dict(max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4, epochs=1)
 CONFIGS = {TRAINER_DEFAULTS: RUN_GLUE, TRAINER_RECIPE: RECIPE, PROJECT: RECIPE}
-RATIOS = ((TRAINER_DEFAULTS, PROJECT), (TRAINER_RECIPE, PROJECT))  # Trainer's time / the run path's: > 1, it is faster
+# Trainer's time / the run path's: > 1, the run path is faster
+RATIOS = ((TRAINER_DEFAULTS, PROJECT), (TRAINER_RECIPE, PROJECT))
 
 
 @dataclass(frozen=True)
@@ -54,27 +56,25 @@ class Sizes:
     max_steps: int | None = None  # None: each recipe's epochs
     target: float = 0.90
     rounds: int = 1
-    stop_at_target: bool = True  # False: every configuration trains to its end
-    recipe_epochs: int | None = None  # the project recipe's epochs (both sides); None: its 1 (make baseline's)
     budget_s: float | None = None  # Trainer's training seconds after which it ends unreached; None: no budget
 
 
 def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> dict:
     """Return configuration `name`'s run parameters: its recipe, the data slice, the evaluation cadence."""
-    return {"model_name": sizes.model, "data_dir": data_dir, "device": device, "train_subset": sizes.train_rows,
-            "eval_subset": sizes.eval_rows, "shuffle_subset": True, "max_steps": sizes.max_steps,
-            "eval_every": sizes.eval_every, "progress": False, "log_every": 50, "results_path": results,
-            "run_name": name.replace(",", "").replace(" ", "_"), "replace_record": True, **CONFIGS[name],
-            **({"epochs": sizes.recipe_epochs} if sizes.recipe_epochs and CONFIGS[name] is RECIPE else {})}
+    return {"model_name": sizes.model, "data_dir": data_dir, "device": device,
+            "train_subset": sizes.train_rows, "eval_subset": sizes.eval_rows, "shuffle_subset": True,
+            "max_steps": sizes.max_steps, "eval_every": sizes.eval_every, "progress": False, "log_every": 50,
+            "results_path": results,
+            "run_name": name.replace(",", "").replace(" ", "_"), "replace_record": True, **CONFIGS[name]}
 
 
-def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, dict]:
-    """Return (the outcome, the record) of the recipe through the project's run path."""
-    stop = {"stop_at_accuracy": sizes.target} if sizes.stop_at_target else {}
-    rec = steps.run_all(build_args(_values(PROJECT, sizes, data_dir, device, results) | stop))
+def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
+    """Return (the outcome, the epochs run) of the recipe through the project's run path."""
+    rec = steps.run_all(build_args(_values(PROJECT, sizes, data_dir, device, results)
+                                   | {"stop_at_accuracy": sizes.target}))
     t = rec.get("timing") or {}
     return outcome(rec.get("curve") or [], t.get("train_time_s"), t.get("steps"), t.get("samples_processed"),
-                   sizes.target, rec["precision"]["used"], rec.get("status")), rec
+                   sizes.target, rec["precision"]["used"], rec.get("status")), rec["params"]["epochs"]
 
 
 class EvalClock:
@@ -95,7 +95,8 @@ class EvalClock:
         self.t0 = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if control.should_evaluate or control.should_training_stop:  # set by Trainer's flow callback, run first
+        # set by Trainer's flow callback, which runs first
+        if control.should_evaluate or control.should_training_stop:
             self.sync()
             self.paused = time.perf_counter()
             self.train_s = self.paused - self.t0 - self.eval_s
@@ -104,7 +105,8 @@ class EvalClock:
         self.eval_s += time.perf_counter() - self.paused
         accuracy = metrics["eval_accuracy"]
         self.points.append({"step": state.global_step, "train_time_s": self.train_s, "val_accuracy": accuracy,
-                            "samples": state.global_step * args.train_batch_size,  # a partial last batch counts whole
+                            # a partial last batch counts whole
+                            "samples": state.global_step * args.train_batch_size,
                             "wall_s": time.perf_counter() - self.origin_s})
         if self.target is not None and accuracy >= self.target \
                 or self.budget_s is not None and self.train_s >= self.budget_s:
@@ -115,8 +117,8 @@ def _accuracy(prediction) -> dict:
     return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
 
 
-def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, dict]:
-    """Return (the outcome, the run's head) of configuration `name` through `transformers.Trainer`."""
+def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
+    """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
@@ -129,31 +131,34 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
     class Clock(EvalClock, TrainerCallback):
         """EvalClock as one of Trainer's callbacks."""
 
-    clock = Clock(lambda: synchronize(run.dev), sizes.target if sizes.stop_at_target else None, sizes.budget_s,
-                  origin_s)
+    clock = Clock(lambda: synchronize(run.dev), sizes.target, sizes.budget_s, origin_s)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=a.train.batch, per_device_eval_batch_size=max(a.train.batch, 32),
-            # the run path's plan, epochs x batches capped by max_steps (Trainer's max_steps replaces the epochs)
+            output_dir=out, per_device_train_batch_size=a.train.batch,
+            per_device_eval_batch_size=max(a.train.batch, 32),
+            # the run path's plan: epochs x batches capped by max_steps (Trainer's max_steps replaces epochs)
             learning_rate=a.train.lr, max_steps=run.data["optimizer_steps_planned"],
-            weight_decay=a.train.weight_decay, warmup_steps=a.train.warmup_ratio, max_grad_norm=a.train.max_grad_norm,
-            optim=a.train.optim, bf16=run.precision == "bf16", fp16=run.precision == "fp16",
+            weight_decay=a.train.weight_decay, warmup_steps=a.train.warmup_ratio,
+            max_grad_norm=a.train.max_grad_norm, optim=a.train.optim, bf16=run.precision == "bf16",
+            fp16=run.precision == "fp16",
             train_sampling_strategy="group_by_length" if a.task.group_by_length else "random",
             eval_strategy="steps", eval_steps=sizes.eval_every, save_strategy="no", logging_strategy="no",
-            report_to="none", disable_tqdm=True, dataloader_num_workers=0, use_cpu=run.dev.type == "cpu", seed=a.train.seed)
-        trainer = Trainer(model=model, args=targs, train_dataset=splits["train"], eval_dataset=splits["validation"],
-                          processing_class=run.tokenizer, compute_metrics=_accuracy, callbacks=[clock],
-                          data_collator=tokens.collator(run.tokenizer, a.task.padding, a.task.pad_to_multiple_of))
+            report_to="none", disable_tqdm=True, dataloader_num_workers=0, use_cpu=run.dev.type == "cpu",
+            seed=a.train.seed)
+        collate = tokens.collator(run.tokenizer, a.task.padding, a.task.pad_to_multiple_of)
+        trainer = Trainer(model=model, args=targs, train_dataset=splits["train"],
+                          eval_dataset=splits["validation"], processing_class=run.tokenizer,
+                          compute_metrics=_accuracy, callbacks=[clock], data_collator=collate)
         trainer.train()
     rows = len(splits["validation"])
     curve = [{**p, "rows": rows} for p in clock.points]
     steps_done = trainer.state.global_step
     return outcome(curve, clock.train_s, steps_done, steps_done * a.train.batch, sizes.target, run.precision,
-                   "finished"), run.head
+                   "finished"), a.train.epochs
 
 
-def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, samples: int | None, target: float,
-            precision: str, status: str | None) -> dict:
+def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, samples: int | None,
+            target: float, precision: str, status: str | None) -> dict:
     """Return one configuration's round: its curve, training seconds, and when it first reached `target` (not
     reached: more than its last evaluation's seconds, `beyond_s`)."""
     hit = crossings(curve, (target,))[f"{target:.2f}"]
@@ -168,36 +173,38 @@ def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, sa
 
 def tta_section(args, sizes: Sizes | None = None) -> dict:
     """Return each configuration's rounds (as `rates` windows: samples/s, seconds, time to target, curve),
-    the configurations' heads, and the per-round time-to-target ratios against the project's run path."""
+    the configurations as run, and the per-round time-to-target ratios against the project's run path."""
     sizes = sizes or Sizes()
     names = list(CONFIGS)
     rounds: dict[str, list[dict]] = {name: [] for name in names}
-    heads: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as results:  # the project's own records (and roofs) stay out of the study
+    epochs: dict[str, int] = {}
+    # the project's own records (and roofs) stay out of the study
+    with tempfile.TemporaryDirectory() as results:
         for r in range(sizes.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 other = args.gate() if getattr(args, "gate", None) else None
                 if name == PROJECT:
-                    result, heads[name] = project_run(sizes, args.data_dir, args.device, results)
+                    result, epochs[name] = project_run(sizes, args.data_dir, args.device, results)
                 else:
-                    result, heads[name] = trainer_run(name, sizes, args.data_dir, args.device, results)
+                    result, epochs[name] = trainer_run(name, sizes, args.data_dir, args.device, results)
                 rounds[name].append({**result, "other_cores": other})
     rates = {name: [{**w, "samples": (w["samples"] or 0) / w["train_time_s"] if w["train_time_s"] else None,
                      "seconds": w["train_time_s"]} for w in windows] for name, windows in rounds.items()}
-    configs = {name: {**c, "epochs": heads[name]["params"]["epochs"]} for name, c in CONFIGS.items()}  # as run
-    return {"sizes": asdict(sizes), "configs": configs, "rates": rates, "heads": heads,
+    configs = {name: {**c, "epochs": epochs[name]} for name, c in CONFIGS.items()}  # as run
+    return {"sizes": asdict(sizes), "configs": configs, "rates": rates,
             "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS},
             "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in RATIOS}}
 
 
 def ratios(rates: dict[str, list[dict]], num: str, den: str, key: str = "time_to_target_s") -> dict:
-    """Return `num`'s time to target / `den`'s (training seconds, or `key`: wall seconds), per round (None where
-    either did not reach it) and their median; `at_least`: per round, the ratio or, where only `num` fell short,
-    its lower bound (`beyond_s` / `den`'s; training seconds only)."""
+    """Return `num`'s time to target / `den`'s (training seconds, or `key`: wall seconds), per round (None
+    where either did not reach it) and their median; `at_least`: per round, the ratio or, where only `num`
+    fell short, its lower bound (`beyond_s` / `den`'s; training seconds only)."""
     per_round = [a.get(key) / b.get(key) if a.get(key) and b.get(key) else None
                  for a, b in zip(rates[num], rates[den])]
     at_least = [x if x is not None else a["beyond_s"] / b[key]
                 if key == "time_to_target_s" and a.get("beyond_s") and b[key] else None
                 for x, a, b in zip(per_round, rates[num], rates[den])]
     known = [x for x in per_round if x is not None]
-    return {"median": statistics.median(known) if known else None, "per_round": per_round, "at_least": at_least}
+    return {"median": statistics.median(known) if known else None, "per_round": per_round,
+            "at_least": at_least}

@@ -1,7 +1,8 @@
+"""bench/ (harness, cases, render, __main__): the timed windows, the sections on a tiny model, the
+Markdown."""
 import argparse
 from pathlib import Path
 import json
-import copy
 
 import pytest
 import torch
@@ -10,9 +11,9 @@ from transformers import BertForSequenceClassification
 from helpers.measure.timing import StepTimer
 from helpers.run import precision as prec, train
 from helpers.run.device import resolve_device
-from helpers.study.bench import harness as bench
-from helpers.study.bench import render
-from helpers.study.bench import cases as sections
+from bench import harness as bench
+from bench import render
+from bench import cases as sections
 from helpers.run.optim import build_optimizer, build_scheduler
 from conftest import tiny_bert_config
 
@@ -124,14 +125,14 @@ def _fake_results():
     }
 
 
-META = {"command": "python -m helpers.study.bench", "date": "2026-01-01 00:00", "machine": "cpu (AVX2)",
+META = {"command": "python -m bench", "date": "2026-01-01 00:00", "machine": "cpu (AVX2)",
         "torch": "2", "transformers": "5", "threads": 2, "load_start": 0.5, "load_end": 0.7}
 
 
 def test_report_has_every_section_and_its_verdict():
     blocks = render.render(_fake_results(), META)
     main = blocks["main"]
-    assert main.startswith("_Written by `python -m helpers.study.bench`")
+    assert main.startswith("_Written by `python -m bench`")
     for heading in ("### 1. Harness overhead", "### 2. `fit` vs Hugging Face `Trainer`",
                     "### 3. Optimized preset", "### 4. MFU", "### 5. Data pipeline", "### Accuracy"):
         assert heading in main
@@ -149,7 +150,8 @@ def test_report_has_every_section_and_its_verdict():
 def test_paired_ratios_cancel_a_drifting_machine():
     # the machine slows down 2x over the run; the harness is always 10% slower than the bare loop
     speed = [1.0, 1.5, 2.0, 2.0, 2.0]
-    rates = {"fit": [{"samples": 9.0 / s} for s in speed], "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
+    rates = {"fit": [{"samples": 9.0 / s} for s in speed],
+             "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
     assert bench.paired_ratios(rates, "fit", "bare")[0] == pytest.approx(0.9 * 1.5)  # rounds misaligned
     rates["bare"] = [{"samples": 10.0 / s} for s in speed]
     assert bench.paired_ratios(rates, "fit", "bare") == pytest.approx([0.9] * 5)
@@ -162,7 +164,7 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
     raw = tmp_path / "bench.jsonl"
     stale = {**results["overhead"], "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5
                                               for k in results["overhead"]["rates"]}}
-    later = {**META, "command": "python -m helpers.study.bench --sections overhead", "date": "2026-01-02 00:00"}
+    later = {**META, "command": "python -m bench --sections overhead", "date": "2026-01-02 00:00"}
     old_lever = {**results["levers"]["levers"][0], "name": "batch 128 vs 64"}
     rows = [(META, "overhead", stale), (META, "speedup", results["speedup"]),
             (META, "levers", {**results["levers"], "levers": [old_lever, results["levers"]["levers"][0]]}),
@@ -172,8 +174,8 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
             f.write(json.dumps({"meta": meta, "section": section, "result": result}) + "\n")
     blocks = render.render_raw(raw)
     main = blocks["main"]
-    assert "\n\n_speedup: written by `python -m helpers.study.bench` on 2026-01-01" in main
-    assert main.startswith("_overhead: written by `python -m helpers.study.bench --sections overhead` on 2026-01-02")
+    assert "\n\n_speedup: written by `python -m bench` on 2026-01-01" in main
+    assert main.startswith("_overhead: written by `python -m bench --sections overhead` on 2026-01-02")
     assert "fit / bare loop = 0.990x" in main and "**optimized / baseline samples/s = 12.000x" in main
     # the lever measured again later is shown once, from the later run; the other one from the first
     levers = blocks["levers"]
@@ -204,87 +206,40 @@ def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_d
         assert len(windows) == 2 and all(w["samples"] > 0 and w["flops"] > 0 for w in windows)
 
 
-def test_each_timed_configuration_is_a_valid_record_with_the_one_mfu(tmp_path):
-    from helpers.run import records, schema
-    from helpers.study.bench import bench_records
-
-    results = _fake_results()
-    recs = bench_records.section_records("speedup", results["speedup"], meta=META)
-    assert set(recs) == {"baseline preset", "optimized preset"}  # the matmul peak is no configuration
-    for rec in recs.values():
-        assert schema.validate(rec)[1] is None and rec["status"] == "finished"
-    opt = recs["optimized preset"]
-    assert opt["timing"]["samples_per_s"] == pytest.approx(120.0)
-    # 120 TFLOP/s against the 200 TFLOP/s peak timed in the same rounds, per round, as estimate_mfu
-    assert opt["systems"]["mfu"] == pytest.approx(0.6) and opt["systems"]["peak_tflops"] == pytest.approx(200.0)
-    assert opt["bench"]["configuration"] == "optimized preset" and len(opt["bench"]["windows"]) == 5
-    paths = bench_records.write_section_records(tmp_path, "speedup", recs)
-    assert [records.read_record(p)["run_name"] for p in paths] == [r["run_name"] for r in recs.values()]
-    assert all(p.parent == tmp_path / "_bench" / "speedup" for p in paths)
-    assert records.read_records(tmp_path)[0] == []  # bench records are never study runs of the report
-    levers = bench_records.section_records("levers", results["levers"])
-    assert set(levers) == {"bf16 autocast vs fp32: control", "bf16 autocast vs fp32: variant"}
-    assert levers["bf16 autocast vs fp32: variant"]["timing"]["samples_per_s"] == 3.0
-
-
-def test_without_a_peak_the_record_says_why_mfu_is_none():
-    from helpers.study.bench import bench_records
-
+def test_mfu_is_per_round_against_the_peak_timed_beside_it_else_the_published_one_else_not_measured():
     sp = _fake_results()["speedup"]
+    # the machine drifts: rounds 2-3 run both sides twice as fast, rounds 4-5 the peak alone
+    optimized = [{"samples": 120.0, "flops": 1.2e14 * f, "seconds": 1.0} for f in (1, 2, 2, 1, 1)]
+    peak = [{"flops": 2e14 * f, "seconds": 1.0} for f in (1, 2, 2, 2, 2)]
+    rates = {**sp["rates"], "optimized preset": optimized, "matmul peak": peak}
+    main = render.render({"speedup": {**sp, "rates": rates}}, META)["main"]
+    # per round 0.6, 0.6, 0.6, 0.3, 0.3: median 0.6 (the ratio of the medians, 120 / 400, would say 0.3)
+    assert "**MFU = 60.0%**" in main and "median 0.600 of 5 rounds, range 0.300 .. 0.600" in main
     rates = {k: v for k, v in sp["rates"].items() if k != "matmul peak"}
-    no_peak = bench_records.section_records("speedup", {**sp, "rates": rates, "peak": {"source": "unknown GPU"}})
-    systems = no_peak["optimized preset"]["systems"]
-    assert systems["mfu"] is None and "unknown GPU" in systems["reason"]
-    published = bench_records.section_records("speedup", {**sp, "rates": rates,
-                                                          "peak": {"peak_tflops": 240.0, "source": "published"}})
-    assert published["optimized preset"]["systems"]["mfu"] == pytest.approx(0.5)
+    peak = {**sp["peak"], "peak_tflops": 240.0}
+    published = render.render({"speedup": {**sp, "rates": rates, "peak": peak}}, META)["main"]
+    assert "**MFU = 50.0%**" in published and "Per round" not in published
+    peak = {"precision": "bf16", "source": "unknown GPU"}
+    unknown = render.render({"speedup": {**sp, "rates": rates, "peak": peak}}, META)["main"]
+    assert "**MFU = not measured** (target >= 40%: not measured)" in unknown
+    assert "Peak: unknown GPU" in unknown
 
 
-def test_the_render_reads_the_mfu_from_the_record_not_the_windows():
-    from helpers.study.bench import bench_records
-
-    results = _fake_results()
-    sp = results["speedup"]
-    recs = bench_records.section_records("speedup", sp)
-    recs["optimized preset"]["systems"]["mfu"] = 0.25  # a record that says otherwise than the windows
-    main = render.render({"speedup": {**sp, "records": recs}}, META)["main"]
-    assert "**MFU = 25.0%**" in main and "60.0%" not in main
-    none = {**recs["optimized preset"], "systems": {"mfu": None, "reason": "no peak"}}
-    main = render.render({"speedup": {**sp, "records": {**recs, "optimized preset": none}}}, META)["main"]
-    assert "**MFU = not measured**" in main
-
-
-def test_overhead_records_carry_the_runs_params_and_device(tiny_model_dir, tiny_data_dir, monkeypatch, tmp_path):
-    from helpers.run import records
-    from helpers.study.bench import bench_records
-
-    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
-    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
-                              warmup=1, steps=2, model=str(tiny_model_dir), gate=None)
-    out = sections.overhead_section(args, sync=lambda: None)
-    recs = bench_records.section_records("overhead", out, out.pop("heads"), META)
-    assert set(recs) == {"fit (harness)", "bare loop", "Trainer"}
-    for rec in recs.values():
-        assert rec["params"]["batch"] == 8 and rec["device"]["type"] == "cpu" and rec["precision"]["used"]
-        assert rec["timing"]["samples_per_s"] > 0 and rec["bench"]["command"] == META["command"]
-    (path, *_) = bench_records.write_section_records(tmp_path, "overhead", recs)
-    assert path.name.endswith(f"@{recs['fit (harness)']['device']['key']}.json") and records.read_record(path)
-
-
-def test_the_bench_command_writes_a_record_per_configuration_and_the_raw_row(tiny_model_dir, tiny_data_dir,
-                                                                            monkeypatch, tmp_path):
-    from helpers.run import records
-    from helpers.study.bench.__main__ import main
+def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch,
+                                                            tmp_path):
+    from bench.__main__ import main
 
     monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
     main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
           "overhead", "--windows", "2", "--warmup", "1", "--steps", "2", "--max-other-cores", "0",
           "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
-    files = sorted((tmp_path / "results" / "_bench" / "overhead").glob("*.json"))
-    assert len(files) == 3 and all(records.read_record(f)["bench"]["section"] == "overhead" for f in files)
-    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
-    assert set(row["result"]["records"]) == {"fit (harness)", "bare loop", "Trainer"}
-    assert "heads" not in row["result"] and "fit / bare loop" in (tmp_path / "BENCH.md").read_text()
+    raw = tmp_path / "results" / "_bench" / "bench.jsonl"
+    (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert row["section"] == "overhead"
+    assert set(row["result"]["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
+    assert row["meta"]["command"].startswith("python -m bench --device cpu")
+    assert "fit / bare loop" in (tmp_path / "BENCH.md").read_text()
+    assert render.render_raw(raw)["main"].count("fit / bare loop") == 1
 
 
 def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
@@ -296,7 +251,8 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
     assert [len(w) for w in out["rates"].values()] == [2, 2]
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
     assert out["figures"]["before"]["rows"] == out["figures"]["after"]["rows"] == out["rows"] == 64
-    assert out["same_predictions"] and out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
+    assert out["same_predictions"]
+    assert out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
     text = render.render({"eval": out}, META)["eval"]
     assert "after / before rows/s = " in text and "identical" in text and "**different**" not in text
 
@@ -328,8 +284,8 @@ def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny
 
 def test_two_lever_sections_in_one_call_are_one_table_with_both(tiny_model_dir, tiny_data_dir, tmp_path):
     """`--sections attention threads`: each lever section replaced the one before, so the table held threads
-    alone though the attention records were written; both levers are in the one block now."""
-    from helpers.study.bench.__main__ import main
+    alone though both were measured; both levers are in the one block now."""
+    from bench.__main__ import main
 
     main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
           "attention", "threads", "--windows", "1", "--warmup", "0", "--steps", "1", "--max-other-cores", "0",

@@ -174,9 +174,10 @@ def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = 
     It trains on `n_steps` batches' worth of (shuffled) rows, so a window of `n_steps` optimizer steps is
     one epoch: dynamic padding and length grouping then see the rows' whole length distribution.
     """
-    values = {"data_dir": data_dir, "device": device, "shuffle_subset": True, "eval_subset": 1, "progress": False,
-              # a folder of this process's own: two benches (or test runs) at once never claim the same name
-              "results_path": os.path.join(tempfile.gettempdir(), f"accelbench-bench-{os.getpid()}"), **overrides}
+    # a folder of this process's own: two benches (or test runs) at once never claim the same name
+    results = os.path.join(tempfile.gettempdir(), f"accelbench-bench-{os.getpid()}")
+    values = {"data_dir": data_dir, "device": device, "shuffle_subset": True, "eval_subset": 1,
+              "progress": False, "results_path": results, **overrides}
     args = build_args(values)
     args = args.with_values(train_subset=n_steps * args.train.batch * args.train.gradient_accumulation_steps,
                             max_steps=10_000)

@@ -7,8 +7,9 @@ import json
 import statistics
 from pathlib import Path
 
-from helpers.study.bench.bench_records import records_of
-from helpers.study.bench.harness import paired_ratios, paired_text
+from bench.cases import PEAK
+from bench.harness import paired_ratios, paired_text
+from helpers.calc.flops import estimate_mfu
 
 def _verdict(value: float | None, target: float) -> str:
     return "not measured" if value is None else ("met" if value >= target else "**not met**")
@@ -77,14 +78,13 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     md += ["### 4. MFU of the optimized preset", ""]
     if s:
         p = s["peak"]
-        # the one MFU: the optimized preset's record (bench_records.systems, calc.flops.estimate_mfu)
-        sys_ = records_of("speedup", s)["optimized preset"].get("systems") or {}
-        achieved, peak, mfu = sys_.get("achieved_tflops") or 0.0, sys_.get("peak_tflops"), sys_.get("mfu")
-        rounds = sys_.get("mfu_per_round") or []
-        mfu_rounds = (f" Per round, optimized FLOP/s / peak FLOP/s: median {mfu:.3f} of {len(rounds)} rounds, "
-                      f"range {min(rounds):.3f} .. {max(rounds):.3f}." if rounds and mfu is not None else "")
+        achieved, peak, mfu, rounds = _mfu(s)
+        mfu_rounds = (f" Per round, optimized FLOP/s / peak FLOP/s: median {mfu:.3f} of {len(rounds)} "
+                      f"rounds, range {min(rounds):.3f} .. {max(rounds):.3f}."
+                      if rounds and mfu is not None else "")
         md += [f"Model FLOPs = forward + backward matmuls (`calc.flops.model_flops`, padded length; "
-               f"AdamW's elementwise work left out), MFU as `calc.flops.estimate_mfu`. Peak: {p.get('source')}.", ""]
+               f"AdamW's elementwise work left out), MFU as `calc.flops.estimate_mfu`. "
+               f"Peak: {p.get('source')}.", ""]
         if "scan" in p:
             md += ["| matmul shape | TFLOP/s (0.5 s scan) |", "|---|---:|",
                    *[f"| {k} | {v:.3f} |" for k, v in p["scan"].items()], ""]
@@ -129,20 +129,35 @@ def render(results: dict, meta: dict) -> dict[str, str]:
         rows = [head, "", f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
                 "window; control and variant alternate round by round; ratio = variant / control "
                 "samples/s, the median of the per-round ratios (their range beside).", "",
-                "| lever | control | variant | control samples/s | variant samples/s | ratio | per-round range | "
-                "variant's first window (s) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+                "| lever | control | variant | control samples/s | variant samples/s | ratio | "
+                "per-round range | variant's first window (s) |", "|---|---|---|---:|---:|---:|---:|---:|"]
         for x in lv["levers"]:
             per_round = paired_ratios(x["rates"], "variant", "control")
             rows.append(f"| {x['name']} | `{x['control']}` | `{x['variant']}` | "
                         f"{x['control_samples_per_s']:.2f} | {x['variant_samples_per_s']:.2f} | "
-                        f"{statistics.median(per_round):.3f}x | {min(per_round):.3f} .. {max(per_round):.3f} | "
-                        f"{x['warmup_s']:.1f} |")
+                        f"{statistics.median(per_round):.3f}x | "
+                        f"{min(per_round):.3f} .. {max(per_round):.3f} | {x['warmup_s']:.1f} |")
         blocks["levers"] = "\n".join(rows)
     if results.get("tta"):
         blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
     if results.get("eval"):
         blocks["eval"] = "\n".join([head, "", *_eval(results["eval"])])
     return blocks
+
+
+def _mfu(s: dict) -> tuple[float, float | None, float | None, list[float]]:
+    """Return the optimized preset's achieved TFLOP/s (median), the peak TFLOP/s, its MFU (a fraction; None
+    without a peak) and the MFU of each round: against the matmul peak timed in the same rounds where there is
+    one (the machine's drift cancels), else against the published peak (`calc.flops.estimate_mfu` either
+    way)."""
+    windows, peaks = s["rates"]["optimized preset"], s["rates"].get(PEAK)
+    achieved = statistics.median(w["flops"] for w in windows) / 1e12
+    if peaks:
+        rounds = [estimate_mfu(w["flops"], 1.0, p["flops"] / 1e12) for w, p in zip(windows, peaks)]
+        peak_tflops = statistics.median(p["flops"] for p in peaks) / 1e12
+        return achieved, peak_tflops, statistics.median(rounds), rounds
+    peak = s["peak"].get("peak_tflops")
+    return achieved, peak, estimate_mfu(achieved * 1e12, 1.0, peak) if peak else None, []
 
 
 def _eval(e: dict) -> list[str]:
@@ -154,19 +169,20 @@ def _eval(e: dict) -> list[str]:
     c = e["config"]
     return ["### Evaluation of the whole validation split: before and after issue 38", "",
             f"Does one evaluation cost less, measuring the same? {c['model_name']} (L<={c['max_length']}, "
-            f"{c['padding']} padding, precision {e['precision']}) fine-tuned {e['train_steps']} steps, then the "
-            f"{e['rows']:,} validation rows evaluated by each side in turn, the order rotated each round. Before: "
-            f"the DataLoader evaluation used ({e['batch_rows']['before']} rows a batch in file order, collated at "
-            f"every evaluation, no_grad); after: `training.eval_loader` ({e['batch_rows']['after']} rows a batch "
-            f"sorted by length, collated once per run in {e['build_s']:.2f} s, inference mode).", "",
+            f"{c['padding']} padding, precision {e['precision']}) fine-tuned {e['train_steps']} steps, then "
+            f"the {e['rows']:,} validation rows evaluated by each side in turn, the order rotated each "
+            f"round. Before: the DataLoader evaluation used ({e['batch_rows']['before']} rows a batch in "
+            f"file order, collated at every evaluation, no_grad); after: `training.eval_loader` "
+            f"({e['batch_rows']['after']} rows a batch sorted by length, collated once per run in "
+            f"{e['build_s']:.2f} s, inference mode).", "",
             *_rate_table(e["rates"], unit="rows/s"), "",
-            f"**after / before rows/s = {text}**. Accuracy {after['accuracy']:.4f} after, {before['accuracy']:.4f} "
-            f"before, macro-F1 {after['macro_f1']:.4f} / {before['macro_f1']:.4f}: "
+            f"**after / before rows/s = {text}**. Accuracy {after['accuracy']:.4f} after, "
+            f"{before['accuracy']:.4f} before, macro-F1 {after['macro_f1']:.4f} / {before['macro_f1']:.4f}: "
             + ("identical" if same else "**different**")
             + f"; per-row predictions {'identical' if e['same_predictions'] else '**different**'}"
             + ("" if e["same_predictions"] else f" on {e.get('rows_predicted_apart')} of {e['rows']:,} rows")
-            + " "
-            f"({e['labels_predicted']} labels predicted); mean loss {after['loss']:.6f} / {before['loss']:.6f}.", ""]
+            + f" ({e['labels_predicted']} labels predicted); mean loss {after['loss']:.6f} / "
+            f"{before['loss']:.6f}.", ""]
 
 
 def _seconds(values: list, beyond: list | None = None) -> str:
@@ -190,17 +206,17 @@ def _tta(t: dict) -> list[str]:
     z, rates = t["sizes"], t["rates"]
     target = f"{100 * z['target']:.0f}%"
     md = [f"### Time to {target} validation accuracy: the project's run path vs Hugging Face `Trainer`", "",
-          f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, {z['train_rows']} "
-          f"shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated every {z['eval_every']} "
-          f"optimizer steps outside each clock (a time is the first evaluation at or past the target: an upper "
-          f"bound by up to one interval); {z['rounds']} round(s), the order rotated each round"
-          + ("; each configuration stops at its first evaluation at or above the target" if z["stop_at_target"]
-             else "; every configuration trains to its end")
-          + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} training s "
-             "(its time and ratio are then lower bounds)." if z.get("budget_s") else "."), "",
-          f"Time to {target} is training seconds (evaluations left out); wall to {target} is what a user waits: "
-          "the seconds from the configuration's start step (checks, data, tokens, model) to the end of the "
-          "evaluation that reached it, every evaluation included (the bench process's own start-up is in neither).",
+          f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, "
+          f"{z['train_rows']} shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated "
+          f"every {z['eval_every']} optimizer steps outside each clock (a time is the first evaluation at or "
+          f"past the target: an upper bound by up to one interval); {z['rounds']} round(s), the order "
+          "rotated each round; each configuration stops at its first evaluation at or above the target"
+          + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} "
+             "training s (its time and ratio are then lower bounds)." if z.get("budget_s") else "."), "",
+          f"Time to {target} is training seconds (evaluations left out); wall to {target} is what a user "
+          "waits: the seconds from the configuration's start step (checks, data, tokens, model) to the end "
+          "of the evaluation that reached it, every evaluation included (the bench process's own start-up "
+          "is in neither).",
           "",
           f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | "
           f"wall to {target} (s, median; ≥: a minimum) | "
@@ -208,11 +224,12 @@ def _tta(t: dict) -> list[str]:
           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, windows in rates.items():
         recipe = t["configs"][name]
+        to_target = _seconds([w["time_to_target_s"] for w in windows], [w.get("beyond_s") for w in windows])
         steps_at = [w["target_step"] for w in windows if w.get("target_step")]
         md.append(f"| {name} | L={recipe['max_length']} {recipe['padding']}"
-                  f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, lr "
-                  f"{recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
-                  f"{_seconds([w['time_to_target_s'] for w in windows], [w.get('beyond_s') for w in windows])} | "
+                  f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, "
+                  f"lr {recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
+                  f"{to_target} | "
                   f"{_wall(windows)} | "
                   f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | "
                   f"{statistics.median(w['steps'] for w in windows):.0f} | "
@@ -229,20 +246,21 @@ def _tta(t: dict) -> list[str]:
                      _at_least(label, r, target))
     walls = [f"{label} = {r['median']:.2f}x" for label, r in (t.get("wall_ratios") or {}).items()
              if r["median"] is not None]
-    return md + ["", f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + ".",
-                 *(["", f"Wall to {target} (median of the rounds where both reached it): " + "; ".join(walls) + "."]
-                   if walls else []), ""]
+    wall = [f"Wall to {target} (median of the rounds where both reached it): " + "; ".join(walls) + "."]
+    ratio_line = f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + "."
+    return md + ["", ratio_line, *(["", *wall] if walls else []), ""]
 
 
 def _at_least(label: str, r: dict, target: str) -> str:
-    """Return the ratio line where some rounds did not reach `target`: every round's ratio or lower bound, at least."""
+    """Return the ratio line where some rounds did not reach `target`: every round's ratio or lower bound, at
+    least."""
     bounds = r.get("at_least") or []
     if None in bounds or not bounds:
         return f"**{label}: not measured** (a side did not reach {target} in every round)" + (
             f"; where both did, median {r['median']:.2f}x" if r["median"] is not None else "")
-    return (f"**{label} >= {min(bounds):.2f}x** in each of {len(bounds)} round(s) (a lower bound: the Trainer did not "
-            f"reach {target} in {r['per_round'].count(None)} of them, so its time there is more than its last "
-            "evaluation's)")
+    return (f"**{label} >= {min(bounds):.2f}x** in each of {len(bounds)} round(s) (a lower bound: the "
+            f"Trainer did not reach {target} in {r['per_round'].count(None)} of them, so its time there is "
+            "more than its last evaluation's)")
 
 
 def render_raw(raw: Path) -> dict[str, str]:
@@ -258,7 +276,8 @@ def render_raw(raw: Path) -> dict[str, str]:
         metas = {key: {"load_end": latest[names[-1]]["meta"]["load_start"]} | latest[names[-1]]["meta"]
                  for key, names in runs.items()}
         heads = [_head({n: latest[n]["result"] for n in names}, metas[key])
-                 .replace("_Written by", f"_{', '.join(names)}: written by", 1) for key, names in runs.items()]
+                 .replace("_Written by", f"_{', '.join(names)}: written by", 1)
+                 for key, names in runs.items()]
         body = render({n: r["result"] for n, r in latest.items()}, next(iter(metas.values())))["main"]
         blocks["main"] = "\n\n".join(heads) + "\n" + body.split("\n", 1)[1]
     levers, seen = [], set()
@@ -274,12 +293,14 @@ def render_raw(raw: Path) -> dict[str, str]:
         found = [r for r in rows if r["section"] == name]
         if found:  # the latest measurement, with its own command line
             last = found[-1]
-            blocks[name] = render({name: last["result"]}, {"load_end": last["meta"]["load_start"]} | last["meta"])[name]
+            meta = {"load_end": last["meta"]["load_start"]} | last["meta"]
+            blocks[name] = render({name: last["result"]}, meta)[name]
     return blocks
 
 
 def write_blocks(path: Path, blocks: dict[str, str]) -> None:
-    """Replace each `<!-- bench:NAME begin -->...<!-- bench:NAME end -->` block in `path` (append if absent)."""
+    """Replace each `<!-- bench:NAME begin -->...<!-- bench:NAME end -->` block in `path` (append if
+    absent)."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     for name, body in blocks.items():
         begin, end = f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"

@@ -1,13 +1,14 @@
 """The harness benchmark: `fit` against a bare loop and Hugging Face Trainer, the optimized preset against
-the baseline, levers one at a time (helpers/study/bench/cases.py), into BENCHMARKS.md.
+the baseline, levers one at a time (bench/cases.py), into BENCHMARKS.md. Run from the repository root; a
+script beside the helpers package, not part of it:
 
-    python -m helpers.study.bench --threads 2 --data-dir ../shared/data/emotion     # CPU, all sections
-    python -m helpers.study.bench --device cuda --data-dir ../shared/data/emotion   # a GPU
-    python -m helpers.study.bench --sections levers                                 # one lever at a time
-    python -m helpers.study.bench --sections tta --threads 2 --data-dir ../shared/data/emotion   # vs Trainer, to 90%
-    python -m helpers.study.bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
-    python -m helpers.study.bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
-    python -m helpers.study.bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
+    python -m bench --threads 2 --data-dir ../shared/data/emotion     # CPU, the main sections
+    python -m bench --device cuda --data-dir ../shared/data/emotion   # a GPU
+    python -m bench --sections levers                                 # one lever at a time
+    python -m bench --sections tta --threads 2 --data-dir ../shared/data/emotion   # vs Trainer, to 90%
+    python -m bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
+    python -m bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
+    python -m bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
 """
 from __future__ import annotations
 
@@ -19,13 +20,12 @@ import sys
 
 import torch
 
+from bench import cases as bench_sections
+from bench.harness import wait_quiet
+from bench.render import render, render_raw, write_blocks
+from bench.trainer_tta import Sizes, tta_section
 from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
-from helpers.study.bench import cases as bench_sections
-from helpers.study.bench.bench_records import section_records, write_section_records
-from helpers.study.bench.harness import wait_quiet
-from helpers.study.bench.render import render, render_raw, write_blocks
-from helpers.study.bench.trainer_tta import Sizes, tta_section
 
 SECTIONS = bench_sections.SECTIONS
 
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="model of the timed sections (a tiny local folder for smoke runs)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU); default: all")
     parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
-    parser.add_argument("--sections", nargs="+", default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST],
-                        choices=SECTIONS)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS,
+                        default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST])
     parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
     parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up windows")
@@ -56,29 +56,31 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--acc-rows", type=int, default=4000, help="training rows of the accuracy runs")
     parser.add_argument("--acc-epochs", type=int, default=1)
     tta = Sizes()
-    parser.add_argument("--tta-model", default=tta.model, help="tta: the model (pretrained: accuracy is the point)")
+    parser.add_argument("--tta-model", default=tta.model,
+                        help="tta: the model (pretrained: accuracy is the point)")
     parser.add_argument("--tta-rows", type=int, default=tta.train_rows, help="tta: shuffled training rows")
-    parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows, help="tta: validation rows; default all")
-    parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every, help="tta: steps between evaluations")
-    parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps, help="tta: cap on each run's steps")
-    parser.add_argument("--tta-target", type=float, default=tta.target, help="tta: validation accuracy to reach")
+    parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows,
+                        help="tta: validation rows; default all")
+    parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every,
+                        help="tta: steps between evaluations")
+    parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps,
+                        help="tta: cap on each run's steps")
+    parser.add_argument("--tta-target", type=float, default=tta.target,
+                        help="tta: validation accuracy to reach")
     parser.add_argument("--tta-rounds", type=int, default=tta.rounds, help="tta: runs of each configuration")
-    parser.add_argument("--tta-no-stop", action="store_true", help="tta: train to the end past the target")
-    parser.add_argument("--tta-recipe-epochs", type=int, default=None, help="tta: the project recipe's epochs "
-                        "(both sides; default its 1): one epoch reached 90%% validation at step 350 in the recipe "
-                        "search")
-    parser.add_argument("--tta-budget-s", type=float, default=None, help="tta: training seconds after which a "
-                        "Trainer configuration short of the target ends (its time and ratio become lower bounds)")
+    parser.add_argument("--tta-budget-s", type=float, default=None,
+                        help="tta: training seconds after which a Trainer configuration short of the target "
+                        "ends (its time and ratio become lower bounds)")
     parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
-    parser.add_argument("--eval-train-steps", type=int, default=100, help="eval: steps MiniLM is fine-tuned before "
-                        "its evaluations are timed (0: the untrained head)")
+    parser.add_argument("--eval-train-steps", type=int, default=100,
+                        help="eval: steps MiniLM is fine-tuned before its evaluations are timed (0: the "
+                        "untrained head)")
     parser.add_argument("--max-other-cores", type=float, default=0.5,
                         help="CPU: before each window, wait while other processes use this many cores")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
     parser.add_argument("--results", default=RESULTS_DIR,
-                        help="results folder: the records go to <results>/_bench/<section>/, raw windows to "
-                        "bench.jsonl")
+                        help="results folder: the raw windows go to <results>/_bench/bench.jsonl")
     parser.add_argument("--render", metavar="RAW", default=None,
                         help="run nothing: rewrite --out from the raw windows in RAW "
                         "(Experiment/results/_bench/bench.jsonl)")
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.gate = None if dev.type != "cpu" or args.max_other_cores <= 0 else \
         (lambda: wait_quiet(args.max_other_cores, args.quiet_timeout))
     sync = lambda: synchronize(dev)  # noqa: E731
-    meta = {"command": "python -m helpers.study.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+    meta = {"command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(dev.type),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0],
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
             results["levers"] = bench_sections.levers_section(args, sync)
         elif section in bench_sections.LEVER_SECTIONS:  # a few levers: recorded as the levers section
             section = "levers"
-            if "levers" not in results:  # every lever section asked for, in one table (each replaced the last)
+            if "levers" not in results:  # every lever section asked for in one table, not the last alone
                 wanted = tuple(lever for asked in args.sections
                                for lever in bench_sections.LEVER_SECTIONS.get(asked, ()))
                 results["levers"] = bench_sections.levers_section(args, sync, wanted)
@@ -126,21 +128,17 @@ def main(argv: list[str] | None = None) -> dict:
         elif section == "tta":
             results["tta"] = tta_section(args, Sizes(args.tta_model, args.tta_rows, args.tta_eval_rows,
                                                      args.tta_eval_every, args.tta_max_steps, args.tta_target,
-                                                     args.tta_rounds, not args.tta_no_stop, args.tta_recipe_epochs,
-                                                     args.tta_budget_s))
+                                                     args.tta_rounds, args.tta_budget_s))
         meta["load_end"] = os.getloadavg()[0]
-        # one typed record per configuration, written through helpers.run.records beside the raw windows
-        found = section_records(section, results[section], results[section].pop("heads", {}), meta)
-        results[section]["records"] = found
-        write_section_records(repo_path(args.results), section, found)
         raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:
-            f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
+            row = {"meta": meta, "section": section, "result": results[section]}
+            f.write(json.dumps(row, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
     groups = [name for name in args.sections if name in bench_sections.LEVER_SECTIONS]
-    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept whole
+    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept
         blocks["levers-" + "-".join(groups)] = blocks.pop("levers")
     if set(args.sections) <= set(bench_sections.ON_REQUEST):  # the main block keeps its last figures
         blocks.pop("main")

@@ -11,17 +11,19 @@ import time
 
 import torch
 
+from bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate, paired_ratios,
+                           prepare, trainer_window)
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
 from helpers.run import destination, precision as prec, tokens, train as loop
 from helpers.run.args import PRESETS, build_args
-from helpers.study.bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate,
-                                         paired_ratios, prepare, trainer_window)
 
 # --sections names that run a few of the levers each; their rows join the levers block
 LEVER_SECTIONS = {"compile": ("torch.compile",), "optim": ("AdamW",), "attention": ("attention",),
                   "threads": ("threads",)}
-SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)  # tta: trainer_tta.py
+# tta: trainer_tta.py
+SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)
+PEAK = "matmul peak"  # the speedup section's workload timing the device's peak in the same rounds
 ON_REQUEST = ("levers", "tta", "eval", *LEVER_SECTIONS)  # long: run only when named in --sections
 # Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
 OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
@@ -50,14 +52,15 @@ LEVERS = (
     ("length-grouped dynamic vs static, L<=32", dict(),
      dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
     ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
-    # make baseline's padding in buckets of 16 tokens: a few compiled shapes (16, 32, 48, 64), not one per length
+    # make baseline's padding in buckets of 16 tokens: a few compiled shapes (16 .. 64), not one per length
     ("torch.compile vs eager, length-grouped dynamic padding in buckets of 16, L<=64",
      dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True),
      dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True, compile=True)),
     ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
 # evaluation before and after issue 38, on make baseline's model and padding (Makefile BASELINE_PARAMS)
-EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4)
+EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32,
+                lr=2e-4)
 
 
 
@@ -71,9 +74,8 @@ def overhead_section(args, sync) -> dict:
                            "bare loop": bare_window(bare, args.steps),
                            "Trainer": trainer_window(hf, args.steps, tmp)},
                           args.windows, args.warmup, sync, gate=args.gate)
-    return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision, "rates": rates,
-            "steps_per_window": args.steps,
-            "heads": {"fit (harness)": harness.run.head, "bare loop": bare.run.head, "Trainer": hf.run.head}}
+    return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision,
+            "rates": rates, "steps_per_window": args.steps}
 
 
 def peak_shapes(hidden: int, intermediate: int, tokens_per_step: int) -> dict[str, tuple]:
@@ -103,7 +105,8 @@ def speedup_section(args, sync) -> dict:
         from helpers.calc.facts import cuda_device_key, device_roof
 
         key = cuda_device_key(opt.run.dev.name)
-        peak.update(device_roof(key, opt.run.head["precision"]["compute_dtype"]) if key else {"source": "unknown GPU"})
+        dtype = opt.run.head["precision"]["compute_dtype"]
+        peak.update(device_roof(key, dtype) if key else {"source": "unknown GPU"})
     else:
         dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
         peak.update(cpu_peak_scan(dtype, mcfg.hidden_size, mcfg.intermediate_size,
@@ -112,7 +115,7 @@ def speedup_section(args, sync) -> dict:
         shape = peak_shapes(mcfg.hidden_size, mcfg.intermediate_size,
                             opt.run.args.train.batch * opt.run.args.task.max_length)[peak["shape"]]
         reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * shape[0] * shape[1] * shape[2])))
-        workloads["matmul peak"] = matmul_window(shape, dtype, reps)  # ~2 s a window
+        workloads[PEAK] = matmul_window(shape, dtype, reps)  # ~2 s a window
         peak["source"] = f"measured: {peak['shape']} {dtype} matmul, timed in the same rounds"
     rates = alternate(workloads, args.windows, args.warmup, sync, gate=args.gate)
     timed = opt.fits[args.warmup:]
@@ -124,8 +127,7 @@ def speedup_section(args, sync) -> dict:
              "stall_fraction": sum(waits) / (sum(waits) + sum(step_s))}
     return {"model": args.model, "baseline": PRESETS["baseline"], "optimized": PRESETS["optimized"],
             "precision": precision, "rates": rates, "peak": peak, "stall": stall,
-            "steps_per_window": args.steps,
-            "heads": {"baseline preset": base.run.head, "optimized preset": opt.run.head}}
+            "steps_per_window": args.steps}
 
 
 def accuracy_section(args) -> dict:
@@ -134,8 +136,8 @@ def accuracy_section(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for preset in ("baseline", "optimized"):
             run_args = build_args({"model_name": "minilm", "preset": preset, "data_dir": args.data_dir,
-                                   "device": args.device, "train_subset": args.acc_rows, "epochs": args.acc_epochs,
-                                   "progress": False, "results_path": tmp})
+                                   "device": args.device, "train_subset": args.acc_rows,
+                                   "epochs": args.acc_epochs, "progress": False, "results_path": tmp})
             rec = steps.run_all(run_args)
             m, t = rec.get("metrics", {}), rec.get("timing", {})
             runs[preset] = {"status": rec["status"], "test_accuracy": m.get("test_accuracy"),
@@ -179,7 +181,7 @@ def with_threads(window, threads: int | None):
 def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
     """Return, for each lever (those whose name contains one of `only`, when given), the variant / control
     samples/s ratio, alternated in one process."""
-    out, heads = [], {}
+    out = []
     full = torch.get_num_threads()
     threads = {None: None, "all": full, "half": max(1, full // 2)}  # the bench-only `threads` knob
     for name, control, variant in LEVERS:
@@ -202,11 +204,10 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
                     "variant_samples_per_s": median_rate(rates, "variant"),
                     "ratio": statistics.median(paired_ratios(rates, "variant", "control")), "rates": rates,
                     "warmup_s": b.fits[0][1].summary()["train_time_s"]})
-        heads.update({f"{name}: control": a.run.head, f"{name}: variant": b.run.head})
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
-    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model}, "levers": out,
-            "heads": heads}
+    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model},
+            "levers": out}
 
 
 def eval_section(args, sync) -> dict:
@@ -223,8 +224,8 @@ def eval_section(args, sync) -> dict:
             "progress": False, "results_path": tmp}))
         splits = steps.tokenize(run, steps.load_data(run))
         model = steps.build_model(run)
-        if args.eval_train_steps:
-            steps.train(run, model, splits)  # a model that tells the labels apart: its predictions mean something
+        if args.eval_train_steps:  # a model that tells the labels apart: its predictions mean something
+            steps.train(run, model, splits)
         destination.release(run.claim)  # nothing is recorded under the run's name
     split, t, task = splits["validation"], run.args.train, run.args.task
     collate = tokens.collator(run.tokenizer, task.padding, task.pad_to_multiple_of)
@@ -242,23 +243,26 @@ def eval_section(args, sync) -> dict:
     def new_window() -> dict:
         figures["after"] = loop.evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
         return {"samples": figures["after"]["rows"]}
-    rates = alternate({"before: loader, no_grad": old_window, "after: sorted, built once, inference mode": new_window},
+    rates = alternate({"before: loader, no_grad": old_window,
+                       "after: sorted, built once, inference mode": new_window},
                       args.windows, args.warmup, sync, gate=args.gate)
-    in_order = [list(range(k, min(k + old.batch_size, len(split)))) for k in range(0, len(split), old.batch_size)]
+    in_order = [list(range(k, min(k + old.batch_size, len(split))))
+                for k in range(0, len(split), old.batch_size)]
     before = predictions(model, old, in_order, len(split), run.dev, run.precision)
     after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
-    return {"config": EVAL_CFG | {"model_name": args.eval_model}, "rows": len(split), "precision": run.precision,
-            "rates": rates,
+    return {"config": EVAL_CFG | {"model_name": args.eval_model}, "rows": len(split),
+            "precision": run.precision, "rates": rates,
             "batch_rows": {"before": old.batch_size, "after": new.batch_size}, "build_s": build_s,
             "train_steps": args.eval_train_steps, "figures": figures,
-            "same_predictions": bool(torch.equal(before, after)), "rows_predicted_apart": int((before != after).sum()),
-            "labels_predicted": len(set(after.tolist())),
-            "heads": {name: run.head for name in rates}}
+            "same_predictions": bool(torch.equal(before, after)),
+            "rows_predicted_apart": int((before != after).sum()),
+            "labels_predicted": len(set(after.tolist()))}
 
 
 def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, dev,
                 precision: str) -> torch.Tensor:
-    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in `precision`."""
+    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in
+    `precision`."""
     out = torch.full((n,), -1)
     model.eval()
     with torch.inference_mode():
