@@ -1,14 +1,14 @@
 """The findings table that opens Experiment/REPORT.md: one row per claim of the study, with the published
 evidence, the evidence measured here (device, variant, runs), and a verdict a stated rule computes.
 
-    table = findings(df, "Experiment/published")    # df: helpers.study.report.frame.load(...)[0]
+    table = findings(df, "Experiment/published")    # df: helpers.study.frame.load(...)[0]
     print(markdown(table))
 
 Verdicts are "holds", "does not hold" (records of the claim's own kind only), "consistent on proxy" /
 "contradicted on proxy", "consistent with the model" / "contradicted by the model", "inconclusive" (with
-the smallest effect the sample resolves) or "not testable here" (with what it needs). The rules and how comparisons combine are in
-helpers/study/claims/evidence.py; the throughput claims in rules.py, the trn1-only ones in rules_trn1.py; the
-accuracy, speedup and cost claims here.
+the smallest effect the sample resolves) or "not testable here" (with what it needs). How comparisons
+combine into a verdict is in helpers/study/claims/verdict.py; the throughput claims in throughput.py, the
+trn1-only ones in trn1.py, LoRA's in lora.py; the accuracy, speedup and cost claims here.
 """
 from __future__ import annotations
 
@@ -18,15 +18,14 @@ import pandas as pd
 
 from helpers.calc.cost import accelerator_price, price_per_accelerator_hour
 from helpers.calc.facts import cuda_device_key
-from helpers.study.claims import rules as claims
-from helpers.study.claims import rules_lora as claims_lora
-from helpers.study.claims import rules_trn1 as claims_trn1
+from helpers.study.claims import lora, throughput, trn1
 from helpers.study.claims.accuracy import (FLOOR_POINTS, mean_interval, paired_diffs, resolvable_difference,
                                            unlearned)
-from helpers.study.claims.evidence import (PROXY, PROXY_RULE, Band, Finding, band, cells, claim, compare, concluded,
-                                           device, isclose, judged, listing, proxies, ratio, who)
 from helpers.study.claims.quotes import short_says, study_says
-from helpers.study.report.tables import PUBLISHED_DIR, fmt, published
+from helpers.study.claims.verdict import (PROXY, PROXY_RULE, Band, Finding, band, cells, claim, compare,
+                                          concluded, device, isclose, judged, listing, proxies, ratio, who)
+from helpers.study.notation import fmt
+from helpers.study.published import PUBLISHED_DIR, published
 
 QUESTION = "What do the study's claims come to on the machines whose records are here?"
 STUDY_GPUS = {"a100-40gb": "A100", "a100-80gb": "A100", "t4": "T4", "l4": "L4"}  # device key -> the study's name
@@ -228,10 +227,10 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
                    rule, reason, basis, ranked)
 
 
-CLAIMS = (claims.batch_scaling, claims.seq_len, claims.padding, claims_trn1.padding_77h, claims_trn1.optlevel,
-          stochastic_rounding, lr_llrd, claims.small_batch_util, claims_trn1.dma_bound, speedup, cost_ranking,
-          claims_trn1.allreduce, claims_trn1.gradient_checkpointing, claims_trn1.host_memory,
-          claims_lora.lora_accuracy, claims_lora.lora_speed)
+CLAIMS = (throughput.batch_scaling, throughput.seq_len, throughput.padding, trn1.padding_77h, trn1.optlevel,
+          stochastic_rounding, lr_llrd, throughput.small_batch_util, trn1.dma_bound, speedup, cost_ranking,
+          trn1.allreduce, trn1.gradient_checkpointing, trn1.host_memory,
+          lora.lora_accuracy, lora.lora_speed)
 
 
 # claims about trn1's internals: they wait for a trn1 record and are never proxied; the others concern the

@@ -5,7 +5,7 @@ import pytest
 
 from helpers.run import records
 from helpers.study.report.agreement import agreement, agreement_markdown, drift_pct
-from helpers.study.report.frame import frame
+from helpers.study.frame import frame
 from helpers.study.report.tables import trend
 from tests.record_fixtures import record
 
