@@ -7,6 +7,8 @@ import pandas as pd
 from helpers.run.args import repo_path
 
 PUBLISHED_DIR = "Experiment/published"
+# the study's device names (cost.csv, speedup.csv) -> keys of helpers/facts/instance_prices.csv
+STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}
 
 
 def published(file: str, published_dir=PUBLISHED_DIR) -> pd.DataFrame:

@@ -25,12 +25,11 @@ from helpers.run import encoders
 from helpers.run.args import PRESETS, repo_path
 from helpers.study.decide import page
 from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.published import PUBLISHED_DIR
+from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
 
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
-STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}  # cost.csv device -> facts key
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time, in bf16
 STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
 # (compiled family, eager family) for break-even epochs: its panel title

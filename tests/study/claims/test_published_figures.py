@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.run import records
-from helpers.study.claims import findings
-from helpers.study.claims import throughput
-from helpers.study.claims import trn1
+from helpers.study.claims import recipe, speedup, throughput, trn1
 from helpers.study.frame import frame
 from helpers.study.published import published
 from tests.record_fixtures import record
@@ -67,7 +65,7 @@ def test_stochastic_rounding_on_the_studys_figures_is_inconclusive_as_the_report
     recs = [study("trn1", "precision", {"precision": "bf16-pure-sr" if r.stochastic_rounding == "on" else "bf16-pure",
                                         "max_length": int(r.max_length), "seed": 1},
                   f"{r.stochastic_rounding}{r.max_length}", test_acc=float(r.accuracy)) for r in pub.itertuples()]
-    found = findings.stochastic_rounding(frame(recs), PUB)
+    found = recipe.stochastic_rounding(frame(recs), PUB)
     assert found.verdict == "inconclusive", found.reason
     assert "did not learn" not in found.reason
     assert "so on its own figures this rule is inconclusive" in found.published
@@ -79,7 +77,7 @@ def test_lr_llrd_on_the_studys_figures_holds_and_llrd_alone_is_not_credited():
     recs = [study("trn1", "lr_llrd", {"lr": float(r.lr), **({"llrd_decay": float(r.llrd_decay)} if r.llrd_decay
                                                              else {}), "seed": 1},
                   f"{r.lr}-{r.llrd_decay or 'none'}", test_acc=float(r.accuracy)) for r in cells.itertuples()]
-    found = findings.lr_llrd(frame(recs), PUB)
+    found = recipe.lr_llrd(frame(recs), PUB)
     assert found.verdict == "holds", found.reason  # +1.75 points against the 1.59 two runs on 2,000 rows resolve
     assert "LLRD's effect apart from the lr -0.05 points" in found.measured
 
@@ -122,7 +120,7 @@ def test_speedup_on_the_studys_figures_holds(device, name):
     r = published("speedup.csv", PUB).set_index("device").loc[name]
     recs = [study(device, "speedup", {"preset": p}, p, train_s=float(r[f"{p}_train_time_s"]))
             for p in ("baseline", "optimized")]
-    assert findings.speedup(frame(recs), PUB).verdict == "holds"
+    assert speedup.speedup(frame(recs), PUB).verdict == "holds"
 
 
 def test_the_cost_ranking_on_the_studys_times_does_not_hold_at_our_prices_and_the_report_says_why():
@@ -132,7 +130,7 @@ def test_the_cost_ranking_on_the_studys_times_does_not_hold_at_our_prices_and_th
     times = published("speedup.csv", PUB).set_index("device")["optimized_train_time_s"].astype(float)
     recs = [study(device, "speedup", {"preset": "optimized"}, device, train_s=times[name])
             for device, name in (("trn1", "trn1"), ("a100", "A100"), ("t4", "T4"))]
-    found = findings.cost_ranking(frame(recs), PUB)
+    found = speedup.cost_ranking(frame(recs), PUB)
     # the study priced the A100 at $3.435/h ("Average"); one of p4d.24xlarge's 8 costs $2.745/h
     assert found.verdict == "does not hold", found.reason
     assert "A100 $0.0298 < trn1 $0.0307" in found.published and "$3.435/h printed" in found.published
