@@ -16,7 +16,7 @@ from helpers import launch, steps
 from helpers.measure.timing import StepTimer
 from helpers.run import ddp, records, tokens, train
 from helpers.run.args import build_args
-from helpers.study.report import frame
+from helpers.study import frame
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

@@ -50,7 +50,7 @@ def test_neuron_profile_summary_malformed_names_file_and_fields(tmp_path):
 def test_an_attached_profile_becomes_the_records_tensor_engine_utilization(tmp_path):
     from helpers.measure.neuron_profile import main
     from helpers.run import records
-    from helpers.study.report.frame import frame
+    from helpers.study.frame import frame
     from record_fixtures import record
 
     path = tmp_path / "small_batch-full-batch8@trn1.json"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.run import records, schema
-from helpers.study.report import frame
+from helpers.study import frame
 from record_fixtures import record
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -19,7 +19,7 @@ import yaml
 from helpers.calc import cost
 from helpers.calc.facts import load_instance_prices
 from helpers.study import cloud
-from helpers.study.report import frame
+from helpers.study import frame
 from helpers.study.sweep import runner
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from helpers.study.report.tables import published
+from helpers.study.published import published
 
 # the study's text writes arrows and approximations as LaTeX macros; shown as the symbols they print
 LATEX = {r"\rightarrow": "→", r"\approx": "≈", r"\sim": "~", r"\$": "$"}

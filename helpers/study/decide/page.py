@@ -10,7 +10,7 @@ import pandas as pd
 
 from helpers.calc import job as calc
 from helpers.calc.facts import load_instance_prices
-from helpers.study.report.tables import DASH, fmt
+from helpers.study.notation import DASH, fmt
 
 RESOLVED_GAP = 0.10  # per-epoch costs closer than this are not told apart (the study's runs are single, no spread)
 RULES = ("Rules: one record per device (finished; the speedup suite's optimized preset over all rows first, then "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -25,12 +24,12 @@ from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
 from helpers.run.args import PRESETS, repo_path
 from helpers.study.decide import page
-from helpers.study.report.tables import DASH, PUBLISHED_DIR, fmt, short_device
+from helpers.study.notation import DASH, fmt, short_device
+from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
 
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
-STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}  # cost.csv device -> facts key
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time, in bf16
 STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
 # (compiled family, eager family) for break-even epochs: its panel title
@@ -250,9 +249,3 @@ def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
 
 markdown = page.markdown  # the decision page: question, table, break-even, rules, prices, conclusion
 
-
-def plot(table: pd.DataFrame, breaks: pd.DataFrame, job: Job, command: str, path: str | Path) -> Path:
-    """Write job cost against epochs, a panel per (compiled, eager) pair, break-even marked; return the PNG."""
-    from helpers.study.decide import cost_plot  # matplotlib only where the figure is drawn
-
-    return cost_plot.plot(table, breaks, job, command, path, PAIRS)

@@ -20,13 +20,13 @@ import pandas as pd
 
 from helpers.run import records
 from helpers.run.args import repo_path
-from helpers.study.decide import ranking as decide
+from helpers.study import frame
 from helpers.study.claims import findings
-from helpers.study.report import frame
-from helpers.study.report.agreement import agreement_markdown
+from helpers.study.decide import ranking as decide
+from helpers.study.published import PUBLISHED_DIR
 from helpers.study.report import sections
+from helpers.study.report.agreement import agreement_markdown
 from helpers.study.sweep.suites import SUITES_DIR, TARGETS, expand, find_suites, retarget
-from helpers.study.report.tables import PUBLISHED_DIR
 
 OUT_DIR = "Experiment"
 PICTURES_DIR = "Pictures"
@@ -64,7 +64,10 @@ def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_di
     breaks = decide.break_even(table, job)
     figure = None
     if pictures_dir is not None:
-        png = decide.plot(table, breaks, job, command, repo_path(pictures_dir) / "decide_cost.png")
+        from helpers.study.report import plots_cost  # matplotlib only where the figure is drawn
+
+        path = repo_path(pictures_dir) / "decide_cost.png"
+        png = plots_cost.plot(table, breaks, job, command, path, decide.PAIRS)
         figure = Path(os.path.relpath(png, out_dir)).as_posix()
     return decide.markdown(table, breaks, job, figure=figure)
 

@@ -8,13 +8,13 @@ import math
 import pandas as pd
 
 from helpers.study.claims.accuracy import mean_interval
+from helpers.study.claims.lora import best_lr, gap, searched, setting
 from helpers.study.decide.ranking import measured_price
-from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, short_device
+from helpers.study.notation import DASH, fmt, short_device
+from helpers.study.report.tables import caption, markdown, no_runs
 from helpers.study.report.tta_table import cell, process_cpu
 
 TARGET = 0.88  # the lowest of the headline's targets: whether, and when, each setting gets there at all
-MIN_LRS = 3  # learning rates a setting's search tries before its best one stands for the setting
-SWEEP = "python -m helpers.study.sweep lora"
 ACCELERATORS = ("t4", "a10g", "a100-40gb", "h100", "trn1-core")  # device_peaks.csv keys, the study's devices
 
 NOTE = ("Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs "
@@ -29,37 +29,6 @@ NOTE = ("Each setting at its best learning rate: the highest mean validation acc
         "saw; — : no validation curve (run without eval_every). "
         "USD: those seconds at the decision tool's price for the record's device (the accelerators it used; the "
         "facts' cheapest instance carrying them where none is recorded; a CPU: the 2-vCPU instance's price).")
-
-
-def gap(full: list[float], mine: list[float]) -> tuple[float, float]:
-    """Return full's mean minus mine's, in points, and the half-width of its 95% interval."""
-    a, ha, _ = mean_interval(full)
-    b, hb, _ = mean_interval(mine)
-    return 100 * (a - b), 100 * math.sqrt((ha if math.isfinite(ha) else 0) ** 2 + (hb if math.isfinite(hb) else 0) ** 2)
-
-
-def setting(row: pd.Series) -> str:
-    """Return a row's setting in words: 'full fine-tuning' or 'LoRA r=8 (query,value)'."""
-    r = row["lora_r"]
-    if r is None or (isinstance(r, float) and math.isnan(r)) or int(r) == 0:
-        return "full fine-tuning"
-    return f"LoRA r={int(r)} ({row['lora_targets'] or 'query,value'})"
-
-
-def best_lr(runs: pd.DataFrame) -> tuple[float, pd.DataFrame, list[float]]:
-    """Return a setting's learning rate with the highest mean validation accuracy, its runs, and every lr tried."""
-    by_lr = runs.groupby("lr")["val_acc"].mean()
-    lrs = sorted(float(x) for x in runs["lr"].dropna().unique())
-    lr = float(by_lr.idxmax()) if by_lr.notna().any() else lrs[0]
-    return lr, runs[runs["lr"] == lr], lrs
-
-
-def searched(runs: pd.DataFrame) -> str:
-    """Return 'best lr (of lr, lr, lr); N runs, k collapsed' for one setting's runs."""
-    lr, _, lrs = best_lr(runs)
-    collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum()) if "near_majority" in runs else 0
-    tried = ", ".join(f"{x:g}" for x in lrs)
-    return f"{lr:g} (of {tried}); {len(runs)} run{'s' if len(runs) != 1 else ''}, {collapsed} collapsed"
 
 
 def lora_rows(df: pd.DataFrame) -> pd.DataFrame:

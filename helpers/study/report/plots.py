@@ -22,7 +22,7 @@ from helpers.calc.facts import load_device_peaks
 from helpers.run.args import repo_path
 from helpers.study.report import plot_style as style
 from helpers.study.report import plots_tuning
-from helpers.study.report.frame import SHARES
+from helpers.study.frame import SHARES
 
 ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
 STUDY_DEVICES = ("t4", "l4", "a100-40gb", "trn1-core")  # the study's devices, whose capacities are drawn

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from helpers.study.claims import accuracy
 from helpers.study.report import plot_style as style
-from helpers.study.report.frame import NEAR_MAJORITY
+from helpers.study.frame import NEAR_MAJORITY
 
 # precision mode: its tick label (bf16-pure rounds each weight update to nearest or stochastically)
 MODES = {"fp32": "fp32", "bf16": "bf16\nautocast", "bf16-pure": "bf16-pure\nnearest",

@@ -11,11 +11,13 @@ import math
 import pandas as pd
 
 from helpers.study.claims import accuracy
+from helpers.study.notation import DASH, fmt, short_device
+from helpers.study.published import PUBLISHED_DIR, published
 from helpers.study.report import tables
 from helpers.study.report.lora_table import lora_section
+from helpers.study.report.tables import caption, markdown, no_runs
 from helpers.study.report.tta_table import tta_section
 from helpers.study.sweep.suites import Suite
-from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, published, short_device
 
 STUDY_TEST_ROWS = 2000
 BERT_BASE_EPOCH_ROWS = 16000
@@ -211,6 +213,6 @@ KINDS = {"grid": grid_section, "accuracy": accuracy_section, "precision": precis
          "roofline": roofline_section, "time_to_accuracy": tta_section, "lora": lora_section}
 
 
-def section(suite: Suite, df: pd.DataFrame, published_dir=tables.PUBLISHED_DIR) -> str:
+def section(suite: Suite, df: pd.DataFrame, published_dir=PUBLISHED_DIR) -> str:
     """Return the Markdown body of `suite`'s section from its frame rows."""
     return KINDS[suite.report.get("table", "grid")](suite, df, published_dir)

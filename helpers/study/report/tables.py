@@ -1,4 +1,4 @@
-"""The report's throughput and shape tables, from the frame (helpers/study/report/frame.py).
+"""The report's throughput and shape tables, from the frame (helpers/study/frame.py).
 
 Each table is a `groupby().agg()` over the frame, one column group per measured device, the study's
 published figures beside (Experiment/published/*.csv, labelled "published"), rendered with
@@ -11,11 +11,10 @@ import math
 
 import pandas as pd
 
-from helpers.run.args import repo_path
+from helpers.study.frame import MIN_RUNS
+from helpers.study.notation import DASH, fmt, short_device
 from helpers.study.sweep.suites import Suite
 
-PUBLISHED_DIR = "Experiment/published"
-DASH = "—"
 # named frame column: label in words, with units
 LABELS = {
     "step_ms": "step ms (median)", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
@@ -28,29 +27,6 @@ LABELS = {
     "share_host_gap": "host gap %", "energy_j": "energy J", "samples_per_j": "samples/J",
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
-MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
-
-
-def fmt(value) -> str:
-    """Return a number with 4 significant digits (thousands with separators), or the dash for none."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return DASH
-    if isinstance(value, str):
-        return value
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-
-
-def short_device(name: str) -> str:
-    """Return a device name short enough for a column header."""
-    for long, short in (("Intel(R) Xeon(R) Processor", "Xeon"), ("(R)", ""), ("(TM)", ""), ("NVIDIA ", ""),
-                        ("Processor", ""), ("AMD EPYC", "EPYC")):
-        name = name.replace(long, short)
-    return " ".join(name.split())
-
-
-def published(file: str, published_dir=PUBLISHED_DIR) -> pd.DataFrame:
-    """Return one of the study's published tables (strings as printed)."""
-    return pd.read_csv(repo_path(published_dir) / file, dtype=str, keep_default_na=False)
 
 
 def cell(values: pd.Series, name: str) -> str:

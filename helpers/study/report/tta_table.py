@@ -8,7 +8,8 @@ import pandas as pd
 
 from helpers.calc.accuracy_time import TARGETS
 from helpers.study.claims.accuracy import mean_interval
-from helpers.study.report.tables import DASH, caption, fmt, markdown, no_runs, short_device
+from helpers.study.notation import DASH, fmt, short_device
+from helpers.study.report.tables import caption, markdown, no_runs
 
 LOADED_SHARE = 0.9  # a CPU run whose process used under this share of its threads shared the cores: a loaded machine
 

@@ -6,8 +6,8 @@ import pytest
 
 from helpers.run import records
 from helpers.study.claims import accuracy
-from helpers.study.claims.evidence import prepare
-from helpers.study.report.frame import frame
+from helpers.study.claims.verdict import prepare
+from helpers.study.frame import frame
 from tests.record_fixtures import record
 
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 
 from helpers.run import records
-from helpers.study.claims import findings
-from helpers.study.claims import rules as claims
-from helpers.study.claims import rules_trn1 as claims_trn1
-from helpers.study.report.frame import frame
-from helpers.study.report.tables import published
+from helpers.study.claims import recipe, speedup, throughput, trn1
+from helpers.study.frame import frame
+from helpers.study.published import published
 from tests.record_fixtures import record
 
 PUB = "Experiment/published"
@@ -40,7 +38,7 @@ def test_batch_scaling_on_the_studys_figures_holds():
     pub = published("roofline.csv", PUB)
     recs = [study("trn1", "batch_scaling", {"batch": int(r.batch)}, f"b{r.batch}",
                   samples_per_s=float(r.achieved_tflops)) for r in pub.itertuples()]
-    assert claims.batch_scaling(frame(recs), PUB).verdict == "holds"
+    assert throughput.batch_scaling(frame(recs), PUB).verdict == "holds"
 
 
 def test_seq_len_on_the_studys_figures_holds_and_the_report_says_its_cliff_is_not_in_them():
@@ -48,7 +46,7 @@ def test_seq_len_on_the_studys_figures_holds_and_the_report_says_its_cliff_is_no
     recs = [study("trn1", "seq_len", {"max_length": int(r.max_length), "batch": 8}, f"L{r.max_length}",
                   samples_per_s=8 / (float(r.step_time_ms) / 1e3), step_ms=float(r.step_time_ms))
             for r in pub.itertuples()]
-    found = claims.seq_len(frame(recs), PUB)
+    found = throughput.seq_len(frame(recs), PUB)
     assert found.verdict == "holds", found.reason  # L=32 maximizes end-to-end throughput
     assert "2.09x the time" in found.published and "no 'spilling cliff' shows" in found.published
 
@@ -58,7 +56,7 @@ def test_optlevel_on_the_studys_figures_holds():
     pub = pub[pub["distribution_strategy"] == "llm-training"]
     recs = [study("trn1", "compiler_flags", {"optlevel": int(r.optlevel), "distribution_strategy": "llm-training"},
                   f"o{r.optlevel}", train_s=float(r.train_time_s)) for r in pub.itertuples()]
-    assert claims_trn1.optlevel(frame(recs), PUB).verdict == "holds"
+    assert trn1.optlevel(frame(recs), PUB).verdict == "holds"
 
 
 def test_stochastic_rounding_on_the_studys_figures_is_inconclusive_as_the_report_says():
@@ -67,7 +65,7 @@ def test_stochastic_rounding_on_the_studys_figures_is_inconclusive_as_the_report
     recs = [study("trn1", "precision", {"precision": "bf16-pure-sr" if r.stochastic_rounding == "on" else "bf16-pure",
                                         "max_length": int(r.max_length), "seed": 1},
                   f"{r.stochastic_rounding}{r.max_length}", test_acc=float(r.accuracy)) for r in pub.itertuples()]
-    found = findings.stochastic_rounding(frame(recs), PUB)
+    found = recipe.stochastic_rounding(frame(recs), PUB)
     assert found.verdict == "inconclusive", found.reason
     assert "did not learn" not in found.reason
     assert "so on its own figures this rule is inconclusive" in found.published
@@ -79,7 +77,7 @@ def test_lr_llrd_on_the_studys_figures_holds_and_llrd_alone_is_not_credited():
     recs = [study("trn1", "lr_llrd", {"lr": float(r.lr), **({"llrd_decay": float(r.llrd_decay)} if r.llrd_decay
                                                              else {}), "seed": 1},
                   f"{r.lr}-{r.llrd_decay or 'none'}", test_acc=float(r.accuracy)) for r in cells.itertuples()]
-    found = findings.lr_llrd(frame(recs), PUB)
+    found = recipe.lr_llrd(frame(recs), PUB)
     assert found.verdict == "holds", found.reason  # +1.75 points against the 1.59 two runs on 2,000 rows resolve
     assert "LLRD's effect apart from the lr -0.05 points" in found.measured
 
@@ -99,13 +97,13 @@ def small_batch_records(gpu_key: str) -> list:
 def test_small_batch_util_on_the_studys_figures_is_not_like_for_like():
     # the study set the A100's SM utilization against the tensor engine's: unlike figures, so its own
     # numbers cannot decide the claim, and the finding names the figure the records hold instead
-    found = claims.small_batch_util(frame(small_batch_records("sm_active_pct_mean")), PUB)
+    found = throughput.small_batch_util(frame(small_batch_records("sm_active_pct_mean")), PUB)
     assert found.verdict == "not testable here"
     assert "SM activity" in found.reason
 
 
 def test_small_batch_util_on_the_studys_numbers_as_tensor_pipe_figures_holds():
-    found = claims.small_batch_util(frame(small_batch_records("tensor_active_pct_mean")), PUB)
+    found = throughput.small_batch_util(frame(small_batch_records("tensor_active_pct_mean")), PUB)
     assert found.verdict == "holds", found.reason
 
 
@@ -114,7 +112,7 @@ def test_dma_bound_on_the_studys_figures_holds():
     te = float(published("roofline.csv", PUB).iloc[0]["tensor_engine_active_pct"])
     recs = [study("trn1", "profile_memory", {"batch": 8}, "b8",
                   profile={"class_share": {"copy_data_movement": 0.80, "matmul": te / 100}})]
-    assert claims_trn1.dma_bound(frame(recs), PUB).verdict == "holds"
+    assert trn1.dma_bound(frame(recs), PUB).verdict == "holds"
 
 
 @pytest.mark.parametrize("device, name", [("trn1", "trn1"), ("t4", "T4"), ("a100", "A100")])
@@ -122,7 +120,7 @@ def test_speedup_on_the_studys_figures_holds(device, name):
     r = published("speedup.csv", PUB).set_index("device").loc[name]
     recs = [study(device, "speedup", {"preset": p}, p, train_s=float(r[f"{p}_train_time_s"]))
             for p in ("baseline", "optimized")]
-    assert findings.speedup(frame(recs), PUB).verdict == "holds"
+    assert speedup.speedup(frame(recs), PUB).verdict == "holds"
 
 
 def test_the_cost_ranking_on_the_studys_times_does_not_hold_at_our_prices_and_the_report_says_why():
@@ -132,7 +130,7 @@ def test_the_cost_ranking_on_the_studys_times_does_not_hold_at_our_prices_and_th
     times = published("speedup.csv", PUB).set_index("device")["optimized_train_time_s"].astype(float)
     recs = [study(device, "speedup", {"preset": "optimized"}, device, train_s=times[name])
             for device, name in (("trn1", "trn1"), ("a100", "A100"), ("t4", "T4"))]
-    found = findings.cost_ranking(frame(recs), PUB)
+    found = speedup.cost_ranking(frame(recs), PUB)
     # the study priced the A100 at $3.435/h ("Average"); one of p4d.24xlarge's 8 costs $2.745/h
     assert found.verdict == "does not hold", found.reason
     assert "A100 $0.0298 < trn1 $0.0307" in found.published and "$3.435/h printed" in found.published
@@ -142,11 +140,11 @@ def test_padding_77h_and_host_memory_and_gradient_checkpointing_on_the_studys_ac
     static_s = float(published("speedup.csv", PUB).set_index("device").at["trn1", "baseline_train_time_s"])
     padding = [study("trn1", "padding", {"padding": "static"}, "static", train_s=static_s),
                study("trn1", "padding", {"padding": "dynamic"}, "dynamic", train_s=77 * 3600.0)]  # a lower bound
-    assert claims_trn1.padding_77h(frame(padding), PUB).verdict == "holds"
+    assert trn1.padding_77h(frame(padding), PUB).verdict == "holds"
     oom = [study("trn1", "batch_scaling", {"batch": 64}, "b64", status="oom")]  # §3.3 without the 90 GB swap
-    assert claims_trn1.host_memory(frame(oom), PUB).verdict == "holds"
+    assert trn1.host_memory(frame(oom), PUB).verdict == "holds"
     failed = [study("trn1", "batch_scaling", {"batch": 8, "gradient_checkpointing": True}, "gc", status="failed")]
-    assert claims_trn1.gradient_checkpointing(frame(failed), PUB).verdict == "holds"
+    assert trn1.gradient_checkpointing(frame(failed), PUB).verdict == "holds"
 
 
 def test_allreduce_figures_are_the_fifty_percent_the_study_states():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from helpers.study.claims import findings, quotes
-from helpers.study.report.tables import published
+from helpers.study.published import published
 
 PUB = "Experiment/published"
 STUDY = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "study" / "report.txt"

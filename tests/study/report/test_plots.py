@@ -12,7 +12,7 @@ from record_fixtures import record  # noqa: E402
 from helpers.study.report import plot_style  # noqa: E402
 from helpers.study.report import plots
 from helpers.study.report import plots_tuning
-from helpers.study.report.frame import frame  # noqa: E402
+from helpers.study.frame import frame  # noqa: E402
 
 PUBLISHED = "Experiment/published"
 COMMAND = "python -m helpers.study.report"
@@ -131,7 +131,7 @@ def test_a_cpu_roof_is_its_records_measured_peak_and_copy_bandwidth():
 
 
 def test_a_measured_roof_is_labelled_by_shape_and_date_never_by_the_checkouts_path():
-    from helpers.study.report.frame import peak_label
+    from helpers.study.frame import peak_label
 
     source = ("measured on this machine: best fp32 matmul of 4 model shapes (bert-base FFN up, 2048 tokens) at 2 "
               "threads (/home/someone/accelbench-bert/Experiment/results/_peaks/cpu-x.json)")

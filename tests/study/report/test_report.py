@@ -9,11 +9,11 @@ import pytest
 from helpers import steps
 from helpers.run import records
 from helpers.run.args import build_args
-from helpers.study.report import frame
+from helpers.study import frame
 from helpers.study.report import build as report
 from helpers.study.sweep.suites import expand, resolve_suite
 from record_fixtures import record
-from helpers.study.report.tables import short_device
+from helpers.study.notation import short_device
 
 
 def point(suite: str, variant: str = "quick", **match):

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from helpers.run import records
 from helpers.study.report import build as report
-from helpers.study.report import frame
+from helpers.study import frame
 from helpers.study.sweep.suites import expand, resolve_suite
 from record_fixtures import record
 

@@ -1,7 +1,7 @@
 """The time-to-accuracy headline table, from records' time_to_accuracy sections: seeds that reach a target
 and seeds that do not, each shown as such."""
 from helpers.study.report import sections
-from helpers.study.report.frame import frame
+from helpers.study.frame import frame
 from helpers.study.sweep.suites import resolve_suite
 from record_fixtures import record
 

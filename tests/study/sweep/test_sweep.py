@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, ConfigError
-from helpers.study.report import frame
+from helpers.study import frame
 from helpers.study.sweep import points
 from helpers.study.report import sections
 from helpers.study.sweep import suites

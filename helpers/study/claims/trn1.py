@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.claims.evidence import (Finding, band, cells, claim, compare_timed, concluded, device, drift,
-                                           interleaved,
-                                           judged, listing, noise_note, ratio, resolvable_pct, who)
-from helpers.study.report.tables import fmt, published
+from helpers.study.claims.verdict import (Finding, band, cells, claim, compare_timed, concluded, device,
+                                          drift, interleaved, judged, listing, noise_note, ratio,
+                                          resolvable_pct, who)
+from helpers.study.notation import fmt
+from helpers.study.published import published
 
 HOST_GIB = 32  # trn1.2xlarge host memory (helpers/facts/device_peaks.csv, key "host")
 TRIED_BATCH = 64  # the batch above 48 the study tried (batch_scaling's grid: 8, 16, 32, 48, 64)

@@ -1,15 +1,17 @@
 """The study's claims about throughput, padding and utilization across device classes, each a function of
 (frame, published_dir) returning a Finding whose verdict a stated rule computes from the records
-(helpers/study/claims/evidence.py). trn1-only claims are in claims_trn1.py; accuracy, speedup and cost in findings.py.
+(helpers/study/claims/verdict.py). trn1-only claims are in trn1.py, LoRA's in lora.py; accuracy, speedup
+and cost in findings.py.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.claims.evidence import (PROXY, Finding, band, cells, claim, compare, compare_timed, concluded,
-                                           device, drift, interleaved, judged, listing, noise_note, resolvable_pct,
-                                           who)
-from helpers.study.report.tables import fmt, published
+from helpers.study.claims.verdict import (PROXY, Finding, band, cells, claim, compare, compare_timed,
+                                          concluded, device, drift, interleaved, judged, listing, noise_note,
+                                          resolvable_pct, who)
+from helpers.study.notation import fmt
+from helpers.study.published import published
 
 
 @claim

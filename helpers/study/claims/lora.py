@@ -1,16 +1,52 @@
 """The study's future work as claims: LoRA against full fine-tuning (the lora suite), each verdict computed by
-a stated rule from records of full fine-tuning and LoRA on the same device, with seeds.
+a stated rule from records of full fine-tuning and LoRA on the same device, with seeds; and what makes a
+setting (full fine-tuning or a LoRA rank and targets) and its best learning rate, which the LoRA table shows.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from helpers.study.claims.evidence import (PROXY, Finding, band, cells, claim, compare_timed, concluded, device,
-                                           drift, interleaved, listing, noise_note, ratio, who)
-from helpers.study.report.lora_table import MIN_LRS, SWEEP, best_lr, gap, searched, setting
+from helpers.study.claims.accuracy import mean_interval
+from helpers.study.claims.verdict import (PROXY, Finding, band, cells, claim, compare_timed, concluded,
+                                          device, drift, interleaved, listing, noise_note, ratio, who)
 
 WITHIN_POINTS = 1.0  # the claim: LoRA's test accuracy within 1 point of full fine-tuning's
 NO_FIGURE = "no published figure: the study names LoRA as future work (§9); the claim tested is ours"
+MIN_LRS = 3  # learning rates a setting's search tries before its best one stands for the setting
+SWEEP = "python -m helpers.study.sweep lora"
+
+
+def setting(row: pd.Series) -> str:
+    """Return a row's setting in words: 'full fine-tuning' or 'LoRA r=8 (query,value)'."""
+    r = row["lora_r"]
+    if r is None or (isinstance(r, float) and math.isnan(r)) or int(r) == 0:
+        return "full fine-tuning"
+    return f"LoRA r={int(r)} ({row['lora_targets'] or 'query,value'})"
+
+
+def best_lr(runs: pd.DataFrame) -> tuple[float, pd.DataFrame, list[float]]:
+    """Return a setting's learning rate with the highest mean validation accuracy, its runs, and every lr tried."""
+    by_lr = runs.groupby("lr")["val_acc"].mean()
+    lrs = sorted(float(x) for x in runs["lr"].dropna().unique())
+    lr = float(by_lr.idxmax()) if by_lr.notna().any() else lrs[0]
+    return lr, runs[runs["lr"] == lr], lrs
+
+
+def searched(runs: pd.DataFrame) -> str:
+    """Return 'best lr (of lr, lr, lr); N runs, k collapsed' for one setting's runs."""
+    lr, _, lrs = best_lr(runs)
+    collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum()) if "near_majority" in runs else 0
+    tried = ", ".join(f"{x:g}" for x in lrs)
+    return f"{lr:g} (of {tried}); {len(runs)} run{'s' if len(runs) != 1 else ''}, {collapsed} collapsed"
+
+
+def gap(full: list[float], mine: list[float]) -> tuple[float, float]:
+    """Return full's mean minus mine's, in points, and the half-width of its 95% interval."""
+    a, ha, _ = mean_interval(full)
+    b, hb, _ = mean_interval(mine)
+    return 100 * (a - b), 100 * math.sqrt((ha if math.isfinite(ha) else 0) ** 2 + (hb if math.isfinite(hb) else 0) ** 2)
 
 
 def _settings(g: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:

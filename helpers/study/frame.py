@@ -1,4 +1,5 @@
-"""Every record as one row of a pandas DataFrame: the frame the report's tables and plots are made from.
+"""Every record as one row of a pandas DataFrame: the frame the report's tables and plots, the claims and the
+decision are made from (the bottom of helpers/study/: it imports none of them).
 
     df, skipped = load("Experiment/results")     # every record below the folder, any machine's
 
@@ -76,6 +77,7 @@ PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padd
 TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
 FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
+MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
 
 
 def utilization(row: pd.Series, device_type: str) -> tuple[float, str, bool]:

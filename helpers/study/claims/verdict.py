@@ -17,7 +17,9 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from helpers.study.report.tables import MIN_RUNS, fmt, short_device
+from helpers.study import drift as between_suites
+from helpers.study.frame import MIN_RUNS
+from helpers.study.notation import fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
 # a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
@@ -153,9 +155,7 @@ def interleaved(*arms: pd.DataFrame) -> bool:
 def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
     """Return the drift (%) between suites on the rows' device (the agreement table's largest gap), None if
     no configuration there was timed by two suites."""
-    from helpers.study.report.agreement import drift_pct
-
-    return drift_pct(df, str(rows["device_key"].iloc[0]))
+    return between_suites.drift_pct(df, str(rows["device_key"].iloc[0]))
 
 
 def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:

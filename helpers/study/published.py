@@ -1,0 +1,16 @@
+"""The original study's published figures (Experiment/published/*.csv, described in its README.md), read as
+printed: the report shows them beside the records, the claims feed them through their rules."""
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.run.args import repo_path
+
+PUBLISHED_DIR = "Experiment/published"
+# the study's device names (cost.csv, speedup.csv) -> keys of helpers/facts/instance_prices.csv
+STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}
+
+
+def published(file: str, published_dir=PUBLISHED_DIR) -> pd.DataFrame:
+    """Return one of the study's published tables (strings as printed)."""
+    return pd.read_csv(repo_path(published_dir) / file, dtype=str, keep_default_na=False)

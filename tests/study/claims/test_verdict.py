@@ -1,0 +1,38 @@
+"""helpers/study/claims/verdict.py: a verdict carries the grade of its evidence, comparisons combine into
+one verdict each way, and a timing comparison of arms that did not run interleaved resolves only beyond the
+drift between suites."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.study.claims.verdict import Band, Finding, combine, compare_timed
+
+
+@pytest.mark.parametrize("basis, verdict, graded", [
+    ("measured", "holds", "holds"), ("measured", "does not hold", "does not hold"),
+    ("proxy (direction only)", "holds", "consistent on proxy"),
+    ("proxy (direction only)", "does not hold", "contradicted on proxy"),
+    ("estimate", "holds", "consistent with the model"), ("estimate", "does not hold", "contradicted by the model"),
+    ("proxy (direction only)", "inconclusive", "inconclusive")])
+def test_a_verdict_carries_the_grade_of_its_evidence(basis, verdict, graded):
+    assert Finding("c", "p", "m", verdict, "r", basis=basis).verdict == graded
+
+
+def test_an_unknown_verdict_is_refused():
+    with pytest.raises(ValueError):
+        Finding("c", "p", "m", "maybe", "r")
+
+
+@pytest.mark.parametrize("signs, verdict", [([], "not testable here"), ([1, 1], "holds"),
+                                            ([1, 0], "inconclusive"), ([1, -1], "does not hold"),
+                                            ([0, -1], "does not hold")])
+def test_comparisons_combine_into_one_verdict(signs, verdict):
+    assert combine(signs) == verdict
+
+
+@pytest.mark.parametrize("together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1),
+                                                       (False, None, 1)])
+def test_a_timing_comparison_resolves_beyond_the_drift_unless_interleaved(together, drift_pct, sign):
+    faster, slower = Band(110.0, 109.0, 111.0), Band(100.0, 99.0, 101.0)  # 10% apart beyond both spreads
+    assert compare_timed(faster, slower, together, drift_pct) == sign
+    assert compare_timed(slower, faster, together, drift_pct) == -sign

@@ -1,0 +1,40 @@
+"""helpers/study/drift.py: configurations two suites timed alike are found, and the drift between suites is the
+largest gap between their medians on a device (none where no configuration was timed twice)."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.run import records
+from helpers.study.drift import agreement, drift_pct
+from helpers.study.frame import frame
+from tests.record_fixtures import record
+
+
+@pytest.fixture(autouse=True)
+def no_library_versions(monkeypatch):
+    monkeypatch.setattr(records, "library_versions", lambda: {})
+
+
+def timed(suite: str, rates: list[float], batch: int = 16, subset: int = 1024) -> list[dict]:
+    """Return runs of one minilm configuration in `suite` on this CPU, one per samples/s in `rates`."""
+    return [record("cpu", suite, {"model_name": "minilm", "batch": batch, "train_subset": subset, "seed": i},
+                   run_name=f"{suite}-{batch}-{i}", samples_per_s=r) for i, r in enumerate(rates, 1)]
+
+
+def test_a_configuration_two_suites_timed_is_one_row_per_suite():
+    rows = agreement(frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", [40, 41, 42], subset=2048)))
+    assert sorted(rows["suite"]) == ["batch_scaling", "small_batch"] and rows["config"].nunique() == 1
+    assert list(rows.sort_values("suite")["median"]) == [41, 32] and list(rows["runs"]) == [3, 3]
+
+
+def test_a_configuration_one_suite_timed_is_not_compared():
+    df = frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", [30, 31, 32], batch=32))
+    assert agreement(df).empty
+
+
+def test_the_drift_between_suites_is_the_largest_gap_between_their_medians():
+    df = frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", [40, 41, 42], subset=2048))
+    assert drift_pct(df, df["device_key"].iloc[0]) == pytest.approx(100 * (41 - 32) / 32)
+    assert drift_pct(df, "another-device") is None
+    alone = frame(timed("small_batch", [30, 32, 34]))
+    assert drift_pct(alone, alone["device_key"].iloc[0]) is None

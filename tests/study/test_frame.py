@@ -1,0 +1,58 @@
+"""helpers/study/frame.py: every record one row with the named columns, the latest finished record per suite
+point and device, another machine's copy of a point its own row, and parameters a table cannot group by named."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.run import records
+from helpers.study.frame import frame, load, params_problem
+from tests.record_fixtures import record
+
+
+@pytest.fixture(autouse=True)
+def no_library_versions(monkeypatch):
+    monkeypatch.setattr(records, "library_versions", lambda: {})
+
+
+def test_the_named_columns_read_the_records_sections_in_the_tables_units():
+    df = frame([record("a100", "batch_scaling", {"batch": 8}, run_name="b8", samples_per_s=300.0, step_ms=25.0,
+                       tflops=31.2, test_acc=0.93)])
+    row = df.iloc[0]
+    assert row["samples_per_s"] == 300.0 and row["step_ms"] == pytest.approx(25.0)  # seconds in, ms shown
+    assert row["mfu_pct"] == pytest.approx(10.0) and row["test_acc"] == 0.93  # the record's own MFU, in %
+    assert row["batch"] == 8 and row["device_type"] == "cuda" and row["suite"] == "batch_scaling"
+
+
+def test_the_latest_finished_record_stands_for_a_point_on_a_device():
+    done = record("cpu", "batch_scaling", {"batch": 8}, run_name="b8", samples_per_s=30.0)
+    later = record("cpu", "batch_scaling", {"batch": 8}, run_name="b8", samples_per_s=99.0, status="failed")
+    later["finished_at"] = "2999-01-01T00:00:00+00:00"  # a later attempt that failed does not replace it
+    assert list(frame([done, later])["samples_per_s"]) == [30.0]
+    again = {**done, "finished_at": "2999-01-01T00:00:00+00:00", "timing": {**done["timing"], "samples_per_s": 31.0}}
+    assert list(frame([done, again])["samples_per_s"]) == [31.0]
+
+
+def test_the_same_point_on_another_machine_is_its_own_row():
+    df = frame([record(device, "batch_scaling", {"batch": 8}, run_name="b8") for device in ("cpu", "a100")])
+    assert sorted(df["device_type"]) == ["cpu", "cuda"]
+
+
+@pytest.mark.parametrize("params, why", [({"batch": 8}, None), ({"batch": [8]}, "params.batch: a finite number"),
+                                         ({"batch": float("nan")}, "params.batch: a finite number"),
+                                         ({"padding": 3}, "params.padding: text expected"),
+                                         ({"group_by_length": "yes"}, "params.group_by_length: true/false")])
+def test_parameters_a_table_cannot_group_by_are_named(params, why):
+    found = params_problem({"params": params})
+    assert found == why if why is None else found.startswith(why), found
+
+
+def test_a_record_no_table_can_group_is_left_out_and_counted(tmp_path):
+    good = record("cpu", "batch_scaling", {"batch": 8}, run_name="good")
+    odd = record("cpu", "batch_scaling", {"batch": 16}, run_name="odd")
+    odd["params"]["batch"] = [16]
+    for rec in (good, odd):
+        records.write_record(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+    df, skipped = load(tmp_path, include_fixtures=True)
+    assert list(df["run_name"]) == ["good"]
+    assert [why.split(": ", 1)[1] for why in skipped] == ["params.batch: a finite number expected, not list '[16]'"]
+    assert load(tmp_path)[0].empty  # fixtures are left out unless asked for

@@ -1,0 +1,15 @@
+"""helpers/study/published.py: the study's published tables are read as printed, strings kept as strings."""
+from helpers.study.published import PUBLISHED_DIR, published
+
+
+def test_a_published_table_keeps_its_figures_as_printed(tmp_path):
+    (tmp_path / "speedup.csv").write_text("device,speedup,note\ntrn1,3.70,\nA100,7.30,NA\n")
+    table = published("speedup.csv", tmp_path)
+    assert list(table["speedup"]) == ["3.70", "7.30"]  # never 3.7: a figure is compared as the study printed it
+    assert list(table["note"]) == ["", "NA"]  # an empty cell and "NA" stay text, never NaN
+
+
+def test_the_committed_statements_name_every_claims_section():
+    statements = published("statements.csv", PUBLISHED_DIR)
+    assert {"claim", "quote", "short", "section", "ours", "source"} <= set(statements.columns)
+    assert statements["section"].str.startswith("§").all()
