@@ -350,6 +350,8 @@ def test_the_readme_command_prints_the_table_of_cost_md(capsys):
 
 
 def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
+    from plot_checks import overlaps
+
     from helpers.study.decide import cost_plot
     from helpers.study.report import plot_style
 
@@ -357,7 +359,7 @@ def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
     job = decide.Job()
     table = decide.decision(df.assign(batch=df["batch"].where(~xla, 8)), job)  # XLA on the CPU: no like eager run
     fig = cost_plot.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
-    assert plot_style.overlaps(fig) == [] and len(fig.axes) == 1
+    assert overlaps(fig) == [] and len(fig.axes) == 1
     assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
     assert "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)" in \
         plot_style.handles(fig)[1]
