@@ -25,7 +25,7 @@ from helpers.study.report.tables import short_device
 PALETTE = sns.color_palette("colorblind").as_hex()  # Okabe-Ito's hues: told apart by colour-blind readers too
 DARK = sns.color_palette("dark").as_hex()  # for devices beyond the families: never mistaken for one of them
 THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", rc={"axes.titlesize": 11}),
-         "axes.prop_cycle": matplotlib.cycler(color=PALETTE), "figure.dpi": 110, "legend.frameon": False,
+         "axes.prop_cycle": matplotlib.cycler(color=PALETTE), "savefig.dpi": 110, "legend.frameon": False,
          "errorbar.capsize": 3}
 FOOTER_IN = 0.22  # height of the footer line, inches
 # (colour, marker) by device family; a family not listed, or a second device of a family, takes the next of
