@@ -1,5 +1,5 @@
-"""How the report's figures look: one colour per device, published points marked, legends below, a footer,
-deterministic PNGs, and a check that no label overlaps another or the data.
+"""How the report's figures look: seaborn's whitegrid theme at paper scale, its colour-blind palette with one
+colour per device, published points marked, legends below and a footer line.
 
 Colours follow the device, never the suite, so a device reads the same in every figure; the study's
 published figures reuse their device's colour with their own marker (X), dashed lines and hatched bars,
@@ -10,29 +10,41 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from helpers.calc.facts import cuda_device_key
 from helpers.run.args import repo_path
-from helpers.study.report.tables import short_device
+from helpers.study.notation import short_device
 
-DPI = 110
+PALETTE = sns.color_palette("colorblind").as_hex()  # Okabe-Ito's hues: told apart by colour-blind readers too
+DARK = sns.color_palette("dark").as_hex()  # for devices beyond the families: never mistaken for one of them
+THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", rc={"axes.titlesize": 11}),
+         "axes.prop_cycle": matplotlib.cycler(color=PALETTE), "savefig.dpi": 110, "legend.frameon": False,
+         "errorbar.capsize": 3}
 FOOTER_IN = 0.22  # height of the footer line, inches
-# (colour, marker) by device family, Okabe-Ito colours; a family not listed, or a second device of a family,
-# takes the next of SPARE (in device key order)
-FAMILIES = {"trn1": ("#E69F00", "D"), "a100-40gb": ("#009E73", "s"), "a100-80gb": ("#009E73", "s"),
-            "t4": ("#D55E00", "^"), "l4": ("#CC79A7", "v"), "h100": ("#0072B2", "P"), "h200": ("#0072B2", "P"),
-            "cpu": ("#56B4E9", "o"), "xla-cpu": ("#000000", "v")}
-SPARE = (("#8C564B", "h"), ("#7F7F7F", "p"), ("#BCBD22", "*"), ("#9467BD", "<"), ("#17BECF", ">"))
+# (colour, marker) by device family; a family not listed, or a second device of a family, takes the next of
+# SPARE, in device key order
+FAMILIES = {"h100": (PALETTE[0], "P"), "h200": (PALETTE[0], "P"), "trn1": (PALETTE[1], "D"),
+            "a100-40gb": (PALETTE[2], "s"), "a100-80gb": (PALETTE[2], "s"), "t4": (PALETTE[3], "^"),
+            "l4": (PALETTE[4], "v"), "cpu": (PALETTE[9], "o"), "xla-cpu": (DARK[7], "v")}
+SPARE = ((DARK[4], "h"), (DARK[5], "p"), (DARK[6], "*"), (DARK[8], "<"), (DARK[9], ">"))
 CUDA_SHORT = {"a100-40gb": "A100 40GB", "a100-80gb": "A100 80GB", "t4": "T4", "l4": "L4", "a10g": "A10G",
               "h100": "H100", "h200": "H200"}
 MODELS = {"minilm": "MiniLM", "bert-base-uncased": "bert-base", "bert-base-random": "bert-base (random init)"}
-PUBLISHED = {"marker": "X", "linestyle": "--", "markersize": 9}  # a published line; bars: hatch PUBLISHED_HATCH
+# a published line; a published bar is hatched
+PUBLISHED = {"marker": "X", "linestyle": "--", "markersize": 9}
 PUBLISHED_HATCH = "///"
+
+
+def theme():
+    """Return a context in which figures are drawn and saved in the report's look (THEME)."""
+    return matplotlib.rc_context(THEME)
 
 
 def family(row: pd.Series) -> str:
@@ -61,8 +73,8 @@ def device_styles(families: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Return (colour, marker) per device (key -> family): a family's own for its first device, spare ones
     for the others, so two CPUs never share a colour in any figure."""
     taken, spare, style = set(), itertools.cycle(SPARE), {}
-    order = list(FAMILIES)
-    for key in sorted(families, key=lambda k: (order.index(families[k]) if families[k] in order else len(order), k)):
+    rank = {fam: i for i, fam in enumerate(FAMILIES)}
+    for key in sorted(families, key=lambda k: (rank.get(families[k], len(rank)), k)):
         known = FAMILIES.get(families[key])
         style[key] = known if known and known[0] not in taken else next(spare)
         taken.add(style[key][0])
@@ -70,11 +82,13 @@ def device_styles(families: dict[str, str]) -> dict[str, tuple[str, str]]:
 
 
 def with_devices(df: pd.DataFrame) -> pd.DataFrame:
-    """Return `df` with `who` (device label), `model` (short model name), `colour` and `marker` (one per device)."""
+    """Return `df` with `who` (device label), `model` (short model name), `colour`, `marker` (by device)."""
     df = df.copy()
     df["who"] = [device_label(r) for _, r in df.iterrows()]
-    df["model"] = df.get("model_name", pd.Series(None, index=df.index)).map(lambda m: MODELS.get(m, m or "model?"))
-    style = device_styles({k: family(r) for k, r in df.drop_duplicates("device_key").set_index("device_key").iterrows()})
+    names = df.get("model_name", pd.Series(None, index=df.index))
+    df["model"] = names.map(lambda m: MODELS.get(m, m or "model?"))
+    devices = df.drop_duplicates("device_key").set_index("device_key")
+    style = device_styles({k: family(r) for k, r in devices.iterrows()})
     df["colour"] = df["device_key"].map(lambda k: style[k][0])
     df["marker"] = df["device_key"].map(lambda k: style[k][1])
     return df
@@ -100,7 +114,7 @@ def log2_axis(axis, values) -> None:
 
 
 def log_axis(axis, lo: float, hi: float) -> None:
-    """Put `axis` on a log scale from `lo` to `hi` in plain numbers (1, 2, 5, 10; decades only beyond three)."""
+    """Put `axis` on a log scale from `lo` to `hi`, labelled 1, 2, 5, 10 (only decades beyond 1000x)."""
     (axis.axes.set_xscale if axis.axis_name == "x" else axis.axes.set_yscale)("log")
     (axis.axes.set_xlim if axis.axis_name == "x" else axis.axes.set_ylim)(lo, hi)
     axis.set_major_locator(LogLocator(subs=(1, 2, 5) if hi / lo <= 1e3 else (1,)))
@@ -129,10 +143,9 @@ def lines(ax, d: pd.DataFrame, x: str, y: str, suffix=None, bars: bool = True) -
         agg = spread(g, x, y)
         err = np.vstack([agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]]).clip(min=0)
         label = series + (f" — {suffix(g)}" if suffix else "")
-        how = {"color": g["colour"].iloc[0], "linewidth": 1.5, "marker": g["marker"].iloc[0], "markersize": 5,
-               "label": label}
+        how = {"color": g["colour"].iloc[0], "marker": g["marker"].iloc[0], "label": label}
         if bars and err.any():
-            ax.errorbar(agg.index, agg["mid"], yerr=err, capsize=3, **how)
+            ax.errorbar(agg.index, agg["mid"], yerr=err, **how)
         else:
             ax.plot(agg.index, agg["mid"], **how)
         drawn.append(agg.drop(columns="runs").stack())
@@ -164,7 +177,7 @@ def figure(n: int = 1, width: float = 5.0, height: float = 3.6, wrap: int = 3):
 
 
 def rows(df: pd.DataFrame, suite: str, *columns: str) -> pd.DataFrame:
-    """Return the finished rows of `suite` having `columns`, per device its full variant if any, with a `series`."""
+    """Return the finished rows of `suite` having `columns` (a device's full variant if any), and `series`."""
     d = df[(df["suite"] == suite) & (df["status"] == "finished")].dropna(subset=list(columns))
     full = set(d.loc[d["variant"] == "full", "device_key"])
     d = d[(d["variant"] == "full") | ~d["device_key"].isin(full)]
@@ -182,7 +195,7 @@ def key(fig, handle) -> None:
 
 
 def handles(fig) -> tuple[list, list[str]]:
-    """Return every labelled artist of `fig` once: measured first, then published, then the entries of `key`."""
+    """Return every labelled artist of `fig` once: measured first, then published, then `key`'s entries."""
     found: dict[str, object] = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
@@ -209,8 +222,7 @@ def finish(fig, command: str, handles=None, labels=None) -> None:
         for ncol in range(min(len(handles), 4), 0, -1):
             if legend is not None:
                 legend.remove()
-            legend = fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, foot), ncol=ncol,
-                                fontsize=8, frameon=False)
+            legend = fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, foot), ncol=ncol)
             if _fits(fig, legend):
                 break
         bottom += legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height + 0.01
@@ -219,52 +231,6 @@ def finish(fig, command: str, handles=None, labels=None) -> None:
 
 def save(fig, path: Path) -> Path:
     """Write `fig` as a PNG with no time or version in it (same figure, same bytes); return the path."""
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    with theme():
+        fig.savefig(path, metadata={"Software": None})
     return path
-
-
-def _drawn(axis) -> list:
-    """Return the major ticks of `axis` inside its view (those matplotlib draws)."""
-    lo, hi = sorted(axis.get_view_interval())
-    slack = 1e-9 * (hi - lo)
-    return [t for t in axis.get_major_ticks() if t.get_loc() is not None and lo - slack <= t.get_loc() <= hi + slack]
-
-
-def _boxes(fig, renderer):
-    """Yield (what, kind, window extent, owning axes or None) for every label and legend drawn on `fig`."""
-    for i, ax in enumerate(fig.axes):
-        ticks = [(f"{a} tick", t) for a, axis in (("x", ax.xaxis), ("y", ax.yaxis)) if axis.get_visible()
-                 for tick in _drawn(axis) for t in (tick.label1, tick.label2)]
-        named = [("x label", ax.xaxis.label), ("y label", ax.yaxis.label), ("title", ax.title)]
-        for kind, t in ticks + named + [("text", t) for t in ax.texts]:
-            if t.get_visible() and t.get_text().strip():
-                yield f"axes {i} {kind} {t.get_text()!r}", kind, t.get_window_extent(renderer), ax
-        if ax.get_legend():
-            yield f"axes {i} legend", "legend", ax.get_legend().get_window_extent(renderer), ax
-    for t in fig.texts:
-        yield f"figure text {t.get_text()!r}", "figure text", t.get_window_extent(renderer), None
-    for j, legend in enumerate(fig.legends):
-        yield f"figure legend {j}", "legend", legend.get_window_extent(renderer), None
-
-
-def _hit(a, b) -> bool:
-    """Return whether two window extents overlap by more than a pixel each way."""
-    return min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
-
-
-def overlaps(fig) -> list[str]:
-    """Return what a reader would stumble over: labels overlapping, labels or legends on data, labels off the canvas."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    boxes = list(_boxes(fig, renderer))
-    canvas = fig.bbox
-    found = [f"{what} is off the canvas" for what, _, box, _ in boxes
-             if box.x0 < -1 or box.y0 < -1 or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1]
-    found += [f"{wa} overlaps {wb}" for (wa, _, a, _), (wb, _, b, _) in itertools.combinations(boxes, 2)
-              if _hit(a, b)]
-    for what, kind, box, owner in boxes:
-        for i, ax in enumerate(fig.axes):
-            own = owner is not None and owner.bbox.bounds == ax.bbox.bounds  # its axes, or a twin of it
-            if not (own and kind == "text") and _hit(box, ax.patch.get_window_extent(renderer)):
-                found.append(f"{what} lies on the data of axes {i}")
-    return found

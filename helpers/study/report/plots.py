@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the frame (helpers/study/report/frame.py) with the study's published figures beside.
+"""The report's figures, drawn from the frame (helpers/study/frame.py) with the study's published figures beside.
 
     make_all(df, "Pictures", "Experiment/published", command) -> {suite: [png paths]}
 
@@ -65,7 +65,7 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
     runs) on the step panel, and its longest length over its own L=32 on the ratio panel."""
     for series, g in same.groupby("series", sort=False):
         how = {"color": g["colour"].iloc[0], "marker": g["marker"].iloc[0], "markerfacecolor": "white",
-               "markersize": 7, "linestyle": "none", "capsize": 3, "label": f"{series}: profile_memory suite "
+               "markersize": 7, "linestyle": "none", "label": f"{series}: profile_memory suite "
                "(same configuration, another sweep)"}
         agg = style.spread(g, "max_length", "step_ms")
         b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
@@ -113,7 +113,7 @@ def seq_len(df, published_dir):
 def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle: str, label: str) -> None:
     """Draw min(peak, intensity x bandwidth) over `xs` (only the flat roof where the bandwidth is unknown)."""
     ys = np.full_like(xs, peak) if np.isnan(bw_gbps) else np.minimum(peak, xs * bw_gbps / 1000)
-    ax.plot(xs, ys, color=colour, linestyle=linestyle, linewidth=1.3, label=label)
+    ax.plot(xs, ys, color=colour, linestyle=linestyle, label=label)
 
 
 def _roofs(d: pd.DataFrame) -> dict:
@@ -190,10 +190,8 @@ def profile(df, published_dir):
     left = np.zeros(len(shares))
     y = np.arange(len(shares))[::-1]
     for column, colour in zip(columns, sns.color_palette("pastel", len(columns))):
-        ax.barh(y, shares[column], left=left, color=colour, edgecolor="white", label=OP_CLASSES[column[6:]])
-        for yi, x0, w in zip(y, left, shares[column]):
-            if w >= 8:
-                ax.text(x0 + w / 2, yi, f"{w:.0f}", ha="center", va="center", fontsize=7)
+        bars = ax.barh(y, shares[column], left=left, color=colour, label=OP_CLASSES[column[6:]])
+        ax.bar_label(bars, [f"{w:.0f}" if w >= 8 else "" for w in shares[column]], label_type="center", fontsize=7)
         left += shares[column].to_numpy()
     ax.set_yticks(y, [f"{s}, L={int(L)}" for s, L in shares.index])
     ax.set(xlim=(0, 100), xlabel="share of profiled step time, % (profiler self time)",
@@ -290,10 +288,7 @@ def padding(df, published_dir):
         compiling = g["train_compile_s"].fillna(0).clip(upper=g["train_s"])  # what of the train time compiled
         x = np.arange(len(cases)) + (k - (len(series) - 1) / 2) * width
         colour = d.loc[d["series"] == s, "colour"].iloc[0]
-        a.bar(x, g["compilations"], width, color=colour, label=s)
-        for xi, v in zip(x, g["compilations"]):
-            if pd.notna(v):
-                a.text(xi, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
+        a.bar_label(a.bar(x, g["compilations"], width, color=colour, label=s), fmt="%.0f", fontsize=8)
         b.bar(x, compiling, width, color=colour, alpha=0.4)
         b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
         err = [train["mid"] - train["lo"], train["hi"] - train["mid"]]
@@ -332,7 +327,7 @@ def figures(df: pd.DataFrame, published_dir, command: str):
     if df.empty:
         return
     df = style.with_devices(df)
-    with sns.axes_style("whitegrid"):
+    with style.theme():
         for suite, name, draw in PLOTS:
             fig = draw(df, published_dir)
             if fig is not None:

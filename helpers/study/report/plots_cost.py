@@ -36,7 +36,7 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
     for _, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
         ax.plot(epochs, np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"], label=label,
-                color=_colour(r, measured), linestyle="--" if r["source"] == "published" else "-", linewidth=1.6)
+                color=_colour(r, measured), linestyle="--" if r["source"] == "published" else "-")
     shown = crossings[crossings["epochs"] <= top]
     for _, c in shown.iterrows():
         ax.plot(c["epochs"], c["usd_at"], "o", color="black", markersize=4)
@@ -65,18 +65,21 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
     legend entry naming each pair left out for want of a like configuration."""
     panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
     drawn = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
-    fig, axes = style.figure(len(drawn), width=5.8, height=5.6)
-    for ax, (pair, title, d) in zip(axes, drawn):
-        crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
-        _panel(ax, d, crossings, job, title, pair[0])
-    for pair, title, d in panels:
-        if d.empty and (table["family"] == pair[0]).any():
-            style.key(fig, Patch(facecolor="white", label=f"not drawn: {title} (no eager run of the same configuration)"))
-    price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
-    fig.suptitle(f"Job cost against epochs (dashed: published)\none-off compile shared by "
-                 f"{job.runs_sharing_cache} run(s){', warm cache' if job.warm_cache else ''}, then $ per epoch,\n"
-                 f"priced at {price}: on-demand us-east-1", fontsize=10)
-    style.finish(fig, command, *style.handles(fig))
+    with style.theme():
+        fig, axes = style.figure(len(drawn), width=5.8, height=5.6)
+        for ax, (pair, title, d) in zip(axes, drawn):
+            crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
+            _panel(ax, d, crossings, job, title, pair[0])
+        for pair, title, d in panels:
+            if d.empty and (table["family"] == pair[0]).any():
+                why = f"not drawn: {title} (no eager run of the same configuration)"
+                style.key(fig, Patch(facecolor="white", label=why))
+        price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
+        cache = ", warm cache" if job.warm_cache else ""
+        fig.suptitle(f"Job cost against epochs (dashed: published)\none-off compile shared by "
+                     f"{job.runs_sharing_cache} run(s){cache}, then $ per epoch,\n"
+                     f"priced at {price}: on-demand us-east-1")
+        style.finish(fig, command, *style.handles(fig))
     return fig
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib import colormaps
 from matplotlib.patches import Patch, Rectangle
 
@@ -20,7 +21,8 @@ from helpers.study.frame import NEAR_MAJORITY
 MODES = {"fp32": "fp32", "bf16": "bf16\nautocast", "bf16-pure": "bf16-pure\nnearest",
          "bf16-pure-sr": "bf16-pure\nstochastic"}
 HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
-CMAP = colormaps["viridis"].with_extremes(under="0.6")  # under: the near-majority cells, off the scale
+NEAR = "0.7"  # the near-majority cells, off the colour scale: light enough for dark text through the hatching
+CMAP = colormaps["viridis"].with_extremes(under=NEAR)
 STUDY_TEST_ROWS = 2000  # dair-ai/emotion's test split: the rows the study's accuracies are counted on
 STUDY_TRAIN_ROWS = 16_000  # its train split, which the study trained on for 3 epochs (report 5.8)
 STUDY_WORKLOAD = f"{STUDY_TRAIN_ROWS:,} rows × 3 epochs"
@@ -49,25 +51,20 @@ def colour_range(panels: list[tuple[pd.DataFrame, ...]]) -> tuple[float, float]:
     return lo - 0.05, hi + 0.05
 
 
-def _heatmap(fig, ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
+def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
     """Draw one grid as coloured cells with their values ± 95% half-widths; near-majority cells hatched and off
     the colour scale."""
     grid, near, half = cells
-    values, marked, halves = grid.to_numpy(dtype=float), near.to_numpy(), half.to_numpy(dtype=float)
-    mesh = ax.pcolormesh(np.ma.masked_invalid(values), cmap=CMAP, vmin=vrange[0], vmax=vrange[1])
-    for i, j in zip(*np.nonzero(~np.isnan(values))):
-        r, g, b, _ = mesh.cmap(mesh.norm(values[i, j]))
-        ax.text(j + 0.5, i + 0.5, cell_text(values[i, j], halves[i, j]), ha="center", va="center", fontsize=7.5,
-                color="white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black")
-        if marked[i, j]:
-            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, **HATCH))
-    ax.set_xticks(np.arange(grid.shape[1]) + 0.5, grid.columns)
-    ax.set_yticks(np.arange(grid.shape[0]) + 0.5, [style.lr_text(v) for v in grid.index])
-    ax.invert_yaxis()
+    text = np.vectorize(cell_text)(grid.to_numpy(dtype=float), half.to_numpy(dtype=float))
+    sns.heatmap(grid, ax=ax, cmap=CMAP, vmin=vrange[0], vmax=vrange[1], annot=text, fmt="",
+                annot_kws={"fontsize": 7.5}, yticklabels=[style.lr_text(v) for v in grid.index],
+                cbar_kws={"label": "accuracy, %", "pad": 0.03})
+    for i, j in zip(*np.nonzero(near.to_numpy())):
+        ax.add_patch(Rectangle((j, i), 1, 1, fill=False, **HATCH))
+    ax.tick_params(axis="y", labelrotation=0)
     ax.grid(False)
     ax.set_facecolor("0.88")
     ax.set(title=title, xlabel="layer-wise LR decay (none: one flat LR)", ylabel="peak learning rate")
-    fig.colorbar(mesh, ax=ax, label="accuracy, %", pad=0.03)
 
 
 def cell_text(mean: float, half: float) -> str:
@@ -94,14 +91,14 @@ def lr_llrd(df, published_dir):
     fig, axes = style.figure(len(panels), width=4.4, height=3.8)
     vrange = colour_range([cells for _, cells in panels])
     for ax, (title, cells) in zip(axes, panels):
-        _heatmap(fig, ax, cells, title, vrange)
+        _heatmap(ax, cells, title, vrange)
     style.key(fig, Patch(facecolor="white", label="a cell: mean test accuracy %, ± its 95% half-width (over seeds; "
                                                   "one run or the published mean: the test set's sampling error)"))
     if any(near.to_numpy().any() for _, (_, near, _) in panels):
         share = d["majority"].dropna()
         text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
-        style.key(fig, Patch(facecolor="0.6", label=f"within {100 * NEAR_MAJORITY:.0f} points of always answering the "
-                                                      f"commonest label{text}: learned ~nothing", **HATCH))
+        label = f"within {100 * NEAR_MAJORITY:.0f} points of always answering the commonest label{text}"
+        style.key(fig, Patch(facecolor=NEAR, label=f"{label}: learned ~nothing", **HATCH))
     if any(grid.isna().to_numpy().any() for _, (grid, *_) in panels):
         style.key(fig, Patch(facecolor="0.88", label="not run"))
     return fig
@@ -118,7 +115,7 @@ def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.
     """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device."""
     if stats:
         mean, half = zip(*stats)
-        ax.errorbar(np.array(x) + offset, mean, yerr=half, linestyle="none", marker=g["marker"].iloc[0], capsize=3,
+        ax.errorbar(np.array(x) + offset, mean, yerr=half, linestyle="none", marker=g["marker"].iloc[0],
                     color=g["colour"].iloc[0], label=label)
 
 
@@ -140,8 +137,8 @@ def precision(df, published_dir):
     series = list(dict.fromkeys(d["series"]))
     shift = {s: (k - (len(series) - 1) / 2) * 0.5 / len(series) for k, s in enumerate(series)}
     trn1 = {"color": style.published_colour("trn1"), "marker": "X", "markersize": 9, "linestyle": "none",
-            "capsize": 3, "label": f"published (trn1 · bert-base), one run each; bars: test-set sampling error at "
-                                   f"n={STUDY_TEST_ROWS:,} (95%)"}
+            "label": f"published (trn1 · bert-base), one run each; bars: test-set sampling error at "
+                     f"n={STUDY_TEST_ROWS:,} (95%)"}
     for ax, length in zip(axes, lengths):
         for s in series:
             g = d[(d["series"] == s) & (d["max_length"] == length)].groupby("precision")
@@ -205,7 +202,7 @@ def speedup(df, published_dir):
     fig, (ax,) = style.figure(1, width=8.0, height=0.6 * len(bars) + 1.6)
     y = np.arange(len(bars))[::-1]
     for yi, (_, label, value, colour, hatch, spread) in zip(y, bars):
-        ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else colour, linewidth=0.6)
+        ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else None)
         if spread:  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
             ax.errorbar(value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4,
                         linewidth=1.0)

@@ -11,6 +11,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from helpers.study.report import plot_style as style
+
 
 def frames(record: dict) -> dict[str, pd.DataFrame]:
     """Return the record's curves as tables: loss per window, validation accuracy, samples/s per window."""
@@ -23,21 +25,24 @@ def frames(record: dict) -> dict[str, pd.DataFrame]:
 def draw(record: dict) -> plt.Figure:
     """Return a figure of the run's three curves (a panel says so when its curve was not recorded)."""
     data = frames(record)
-    sns.set_theme(style="whitegrid", context="notebook")
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
-    panels = [(a, "loss", "step", "loss", "training loss (mean per timing window)", "optimizer step"),
-              (b, "accuracy", "train_time_s", "val_accuracy_pct", "validation accuracy (%)", "training seconds"),
-              (c, "rate", "step", "samples_per_s", "samples/s per steady timing window", "optimizer step")]
-    for ax, key, x, y, title, xlabel in panels:
-        ax.set(title=title, xlabel=xlabel, ylabel="")
-        if data[key].empty:
-            why = "set eval_every to record it" if key == "accuracy" else "no steady window recorded"
-            ax.text(0.5, 0.5, f"not recorded: {why}", ha="center", va="center", transform=ax.transAxes)
-            continue
-        sns.lineplot(data=data[key], x=x, y=y, marker="o", ax=ax)
-    if not data["rate"].empty:  # the median the record reports, so a reader sees how the windows spread
-        c.axhline(data["rate"]["samples_per_s"].median(), ls="--", color="grey", label="median")
-        c.legend(loc="lower right")
-    fig.suptitle(f"{record.get('run_name')} on {(record.get('device') or {}).get('name')}: {record.get('status')}")
-    fig.tight_layout()
+    with style.theme():  # the report's look, without changing the notebook's own settings
+        fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
+        panels = [(a, "loss", "step", "loss", "training loss (mean per timing window)", "optimizer step"),
+                  (b, "accuracy", "train_time_s", "val_accuracy_pct", "validation accuracy (%)",
+                   "training seconds"),
+                  (c, "rate", "step", "samples_per_s", "samples/s per steady timing window",
+                   "optimizer step")]
+        for ax, key, x, y, title, xlabel in panels:
+            ax.set(title=title, xlabel=xlabel, ylabel="")
+            if data[key].empty:
+                why = "set eval_every to record it" if key == "accuracy" else "no steady window recorded"
+                ax.text(0.5, 0.5, f"not recorded: {why}", ha="center", va="center", transform=ax.transAxes)
+                continue
+            sns.lineplot(data=data[key], x=x, y=y, marker="o", ax=ax)
+        if not data["rate"].empty:  # the median the record reports, so a reader sees how the windows spread
+            c.axhline(data["rate"]["samples_per_s"].median(), ls="--", color="grey", label="median")
+            c.legend(loc="lower right")
+        device = (record.get("device") or {}).get("name")
+        fig.suptitle(f"{record.get('run_name')} on {device}: {record.get('status')}")
+        fig.tight_layout()
     return fig

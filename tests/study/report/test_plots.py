@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (the main environment, .venv)")
+from plot_checks import overlaps  # noqa: E402
 from plot_records import study_records  # noqa: E402
 from record_fixtures import record  # noqa: E402
 
@@ -41,7 +42,7 @@ def test_make_all_writes_every_figure_the_same_twice_and_each_reads(several, tmp
     save = plot_style.save
 
     def checked_save(fig, path):  # the second run looks at each figure before writing it
-        problems[path.name] = plot_style.overlaps(fig)
+        problems[path.name] = overlaps(fig)
         return save(fig, path)
 
     monkeypatch.setattr(plot_style, "save", checked_save)
@@ -56,9 +57,10 @@ def test_make_all_writes_every_figure_the_same_twice_and_each_reads(several, tmp
 
 @pytest.mark.parametrize("draw", [plots_tuning.speedup, plots_tuning.lr_llrd])
 def test_one_cpu_figures_read(draw, one_cpu):
-    fig = draw(one_cpu, PUBLISHED)
-    plot_style.finish(fig, COMMAND, *plot_style.handles(fig))
-    assert plot_style.overlaps(fig) == []
+    with plot_style.theme():
+        fig = draw(one_cpu, PUBLISHED)
+        plot_style.finish(fig, COMMAND, *plot_style.handles(fig))
+        assert overlaps(fig) == []
     texts = [t.get_text() for ax in fig.axes for t in [ax.title, *ax.get_yticklabels()]] + plot_style.handles(fig)[1]
     assert any(text.startswith("published (trn1") for text in texts)  # the study's figures say so
 
@@ -83,7 +85,7 @@ def test_the_overlap_check_finds_what_a_reader_would_stumble_over():
     ax.plot([0, 1], [0, 1], label="data")
     ax.set_xticks([0, 0.02], ["a long tick label", "another long one"])
     ax.legend(loc="center")
-    found = plot_style.overlaps(fig)
+    found = overlaps(fig)
     assert any("x tick" in f and "overlaps" in f for f in found)
     assert any("legend" in f and "lies on the data" in f for f in found)
 
@@ -261,3 +263,61 @@ def test_the_speedup_bars_name_the_rows_and_epochs_they_trained_on(one_cpu):
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert any("2,000 rows × 1 epoch)" in t and "published" not in t for t in ticks)
     assert all("16,000 rows × 3 epochs" in t for t in ticks if t.startswith("published"))
+
+
+def test_every_figure_is_drawn_in_the_theme_and_leaves_matplotlib_as_it_was(several):
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    for _, name, fig in plots.figures(plot_style.with_devices(several), PUBLISHED, COMMAND):
+        titles = {ax.title.get_fontsize() for ax in fig.axes if ax.get_title()}
+        assert titles == {plot_style.THEME["axes.titlesize"]}, name
+        assert fig.legends and not any(legend.get_frame_on() for legend in fig.legends), name
+    assert dict(matplotlib.rcParams) == before  # the theme is a context, never a global change
+
+
+def test_a_png_is_written_at_the_themes_resolution_wherever_its_figure_was_drawn(one_cpu, tmp_path):
+    import struct
+
+    fig = plots.batch_scaling(one_cpu, PUBLISHED)  # outside the theme, as a notebook or a test may draw it
+    path = plot_style.save(fig, tmp_path / "b.png")
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the PNG header's size, pixels
+    dpi = plot_style.THEME["savefig.dpi"]
+    assert (width, height) == (round(fig.get_figwidth() * dpi), round(fig.get_figheight() * dpi))
+
+
+def test_a_second_device_of_a_family_never_takes_a_familys_colour():
+    styles = plot_style.device_styles({"EPYC": "cpu", "Xeon": "cpu", "Graviton": "arm", "T4": "t4"})
+    assert len({colour for colour, _ in styles.values()}) == 4
+    assert styles["EPYC"] == plot_style.FAMILIES["cpu"] and styles["T4"] == plot_style.FAMILIES["t4"]
+    owned = {colour for colour, _ in plot_style.FAMILIES.values()}
+    assert styles["Xeon"][0] not in owned and styles["Graviton"][0] not in owned
+
+
+def test_near_majority_cells_are_hatched_grey_off_the_colour_scale_with_dark_text(one_cpu):
+    from matplotlib.colors import to_rgba
+    from seaborn.utils import relative_luminance
+
+    low = (one_cpu["suite"] == "lr_llrd") & (one_cpu["lr"].astype(float) < 3e-5)  # the top row: learned nil
+    df = one_cpu.assign(test_acc=one_cpu["test_acc"].mask(low, one_cpu["majority"] + 0.01))
+    ax = plots_tuning.lr_llrd(df, PUBLISHED).axes[0]
+    (mesh,) = ax.collections
+    columns = round(ax.get_xlim()[1])
+    hatched = {(round(p.get_x()), round(p.get_y())) for p in ax.patches if p.get_hatch()}
+    top = [t for t in ax.texts if t.get_position()[1] < 1]
+    assert top and hatched == {(int(t.get_position()[0]), 0) for t in top}
+    for text in ax.texts:
+        x, y = text.get_position()
+        cell = mesh.get_facecolors()[int(y) * columns + int(x)]
+        if y < 1:
+            assert tuple(cell) == to_rgba(plots_tuning.NEAR)
+        darker = relative_luminance(to_rgba(text.get_color())) < relative_luminance(cell)
+        assert darker == (y < 1 or relative_luminance(cell) > 0.408), (text.get_text(), cell)
+
+
+def test_published_bars_are_hatched_and_measured_ones_are_not(one_cpu):
+    ax = plots_tuning.speedup(one_cpu, PUBLISHED).axes[0]
+    labels = {round(t.get_position()[1]): t.get_text() for t in ax.get_yticklabels()}
+    hatched = {labels[round(bar.get_y() + bar.get_height() / 2)]: bool(bar.get_hatch()) for bar in ax.patches}
+    assert hatched == {label: label.startswith("published") for label in labels.values()}
+    assert set(hatched.values()) == {True, False}

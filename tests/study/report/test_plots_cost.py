@@ -7,6 +7,7 @@ from helpers.study import frame
 from helpers.study.decide import ranking as decide
 from helpers.study.report import plots_cost
 from tests.study.decide.job_records import write_job_records
+from plot_checks import overlaps
 
 
 @pytest.fixture()
@@ -70,7 +71,7 @@ def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
     job = decide.Job()
     table = decide.decision(df.assign(batch=df["batch"].where(~xla, 8)), job)  # XLA on the CPU: no like eager run
     fig = plots_cost.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
-    assert plot_style.overlaps(fig) == [] and len(fig.axes) == 1
+    assert overlaps(fig) == [] and len(fig.axes) == 1
     assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
     assert "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)" in \
         plot_style.handles(fig)[1]

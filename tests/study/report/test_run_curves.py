@@ -28,3 +28,11 @@ def test_a_curve_that_was_not_recorded_says_how_to_get_it():
     assert loss.lines and not accuracy.lines and not rate.lines
     assert _texts(accuracy) == ["not recorded: set eval_every to record it"]
     assert _texts(rate) == ["not recorded: no steady window recorded"]
+
+
+def test_drawing_the_curves_leaves_the_notebooks_matplotlib_settings_alone():
+    with matplotlib.rc_context():  # a notebook's settings: matplotlib's own
+        matplotlib.rcdefaults()
+        before = dict(matplotlib.rcParams)
+        run_curves.draw(record("cpu", None, {"batch": 8}, run_name="bare"))
+        assert dict(matplotlib.rcParams) == before
