@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from helpers.measure.sources import close_nvml, current_cuda_handle, open_nvml
+from helpers.measure.utilization_sources import close_nvml, current_cuda_handle, open_nvml
 
 NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 NEURON_ROOT = "/sys/devices/virtual/neuron_device"

@@ -10,7 +10,7 @@ Given to the step timer as a watcher (StepTimer(watchers=(mon,))), the monitor a
 samples between the timed windows (periodic evaluation), so its figures cover the windows that the
 timing and the energy cover.
 
-Backends (helpers/measure/sources.py, neuron_monitor.py): psutil (cpu), NVML through pynvml from
+Backends (helpers/measure/utilization_sources.py, neuron_monitor.py): psutil (cpu), NVML through pynvml from
 nvidia-ml-py (cuda), a `neuron-monitor` subprocess (neuron, and xla: in this project XLA means
 Trainium). A backend that cannot measure reports None (never 0) for each value,
 with a "reason".
@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 
 from helpers.measure.neuron_monitor import NeuronMonitorSource
-from helpers.measure.sources import NvmlSource, PsutilSource, not_measured
+from helpers.measure.utilization_sources import NvmlSource, PsutilSource, not_measured
 
 class Monitor:
     """Collects samples from a source; stop() returns mean/p90 over those taken after mark_steady()."""

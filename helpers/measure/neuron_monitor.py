@@ -20,9 +20,10 @@ from typing import Callable, Iterable
 import numpy as np
 import psutil
 
-from helpers.measure.sources import GIB, Source, stats
+from helpers.measure.utilization_sources import GIB, Source, stats
 
-NEURON_BIN = Path("/opt/aws/neuron/bin")  # where the DLAMI installs the tools; Jupyter kernels often lack it on PATH
+# where the DLAMI installs the tools; Jupyter kernels often lack it on PATH
+NEURON_BIN = Path("/opt/aws/neuron/bin")
 
 
 def find_binary() -> str | None:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from helpers.measure.monitor import Monitor, start_monitor
-from helpers.measure.sources import NOT_MEASURED, Source
+from helpers.measure.utilization_sources import NOT_MEASURED, Source
 
 
 def _assert_not_measured(out: dict, fields: tuple[str, ...]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from helpers.measure import neuron_monitor
 from helpers.measure.monitor import start_monitor
 from helpers.measure.neuron_monitor import parse_neuron_monitor_line, summarize_neuron_monitor
-from helpers.measure.sources import NOT_MEASURED
+from helpers.measure.utilization_sources import NOT_MEASURED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "neuron_monitor"
 

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from helpers.measure.sources import NvmlSource
+from helpers.measure.utilization_sources import NvmlSource
 
 
 class FakeNvml(types.ModuleType):

@@ -176,7 +176,8 @@ class NvmlSource(Source):
     def __init__(self) -> None:
         self.errors = 0
         self._nvml, self._handle, self.reason = open_nvml()
-        self._gpm, self.gpm_reason = (None, self.reason) if self._nvml is None else open_gpm(self._nvml, self._handle)
+        self._gpm, self.gpm_reason = ((None, self.reason) if self._nvml is None
+                                      else open_gpm(self._nvml, self._handle))
 
     def reset(self) -> None:
         if self._gpm is not None:
