@@ -17,7 +17,7 @@ from helpers.calc.accuracy_time import crossings, describe
 from helpers.calc.job import samples_per_joule
 from helpers.calc.roofline import device_peak
 from helpers.measure import peak_memory, timing
-from helpers.measure.energy import node_totals, start_energy, sum_nodes
+from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, tokens, train as loop

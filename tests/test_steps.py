@@ -125,7 +125,7 @@ class ConstantReader:
 
 def test_energy_covers_the_steady_windows_and_their_samples(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
     from helpers import training
-    from helpers.measure.energy import EnergyMeter
+    from helpers.measure.energy_meter import EnergyMeter
 
     monkeypatch.setattr(training, "start_energy", lambda device_type, cuda_devices=None: EnergyMeter(
         ConstantReader(), device_type, start_thread=False))

@@ -1,6 +1,6 @@
 """What the energy meter reads, per backend: NVML (CUDA GPUs), Intel RAPL (the CPU), Neuron sysfs (Trainium).
 
-Every reader has the same small interface, which helpers/measure/energy.py's meter drives:
+Every reader has the same small interface, which helpers/measure/energy_meter.py's meter drives:
 
     reader.start(now); reader.poll(now)        # the first reading; the meter's thread, every interval_s
     reader.joules(now)                         # {device: joules since start}, read now; None: cannot resolve

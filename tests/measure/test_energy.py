@@ -1,4 +1,4 @@
-"""Tests for helpers/measure/energy.py and energy_readers.py: energy over the timing's steady windows (not the
+"""Tests for helpers/measure/energy_meter.py and energy_readers.py: energy over the timing's steady windows (not the
 warm-up, not the evaluation pauses), every GPU of a node summed, nodes summed; NVML counter and fallback, RAPL
 wraparound, Neuron estimate, not measured. Fakes with known power on a fake clock: no wall time is asserted."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from helpers.calc.job import samples_per_joule
-from helpers.measure import energy
-from helpers.measure.energy import (NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts,
+from helpers.measure import energy_meter as energy
+from helpers.measure.energy_meter import (NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts,
                                     start_energy)
 from helpers.measure.timing import StepTimer, Window
 
