@@ -106,7 +106,7 @@ class TaskArgs:
     # issue 28: LoRA through peft (helpers/run/lora.py)
     lora_r: NonNegativeInt = arg(0, "LoRA rank; 0: full fine-tuning")
     lora_alpha: PositiveInt = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
-    lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input, in [0, 1)")
+    lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input")
     lora_targets: str = arg("query,value", "linears given adapters: all-linear, or a comma list of query, "
                             "key, value, attention_output, ffn_up, ffn_down")
 
@@ -152,7 +152,7 @@ class TrainArgs:
     epochs: PositiveInt = arg(3, "passes over the training split", ("--num_train_epochs",))
     max_steps: Maybe[PositiveInt] = arg(None, "stop after this many optimizer steps")
     weight_decay: NonNegativeFloat = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
-    warmup_ratio: Share = arg(0.1, "share of the steps with a linear LR warm-up, in [0, 1)")
+    warmup_ratio: Share = arg(0.1, "share of the steps with a linear LR warm-up")
     max_grad_norm: Maybe[PositiveFloat] = arg(1.0, "gradient clipping norm; None: no clipping")
     gradient_accumulation_steps: PositiveInt = arg(1, "micro-batches per optimizer step; an epoch's last "
                                                       "batches that do not fill a step are left out")
@@ -167,8 +167,8 @@ class TrainArgs:
                                "a CPU bf16 autocast where a paired probe finds it at least 1.1x as fast as "
                                "fp32, else fp32")
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = arg(
-        42, "seed of the head, the data order and everything random, in 0..2**32-1 (numpy's seed range)")
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = arg(  # numpy's seed range
+        42, "seed of the head, the data order and everything random")
     preset: Literal["none", "baseline", "optimized"] = arg(
         "none", "the study's configurations; fill in only the parameters not given")
     device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
