@@ -44,8 +44,8 @@ def repo_path(path: str | Path) -> Path:
 
 
 def none_text(value: Any) -> Any:
-    """Return None for the text None / none / null (TOML has no null; a command line has only text)."""
-    return None if isinstance(value, str) and value.strip() in ("None", "none", "null") else value
+    """Return None for the text None / none / null or no text (TOML has no null; a command line only text)."""
+    return None if isinstance(value, str) and value.strip() in ("None", "none", "null", "") else value
 
 
 T = TypeVar("T")

@@ -85,11 +85,13 @@ def test_directly_built_groups_with_good_values_pass():
 def test_text_and_toml_values_are_read_in_their_fields_types():
     # a suite's TOML has no null ("None") and may write 64.0; papermill's API passes such values on as is
     args = build_args({"batch": "64", "lr": "5e-5", "llrd_decay": "None", "gradient_checkpointing": "True",
-                       "train_subset": "none", "max_steps": 10.0, "stop_at_accuracy": "null", "run_name": 42})
+                       "train_subset": "none", "max_steps": 10.0, "stop_at_accuracy": "null", "run_name": 42,
+                       "data_dir": " "})
     tr = args.train
     assert (tr.batch, tr.lr, tr.llrd_decay, args.task.train_subset) == (64, 5e-5, None, None)
     assert tr.gradient_checkpointing is True and tr.max_steps == 10 and type(tr.max_steps) is int
     assert args.measure.stop_at_accuracy is None and args.measure.run_name == "42"
+    assert args.task.data_dir is None  # no text: None, as papermill's `-p data_dir ""` meant before
 
 
 def test_the_text_none_is_none_only_where_none_is_allowed():
