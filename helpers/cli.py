@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+import pydantic
 
 from helpers import steps
 from helpers.run import ddp, destination
-from helpers.run.args import Device, Padding, Precision, arg, build_args
-from helpers.run.argv import parse_cli
+from helpers.run.args import CHECKED, Device, Maybe, Padding, Precision, arg, build_args
+from helpers.run.argv import cli_parser, parse_cli
 
 
 class RankFailed(RuntimeError):
@@ -42,13 +42,13 @@ def exit_code(record: dict | None) -> int:
     return 0 if record is None or record.get("status") in ("finished", "diverged") else 1
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class EvalArgs:
     """What Trainium/eval.py evaluates: a saved checkpoint on the test split."""
 
     model_name: str = arg(None, "folder written by train.py --output_dir", ("--model_name_or_path", "--checkpoint"))
-    data_dir: str | None = arg(None, "folder of the jsonl splits; None: $EMOTION_DATA_DIR, else the hub")
-    eval_subset: int | None = arg(None, "first N test rows", ("--max_eval_samples",))
+    data_dir: Maybe[str] = arg(None, "folder of the jsonl splits; None: $EMOTION_DATA_DIR, else the hub")
+    eval_subset: Maybe[int] = arg(None, "first N test rows", ("--max_eval_samples",))
     batch: int = arg(32, "evaluation batch (at least 32, as the training runs' evaluation)",
                      ("--per_device_eval_batch_size",))
     max_length: int = arg(128, "tokens per sequence", ("--max_seq_length",))
@@ -61,10 +61,8 @@ class EvalArgs:
 def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Evaluate a saved checkpoint folder on the test split; print and return accuracy and macro-F1."""
     from helpers.run import train
-    from helpers.run.parser import ArgParser
 
-    parser = ArgParser((EvalArgs,), description="Evaluate a fine-tuned checkpoint on dair-ai/emotion's "
-                              "test split")
+    parser = cli_parser((EvalArgs,), "Evaluate a fine-tuned checkpoint on dair-ai/emotion's test split")
     parser.set_defaults(**(defaults or {}))
     (ev,) = parser.parse_args_into_dataclasses(argv)
     if not ev.model_name:

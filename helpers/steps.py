@@ -35,7 +35,6 @@ from helpers.measure import peak_memory, precision_probe, xla
 from helpers.run import data, ddp, destination, device, lora, models, neuron, precision as prec, records, tokens
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
-from helpers.run.checks import check_model_limit
 from helpers.run.argv import notebook_args, parse_cli
 from helpers.session import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary
@@ -69,7 +68,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         torch.cuda.set_device(rank.local_rank)  # before the device is named
     dev = device.resolve_device(args.train.device)
     model_config = models.load_config(args.task.model_name)
-    check_model_limit(args, model_config.max_position_embeddings)
+    args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built
     if dev.type == "xla" and args.task.padding == "dynamic":
         warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "

@@ -84,7 +84,7 @@ def test_bad_parameter_fails_before_training(tmp_path, tiny_model_dir, tiny_data
     proc, out = papermill(tmp_path, "Nvidia/baseline.ipynb", model_name=tiny_model_dir, data_dir=tiny_data_dir,
                           padding="ragged", results_path=tmp_path / "r")
     assert proc.returncode != 0
-    assert "padding='ragged' is unknown: allowed static, dynamic" in proc.stderr + out.read_text()
+    assert "padding='ragged' is invalid: Input should be 'static' or 'dynamic'" in proc.stderr + out.read_text()
     assert not (tmp_path / "r").exists()
 
 

@@ -1,4 +1,4 @@
-"""The arguments of a run: typed dataclasses grouped by concern, each checking its own fields, and presets.
+"""The arguments of a run: typed dataclasses grouped by concern, checked by pydantic, and presets.
 
     args = build_args({"model_name": "minilm", "batch": 32})   # notebooks, suites, the benchmark
     args.task.max_length, args.train.batch, args.measure.results_path, args.neuron.optlevel
@@ -6,30 +6,35 @@
 (helpers/run/argv.py reads them from a command line or a notebook's globals, into build_args.)
 
 TaskArgs is what is trained, TrainArgs how, MeasureArgs how it is measured and where it reports,
-NeuronArgs what only Neuron / XLA reads. Each field has its type (Literal for choices), default and help
-here; the scripts also accept the Hugging Face examples' names (`aliases`). Each dataclass checks its
-fields in __post_init__ (RunArgs what only clashes across groups): no instance holds a bad value.
-`build_args` refuses unknown names (suggesting the closest), turns papermill / TOML strings into the
-field's type (coerce.py), merges the preset *under* the names the caller gave, and builds the frozen
-dataclasses with HfArgumentParser.parse_dict.
+NeuronArgs what only Neuron / XLA reads. Each field has its type (Literal for choices, pydantic's
+constrained types for ranges), default and help here; the scripts also accept the Hugging Face examples'
+names (`aliases`). The groups are pydantic dataclasses: a value is converted to its field's type (the
+text "64" or a TOML 64.0 to 64, the text "None" to None where None is allowed) and checked when a group
+is built, the checks across fields in __post_init__ (RunArgs what only clashes across groups): no
+instance holds a bad value. `build_args` refuses unknown names (suggesting the closest), merges the
+preset *under* the names the caller gave, and turns pydantic's error into a ConfigError naming the
+parameter, its value, what is allowed and what the parameter means.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import math
 import shlex
-import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping
+from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar
 
-from helpers.run.checks import check_declared, positive, safe_name
-from helpers.run.coerce import ConfigError, coerce
+import pydantic
+from pydantic import (BeforeValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                      StringConstraints)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = "Experiment/results"
+
+
+class ConfigError(ValueError):
+    """A parameter has a value outside what the run accepts; the message names both."""
 
 
 def repo_path(path: str | Path) -> Path:
@@ -38,11 +43,25 @@ def repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() else REPO_ROOT / path
 
 
-# Choice lists, one copy each: the fields below and helpers/cli.py's EvalArgs use these types,
-# and every "allowed ..." message reads them with typing.get_args.
+def none_text(value: Any) -> Any:
+    """Return None for the text None / none / null or no text (TOML has no null; a command line only text)."""
+    return None if isinstance(value, str) and value.strip() in ("None", "none", "null", "") else value
+
+
+T = TypeVar("T")
+Maybe = Annotated[T | None, BeforeValidator(none_text)]  # a value of type T, or None (also written as text)
+
+# Choice lists, one copy each: the fields below and helpers/cli.py's EvalArgs use these types, and
+# pydantic's "Input should be ..." message lists them.
 Padding = Literal["static", "dynamic"]
 Precision = Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"]
 Device = Literal["auto", "cuda", "cpu", "xla"]
+# the six linears of an encoder layer, by role (helpers/run/lora.py maps them to each architecture's names)
+LORA_ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
+Share = Annotated[float, Field(ge=0, lt=1)]  # a fraction in [0, 1)
+SafeName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._=,+-]{0,199}$")]  # a file name
+# every float finite; a number given for a text field (papermill's `-p run_name 42`) read as its text
+CHECKED = pydantic.ConfigDict(allow_inf_nan=False, coerce_numbers_to_str=True)
 
 
 def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
@@ -51,66 +70,92 @@ def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
     return field(default=default, metadata=meta)
 
 
-@dataclass(frozen=True)
+def lora_roles(targets: str) -> tuple[str, ...]:
+    """Return the roles `targets` names ('all-linear' or a comma list of LORA_ROLES), in LORA_ROLES order."""
+    if targets.strip() == "all-linear":
+        return LORA_ROLES
+    names = {n.strip() for n in targets.split(",") if n.strip()}
+    if names - set(LORA_ROLES) or not names:
+        raise ConfigError(f"lora_targets={targets!r} is invalid: expected 'all-linear' or a comma list of "
+                          f"{', '.join(LORA_ROLES)}")
+    return tuple(r for r in LORA_ROLES if r in names)
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class TaskArgs:
     """What is trained: the model, the data and how it is cut into tokens."""
 
     model_name: str = arg("bert-base-uncased", "hub id, local folder, or offline alias minilm / "
                           "bert-base-random", ("--model_name_or_path",))
-    data_dir: str | None = arg(None, "folder of train/validation/test.jsonl; None: $EMOTION_DATA_DIR, "
-                               "else the hub")
-    train_subset: int | None = arg(None, "first N training rows; None: all 16,000", ("--max_train_samples",))
-    eval_subset: int | None = arg(None, "first N validation and test rows; None: all 2,000",
-                                  ("--max_eval_samples",))
+    data_dir: Maybe[str] = arg(None, "folder of train/validation/test.jsonl; None: $EMOTION_DATA_DIR, else "
+                               "the hub")
+    train_subset: Maybe[PositiveInt] = arg(None, "first N training rows; None: all 16,000",
+                                           ("--max_train_samples",))
+    eval_subset: Maybe[PositiveInt] = arg(None, "first N validation and test rows; None: all 2,000",
+                                          ("--max_eval_samples",))
     shuffle_subset: bool = arg(False, "take the subsets after a seeded shuffle instead of the first rows")
     drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
-    max_length: int = arg(128, "tokens per sequence; static padding pads every batch to it",
-                          ("--max_seq_length", "--train_max_length"))
-    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to the longest row of each batch")
-    pad_to_multiple_of: int | None = arg(None, "dynamic padding only: round each batch's length up")
+    max_length: Annotated[int, Field(gt=2)] = arg(
+        128, "tokens per sequence, > 2 ([CLS] and [SEP] take two) and at most the model's position limit; "
+             "static padding pads every batch to it", ("--max_seq_length", "--train_max_length"))
+    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to the longest row of each "
+                           "batch")
+    pad_to_multiple_of: Maybe[PositiveInt] = arg(None, "dynamic padding only: round each batch's length up")
     group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
                                 "(transformers' LengthGroupedSampler), less padding")
     # issue 28: LoRA through peft (helpers/run/lora.py)
-    lora_r: int = arg(0, "LoRA rank; 0: full fine-tuning")
-    lora_alpha: int = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
-    lora_dropout: float = arg(0.0, "dropout on the LoRA adapters' input")
-    lora_targets: str = arg("query,value", "linears given adapters: all-linear, or a comma list of query, key, "
-                            "value, attention_output, ffn_up, ffn_down")
+    lora_r: NonNegativeInt = arg(0, "LoRA rank; 0: full fine-tuning")
+    lora_alpha: PositiveInt = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
+    lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input")
+    lora_targets: str = arg("query,value", "linears given adapters: all-linear, or a comma list of query, "
+                            "key, value, attention_output, ffn_up, ffn_down")
+
+    @pydantic.field_validator("lora_targets")
+    @classmethod
+    def _known_roles(cls, targets: str) -> str:
+        """Refuse LoRA targets other than all-linear or a comma list of LORA_ROLES."""
+        lora_roles(targets)
+        return targets
 
     def __post_init__(self) -> None:
-        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
-        check_declared(self)
-        positive(self, "train_subset", "eval_subset", "pad_to_multiple_of")
-        if self.max_length <= 2:
-            raise ConfigError(f"max_length={self.max_length} is invalid: must be > 2 ([CLS] and [SEP] take two "
-                              "tokens) and at most the model's position limit")
+        """Refuse padding settings that have no effect with static padding."""
         if self.padding == "static" and self.group_by_length:
             raise ConfigError("group_by_length=True applies to padding='dynamic' only: static batches are "
                               "all max_length long, so grouping saves nothing")
         if self.padding == "static" and self.pad_to_multiple_of is not None:
             raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding always "
                               "pads to max_length")
-        if self.lora_r < 0 or self.lora_alpha <= 0 or not 0.0 <= self.lora_dropout < 1.0:
-            bad = "lora_r" if self.lora_r < 0 else "lora_alpha" if self.lora_alpha <= 0 else "lora_dropout"
-            raise ConfigError(f"{bad}={getattr(self, bad)!r} is invalid: lora_r >= 0 (0: full fine-tuning), "
-                              "lora_alpha > 0, 0 <= lora_dropout < 1")
+
+    def check_positions(self, max_positions: int) -> None:
+        """Raise ConfigError when the sequences pad past the model's position embeddings (max_positions)."""
+        if self.max_length > max_positions:
+            raise ConfigError(f"max_length={self.max_length} is above {self.model_name}'s position "
+                              f"limit ({max_positions}): allowed 3..{max_positions}")
+        multiple = self.pad_to_multiple_of
+        padded = math.ceil(self.max_length / multiple) * multiple if multiple else self.max_length
+        if padded > max_positions:
+            raise ConfigError(f"pad_to_multiple_of={multiple} rounds max_length={self.max_length} up to "
+                              f"{padded}, above {self.model_name}'s position limit ({max_positions}): give a "
+                              f"multiple that divides {max_positions}")
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class TrainArgs:
     """How it trains: batch, optimizer, schedule, precision, device."""
 
-    batch: int = arg(8, "training batch per device (per torchrun rank)", ("--per_device_train_batch_size",))
-    lr: float = arg(2e-5, "peak AdamW learning rate", ("--learning_rate",))
-    llrd_decay: float | None = arg(None, "layer-wise LR decay in (0, 1]: head at lr, layer i at "
-                                   "lr*d^(N-i), embeddings at lr*d^(N+1); None: one flat LR")
-    epochs: int = arg(3, "passes over the training split", ("--num_train_epochs",))
-    max_steps: int | None = arg(None, "stop after this many optimizer steps")
-    weight_decay: float = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
-    warmup_ratio: float = arg(0.1, "share of the steps with a linear LR warm-up")
-    max_grad_norm: float | None = arg(1.0, "gradient clipping norm; None: no clipping")
-    gradient_accumulation_steps: int = arg(1, "micro-batches per optimizer step; an epoch's last batches "
-                                              "that do not fill a step are left out")
+    batch: PositiveInt = arg(8, "training batch per device (per torchrun rank)",
+                             ("--per_device_train_batch_size",))
+    lr: PositiveFloat = arg(2e-5, "peak AdamW learning rate", ("--learning_rate",))
+    llrd_decay: Maybe[Annotated[float, Field(gt=0, le=1)]] = arg(
+        None, "layer-wise LR decay in (0, 1]: head at lr, layer i at lr*d^(N-i), embeddings at lr*d^(N+1); "
+              "None: one flat LR")
+    epochs: PositiveInt = arg(3, "passes over the training split", ("--num_train_epochs",))
+    max_steps: Maybe[PositiveInt] = arg(None, "stop after this many optimizer steps")
+    weight_decay: NonNegativeFloat = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
+    warmup_ratio: Share = arg(0.1, "share of the steps with a linear LR warm-up")
+    max_grad_norm: Maybe[PositiveFloat] = arg(1.0, "gradient clipping norm; None: no clipping")
+    gradient_accumulation_steps: PositiveInt = arg(1, "micro-batches per optimizer step; an epoch's last "
+                                                      "batches that do not fill a step are left out")
     gradient_checkpointing: bool = arg(False, "recompute activations in backward (on XLA and Neuron through "
                                                "torch_xla.utils.checkpoint)")
     # fused by default, as Trainer's is with torch >= 2.8 (#38): the for-loop's update to float tolerance
@@ -118,81 +163,65 @@ class TrainArgs:
     # resolved on a loaded machine (BENCHMARKS.md, "Where a run's wall goes")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
         "adamw_torch_fused", "AdamW implementation (fused / foreach: CPU and CUDA only)")
-    precision: Precision = arg("auto", "auto: bf16 on GPUs with bf16 and on Neuron, else fp16 on GPUs; on a CPU "
-                               "bf16 autocast where a paired probe finds it at least 1.1x as fast as fp32, else fp32")
+    precision: Precision = arg("auto", "auto: bf16 on GPUs with bf16 and on Neuron, else fp16 on GPUs; on "
+                               "a CPU bf16 autocast where a paired probe finds it at least 1.1x as fast as "
+                               "fp32, else fp32")
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
-    seed: int = arg(42, "seed of the head, the data order and everything random")
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = arg(  # numpy's seed range
+        42, "seed of the head, the data order and everything random")
     preset: Literal["none", "baseline", "optimized"] = arg(
         "none", "the study's configurations; fill in only the parameters not given")
     device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
-    num_devices: int = arg(1, "> 1: data parallel, one torchrun rank per device")
+    num_devices: PositiveInt = arg(1, "> 1: data parallel, one torchrun rank per device")
     # issue 29: more CPU ranks than cores only when asked, and the record says so
-    allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share cores; "
-                                    "the record is marked oversubscribed)")
-    # issue 26: the study's gradient-checkpointing claim, tested rather than refused
-
-    def __post_init__(self) -> None:
-        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
-        check_declared(self)
-        positive(self, "batch", "lr", "epochs", "max_steps", "max_grad_norm", "gradient_accumulation_steps",
-                 "num_devices")
-        if self.llrd_decay is not None and not 0 < self.llrd_decay <= 1:  # False for NaN too
-            raise ConfigError(f"llrd_decay={self.llrd_decay} is invalid: must be in (0, 1], or None for one flat LR")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ConfigError(f"weight_decay={self.weight_decay} is invalid: must be a finite number >= 0")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio={self.warmup_ratio} is invalid: must be in [0, 1)")
-        if not 0 <= self.seed <= 2**32 - 1:
-            raise ConfigError(f"seed={self.seed} is invalid: must be in 0..{2**32 - 1} (numpy's seed range)")
+    allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share "
+                                    "cores; the record is marked oversubscribed)")
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class MeasureArgs:
     """How the run is measured and where it reports."""
 
-    log_every: int = arg(50, "optimizer steps per timing window: the loss is read and the device "
-                         "synced once per window", ("--logging_steps",))
-    timing_warmup_steps: int = arg(3, "first steps timed apart from the steady state (compilation, "
-                                   "allocator warm-up)")
-    eval_every: int | None = arg(None, "evaluate on `curve_rows` validation rows every N optimizer steps "
-                                 "(outside the timed windows): time to accuracy")
-    curve_rows: int | None = arg(None, "validation rows of each periodic evaluation (eval_every); None: the "
-                                 "whole split (2,000 rows: time to accuracy is read on it)")
-    stop_at_accuracy: float | None = arg(None, "end training at the first periodic evaluation (eval_every) at or "
-                                         "above this validation accuracy, in (0, 1]; None: never stop early")
-    diverge_factor: float = arg(10.0, "a window's loss above this many times the first window's ends "
-                                "the run as diverged")
+    log_every: PositiveInt = arg(50, "optimizer steps per timing window: the loss is read and the device "
+                                 "synced once per window", ("--logging_steps",))
+    timing_warmup_steps: NonNegativeInt = arg(3, "first steps timed apart from the steady state "
+                                              "(compilation, allocator warm-up)")
+    eval_every: Maybe[PositiveInt] = arg(None, "evaluate on `curve_rows` validation rows every N optimizer "
+                                         "steps (outside the timed windows): time to accuracy")
+    curve_rows: Maybe[PositiveInt] = arg(None, "validation rows of each periodic evaluation (eval_every); "
+                                         "None: the whole split (2,000 rows: time to accuracy is read on it)")
+    stop_at_accuracy: Maybe[Annotated[float, Field(gt=0, le=1)]] = arg(
+        None, "end training at the first periodic evaluation (eval_every) at or above this validation "
+              "accuracy, in (0, 1]; None: never stop early")
+    diverge_factor: Annotated[float, Field(gt=1)] = arg(10.0, "a window's loss above this many times the "
+                                                        "first window's ends the run as diverged")
     profile: bool = arg(False, "profile a steady-state window (trace + time per op class)")
-    profile_steps: int = arg(5, "optimizer steps in the profiled window")
+    profile_steps: PositiveInt = arg(5, "optimizer steps in the profiled window")
     profile_dir: str = arg("Experiment/profiles", "traces go to <profile_dir>/<run_name>/")
-    progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead (logs)")
-    results_path: str = arg(RESULTS_DIR, "folder of the run records: <results_path>/<suite or adhoc>/"
-                            "<run_name>@<device>.json (an old .../runs.jsonl value means its folder)")
-    run_name: str | None = arg(None, "name of the run (letters, digits, the equals sign and . _ , + - "
-                               "only); None: built from the parameters")
-    suite: str | None = arg(None, "suite the run belongs to (set by the sweep)")
-    save_dir: str | None = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
+    progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead "
+                         "(logs)")
+    results_path: Annotated[str, StringConstraints(pattern=r"\S")] = arg(
+        RESULTS_DIR, "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json "
+                     "(an old .../runs.jsonl value means its folder)")
+    run_name: Maybe[SafeName] = arg(None, "name of the run (letters, digits, the equals sign and . _ , + - "
+                                    "only, at most 200, not starting with '.': it becomes a file name); "
+                                    "None: built from the parameters")
+    suite: Maybe[SafeName] = arg(None, "suite the run belongs to (set by the sweep; a file name, as "
+                                 "run_name)")
+    save_dir: Maybe[str] = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
     # issue 29: one run per name at a time
     replace_record: bool = arg(False, "run even though a finished record of this run_name exists on this "
                                "device (it is replaced); False: refused before training")
 
     def __post_init__(self) -> None:
-        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
-        check_declared(self)
-        positive(self, "log_every", "profile_steps", "eval_every", "curve_rows")
-        if self.stop_at_accuracy is not None and not (0 < self.stop_at_accuracy <= 1 and self.eval_every):
-            raise ConfigError(f"stop_at_accuracy={self.stop_at_accuracy} is invalid: give an accuracy in (0, 1] and "
-                              "eval_every (it is read at the periodic evaluations), or None: never stop early")
-        safe_name(self, "run_name", "suite")
-        if not (math.isfinite(self.diverge_factor) and self.diverge_factor > 1):
-            raise ConfigError(f"diverge_factor={self.diverge_factor} is invalid: must be a finite number > 1")
-        if self.timing_warmup_steps < 0:
-            raise ConfigError(f"timing_warmup_steps={self.timing_warmup_steps} is invalid: must be >= 0")
-        if not self.results_path.strip():
-            raise ConfigError("results_path='' is invalid: give the folder of the run records")
+        """Refuse an early stop that no periodic evaluation could trigger."""
+        if self.stop_at_accuracy is not None and not self.eval_every:
+            raise ConfigError(f"stop_at_accuracy={self.stop_at_accuracy} is invalid without eval_every (it "
+                              "is read at the periodic evaluations): give eval_every, or None: never stop "
+                              "early")
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class NeuronArgs:
     """What only the Neuron / XLA path reads (ignored on CUDA and the CPU)."""
 
@@ -205,30 +234,30 @@ class NeuronArgs:
     bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
         "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 "
                     "(all bf16: not AdamW, its second moment never decays); fp32")
-    num_cores: int = arg(1, "NeuronCores: one per process; more cores: num_devices torchrun ranks")
-    neuron_cache_dir: str | None = arg(None, "Neuron compile cache (--cache_dir); None: "
+    num_cores: PositiveInt = arg(1, "NeuronCores: one per process; more cores: num_devices torchrun ranks")
+    neuron_cache_dir: Maybe[str] = arg(None, "Neuron compile cache (--cache_dir); None: "
                                        "/var/tmp/neuron-compile-cache")
-    xla_cache_dir: str | None = arg(None, "torch-xla persistent compilation cache (XLA without Neuron); None: "
-                                    "off (torch-xla 2.9's CPU backend cannot load what it writes)")
+    xla_cache_dir: Maybe[str] = arg(None, "torch-xla persistent compilation cache (XLA without Neuron); "
+                                    "None: off (torch-xla 2.9's CPU backend cannot load what it writes)")
     xla_fast_compile: bool = arg(False, "XLA on the CPU (no Neuron): compile at "
                                  "--xla_backend_optimization_level 0: graphs compile ~2x faster but run 4-6x "
                                  "slower, a gain for tiny models only (same graphs, same results)")
 
-    def __post_init__(self) -> None:
-        """Refuse a value outside what a run accepts (ConfigError naming the parameter)."""
-        check_declared(self)
-        positive(self, "num_cores")
+    @pydantic.field_validator("extra_cc_flags")
+    @classmethod
+    def _shell_words(cls, flags: str) -> str:
+        """Refuse flags a shell could not split (neuron.neuron_cc_flags splits them with shlex)."""
         try:
-            shlex.split(self.extra_cc_flags)  # how neuron.neuron_cc_flags reads them
+            shlex.split(flags)
         except ValueError as err:
-            raise ConfigError(f"extra_cc_flags={self.extra_cc_flags!r} is invalid: {err} (the flags are split as "
-                              "a shell would: close each quote, or escape it)") from None
+            raise ConfigError(f"extra_cc_flags={flags!r} is invalid: {err} (the flags are split as a shell "
+                              "would: close each quote, or escape it)") from None
+        return flags
 
 
 GROUPS = {"task": TaskArgs, "train": TrainArgs, "measure": MeasureArgs, "neuron": NeuronArgs}
 FIELDS: dict[str, tuple[str, dataclasses.Field]] = {
     f.name: (group, f) for group, cls in GROUPS.items() for f in fields(cls)}
-HINTS = {name: hint for cls in GROUPS.values() for name, hint in typing.get_type_hints(cls).items()}
 ALIASES = {a.lstrip("-"): name for name, (_, f) in FIELDS.items() for a in f.metadata.get("aliases", ())}
 
 # The study's two configurations (report 5.8): merged under the names the caller gave.
@@ -252,16 +281,17 @@ class RunArgs:
     given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        """Refuse values of different groups that are fine alone but not together (each group checks its own)."""
+        """Refuse values of different groups that are fine alone but not together (each checks its own)."""
         settings = sorted({"lora_alpha", "lora_dropout", "lora_targets"} & self.given)
         if self.task.lora_r == 0 and settings:
-            raise ConfigError(f"{settings[0]} is given with lora_r=0 (full fine-tuning), which has no adapters: give "
-                              f"lora_r > 0 for LoRA, or leave out {', '.join(settings)}")
+            raise ConfigError(f"{settings[0]} is given with lora_r=0 (full fine-tuning), which has no "
+                              f"adapters: give lora_r > 0 for LoRA, or leave out {', '.join(settings)}")
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
-            raise ConfigError(f"num_cores={num_cores} is invalid with num_devices={self.train.num_devices}: one "
-                              f"process drives one NeuronCore, so a single process would hold {num_cores} cores "
-                              f"and use one; set num_devices={num_cores} (one torchrun rank per core)")
+            raise ConfigError(f"num_cores={num_cores} is invalid with num_devices={self.train.num_devices}: "
+                              f"one process drives one NeuronCore, so a single process would hold "
+                              f"{num_cores} cores and use one; set num_devices={num_cores} (one torchrun "
+                              "rank per core)")
 
     def flat(self) -> dict[str, Any]:
         """Return every argument by name (the notebooks' parameter names), JSON-serialisable."""
@@ -280,26 +310,25 @@ def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) ->
     if unknown:
         raise ConfigError(unknown_message(unknown[0]))
     given = set(values) if given is None else set(given)
-    typed = {name: coerce(value, HINTS[name]) for name, value in values.items()}
-    preset = preset_values(typed.get("preset", TrainArgs.preset))
-    merged = {**typed, **{k: v for k, v in preset.items() if k not in given}}
-    groups = dict_parser().parse_dict(merged)  # each group's __post_init__ checks its fields
-    return RunArgs(**dict(zip(GROUPS, groups)), given=frozenset(given & set(FIELDS)))
+    preset = PRESETS.get(values.get("preset", "none"), {})  # an unknown one is refused by TrainArgs
+    merged = {**values, **{k: v for k, v in preset.items() if k not in given}}
+    try:
+        groups = {group: cls(**{k: v for k, v in merged.items() if FIELDS[k][0] == group})
+                  for group, cls in GROUPS.items()}
+    except pydantic.ValidationError as err:
+        raise config_error(err) from None
+    return RunArgs(**groups, given=frozenset(given & set(FIELDS)))
 
 
-@functools.cache
-def dict_parser() -> Any:
-    """Return the HfArgumentParser of the four groups (parse_dict only: nothing changes it)."""
-    from helpers.run.parser import ArgParser  # imports transformers: only when arguments are first built
-
-    return ArgParser(GROUPS.values())
-
-
-def preset_values(name: Any) -> dict[str, Any]:
-    """Return the values of the preset `name`; ConfigError for an unknown one."""
-    if name not in PRESETS:
-        raise ConfigError(f"preset={name!r} is unknown: allowed {', '.join(PRESETS)}")
-    return PRESETS[name]
+def config_error(err: pydantic.ValidationError) -> ConfigError:
+    """Return pydantic's first error as a ConfigError: a check's own message as it is, else the parameter, its
+    value, what pydantic allows and what the parameter means."""
+    first = err.errors(include_url=False)[0]
+    if isinstance(first.get("ctx", {}).get("error"), ConfigError):
+        return first["ctx"]["error"]
+    name = first["loc"][0]
+    return ConfigError(f"{name}={first['input']!r} is invalid: {first['msg']}. {name}: "
+                       f"{FIELDS[name][1].metadata['help']}")
 
 
 def unknown_message(name: str) -> str:

@@ -1,52 +1,49 @@
 """The run's arguments from where users give them: a command line (the scripts, torchrun ranks) or a
-notebook's globals (its parameters cell, papermill's `-p` on top). transformers' HfArgumentParser reads
-both: parse_args_into_dataclasses a command line, parse_dict (args.build_args) a notebook's values.
+notebook's globals (its parameters cell, papermill's `-p` on top), both into args.build_args.
 
     args = parse_cli(["--per_device_train_batch_size", "32", "--learning_rate", "1e-4"])
     args = notebook_args(globals())
+
+transformers' HfArgumentParser makes the flags (every field as --name, the Hugging Face examples' names,
+--no_progress, the choices, the help); the argument dataclasses (pydantic) convert the text of a number
+and read "None" as None, as they do for a suite's TOML value.
 """
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from helpers.run.args import FIELDS, GROUPS, HINTS, RunArgs, TrainArgs, build_args, preset_values, unknown_message
-from helpers.run.coerce import ConfigError, coerce
+from helpers.run.args import FIELDS, GROUPS, RunArgs, build_args, unknown_message
 
 
-def cli_parser(description: str = "") -> Any:
-    """Return the scripts' parser: every field as --name, plus the Hugging Face names (HfArgumentParser)."""
-    from helpers.run.parser import ArgParser  # imports transformers: only when a command line is read
+def cli_parser(groups: tuple[type, ...] = tuple(GROUPS.values()), description: str = "") -> Any:
+    """Return the scripts' parser of the dataclasses `groups`: numbers stay text for pydantic to read."""
+    from transformers import HfArgumentParser  # imports transformers: only when a command line is read
 
-    return ArgParser(GROUPS.values(), description=description)
+    parser = HfArgumentParser(groups, description=description)
+    for kind in (int, float):  # argparse's int("None") would refuse what an optional field allows
+        parser.register("type", kind, str)
+    return parser
 
 
 def named_flags(argv: list[str] | None, description: str = "") -> dict[str, Any]:
-    """Return the values of the flags `argv` names, by field name; exit naming the closest to an unknown one."""
-    parser, absent = cli_parser(description), object()
+    """Return the values of the flags `argv` names, by field name; exit naming the closest to an unknown
+    one."""
+    parser, absent = cli_parser(description=description), object()
     parser.set_defaults(**dict.fromkeys(FIELDS, absent))  # a name still `absent` after parsing was not given
     parsed, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would say only "unrecognized arguments": name the closest parameter instead
         flag = next((u for u in unknown if u.startswith("-")), None)
-        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag else f"unexpected argument {unknown[0]!r}")
+        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag
+                     else f"unexpected argument {unknown[0]!r}")
     return {name: value for name, value in vars(parsed).items() if value is not absent}
 
 
 def parse_cli(argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None,
               description: str = "") -> RunArgs:
-    """Return the arguments of a command line; the flags it names (and `defaults`) count as given."""
-    unknown = [name for name in defaults or {} if name not in FIELDS]
-    if unknown:
-        raise ConfigError(unknown_message(unknown[0]))
-    defaults = {name: coerce(value, HINTS[name]) for name, value in (defaults or {}).items()}
-    named = named_flags(argv, description)
-    preset = preset_values({**defaults, **named}.get("preset", TrainArgs.preset))
-    parser = cli_parser(description)
-    parser.set_defaults(**{**preset, **defaults})  # under the flags: the command line wins
-    groups = parser.parse_args_into_dataclasses(argv, look_for_args_file=False)  # each checks its fields
-    return RunArgs(**dict(zip(GROUPS, groups)), given=frozenset(defaults) | frozenset(named))
+    """Return the arguments of a command line; the flags it names (and `defaults`, under them) are given."""
+    return build_args({**(defaults or {}), **named_flags(argv, description)})
 
 
 def to_argv(args: RunArgs) -> list[str]:
@@ -58,17 +55,13 @@ def to_argv(args: RunArgs) -> list[str]:
 IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 
 
-def _papermill_given(history: Any) -> set[str] | None:
+def papermill_given(history: Any) -> set[str] | None:
     """Return the names papermill's injected `# Parameters` cell assigned, None when there was none."""
     if not isinstance(history, list):
         return None
     for source in reversed(history):
-        if isinstance(source, str) and source.startswith("# Parameters"):
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:  # not Python the kernel could have run: read the assigned names plainly
-                return set(re.findall(r"^(\w+)\s*=", source, re.M))
-            return {t.id for node in tree.body if isinstance(node, ast.Assign)
+        if isinstance(source, str) and source.startswith("# Parameters"):  # the kernel ran it: it parses
+            return {t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
                     for t in node.targets if isinstance(t, ast.Name)}
     return None
 
@@ -80,9 +73,10 @@ def notebook_args(namespace: Mapping[str, Any]) -> RunArgs:
     so a misspelled `-p` name is refused, not ignored. Given = the names papermill injected; in a
     hand-run notebook (no injected cell), the values that differ from the defaults.
     """
-    params = {k: v for k, v in namespace.items() if not k.startswith("_") and k not in IPYTHON_NAMES
+    params = {k: str(v) if isinstance(v, Path) else v for k, v in namespace.items()
+              if not k.startswith("_") and k not in IPYTHON_NAMES
               and isinstance(v, (type(None), bool, int, float, str, Path))}
-    given = _papermill_given(namespace.get("In"))
+    given = papermill_given(namespace.get("In"))
     if given is None:
         defaults = RunArgs().flat()
         given = {k for k, v in params.items() if k not in defaults or v != defaults[k]}

@@ -14,7 +14,7 @@ import socket
 import stat
 from pathlib import Path
 
-from helpers.run.coerce import ConfigError
+from helpers.run.args import ConfigError
 from helpers.run.records import DONE, RecordWriteError, check_writable, now, read_record
 
 NAME_MAX = 255  # bytes in one file name on ext4, xfs, tmpfs, EBS and EFS

@@ -250,8 +250,6 @@ def oversubscribed(dev: DeviceInfo, num_devices: int, allow: bool) -> bool:
     if dev.type != "cpu" or num_devices <= cores:
         return False
     if not allow:
-        from helpers.run.coerce import ConfigError
-
         raise ConfigError(f"num_devices={num_devices} is above this CPU's {cores} cores: the ranks would share "
                           f"cores and time each other's waiting; give num_devices <= {cores}, or "
                           "allow_oversubscribe=True (the record is then marked oversubscribed)")

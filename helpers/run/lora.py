@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.run.coerce import ConfigError
+from helpers.run.args import ConfigError, lora_roles
 
-# The six linears of an encoder layer, by role, as regular expressions over each architecture's
+# The six linears of an encoder layer (args.LORA_ROLES), as regular expressions over each architecture's
 # module names (peft full-matches a string target against every module name).
-ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
 _LAYER_NAMES = {
     "bert": {"query": r"attention\.self\.query", "key": r"attention\.self\.key",
              "value": r"attention\.self\.value", "attention_output": r"attention\.output\.dense",
@@ -41,8 +40,7 @@ class LoraSpec:
 
 
 def spec_of(task) -> LoraSpec | None:
-    """Return the LoRA settings of a TaskArgs (None: full fine-tuning, lora_r == 0); TaskArgs checked the numbers."""
-    target_roles(task.lora_targets)  # refuses an unknown target before any model is built
+    """Return the LoRA settings of a TaskArgs (None: full fine-tuning, lora_r == 0); TaskArgs checked them."""
     return LoraSpec(task.lora_r, task.lora_alpha, task.lora_dropout, task.lora_targets) if task.lora_r else None
 
 
@@ -58,25 +56,13 @@ def check_model(spec: LoraSpec | None, config, model_name: str) -> None:
                           f"rank is at most the narrower side of the linear it wraps; allowed 1..{config.hidden_size}")
 
 
-def target_roles(targets: str) -> tuple[str, ...]:
-    """Return the roles named by `targets` ('all-linear' or a comma list of ROLES), in ROLES order."""
-    if targets.strip() == "all-linear":
-        return ROLES
-    names = {n.strip() for n in targets.split(",") if n.strip()}
-    unknown = names - set(ROLES)
-    if unknown or not names:
-        raise ConfigError(f"lora_targets={targets!r} is invalid: expected 'all-linear' or a comma list of "
-                         f"{', '.join(ROLES)}")
-    return tuple(r for r in ROLES if r in names)
-
-
 def target_regex(model_type: str, targets: str) -> str:
     """Return the peft target: a regex matching the targeted linears of every encoder layer."""
     if model_type not in _LAYER_NAMES:
         raise ConfigError(f"lora_r > 0 needs a known encoder: model_type {model_type!r} is not mapped "
                           f"(known: {', '.join(_LAYER_NAMES)})")
     names = _LAYER_NAMES[model_type]
-    return r".*\.layer\.\d+\.(" + "|".join(names[r] for r in target_roles(targets)) + ")"
+    return r".*\.layer\.\d+\.(" + "|".join(names[r] for r in lora_roles(targets)) + ")"
 
 
 def apply(model: torch.nn.Module, spec: LoraSpec | None) -> torch.nn.Module:
@@ -103,7 +89,7 @@ def describe(model: torch.nn.Module, spec: LoraSpec | None) -> dict:
     # AdamW keeps two moments (exp_avg, exp_avg_sq) per trainable element, in the parameter's dtype
     state_bytes = sum(2 * p.numel() * p.element_size() for p in trainable)
     lora = None if spec is None else {"r": spec.r, "alpha": spec.alpha, "dropout": spec.dropout,
-                                      "targets": spec.targets, "roles": list(target_roles(spec.targets))}
+                                      "targets": spec.targets, "roles": list(lora_roles(spec.targets))}
     return {"trainable_parameters": sum(p.numel() for p in trainable),
             "optimizer_state_bytes": state_bytes, "lora": lora}
 

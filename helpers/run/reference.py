@@ -15,9 +15,8 @@ import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from helpers.run.args import GROUPS as BY_NAME, REPO_ROOT, MeasureArgs, NeuronArgs, TaskArgs, TrainArgs
+from helpers.run.args import GROUPS, REPO_ROOT
 
-GROUPS = (TaskArgs, TrainArgs, MeasureArgs, NeuronArgs)
 # each notebook's parameters cell: its argument groups and the defaults it changes on purpose
 NOTEBOOKS = {"Nvidia/baseline.ipynb": (("task", "train", "measure"), {}),
              "Trainium/baseline.ipynb": (("task", "train", "measure", "neuron"), {"device": "xla"})}
@@ -38,8 +37,7 @@ def type_text(hint: object) -> str:
     """Return a field's type for a reader: the choices of a Literal, else the type's name."""
     if typing.get_origin(hint) is typing.Literal:
         return " / ".join(f"`{c}`" for c in typing.get_args(hint))
-    text = str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
-    return text.replace(" | ", " or ")  # a pipe would split the markdown cell
+    return " or ".join("None" if t is type(None) else t.__name__ for t in typing.get_args(hint) or (hint,))
 
 
 def table(cls: type) -> str:
@@ -79,7 +77,7 @@ def parameters_cell(groups: tuple[type, ...], overrides: dict | None = None) -> 
 def notebook_cell(notebook: str) -> str:
     """Return the parameters cell the notebook (a key of NOTEBOOKS) should hold."""
     groups, overrides = NOTEBOOKS[notebook]
-    return parameters_cell(tuple(BY_NAME[g] for g in groups), overrides)
+    return parameters_cell(tuple(GROUPS[g] for g in groups), overrides)
 
 
 def write_notebook_cells() -> None:
@@ -96,7 +94,7 @@ def write_notebook_cells() -> None:
 
 def reference() -> str:
     """Return the whole parameter reference page."""
-    return HEADER + "".join("\n" + table(cls) for cls in GROUPS)
+    return HEADER + "".join("\n" + table(cls) for cls in GROUPS.values())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,12 +11,12 @@ notebook's summary, the report and the benchmark show the same figure.
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pydantic
 
 from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job import number
@@ -186,22 +186,21 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates(["suite", "run_name", "device_key"], keep="last").drop(columns="_done")
 
 
+# the type a record must hold in each parameter a table groups by (a foreign record may hold anything)
+GROUPABLE = pydantic.create_model(
+    "GroupableParams", __config__=pydantic.ConfigDict(strict=True, allow_inf_nan=False),
+    **{name: ((str if name in TEXT_PARAMS else bool if name in FLAG_PARAMS else float) | None, None)
+       for name in PARAMS})
+
+
 def params_problem(record: dict) -> str | None:
     """Return why a record's parameters cannot be grouped by in a table (None when they can)."""
-    params = record.get("params") or {}
-    for name in PARAMS:
-        value = params.get(name)
-        if value is None:
-            continue
-        if name in TEXT_PARAMS:
-            kind, ok = "text", isinstance(value, str)
-        elif name in FLAG_PARAMS:
-            kind, ok = "true/false", isinstance(value, bool)
-        else:
-            kind = "a finite number"
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok:
-            return f"params.{name}: {kind} expected, not {type(value).__name__} {str(value)[:40]!r}"
+    try:
+        GROUPABLE.model_validate(record.get("params") or {})
+    except pydantic.ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        value = first["input"]
+        return f"params.{first['loc'][0]}: {first['msg']}, not {type(value).__name__} {str(value)[:40]!r}"
     return None
 
 

@@ -1,49 +1,114 @@
-"""The run's arguments: types, choices, presets under what was given, unknown names, the scripts' parser."""
-import pytest
+"""helpers/run/args.py: the argument dataclasses convert and check every value (pydantic), presets fill in
+only what was not given, and build_args refuses a bad or unknown name with a message naming it."""
+import typing
 
-from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
-from helpers.run.argv import notebook_args, parse_cli, to_argv
+import pydantic
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from helpers.run import args as run_args
+from helpers.run.args import (FIELDS, ConfigError, MeasureArgs, NeuronArgs, RunArgs, TaskArgs, TrainArgs,
+                              build_args, lora_roles, results_dir)
 
 
 def test_defaults_build_and_are_frozen():
     args = build_args({})
     assert args.train.batch == 8 and args.train.precision == "auto" and args.given == frozenset()
+    assert args == RunArgs()
     with pytest.raises(AttributeError):
         args.train.batch = 16  # frozen: checked once, never changed behind the checker's back
 
 
 @pytest.mark.parametrize("name,value,needle", [
-    ("batch", 0, "batch=0"), ("batch", -4, "batch=-4"),
-    ("max_length", 2, "max_length=2"),
-    ("padding", "ragged", "allowed static, dynamic"),
-    ("precision", "int8", "allowed auto, bf16"),
-    ("device", "tpu", "allowed auto, cuda"),
-    ("lr", 0, "lr=0"), ("lr", -1e-5, "lr=-1e-05"),
-    ("llrd_decay", 0, "(0, 1]"), ("llrd_decay", 1.5, "(0, 1]"),
-    ("epochs", 0, "epochs=0"),
-    ("optlevel", 4, "allowed 1, 2, 3"),
-    ("bf16_mode", "fp8", "allowed autocast"),
-    ("group_by_length", True, "padding='dynamic' only"),  # with the default static padding
+    ("batch", 0, "greater than 0"), ("batch", -4, "greater than 0"),
+    ("max_length", 2, "greater than 2"),
+    ("padding", "ragged", "'static' or 'dynamic'"),
+    ("precision", "int8", "'auto', 'bf16'"),
+    ("device", "tpu", "'auto', 'cuda'"),
+    ("lr", 0, "greater than 0"), ("lr", -1e-5, "greater than 0"),
+    ("llrd_decay", 0, "greater than 0"), ("llrd_decay", 1.5, "less than or equal to 1"),
+    ("epochs", 0, "greater than 0"),
+    ("weight_decay", -0.1, "greater than or equal to 0"),
+    ("warmup_ratio", 1.0, "less than 1"),
+    ("seed", 2**32, "less than or equal to 4294967295"), ("seed", -1, "greater than or equal to 0"),
+    ("diverge_factor", 1.0, "greater than 1"),
+    ("timing_warmup_steps", -1, "greater than or equal to 0"),
+    ("results_path", " ", "pattern"),
+    ("optlevel", 4, "1, 2 or 3"),
+    ("bf16_mode", "fp8", "'autocast'"),
+    ("lora_r", -1, "greater than or equal to 0"), ("lora_dropout", 1.0, "less than 1"),
     ("run_name", "../../../escape/pwn", "letters, digits"), ("run_name", "/abs/path", "letters, digits"),
-    ("num_cores", 2, "num_devices=2"),
+    ("suite", ".hidden", "file name"),
+    ("batch", "big", "valid integer"), ("batch", "None", "valid integer"), ("lr", None, "valid number"),
 ])
-def test_bad_values_name_parameter_and_allowed(name, value, needle):
+def test_a_bad_value_is_refused_naming_the_parameter_what_is_allowed_and_what_it_means(name, value, needle):
     with pytest.raises(ConfigError) as err:
         build_args({name: value})
-    assert name in str(err.value) and needle in str(err.value)
+    said = str(err.value)
+    assert said.startswith(f"{name}={value!r} is invalid: ") and needle in said, said
+    assert FIELDS[name][1].metadata["help"] in said  # the meaning of the parameter, from its help text
 
 
-def test_papermill_and_toml_strings_are_coerced():
+@pytest.mark.parametrize("values, needle", [
+    ({"group_by_length": True}, "padding='dynamic' only"),  # with the default static padding
+    ({"pad_to_multiple_of": 8}, "padding='dynamic' only"),
+    ({"stop_at_accuracy": 0.9}, "without eval_every"),
+    ({"num_cores": 2}, "num_cores=2 is invalid with num_devices=1"),
+    ({"lora_targets": "query,ffn"}, "lora_targets='query,ffn' is invalid"),
+    ({"extra_cc_flags": '"--unbalanced'}, "No closing quotation"),
+])
+def test_the_checks_across_fields_say_their_own_message(values, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        build_args(values)
+
+
+@pytest.mark.parametrize("build, field", [
+    (lambda: TaskArgs(max_length=2), "max_length"), (lambda: TaskArgs(padding="ragged"), "padding"),
+    (lambda: TaskArgs(train_subset=0), "train_subset"),
+    (lambda: TaskArgs(group_by_length=True), "group_by_length"),
+    (lambda: TrainArgs(batch=0), "batch"), (lambda: TrainArgs(lr=None), "lr"),
+    (lambda: TrainArgs(precision="int8"), "precision"), (lambda: TrainArgs(llrd_decay=1.5), "llrd_decay"),
+    (lambda: MeasureArgs(run_name="../escape"), "run_name"),
+    (lambda: MeasureArgs(diverge_factor=1.0), "diverge"),
+    (lambda: NeuronArgs(optlevel=4), "optlevel"), (lambda: NeuronArgs(num_cores=0), "num_cores"),
+])
+def test_each_dataclass_refuses_a_bad_value_when_built_directly(build, field):
+    with pytest.raises(pydantic.ValidationError, match=field):
+        build()
+
+
+def test_directly_built_groups_with_good_values_pass():
+    assert TrainArgs(lr=1, batch=4).lr == 1 and NeuronArgs(optlevel=3).optlevel == 3
+    assert TaskArgs(padding="dynamic", group_by_length=True, pad_to_multiple_of=8).group_by_length
+
+
+def test_text_and_toml_values_are_read_in_their_fields_types():
+    # a suite's TOML has no null ("None") and may write 64.0; papermill's API passes such values on as is
     args = build_args({"batch": "64", "lr": "5e-5", "llrd_decay": "None", "gradient_checkpointing": "True",
-                       "train_subset": "100", "optlevel": "3"})
-    assert (args.train.batch, args.train.lr, args.train.llrd_decay) == (64, 5e-5, None)
-    assert args.train.gradient_checkpointing is True and args.task.train_subset == 100
-    assert args.neuron.optlevel == 3
+                       "train_subset": "none", "max_steps": 10.0, "stop_at_accuracy": "null", "run_name": 42,
+                       "data_dir": " "})
+    tr = args.train
+    assert (tr.batch, tr.lr, tr.llrd_decay, args.task.train_subset) == (64, 5e-5, None, None)
+    assert tr.gradient_checkpointing is True and tr.max_steps == 10 and type(tr.max_steps) is int
+    assert args.measure.stop_at_accuracy is None and args.measure.run_name == "42"
+    assert args.task.data_dir is None  # no text: None, as papermill's `-p data_dir ""` meant before
 
 
-def test_non_numeric_string_rejected_clearly():
-    with pytest.raises(ConfigError, match="batch='big' is not an integer"):
-        build_args({"batch": "big"})
+def test_the_text_none_is_none_only_where_none_is_allowed():
+    # "none" is a choice of model_type, distribution_strategy and preset: it must stay the text there
+    args = build_args({"model_type": "none", "distribution_strategy": "none", "preset": "none"})
+    neuron = args.neuron
+    assert (neuron.model_type, neuron.distribution_strategy, args.train.preset) == ("none", "none", "none")
+    with pytest.raises(ConfigError, match="model_name=None is invalid"):
+        build_args({"model_name": None})
+
+
+@pytest.mark.parametrize("name", ["lr", "weight_decay", "warmup_ratio", "llrd_decay", "max_grad_norm",
+                                  "diverge_factor", "stop_at_accuracy", "lora_dropout"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_numbers_are_refused(name, bad):
+    with pytest.raises(ConfigError, match=f"^{name}=.*finite"):
+        build_args({name: bad, "eval_every": 1})
 
 
 @pytest.mark.parametrize("name,suggestion", [("learnin_rate", "lr"), ("bach", "batch"),
@@ -58,11 +123,17 @@ def test_a_hugging_face_name_in_a_notebook_says_what_to_write():
         build_args({"learning_rate": 0.5})
 
 
+def test_the_preset_choices_are_the_presets():
+    assert typing.get_args(typing.get_type_hints(TrainArgs)["preset"]) == tuple(run_args.PRESETS)
+
+
 def test_preset_fills_only_what_was_not_given():
     args = build_args({"preset": "optimized"})
-    assert (args.train.batch, args.task.max_length, args.train.lr, args.train.llrd_decay) == (64, 32, 1.5e-4, 0.95)
+    assert (args.train.batch, args.task.max_length, args.train.lr) == (64, 32, 1.5e-4)
+    assert args.train.llrd_decay == 0.95
     base = build_args({"preset": "baseline"})
-    assert (base.train.batch, base.task.max_length, base.train.lr, base.train.precision) == (8, 128, 2e-5, "fp32")
+    assert (base.train.batch, base.task.max_length, base.train.lr) == (8, 128, 2e-5)
+    assert base.train.precision == "fp32"
 
 
 def test_an_explicit_value_wins_even_when_it_equals_the_default():
@@ -84,53 +155,12 @@ def test_building_does_not_change_its_input():
     assert values == {"batch": "16", "preset": "optimized"}
 
 
-def test_notebook_globals_take_papermills_injected_names_as_given():
-    namespace = {"batch": 8, "lr": 2e-5, "preset": "optimized", "In": ["", "batch = 8\nlr = 2e-05\n",
-                 '# Parameters\nbatch = 8\npreset = "optimized"\n'], "Out": {}, "steps": object(),
-                 "_": None, "get_ipython": print}
-    args = notebook_args(namespace)
-    assert args.train.batch == 8 and args.train.lr == 1.5e-4  # batch injected, lr left to the preset
-
-
-def test_a_misspelled_notebook_parameter_is_refused():
-    namespace = {"batch": 8, "learning_rate": 0.5, "In": ['# Parameters\nlearning_rate = 0.5\n']}
-    with pytest.raises(ConfigError, match="learning_rate"):
-        notebook_args(namespace)
-
-
-def test_a_hand_run_notebook_takes_changed_values_as_given():
-    args = notebook_args({"batch": 16, "lr": 2e-5, "preset": "optimized", "In": ["batch = 16"]})
-    assert args.train.batch == 16 and args.train.lr == 1.5e-4
-
-
-def test_cli_takes_hugging_face_names_and_none():
-    args = parse_cli(["--per_device_train_batch_size", "32", "--learning_rate", "1e-4", "--max_seq_length",
-                      "64", "--model_name_or_path", "minilm", "--llrd_decay", "None", "--max_grad_norm", "None",
-                      "--gradient_checkpointing", "--output_dir", "ckpt"])
-    assert (args.train.batch, args.train.lr, args.task.max_length, args.task.model_name) == (32, 1e-4, 64, "minilm")
-    assert args.train.llrd_decay is None and args.train.max_grad_norm is None
-    assert args.train.gradient_checkpointing is True and args.measure.save_dir == "ckpt"
-    assert args.given == {"batch", "lr", "max_length", "model_name", "llrd_decay", "max_grad_norm",
-                          "gradient_checkpointing", "save_dir"}
-
-
-def test_cli_preset_with_an_explicit_default_value():
-    args = parse_cli(["--preset", "optimized", "--batch", "8"])
-    assert args.train.batch == 8 and args.task.max_length == 32
-
-
-def test_cli_rejects_a_bad_choice_and_an_unknown_flag(capsys):
-    with pytest.raises(SystemExit):
-        parse_cli(["--padding", "ragged"])
-    assert "invalid choice" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        parse_cli(["--learnin_rate", "1"])
-
-
-def test_argv_rebuilds_the_same_arguments():
-    args = build_args({"preset": "optimized", "batch": 8, "llrd_decay": None, "model_name": "minilm"})
-    again = parse_cli(to_argv(args))
-    assert again == args
+def test_with_values_keeps_what_was_given_and_checks_the_new_values():
+    args = build_args({"preset": "optimized", "batch": 8})
+    again = args.with_values(max_steps=5)
+    assert (again.train.batch, again.train.max_steps, again.given) == (8, 5, {"preset", "batch", "max_steps"})
+    with pytest.raises(ConfigError, match="^max_steps=0 is invalid"):
+        args.with_values(max_steps=0)
 
 
 def test_old_runs_jsonl_results_path_means_its_folder(tmp_path):
@@ -138,20 +168,62 @@ def test_old_runs_jsonl_results_path_means_its_folder(tmp_path):
     assert results_dir(build_args({"results_path": str(tmp_path / "y")})) == tmp_path / "y"
 
 
-def test_run_args_equality_and_flat_names():
+def test_run_args_flat_names_every_field_once():
     flat = RunArgs().flat()
-    assert flat["batch"] == 8 and flat["optlevel"] == 2 and len(flat) == len(set(flat))
+    assert flat["batch"] == 8 and flat["optlevel"] == 2 and list(flat) == list(FIELDS)
 
 
-def test_stop_at_accuracy_is_optional_from_a_notebook_and_the_cli():
+def test_stop_at_accuracy_needs_a_periodic_evaluation():
     assert build_args({}).measure.stop_at_accuracy is None  # default: never stop early
-    nb = notebook_args({"stop_at_accuracy": None, "eval_every": 5, "In": ["stop_at_accuracy = None\neval_every = 5"]})
-    assert nb.measure.stop_at_accuracy is None and nb.measure.eval_every == 5
-    assert build_args({"stop_at_accuracy": "None"}).measure.stop_at_accuracy is None  # papermill's -p text
     assert build_args({"stop_at_accuracy": "0.9", "eval_every": "100"}).measure.stop_at_accuracy == 0.9
-    assert parse_cli(["--stop_at_accuracy", "None"]).measure.stop_at_accuracy is None
-    assert parse_cli(["--stop_at_accuracy", "0.9", "--eval_every", "50"]).measure.stop_at_accuracy == 0.9
-    for values in ({"stop_at_accuracy": 0.9}, {"stop_at_accuracy": 1.5, "eval_every": 5},
-                   {"stop_at_accuracy": 0.0, "eval_every": 5}):
-        with pytest.raises(ConfigError, match="stop_at_accuracy=.* is invalid"):
+    for values in ({"stop_at_accuracy": 1.5, "eval_every": 5}, {"stop_at_accuracy": 0.0, "eval_every": 5}):
+        with pytest.raises(ConfigError, match="^stop_at_accuracy=.* is invalid"):
             build_args(values)
+
+
+def test_lora_targets_name_roles_in_their_order():
+    assert lora_roles("all-linear") == run_args.LORA_ROLES
+    assert lora_roles(" value, query,") == ("query", "value")
+    for bad in ("query,ffn", " , ", ""):
+        with pytest.raises(ConfigError, match="lora_targets=.* is invalid"):
+            lora_roles(bad)
+
+
+@pytest.mark.parametrize("seed, ok", [(0, True), (2**32 - 1, True), (2**32, False), (-1, False)])
+def test_seed_is_in_numpys_range(seed, ok):
+    if ok:
+        assert build_args({"seed": seed}).train.seed == seed
+    else:
+        with pytest.raises(ConfigError, match=r"^seed="):
+            build_args({"seed": seed})
+
+
+def test_the_sequences_may_not_pad_past_the_models_positions():
+    build_args({"max_length": 512}).task.check_positions(512)
+    build_args({"padding": "dynamic", "max_length": 510, "pad_to_multiple_of": 16}).task.check_positions(512)
+    with pytest.raises(ConfigError, match="max_length=513 is above .* position limit \\(512\\)"):
+        build_args({"max_length": 513}).task.check_positions(512)
+    with pytest.raises(ConfigError, match="pad_to_multiple_of=24 rounds max_length=512 up to 528"):
+        dynamic = build_args({"padding": "dynamic", "max_length": 512, "pad_to_multiple_of": 24})
+        dynamic.task.check_positions(512)
+
+
+ANY = st.one_of(st.none(), st.booleans(), st.integers(-10, 600), st.floats(allow_nan=True),
+                st.text(max_size=8), st.sampled_from(["None", "True", "64", "5e-5", "static", "dynamic",
+                                                      "bf16", "auto", "cpu", "xla", "optimized", "../x"]))
+NAMES = st.one_of(st.sampled_from(sorted(FIELDS)), st.sampled_from(["learning_rate", "bach", "lrr"]),
+                  st.from_regex(r"[a-z][a-z_]{0,12}", fullmatch=True))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(NAMES, ANY, max_size=6))
+def test_any_mapping_is_valid_arguments_or_a_config_error_naming_a_parameter(params):
+    try:
+        args = build_args(params)
+    except ConfigError as err:
+        assert any(name in str(err) for name in list(FIELDS) + list(params)), str(err)
+        return
+    t, tr = args.task, args.train
+    assert tr.batch > 0 and tr.lr > 0 and t.max_length > 2
+    assert tr.llrd_decay is None or 0 < tr.llrd_decay <= 1
+    assert tr.weight_decay >= 0 and 0 <= tr.warmup_ratio < 1 and 0 <= tr.seed <= 2**32 - 1

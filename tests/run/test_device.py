@@ -59,3 +59,17 @@ def test_cuda_device_info_from_torch(monkeypatch):
     dev = device.resolve_device("auto")
     assert (dev.type, dev.torch_device, dev.bf16_fast) == ("cuda", "cuda:0", False)  # T4: no bf16
     assert device.resolve_precision("auto", dev) == "fp16"  # with grad scaling
+
+
+def test_the_device_module_lists_the_device_literal(monkeypatch, capsys):
+    import typing
+
+    from helpers.run.args import Device
+
+    allowed = ", ".join(typing.get_args(Device))
+    monkeypatch.setattr(device, "cpu_capability", lambda: None)
+    with pytest.raises(ConfigError, match=f"allowed {allowed}$"):
+        device.resolve_device("tpu")
+    with pytest.raises(SystemExit):
+        device.main(["tpu"])
+    assert "{" + allowed.replace(", ", ",") + "}" in capsys.readouterr().err

@@ -54,7 +54,7 @@ def test_apply_sets_environment_and_warns_on_xla_use_bf16(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
     with pytest.warns(FutureWarning, match="deprecated"):
-        env = neuron.apply_env(build_args(dict(bf16_mode="xla_use_bf16", optlevel="1")))  # papermill string
+        env = neuron.apply_env(build_args(dict(bf16_mode="xla_use_bf16", optlevel=1)))
     assert os.environ["XLA_USE_BF16"] == "1"
     flags = "--model-type=transformer --optlevel=1 --auto-cast=none"
     assert os.environ["NEURON_CC_FLAGS"] == env["NEURON_CC_FLAGS"] == flags

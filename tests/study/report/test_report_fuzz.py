@@ -96,4 +96,4 @@ def test_a_record_whose_parameters_cannot_be_grouped_is_named_and_left_out(tmp_p
         (tmp_path / "batch_scaling" / name).write_text(json.dumps(rec))
     df, skipped = frame.load(tmp_path)
     assert list(df["run_name"]) == [good["run_name"]]
-    assert skipped == {"batch_scaling/odd@d.json: params.batch: a finite number expected, not list '[8]'": 1}
+    assert skipped == {"batch_scaling/odd@d.json: params.batch: Input should be a valid number, not list '[8]'": 1}
