@@ -124,17 +124,20 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["status"] = raw.get("status")
     df["fixture"] = raw.get("fixture", pd.Series(False, index=raw.index)).fillna(False).astype(bool)
     df["device_type"] = raw.get("device.type")
-    df["device"] = raw.get("device.name", pd.Series("unknown", index=raw.index)).fillna("unknown")
-    df["device_key"] = raw.get("device.key", df["device"]).fillna(df["device"])
+    df["device"] = raw.get("device.name", pd.Series(None, index=raw.index))
+    df["device_key"] = raw.get("device.key", df["device"]).fillna(df["device"].fillna("unknown"))
+    for column in ("device", "device_type"):  # a failure the sweep recorded names only its device's key
+        known = df.dropna(subset=[column]).drop_duplicates("device_key").set_index("device_key")[column]
+        df[column] = df[column].fillna(df["device_key"].map(known))
+    df["device"] = df["device"].fillna("unknown")
     df["device.neuron"] = raw.get("device.neuron", pd.Series(False, index=raw.index)).fillna(False)
     df["instance"] = raw.get("device.instance")
     df["threads"] = raw.get("device.torch_threads")
     df["compute_dtype"] = raw.get("precision.compute_dtype", raw.get("precision.used"))
     df["optimizer"] = raw.get("optimizer.class")  # torchao's AdamW for bf16-pure-sr off XLA: an arm's optimizer
     df["finished_at"] = raw.get("finished_at", raw.get("started_at"))
-    for name in PARAMS:
-        column = raw.get(f"params.{name}", pd.Series(None, index=raw.index))
-        df[name] = column.astype(object).where(column.notna(), None)
+    for name in PARAMS:  # from the records themselves: a column with a gap would turn 64 into 64.0
+        df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index, dtype=object)
     df["precision"] = raw.get("precision.used", df["precision"])
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():

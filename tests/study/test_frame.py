@@ -37,10 +37,25 @@ def test_the_same_point_on_another_machine_is_its_own_row():
     assert sorted(df["device_type"]) == ["cpu", "cuda"]
 
 
-@pytest.mark.parametrize("params, why", [({"batch": 8}, None), ({"batch": [8]}, "params.batch: a finite number"),
-                                         ({"batch": float("nan")}, "params.batch: a finite number"),
-                                         ({"padding": 3}, "params.padding: text expected"),
-                                         ({"group_by_length": "yes"}, "params.group_by_length: true/false")])
+def test_a_failure_recorded_by_the_sweep_changes_neither_the_finished_rows_numbers_nor_their_device():
+    done = record("a100", "speedup", {"batch": 64, "max_length": 32}, run_name="opt")
+    # what a sweep wrote for a kernel that died: the parameters as given, the device by its key alone
+    died = record("a100", "speedup", {"preset": "optimized"}, run_name="opt-rep2", status="failed")
+    died["device"], died["params"] = {"key": done["device"]["key"]}, {"preset": "optimized"}
+    df = frame([done, died]).set_index("run_name")
+    assert repr(df.loc["opt", "batch"]) == "64" and repr(df.loc["opt", "max_length"]) == "32"  # never 64.0
+    assert df.loc["opt-rep2", "batch"] is None
+    assert df.loc["opt-rep2", "device"] == df.loc["opt", "device"] != "unknown"
+    assert df.loc["opt-rep2", "device_type"] == "cuda"
+
+
+@pytest.mark.parametrize("params, why", [
+    ({"batch": 8}, None),
+    ({"batch": [8]}, "params.batch: Input should be a valid number"),
+    ({"batch": float("nan")}, "params.batch: Input should be a finite number"),
+    ({"padding": 3}, "params.padding: Input should be a valid string"),
+    ({"group_by_length": "yes"}, "params.group_by_length: Input should be a valid boolean"),
+])
 def test_parameters_a_table_cannot_group_by_are_named(params, why):
     found = params_problem({"params": params})
     assert found == why if why is None else found.startswith(why), found
@@ -54,5 +69,5 @@ def test_a_record_no_table_can_group_is_left_out_and_counted(tmp_path):
         records.write_record(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
     df, skipped = load(tmp_path, include_fixtures=True)
     assert list(df["run_name"]) == ["good"]
-    assert [why.split(": ", 1)[1] for why in skipped] == ["params.batch: a finite number expected, not list '[16]'"]
+    assert [why.split(": ", 1)[1] for why in skipped] == ["params.batch: Input should be a valid number, not list '[16]'"]
     assert load(tmp_path)[0].empty  # fixtures are left out unless asked for

@@ -53,7 +53,8 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
     key, best = means["mean"].idxmax(), means["mean"].max()
     shown = ("lr", "llrd_decay", "precision", "max_length", "batch")
     shown += ("lora_r", "lora_targets") if key[CELL.index("lora_r")] else ()
-    where = ", ".join(f"{k}={v}" for k, v in zip(CELL, key) if k in shown and pd.notna(v))
+    where = ", ".join(f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}"  # 32, never 32.0
+                      for k, v in zip(CELL, key) if k in shown and pd.notna(v))
     return best - FLOOR_POINTS / 100, (f"{FLOOR_POINTS:g} points below {100 * best:.2f}%, the best mean test "
                                        f"accuracy of {r['model_name']} on this device within "
                                        f"{budget_rows(arm):,.0f} training rows ({key[0]} {key[1]}: {where}, "

@@ -122,7 +122,7 @@ def point_lock(record_file: Path):
 
 
 def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, timeout_s: float,
-                 threads: int | None = None) -> tuple[str, float]:
+                 threads: int | None = None, dev: dict | None = None) -> tuple[str, float]:
     """Run one point's notebook; record a failure it left unrecorded. Return its status and wall seconds."""
     name = params["run_name"]
     out = runs_dir / suite.name / f"{name}.ipynb"
@@ -162,7 +162,7 @@ def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, 
     else:
         died = f"papermill exited {proc.returncode}" + (" (killed by a signal)" if proc.returncode < 0 else "")
         status, error = records.failure_status(tail), f"{died} without a record\n{tail}"
-    record_failure(record_file, params, status, error,
+    record_failure(record_file, params, status, error, dev,
                    runner={"notebook": suite.notebook, "env": suite.env, "returncode": proc.returncode,
                            "output": str(out), "log": str(log)})
     return status, wall
@@ -177,11 +177,17 @@ def newer_record(record_file: Path) -> bool:
     return isinstance(version, int) and not isinstance(version, bool) and version > records.SCHEMA_VERSION
 
 
-def record_failure(record_file: Path, params: dict, status: str, error: str, **extra) -> dict:
-    """Write the record of a point that ended without writing its own; return it."""
-    rec = records.new_record(params, status=status, error=error, **extra)
+def record_failure(record_file: Path, params: dict, status: str, error: str, dev: dict | None = None,
+                   **extra) -> dict:
+    """Write the record of a point that ended without writing its own (its parameters as the run would have
+    resolved them, its device as the sweep asked the environment); return it."""
+    try:
+        args = build_args(params)
+        rec = records.new_record(args.flat(), sorted(args.given), status=status, error=error, **extra)
+    except ConfigError:  # the failure is the parameters themselves: kept as given
+        rec = records.new_record(params, sorted(params), status=status, error=error, **extra)
     rec.pop("libraries")  # the runner's, not those of the environment the point ran in
-    rec["device"] = {"key": record_file.stem.rsplit("@", 1)[-1]}
+    rec["device"] = {**(dev or {}), "key": record_file.stem.rsplit("@", 1)[-1]}
     rec["finished_at"] = records.now()
     records.write_record(record_file, rec)
     return rec
@@ -249,11 +255,11 @@ def run_point(suite: Suite, point: Point, dev: dict, results: Path, runs_dir: Pa
             if suite.kind == "token_stats":
                 t0 = time.perf_counter()
                 return run_token_stats(params, record_file), time.perf_counter() - t0, record_file
-            status, wall = run_notebook(suite, params, record_file, runs_dir, timeout_s, threads)
+            status, wall = run_notebook(suite, params, record_file, runs_dir, timeout_s, threads, dev)
             return status, wall, record_file
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as err:  # noqa: BLE001 - a bad point is recorded and the sweep goes on
             text = f"{type(err).__name__}: {err}"
-            record_failure(record_file, params, records.failure_status(text), text)
+            record_failure(record_file, params, records.failure_status(text), text, dev)
             return records.failure_status(text), 0.0, record_file

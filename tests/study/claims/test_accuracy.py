@@ -42,3 +42,13 @@ def test_an_arm_below_the_floor_is_named_with_the_floor_and_where_it_comes_from(
     assert said.startswith("an arm did not learn: lr 2e-5 (60.50%) below the floor 85.50%: 5 points below 90.50%")
     assert "lr 1e-4" not in said  # 87.5% is within 5 points of the best
     assert accuracy.unlearned(df, {"lr 1e-4": arms["lr 1e-4"]}) == ""
+
+
+def test_the_floors_cell_names_whole_numbers_as_whole_even_beside_a_record_without_them():
+    runs = cell([0.90, 0.91], [1, 2], lr=2e-4) + cell([0.60, 0.61], [1, 2], lr=2e-5)
+    gap = record("cpu", "speedup", {"model_name": "minilm"}, run_name="died", status="failed")
+    gap["params"] = {"model_name": "minilm"}  # a sweep's failure record: no batch, no max_length
+    df = prepare(frame(runs + [gap]))
+    said = accuracy.unlearned(df, {"lr 2e-5": df[df["lr"] == 2e-5]})
+    batch = int(runs[0]["params"]["batch"])
+    assert f"batch={batch}," in said and f"batch={batch}.0" not in said

@@ -356,6 +356,8 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
     oom, timeout, done = sorted(records.read_records(results_path)[0], key=lambda r: r["params"].get("max_steps", 3))
     assert oom["status"] == "oom" and "MemoryError: host ran out of memory" in oom["error"]
     assert oom["runner"]["returncode"] == 1 and oom["params"]["max_steps"] == 1
+    # recorded as the run would have resolved it (the defaults filled in) on the device the sweep asked for
+    assert "batch" in oom["params"] and "batch" not in oom["params_given"] and oom["device"]["name"]
     assert timeout["status"] == "timeout" and "20 s timeout" in timeout["error"]
     assert done["status"] == "finished"
     # the timed-out kernel (jupyter starts it in a session of its own) was killed with papermill
