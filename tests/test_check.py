@@ -108,6 +108,12 @@ def test_the_energy_window_must_be_the_timing_window():
     machine = check.Machine("cpu", Path("."), {})
     machine.runs = {"fp32": steady_record(1.25, 1.25)}
     assert check.energy_window(machine).status == "pass"
+    assert "no joules here: no reader" in check.energy_window(machine).text
+    # the energy counter of the first GPU did not move over the check's few steady steps: 0 J, said so
+    machine.runs["fp32"]["energy"].update(joules=0.0, method="measured", source="NVML total energy counter",
+                                          reason=None)
+    assert "0 J over its 1250 ms: the counter (NVML total energy counter) did not advance" in \
+        check.energy_window(machine).text
     machine.runs["bf16"] = steady_record(1.25, 1.75)  # a meter that also covered a warm-up step
     assert "bf16: energy.seconds 1.75" in check.energy_window(machine).text
     machine.runs["bf16"] = steady_record(1.25, 1.25, window="whole run")

@@ -174,9 +174,11 @@ def frame(found: list[dict]) -> pd.DataFrame:
 
 def peak_label(source: object, measured_at: object = None) -> object:
     """Return a record's peak source short enough for a table: a CPU's measured roof as 'measured (shape,
-    date)', never the file path it was kept in; a published one as it is."""
-    if not isinstance(source, str) or not source.startswith("measured on this machine"):
+    date)', never the file path it was kept in; a published one as the document it comes from."""
+    if not isinstance(source, str):
         return source
+    if not source.startswith("measured on this machine"):  # a published one: the document, not its figures
+        return source.split(": ", 1)[0]
     shape = re.search(r"\(([^()]*tokens[^()]*)\)", source)
     date = f", {measured_at[:10]}" if isinstance(measured_at, str) else ""
     return f"measured ({shape.group(1) if shape else 'matmul'}{date})"

@@ -23,6 +23,7 @@ from helpers.run.args import repo_path
 from helpers.study import frame
 from helpers.study.claims import findings
 from helpers.study.decide import ranking as decide
+from helpers.study.notation import fmt
 from helpers.study.published import PUBLISHED_DIR
 from helpers.study.report import sections
 from helpers.study.report.agreement import agreement_markdown
@@ -55,6 +56,27 @@ def machines(df: pd.DataFrame) -> str:
         finished=("status", lambda s: f"{(s == 'finished').sum()} / {len(s)}"),
         dates=("finished_at", lambda s: f"{str(s.min())[:10]} to {str(s.max())[:10]}"))
     return table.reset_index().to_markdown(index=False)
+
+
+def first_runs(df: pd.DataFrame) -> str:
+    """Return the smoke suite's runs (cloud/smoke.toml, `make cloud`'s first run of a device): one row each."""
+    runs = df[(df["suite"] == "smoke") & (df["status"] == "finished")].sort_values(["device", "finished_at"])
+    if runs.empty:
+        return ("No smoke run yet: `make cloud TARGET=trn1` (or a GPU) runs `cloud/smoke.toml` first on a new "
+                "device.")
+    table = pd.DataFrame({
+        "device": runs["device"], "model": runs["model_name"],
+        "batch × L, precision": [f"{b} × {n}, {p}" for b, n, p in
+                                 zip(runs["batch"], runs["max_length"], runs["compute_dtype"])],
+        "steps": runs["steps"].map(fmt), "samples/s": runs["samples_per_s"].map(fmt),
+        "step ms (median)": runs["step_ms"].map(fmt), "MFU %": runs["mfu_pct"].map(fmt),
+        "utilization %": [f"{fmt(u)} ({m})" for u, m in zip(runs["util_pct"], runs["util_metric"])],
+        "W (mean)": runs["watts"].map(fmt), "samples/J": runs["samples_per_j"].map(fmt),
+        "date": runs["finished_at"].map(lambda t: str(t)[:10])})
+    return ("The smoke suite's one short run per device (`cloud/smoke.toml`; its `full` variant trains "
+            "bert-base's exact shapes with random weights, so it times a step and says nothing of accuracy). "
+            "Read MFU beside the utilization: a low MFU with a busy device is slow kernels; with an idle one, "
+            "the device waited on the host (ours).\n\n" + table.to_markdown(index=False))
 
 
 def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_dir, command: str) -> str:
@@ -118,7 +140,8 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
              "of this repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
              "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.", "",
              "## Machines", "", note, "",
-             machines(current), "", "## Agreement between suites", "", agreement_markdown(current), ""]
+             machines(current), "", "## First runs on each device", "", first_runs(df), "",
+             "## Agreement between suites", "", agreement_markdown(current), ""]
     report = out_dir / "REPORT.md"
     report.write_text("\n".join(intro) + "\n" + "\n".join(bodies))
     return written + [report] + [p for ps in pictures.values() for p in ps]

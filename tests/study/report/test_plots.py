@@ -139,6 +139,9 @@ def test_a_measured_roof_is_labelled_by_shape_and_date_never_by_the_checkouts_pa
               "threads (/home/someone/accelbench-bert/Experiment/results/_peaks/cpu-x.json)")
     assert peak_label(source) == "measured (bert-base FFN up, 2048 tokens)"
     assert peak_label(source, "2026-11-24T08:00:00+00:00") == "measured (bert-base FFN up, 2048 tokens, 2026-11-24)"
+    datasheet = ("NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/): BF16 Tensor 1,979 "
+                 "TFLOPS with sparsity = 989.4 dense, 67 TFLOPS FP32")
+    assert peak_label(datasheet) == "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/)"
     assert peak_label("NVIDIA A100 datasheet") == "NVIDIA A100 datasheet"
 
 

@@ -146,3 +146,14 @@ def test_a_results_folder_without_records_is_refused_before_anything_is_written(
     if make == "unreadable":
         assert "deep@d.json: nested more than" in err
     assert not out.exists()
+
+
+def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_without_one():
+    assert "No smoke run yet: `make cloud TARGET=trn1`" in report.first_runs(frame.frame([]))
+    smoke = record("a100", "smoke", {"model_name": "bert-base-random", "batch": 32, "max_length": 128},
+                   run_name="smoke-full-x", samples_per_s=838.5, step_ms=35.0)
+    other = record("a100", "batch_scaling", {"batch": 8}, run_name="b8")
+    failed = record("cpu", "smoke", {"batch": 8}, run_name="smoke-quick-y", status="failed")
+    text = report.first_runs(frame.frame([smoke, other, failed]))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "device" not in line]
+    assert len(rows) == 1 and "bert-base-random" in rows[0] and "32 × 128" in rows[0] and "838.5" in rows[0]
