@@ -58,6 +58,15 @@ def canned_precision_probe(monkeypatch):
     monkeypatch.setattr(precision_probe, "cpu_probe", lambda device_key, peaks_dir: {**CANNED_PROBE, "source": "canned"})
 
 
+@pytest.fixture()
+def no_library_versions(monkeypatch):
+    """Fixture records without installed packages' versions (reading their metadata is most of a record's cost):
+    a module that builds many records uses it with `pytestmark = pytest.mark.usefixtures("no_library_versions")`."""
+    from helpers.run import records
+
+    monkeypatch.setattr(records, "library_versions", lambda: {})
+
+
 @pytest.fixture(scope="session")
 def tiny_data_dir(tmp_path_factory) -> Path:
     """A folder of generated train/validation/test.jsonl (256/64/64 rows)."""

@@ -8,10 +8,7 @@ from helpers.run import records
 from helpers.study.frame import frame, load, params_problem
 from tests.record_fixtures import record
 
-
-@pytest.fixture(autouse=True)
-def no_library_versions(monkeypatch):
-    monkeypatch.setattr(records, "library_versions", lambda: {})
+pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def test_the_named_columns_read_the_records_sections_in_the_tables_units():

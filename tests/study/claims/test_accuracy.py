@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.run import records
 from helpers.study.claims import accuracy
 from helpers.study.claims.verdict import prepare
 from helpers.study.frame import frame
 from tests.record_fixtures import record
 
-
-@pytest.fixture(autouse=True)
-def no_library_versions(monkeypatch):
-    monkeypatch.setattr(records, "library_versions", lambda: {})
+pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def test_the_sampling_error_of_2000_test_rows_is_about_1_3_points_at_90_percent():

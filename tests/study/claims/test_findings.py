@@ -2,10 +2,14 @@
 section, and its Markdown asks the question, counts the verdicts and opens with the summary."""
 from __future__ import annotations
 
+import pytest
+
 from helpers.study.claims import findings
 from helpers.study.claims.verdict import VERDICTS
 from helpers.study.frame import frame
 from tests.study.claims.claim_records import PUB, batches, presets, run
+
+pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def test_findings_table_and_markdown():

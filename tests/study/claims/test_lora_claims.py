@@ -8,6 +8,8 @@ from helpers.study.claims import lora
 from helpers.study.frame import frame
 from tests.study.claims.claim_records import PUB, lora_runs, searched
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
 
 @pytest.mark.parametrize("accs, verdict", [([0.930, 0.931, 0.929], "holds"),       # 0.1 points below
                                            ([0.900, 0.901, 0.899], "does not hold"),  # 3 points below

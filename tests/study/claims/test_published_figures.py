@@ -11,13 +11,11 @@ from helpers.study.frame import frame
 from helpers.study.published import published
 from tests.record_fixtures import record
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
+
 PUB = "Experiment/published"
 BERT = "bert-base-uncased"
-
-
-@pytest.fixture(autouse=True)
-def no_library_versions(monkeypatch):
-    monkeypatch.setattr(records, "library_versions", lambda: {})
 
 
 def study(device: str, suite: str, params: dict, name: str, **figures) -> dict:

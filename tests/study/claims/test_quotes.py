@@ -8,6 +8,9 @@ import pytest
 from helpers.study.claims import findings, quotes
 from helpers.study.published import published
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
+
 PUB = "Experiment/published"
 STUDY = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "study" / "report.txt"
 

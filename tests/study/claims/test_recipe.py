@@ -8,6 +8,8 @@ import pytest
 from helpers.study.claims import recipe
 from tests.study.claims.claim_records import check, judge, run
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
 
 def precision_runs(device: str, effects: dict[int, float], variant: str = "full") -> list[dict]:
     """Five seeds per length: bf16-pure at a base accuracy, bf16-pure-sr shifted by the length's effect ± noise."""

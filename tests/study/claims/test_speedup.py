@@ -7,6 +7,8 @@ import pytest
 from helpers.study.claims import speedup
 from tests.study.claims.claim_records import check, judge, presets, run
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
 
 @pytest.mark.parametrize("device, baseline_s, verdict", [("a100", 727.0, "holds"), ("trn1", 551.0, "holds"),
                                                          ("t4", 372.0, "holds"), ("a100", 200.0, "does not hold")])

@@ -8,6 +8,8 @@ import pytest
 from helpers.study.claims import throughput
 from tests.study.claims.claim_records import batches, check, judge, padding_runs, run, util_runs
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
 
 @pytest.mark.parametrize("rates, verdict", [([100, 200, 400], "holds"), ([400, 200, 100], "does not hold"),
                                             ([100, 101, 102], "inconclusive")])

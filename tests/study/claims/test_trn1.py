@@ -7,6 +7,8 @@ import pytest
 from helpers.study.claims import findings, trn1
 from tests.study.claims.claim_records import check, flags, judge, padding_runs, run, util_runs
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
 
 @pytest.mark.parametrize("hours, verdict", [(77.0, "holds"), (0.1, "does not hold")])
 def test_padding_77h(hours, verdict):

@@ -7,6 +7,8 @@ import pytest
 
 from helpers.study.claims.verdict import Band, Finding, combine, compare_timed
 
+pytestmark = pytest.mark.usefixtures("no_library_versions")
+
 
 @pytest.mark.parametrize("basis, verdict, graded", [
     ("measured", "holds", "holds"), ("measured", "does not hold", "does not hold"),

@@ -3,8 +3,10 @@ decision's tests (tests/study/decide/) and its figure's (tests/study/report/test
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from helpers.run import records
+from helpers.study import frame
 from helpers.study.report.build import current_names
 from helpers.study.sweep.suites import find_suites
 from tests.record_fixtures import record
@@ -51,3 +53,15 @@ def row_of(table: pd.DataFrame, device: str, source: str = "measured") -> pd.Ser
     found = table[table["device"].str.contains(device) & (table["source"] == source)]
     assert len(found) == 1, table[["device", "source"]]
     return found.iloc[0]
+
+
+@pytest.fixture()
+def results(tmp_path) -> Path:
+    """A results folder of job_records() (a test module imports this fixture by name)."""
+    return write_job_records(tmp_path)
+
+
+@pytest.fixture()
+def df(results) -> pd.DataFrame:
+    """The frame of `results`."""
+    return frame.load(results)[0]

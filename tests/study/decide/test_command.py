@@ -6,7 +6,7 @@ from helpers.run import records
 from helpers.study import frame
 from helpers.study.decide import command as cli
 from tests.record_fixtures import record
-from tests.study.decide.job_records import OPTIMIZED
+from tests.study.decide.job_records import OPTIMIZED, df, results  # noqa: F401 - fixtures
 
 
 def test_cli_prints_the_table_for_a_job(results, capsys):

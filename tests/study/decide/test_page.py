@@ -4,7 +4,7 @@ import pytest
 
 from helpers.study.decide import page
 from helpers.study.decide import ranking as decide
-from tests.study.decide.job_records import TRN1
+from tests.study.decide.job_records import TRN1, df, results  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize("ratio, said", [(1.05, "no order can be claimed"), (1.5, "never: costs 50% more per epoch")])

@@ -10,7 +10,8 @@ from helpers.run import records
 from helpers.study import frame
 from helpers.study.decide import ranking as decide
 from tests.record_fixtures import DEVICES, record
-from tests.study.decide.job_records import A100_USD_H, CPU_USD_H, FULL, OPTIMIZED, TRN1, TRN1_USD_H, row_of
+from tests.study.decide.job_records import (A100_USD_H, CPU_USD_H, FULL, OPTIMIZED, TRN1, TRN1_USD_H,  # noqa: F401
+                                             df, results, row_of)
 
 
 def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):

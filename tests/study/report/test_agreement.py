@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.run import records
 from helpers.study.frame import frame
 from helpers.study.report.agreement import agreement_markdown
 from tests.record_fixtures import record
 
-
-@pytest.fixture(autouse=True)
-def no_library_versions(monkeypatch):
-    monkeypatch.setattr(records, "library_versions", lambda: {})
+pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def timed(suite: str, rates: list[float], batch: int = 16, subset: int = 1024) -> list[dict]:

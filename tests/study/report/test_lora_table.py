@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.run import records
 from helpers.study.frame import frame
 from helpers.study.report.lora_table import fits, lora_rows
 from tests.study.claims.claim_records import lora_runs, searched
 
-
-@pytest.fixture(autouse=True)
-def no_library_versions(monkeypatch):
-    monkeypatch.setattr(records, "library_versions", lambda: {})
+pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def test_each_setting_takes_its_best_lr_by_validation_and_the_table_counts_every_run():
