@@ -21,6 +21,7 @@ import pydantic
 from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job import number
 from helpers.run import records
+from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS, expand, retarget
 
 # named column: (record paths tried in order, scale)
 METRICS = {
@@ -224,3 +225,17 @@ def load(root: str | Path, include_fixtures: bool = False) -> tuple[pd.DataFrame
     if not include_fixtures and len(df):
         df = df[~df["fixture"]].reset_index(drop=True)
     return df, dict(skipped)
+
+
+def current_names(found: list) -> dict[str, set[str]]:
+    """Return, per suite, the run names its file expands to today (either target, either variant)."""
+    return {s.name: {p.run_name for t in NOTEBOOK_TARGETS for v in ("quick", "full")
+                     for p in expand(retarget(s, t), v)}
+            for s in found if s.kind != "derived"}
+
+
+def current_points(df: pd.DataFrame, found: list) -> pd.DataFrame:
+    """Return the records that are a current point of a suite in `found` (an edited suite's old points
+    left out)."""
+    names = current_names(found)
+    return df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df

@@ -22,3 +22,8 @@ def short_device(name: str) -> str:
                         ("Processor", ""), ("AMD EPYC", "EPYC")):
         name = name.replace(long, short)
     return " ".join(name.split())
+
+
+def header(command: str) -> str:
+    """Return the first line of every generated Markdown file."""
+    return f"<!-- Written by `{command}`; regenerate it, do not edit by hand. -->"

@@ -2,7 +2,7 @@
 helpers/study/decide/ranking.py).
 
 The command sits above the report: `--write` draws the report's decision figure
-(helpers/study/report/plots_cost.py) and reads the suites' current points as the report does
+(helpers/study/decide/cost_plot.py) and reads the suites' current points as the report does
 (helpers/study/report/build.py).
 """
 from __future__ import annotations
@@ -14,8 +14,9 @@ import sys
 
 from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.study import frame
+from helpers.study.frame import current_points
 from helpers.study.decide import ranking as decide
-from helpers.study.report.build import current_points, header
+from helpers.study.notation import header
 from helpers.study.sweep.suites import SUITES_DIR, find_suites
 
 
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     table = decide.decision(df, job)
     print(decide.markdown(table, breaks := decide.break_even(table, job), job))
     if args.write:
-        from helpers.study.report import plots_cost  # matplotlib only where the figure is drawn
+        from helpers.study.decide import cost_plot  # matplotlib only where the figure is drawn
 
         command = shlex.join(["python", "-m", "helpers.study.decide", *(sys.argv[1:] if argv is None else argv)])
         out = repo_path(args.write)
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
             out.mkdir(parents=True, exist_ok=True)
             text = decide.markdown(table, breaks, job, figure="decide_cost.png")
             page.write_text(f"{header(command)}\n\n{text}\n")
-            print(f"wrote {page}\nwrote {plots_cost.plot(table, breaks, job, command, figure, decide.PAIRS)}")
+            print(f"wrote {page}\nwrote {cost_plot.plot(table, breaks, job, command, figure, decide.PAIRS)}")
         except OSError as err:
             p.error(f"--write {args.write}: cannot write there ({err.strerror or err}: {err.filename or out})")
 

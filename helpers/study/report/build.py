@@ -23,28 +23,17 @@ from helpers.run.args import repo_path
 from helpers.study import frame
 from helpers.study.claims import findings
 from helpers.study.decide import ranking as decide
-from helpers.study.notation import fmt
+from helpers.study.frame import current_points
+from helpers.study.notation import fmt, header
 from helpers.study.published import PUBLISHED_DIR
 from helpers.study.report import sections
 from helpers.study.report.agreement import agreement_markdown
-from helpers.study.sweep.suites import SUITES_DIR, TARGETS, expand, find_suites, retarget
+from helpers.study.sweep.suites import SUITES_DIR, find_suites
 
 OUT_DIR = "Experiment"
 PICTURES_DIR = "Pictures"
 RESULTS = "Experiment/results"
 LIBRARIES = ("libraries.torch", "libraries.transformers", "libraries.torch-xla", "libraries.torch-neuronx")
-
-
-def current_names(found: list) -> dict[str, set[str]]:
-    """Return, per suite, the run names its file expands to today (either target, either variant)."""
-    return {s.name: {p.run_name for t in TARGETS for v in ("quick", "full") for p in expand(retarget(s, t), v)}
-            for s in found if s.kind != "derived"}
-
-
-def current_points(df: pd.DataFrame, found: list) -> pd.DataFrame:
-    """Return the records that are a current point of a suite in `found` (an edited suite's old points left out)."""
-    names = current_names(found)
-    return df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df
 
 
 def machines(df: pd.DataFrame) -> str:
@@ -86,17 +75,12 @@ def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_di
     breaks = decide.break_even(table, job)
     figure = None
     if pictures_dir is not None:
-        from helpers.study.report import plots_cost  # matplotlib only where the figure is drawn
+        from helpers.study.decide import cost_plot  # matplotlib only where the figure is drawn
 
         path = repo_path(pictures_dir) / "decide_cost.png"
-        png = plots_cost.plot(table, breaks, job, command, path, decide.PAIRS)
+        png = cost_plot.plot(table, breaks, job, command, path, decide.PAIRS)
         figure = Path(os.path.relpath(png, out_dir)).as_posix()
     return decide.markdown(table, breaks, job, figure=figure)
-
-
-def header(command: str) -> str:
-    """Return the first line of every generated Markdown file."""
-    return f"<!-- Written by `{command}`; regenerate it, do not edit by hand. -->"
 
 
 def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,

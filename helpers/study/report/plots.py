@@ -2,7 +2,7 @@
 
     make_all(df, "Pictures", "Experiment/published", command) -> {suite: [png paths]}
 
-Each figure compares devices (one colour per device, helpers/study/report/plot_style.py); a device that ran a
+Each figure compares devices (one colour per device, helpers/study/plot_style.py); a device that ran a
 suite's full variant shows that, else its quick one, and every line names its model. Published points
 (X markers, dashed, hatched) are the study's bert-base runs; they share an axis with measured runs only
 where the quantity compares (accuracy, speedup, utilization %, FLOP/s), never as raw step times.
@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 
 from helpers.calc.facts import load_device_peaks
 from helpers.run.args import repo_path
-from helpers.study.report import plot_style as style
+from helpers.study import plot_style as style
 from helpers.study.report import plots_tuning
 from helpers.study.frame import SHARES
 

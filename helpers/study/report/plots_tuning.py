@@ -14,7 +14,7 @@ from matplotlib import colormaps
 from matplotlib.patches import Patch, Rectangle
 
 from helpers.study.claims import accuracy
-from helpers.study.report import plot_style as style
+from helpers.study import plot_style as style
 from helpers.study.frame import NEAR_MAJORITY
 
 # precision mode: its tick label (bf16-pure rounds each weight update to nearest or stochastically)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from helpers.study.report import plot_style as style
+from helpers.study import plot_style as style
 
 
 def frames(record: dict) -> dict[str, pd.DataFrame]:

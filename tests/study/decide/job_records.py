@@ -1,5 +1,5 @@
 """Record files shaped as trn1, A100, this CPU and XLA-on-CPU write them (tests/record_fixtures.py), for the
-decision's tests (tests/study/decide/) and its figure's (tests/study/report/test_plots_cost.py)."""
+decision's tests (tests/study/decide/) and its figure's (tests/study/report/test_cost_plot.py)."""
 from pathlib import Path
 
 import pandas as pd
@@ -7,7 +7,7 @@ import pytest
 
 from helpers.run import records
 from helpers.study import frame
-from helpers.study.report.build import current_names
+from helpers.study.frame import current_names
 from helpers.study.sweep.suites import find_suites
 from tests.record_fixtures import record
 

@@ -10,7 +10,7 @@ from plot_checks import overlaps  # noqa: E402
 from plot_records import study_records  # noqa: E402
 from record_fixtures import record  # noqa: E402
 
-from helpers.study.report import plot_style  # noqa: E402
+from helpers.study import plot_style  # noqa: E402
 from helpers.study.report import plots
 from helpers.study.report import plots_tuning
 from helpers.study.frame import frame  # noqa: E402

@@ -1,11 +1,11 @@
-"""helpers/study/report/plots_cost.py: the decision figure (job cost against epochs) is deterministic, colours
+"""helpers/study/decide/cost_plot.py: the decision figure (job cost against epochs) is deterministic, colours
 a device as every other figure does, and draws and promises break-even dots only where they are."""
 import pandas as pd
 import pytest
 
 from helpers.study import frame
 from helpers.study.decide import ranking as decide
-from helpers.study.report import plots_cost
+from helpers.study.decide import cost_plot
 from tests.study.decide.job_records import write_job_records
 from plot_checks import overlaps
 
@@ -20,24 +20,24 @@ def test_plot_is_deterministic(df, tmp_path):
     table = decide.decision(df, job)
     breaks = decide.break_even(table, job)
     command = "python -m helpers.study.decide"
-    first = plots_cost.plot(table, breaks, job, command, tmp_path / "a.png", decide.PAIRS).read_bytes()
+    first = cost_plot.plot(table, breaks, job, command, tmp_path / "a.png", decide.PAIRS).read_bytes()
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
-    assert plots_cost.plot(table, breaks, job, command, tmp_path / "b.png", decide.PAIRS).read_bytes() == first
+    assert cost_plot.plot(table, breaks, job, command, tmp_path / "b.png", decide.PAIRS).read_bytes() == first
 
 
 def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
-    from helpers.study.report import plot_style
+    from helpers.study import plot_style
 
     a100 = plot_style.FAMILIES["a100-40gb"][0]
-    assert plots_cost._colour(pd.Series({"source": "published", "device": "A100", "family": "gpu"})) == a100
+    assert cost_plot._colour(pd.Series({"source": "published", "device": "A100", "family": "gpu"})) == a100
     measured = pd.Series({"source": "measured", "device": "NVIDIA A100-SXM4-40GB", "family": "gpu"})
-    assert plots_cost._colour(measured) == a100
-    assert plots_cost._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"})) == \
+    assert cost_plot._colour(measured) == a100
+    assert cost_plot._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"})) == \
         plot_style.FAMILIES["trn1"][0]
-    assert plots_cost._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
+    assert cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
         plot_style.FAMILIES["cpu"][0]
     two = plot_style.device_styles({"EPYC": "cpu", "Xeon": "cpu"})  # two measured CPUs: never one colour
-    epyc, xeon = (plots_cost._colour(pd.Series({"source": "measured", "device": d, "family": "cpu"}), two)
+    epyc, xeon = (cost_plot._colour(pd.Series({"source": "measured", "device": d, "family": "cpu"}), two)
                   for d in ("EPYC", "Xeon"))
     assert epyc == plot_style.FAMILIES["cpu"][0] and xeon != epyc
 
@@ -52,25 +52,25 @@ def test_the_cost_plot_promises_break_even_dots_only_where_it_draws_them(df):
     table = decide.decision(pd.DataFrame(), job)  # published only: trn1's compile is not measured, no crossing
     breaks = decide.break_even(table, job)
     fig, ax = plt.subplots()
-    plots_cost._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["epochs"].notna()], job, "t", "trn1")
+    cost_plot._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["epochs"].notna()], job, "t", "trn1")
     assert "no break-even" in ax.get_title() and not [l for l in ax.lines if l.get_marker() == "o"]
     plt.close(fig)
     fig, ax = plt.subplots()
     table = decide.decision(df, decide.Job(shared_instance=True))
     breaks = decide.break_even(table, decide.Job(shared_instance=True))
-    plots_cost._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["family"] == "trn1"].dropna(
+    cost_plot._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["family"] == "trn1"].dropna(
         subset=["epochs"]), decide.Job(shared_instance=True), "t", "trn1")
     assert "dots: break-even" in ax.get_title() and [l for l in ax.lines if l.get_marker() == "o"]
     plt.close(fig)
 
 
 def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
-    from helpers.study.report import plot_style
+    from helpers.study import plot_style
 
     xla = df["device_type"] == "xla"
     job = decide.Job()
     table = decide.decision(df.assign(batch=df["batch"].where(~xla, 8)), job)  # XLA on the CPU: no like eager run
-    fig = plots_cost.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
+    fig = cost_plot.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
     assert overlaps(fig) == [] and len(fig.axes) == 1
     assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
     assert "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)" in \
@@ -83,5 +83,5 @@ def test_only_rows_that_break_even_compared_are_drawn(df):
     unlike = df.assign(batch=df["batch"].where(~xla, 8), max_length=df["max_length"].where(~xla, 64))
     table = decide.decision(unlike, job)  # XLA on the CPU ran another configuration than the CPU
     breaks = decide.break_even(table, job)
-    assert plots_cost.compared(table, breaks, ("xla-cpu", "cpu")).empty  # nothing drawn under "XLA on this CPU"
-    assert set(plots_cost.compared(table, breaks, ("trn1", "gpu"))["family"]) == {"trn1", "gpu"}
+    assert cost_plot.compared(table, breaks, ("xla-cpu", "cpu")).empty  # nothing drawn under "XLA on this CPU"
+    assert set(cost_plot.compared(table, breaks, ("trn1", "gpu"))["family"]) == {"trn1", "gpu"}

@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from helpers.calc.facts import cuda_device_key
-from helpers.study.report import plot_style as style
+from helpers.study import plot_style as style
 
 
 def _family(r: pd.Series) -> str:
