@@ -15,7 +15,7 @@ from bench.harness import (alternate, bare_window, fit_window, matmul_window, me
                            prepare, trainer_window)
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
-from helpers.run import destination, precision as prec, tokens, train as loop
+from helpers.run import record_destination as destination, precision as prec, tokens, train as loop
 from helpers.run.args import PRESETS, build_args
 
 # --sections names that run a few of the levers each; their rows join the levers block

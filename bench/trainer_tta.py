@@ -29,7 +29,7 @@ from typing import Callable
 
 from helpers import steps
 from helpers.calc.accuracy_time import crossings
-from helpers.run import destination, tokens
+from helpers.run import record_destination as destination, tokens
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
 

@@ -1,3 +1,3 @@
-from helpers import noise
+from helpers import log_filters
 
-noise.install()  # before any helpers module imports transformers (which imports torchao)
+log_filters.install()  # before any helpers module imports transformers (which imports torchao)

@@ -17,7 +17,7 @@ import sys
 import pydantic
 
 from helpers import steps
-from helpers.run import ddp, destination
+from helpers.run import ddp, record_destination as destination
 from helpers.run.args import CHECKED, Device, Maybe, Padding, Precision, arg, build_args
 from helpers.run.argv import cli_parser, parse_cli
 

@@ -32,13 +32,14 @@ import torch
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
-from helpers.run import data, ddp, destination, device, lora, models, neuron, precision as prec, records, tokens
+from helpers.run import (data, ddp, device, lora, models, neuron, precision as prec, record_destination as destination,
+                         records, tokens)
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
-from helpers.session import Run, ranks_did, record_failures_in_notebook
+from helpers.run_state import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary
-from helpers.training import eval_batches, eval_loader, prepare_training, train
+from helpers.measured_training import eval_batches, eval_loader, prepare_training, train
 
 __all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "start", "load_data", "tokenize",
            "build_model",

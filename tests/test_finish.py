@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import steps
-from helpers.run import destination, records
+from helpers.run import record_destination as destination, records
 from helpers.run.args import ConfigError, build_args
 
 
@@ -101,7 +101,7 @@ def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tin
     args = _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once")
     path = records.record_path(tmp_path, None, "once", steps.start(args).dev.key)
     destination.release(destination._claim_path(path))
-    hold = ("import sys, time, pathlib; from helpers.run import destination as d; "
+    hold = ("import sys, time, pathlib; from helpers.run import record_destination as d; "
             "d.claim_name(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(60)")
     other = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     try:

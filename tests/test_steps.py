@@ -124,7 +124,7 @@ class ConstantReader:
 
 
 def test_energy_covers_the_steady_windows_and_their_samples(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
-    from helpers import training
+    from helpers import measured_training as training
     from helpers.measure.energy_meter import EnergyMeter
 
     monkeypatch.setattr(training, "start_energy", lambda device_type, cuda_devices=None: EnergyMeter(
@@ -145,7 +145,7 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
 
     import torch
 
-    from helpers import training
+    from helpers import measured_training as training
     from helpers.run.ddp import Rank
 
     section = {"method": "measured", "joules": 400.0, "seconds": 4.0, "mean_watts": 100.0}
@@ -159,7 +159,7 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
 def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(tiny_model_dir, tiny_data_dir,
                                                                               tmp_path, monkeypatch, capsys):
     from helpers.measure import precision_probe
-    from helpers.run import destination, device
+    from helpers.run import record_destination as destination, device
 
     monkeypatch.setattr(device, "cpu_bf16_fast", lambda: True)  # whatever this host's flags
     monkeypatch.setattr(precision_probe, "cpu_probe", real_cpu_probe)  # conftest cans it

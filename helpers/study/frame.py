@@ -19,7 +19,7 @@ import pandas as pd
 import pydantic
 
 from helpers.calc.accuracy_time import TARGETS
-from helpers.calc.job import number
+from helpers.calc.job_cost import number
 from helpers.run import records
 from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS, expand, retarget
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.calc.job import samples_per_joule
+from helpers.calc.job_cost import samples_per_joule
 from helpers.measure import energy_meter as energy
 from helpers.measure.energy_meter import (NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts,
                                     start_energy)

@@ -523,7 +523,7 @@ def test_persistent_cache_on_xla_cpu_is_written_but_never_loaded(tmp_path):
 
 def test_an_unwritable_xla_cache_dir_is_named_at_start_and_leaves_no_claim(tiny_model_dir, tmp_path):
     from helpers import steps
-    from helpers.run import destination
+    from helpers.run import record_destination as destination
 
     args = build_args(dict(model_name=str(tiny_model_dir), device="xla", results_path=str(tmp_path), run_name="c",
                            xla_cache_dir="/proc/no-such/cache"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.calc import cost
+from helpers.calc import prices as cost
 from helpers.calc.facts import load_instance_prices
 from helpers.study import cloud
 from helpers.study import frame

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.calc.cost import accelerator_price, price_per_accelerator_hour
+from helpers.calc.prices import accelerator_price, price_per_accelerator_hour
 from helpers.calc.facts import cuda_device_key
 from helpers.study.claims.verdict import (Band, Finding, band, cells, claim, compare, device, judged, listing,
                                           proxies, ratio, who)

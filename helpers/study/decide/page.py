@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from helpers.calc import job as calc
+from helpers.calc import job_cost as calc
 from helpers.calc.facts import load_instance_prices
 from helpers.study.notation import DASH, fmt
 

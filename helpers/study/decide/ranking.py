@@ -10,7 +10,7 @@ Within a rule: a run with a validation curve first, then the highest steady samp
 Published rows: Experiment/published/cost.csv (seconds per epoch over 16,000 rows, the study's price).
 Prices: the instance the record names when the facts say it carries that device, else the cheapest
 instance that does, per accelerator (helpers/facts/instance_prices.csv); CPU runs: a 2-vCPU stand-in.
-Arithmetic: helpers/calc/job.py.
+Arithmetic: helpers/calc/job_cost.py.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from helpers.calc import cost, job as calc
+from helpers.calc import job_cost as calc, prices as cost
 from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
 from helpers.run.args import PRESETS, repo_path

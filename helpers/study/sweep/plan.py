@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.calc import cost
+from helpers.calc import prices as cost
 from helpers.calc.facts import device_roof, load_instance_prices
 from helpers.calc.flops import forward_flops, model_flops
 from helpers.run import lora, models

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.calc import job as calc
+from helpers.calc import job_cost as calc
 from helpers.run import records
 from helpers.study import frame
 from helpers.study.decide import ranking as decide

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.calc.accuracy_time import crossings, describe
-from helpers.calc.job import samples_per_joule
+from helpers.calc.job_cost import samples_per_joule
 from helpers.calc.roofline import device_peak
 from helpers.measure import peak_memory, timing
 from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
@@ -22,7 +22,7 @@ from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, tokens, train as loop
 from helpers.run.args import repo_path
-from helpers.session import Run, ranks_did
+from helpers.run_state import Run, ranks_did
 
 
 HEADLINE = 0.90  # the target the headline (and make baseline) reports: time to 90% validation accuracy

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from helpers.calc import cost
+from helpers.calc import prices as cost
 
 
 def test_instance_prices_and_per_accelerator_price():

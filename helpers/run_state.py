@@ -1,6 +1,6 @@
 """A run in progress: its arguments, device, precision, record, and what each step hands to the next.
 
-helpers/steps.py and helpers/training.py pass a Run from step to step; every field is typed (no
+helpers/steps.py and helpers/measured_training.py pass a Run from step to step; every field is typed (no
 string-keyed side channel), and `handover` marks a run that torchrun's ranks ran instead.
 """
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Evaluation batches (helpers/training.py): sorted by length, built once, and measuring what the loader did."""
+"""Evaluation batches (helpers/measured_training.py): sorted by length, built once, measuring what the
+loader did."""
 import random
 
 import pytest
 import torch
 
-from helpers import steps, training
+from helpers import measured_training, steps
 from helpers.run import ddp, tokens, train as loop
 from helpers.run.args import build_args
 from helpers.run.device import resolve_device
@@ -71,7 +72,7 @@ def test_by_length_visits_every_row_once_longest_first():
     lengths = [rng.randint(3, 64) for _ in range(1003)]
     for rank in range(3):
         shard = list(ddp.ShardSampler(len(lengths), rank, 3))
-        cut = training.by_length(lengths, shard, 64)
+        cut = measured_training.by_length(lengths, shard, 64)
         flat = [i for batch in cut for i in batch]
         assert sorted(flat) == sorted(shard) and len(flat) == len(set(flat))
         assert all(len(b) == 64 for b in cut[:-1]) and 0 < len(cut[-1]) <= 64

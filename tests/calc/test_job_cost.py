@@ -1,9 +1,9 @@
-"""helpers/calc/job.py: a job's seconds, dollars and joules, checked against hand-computed values."""
+"""helpers/calc/job_cost.py: a job's seconds, dollars and joules, checked against hand-computed values."""
 import math
 
 import pytest
 
-from helpers.calc import job
+from helpers.calc import job_cost as job
 
 # validation accuracy every 4,000 samples of a 16,000-row run: 94% is first reached at 12,000 samples
 CURVE = [{"step": 63, "train_time_s": 7.0, "samples": 4000, "val_accuracy": 0.80},

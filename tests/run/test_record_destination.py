@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from helpers.run import destination, records
+from helpers.run import record_destination as destination, records
 from helpers.run.args import ConfigError
 
 WORKERS, TRIALS = 8, 40
@@ -58,7 +58,7 @@ def test_many_processes_taking_over_one_stale_claim_get_exactly_one_winner(tmp_p
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from helpers.run import destination
+    from helpers.run import record_destination as destination
     destination.claim_name(Path(sys.argv[1]))
     print("held", flush=True)
     time.sleep(120)

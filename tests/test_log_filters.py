@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import noise
+from helpers import log_filters
 
 REPO = Path(__file__).resolve().parent.parent
 SO = "/venv/lib/python3.11/site-packages/torchao/_C_cutlass_90a.abi3.so"
@@ -26,7 +26,7 @@ class Collect(logging.Handler):
 def collect():
     """A handler on each filtered logger: what reaches it would reach a notebook's stderr."""
     handler = Collect()
-    loggers = [logging.getLogger(name) for name, _, _ in noise.KNOWN_NOISE]
+    loggers = [logging.getLogger(name) for name, _, _ in log_filters.KNOWN_NOISE]
     for logger in loggers:
         logger.addHandler(handler)
     yield handler.messages
@@ -37,9 +37,9 @@ def collect():
 def test_only_the_listed_messages_are_dropped(collect, monkeypatch):
     import torch
 
-    noise.install()
-    noise.install()  # idempotent: one filter per message
-    assert sum(isinstance(f, noise._DropKnown) for f in logging.getLogger("torchao").filters) == 1
+    log_filters.install()
+    log_filters.install()  # idempotent: one filter per message
+    assert sum(isinstance(f, log_filters._DropKnown) for f in logging.getLogger("torchao").filters) == 1
     monkeypatch.setattr(torch.version, "cuda", None)  # a CPU build: the CUDA extensions cannot load
     logging.getLogger("torchao").warning("Failed to load %s: Could not load this library: %s", SO, SO)
     logging.getLogger("torchao").warning("Skipping import of cpp extensions due to incompatible torch version")
@@ -53,7 +53,7 @@ def test_only_the_listed_messages_are_dropped(collect, monkeypatch):
 def test_a_cuda_build_still_shows_a_failed_extension(collect, monkeypatch):
     import torch
 
-    noise.install()
+    log_filters.install()
     monkeypatch.setattr(torch.version, "cuda", "12.8")
     logging.getLogger("torchao").warning("Failed to load %s: Could not load this library: %s", SO, SO)
     assert len(collect) == 1
