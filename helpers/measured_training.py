@@ -187,7 +187,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
         "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}", "implementation": tr.optim,
         **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}}, shapes={
-        "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
+        "distinct": len(result.shapes),
+        "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
     if run.curve:
         run.trained["time_to_accuracy"] = crossings(run.curve, compile_s=(
             run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None))

@@ -112,7 +112,8 @@ def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
     if not found:  # the same columns as a frame of records, none of them filled
         columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
-                    "device.neuron", "instance", "threads", "compute_dtype", "optimizer", "finished_at", *PARAMS, *METRICS,
+                    "device.neuron", "instance", "threads", "compute_dtype", "optimizer", "finished_at",
+                    *PARAMS, *METRICS,
                     *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study", "near_majority",
                     "curve", "energy_method", "energy_window", "source", "peak_tflops", "peak_source", "peak_bw_gbps",
                     "mfu_pct"])
@@ -163,8 +164,9 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)
-    df["peak_source"] = [peak_label(s, d) for s, d in zip(raw.get("systems.peak_source", pd.Series(None, index=raw.index)),
-                                                         raw.get("systems.peak_measured_at", pd.Series(None, index=raw.index)))]
+    missing = pd.Series(None, index=raw.index)
+    df["peak_source"] = [peak_label(s, d) for s, d in zip(raw.get("systems.peak_source", missing),
+                                                         raw.get("systems.peak_measured_at", missing))]
     # a CPU's measured copy bandwidth (the CPU, and XLA on it); GPUs' and NeuronCores' come from the facts
     host = (df["device_type"] == "cpu") | ((df["device_type"] == "xla") & ~df["device.neuron"].astype(bool))
     df["peak_bw_gbps"] = _column(raw, ("systems.mem_bw_gbps",), 1).where(host)

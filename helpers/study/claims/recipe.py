@@ -89,7 +89,8 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
             "apart from the lr, the mean over the two lrs of LLRD minus none, from the 2x2. " + PROXY)
     signs, parts, groups, res, blocked, heads = [], [], [], [], [], []
     for g in cells(df, ("lr_llrd",)):
-        cell = {(lr, d): g[isclose(g["lr"], lr) & (g["llrd_decay"] == "none" if d is None else isclose(g["llrd_decay"], d))]
+        cell = {(lr, d): g[isclose(g["lr"], lr)
+                           & (g["llrd_decay"] == "none" if d is None else isclose(g["llrd_decay"], d))]
                 for lr in (2e-5, 1.5e-4) for d in (None, 0.95)}
         base, best = cell[2e-5, None], cell[1.5e-4, 0.95]
         if base.empty or best.empty:

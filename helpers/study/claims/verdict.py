@@ -41,7 +41,8 @@ COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", 
            "model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
            "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
            "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
-           "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
+           "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows",
+           "near_majority",
            "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r",
            "lora_targets", "train_subset", "epochs", "optimizer", "val_acc", "run_name")
 

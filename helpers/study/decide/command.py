@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
                         "what a single user pays)")
     p.add_argument("--model", default=None, help="answer from records of this model only (a hub id, e.g. roberta-base; "
                    "its -random configuration counts, for speed and cost)")
-    p.add_argument("--lora-r", type=int, default=None, help="answer from LoRA runs of this rank (default: full fine-tuning)")
+    p.add_argument("--lora-r", type=int, default=None,
+                   help="answer from LoRA runs of this rank (default: full fine-tuning)")
     p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
     p.add_argument("--suites-dir", default=SUITES_DIR, help="suites whose current points are read (a record of an "
                    "edited suite's older point, or of no suite, is left out, as in the report)")

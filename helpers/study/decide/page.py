@@ -72,7 +72,8 @@ def markdown(table: pd.DataFrame, breaks: pd.DataFrame, job, figure: str | None 
     price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance (a single user)"
     question = (f"Which device for {job.epochs:g} epochs over {job.rows:,} training rows ({_who(job)}){target}, "
                 f"{job.runs_sharing_cache} run(s) sharing one compile cache{' (warm)' if job.warm_cache else ''}, "
-                f"priced at {price}? Time, dollars and energy per device from the run records (measured; proxy: another "
+                f"priced at {price}? Time, dollars and energy per device from the run records "
+                "(measured; proxy: another "
                 "model, or the CPU) and the study's figures (published).")
     if table.empty:
         return "\n".join([question, "", f"No record for {_who(job)}: run it (python -m helpers.study.sweep models / "

@@ -229,9 +229,11 @@ def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
     out = []
     for compiled, eager in PAIRS if len(table) else ():  # keys: (compiled family, eager family)
         for _, a in table[table["family"] == compiled].iterrows():
-            alike = table[(table["family"] == eager) & (table["source"] == a["source"]) & (table["setup"] == a["setup"])]
+            alike = table[(table["family"] == eager) & (table["source"] == a["source"])
+                          & (table["setup"] == a["setup"])]
             if alike.empty and (table["family"] == eager).any():
-                out.append({"device": f"{a['device']} ({a['source']})", "against": f"no eager {eager.upper()} run of {a['setup']}",
+                out.append({"device": f"{a['device']} ({a['source']})",
+                            "against": f"no eager {eager.upper()} run of {a['setup']}",
                             "$/epoch": page.money(a["epoch_usd"]), "against $/epoch": DASH, "one-off $": DASH,
                             "reading": "not compared: no eager run of the same configuration", "family": compiled,
                             "epochs": math.nan, "usd_at": math.nan})

@@ -35,7 +35,8 @@ def agreement_markdown(df: pd.DataFrame) -> str:
         said_all.append(said.split(":")[0].split(" beyond")[0].split(" within")[0])
         for _, r in group.iterrows():
             table.append({"configuration": what, "suite": r["suite"], "runs": int(r["runs"]),
-                          "samples/s (median, range between runs)": f"{fmt(r['median'])} ({fmt(r['lo'])}–{fmt(r['hi'])})",
+                          "samples/s (median, range between runs)":
+                              f"{fmt(r['median'])} ({fmt(r['lo'])}–{fmt(r['hi'])})",
                           "agreement": said})
     head = ("Identical configurations timed by different suites (static padding, same model, batch, length, "
             "precision, device and threads, not profiled: train_subset does not change a step) should agree within "

@@ -115,7 +115,8 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
         path.write_text(f"{head}\n\n{text}")
         written.append(path)
         bodies.append(text)
-    note = (f"{len(df)} records below `{results.relative_to(repo_path('.')) if results.is_relative_to(repo_path('.')) else results}`, "
+    shown = results.relative_to(repo_path(".")) if results.is_relative_to(repo_path(".")) else results
+    note = (f"{len(df)} records below `{shown}`, "
             f"{len(current)} of them current points of a suite"
             + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "") + ".")
     intro = [head, "", "# BERT fine-tuning on dair-ai/emotion: the report", "",

@@ -20,7 +20,8 @@ ACCELERATORS = ("t4", "a10g", "a100-40gb", "h100", "trn1-core")  # device_peaks.
 NOTE = ("Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs "
         "tried (all shown); runs counts every run of the setting, at every lr, and how many collapsed to the "
         "majority class. Test accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full "
-        "fine-tuning minus the row, in points, ± the two intervals combined (root of the sum of squares); positive: LoRA is below. "
+        "fine-tuning minus the row, in points, ± the two intervals combined (root of the sum of squares); "
+        "positive: LoRA is below. "
         "samples/s: median over the runs (their range). AdamW state: two moments per trainable element. "
         f"To {100 * TARGET:.0f}%: training seconds (the timed windows) at the first evaluation of the whole "
         "validation split at or past it, an upper bound (≤) by up to one evaluation interval, mean ± 95% "
@@ -52,8 +53,10 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
                         "gap to full (points)": DASH if math.isnan(diff) else f"{diff:+.2f} ± {diff_half:.2f}",
                         f"to {100 * TARGET:.0f}% (s, ≤)": to_target(cells),
                         f"USD to {100 * TARGET:.0f}%": usd(cells),
-                        "samples/s": DASH if rate.empty else f"{fmt(rate.median())} ({fmt(rate.min())}–{fmt(rate.max())})",
-                        "peak memory GiB": fmt(cells["mem_gib"].median()), "trainable": fmt(cells["trainable"].median()),
+                        "samples/s": DASH if rate.empty
+                        else f"{fmt(rate.median())} ({fmt(rate.min())}–{fmt(rate.max())})",
+                        "peak memory GiB": fmt(cells["mem_gib"].median()),
+                        "trainable": fmt(cells["trainable"].median()),
                         "AdamW state MiB": fmt(cells["optimizer_mib"].median())})
     return pd.DataFrame(out)
 

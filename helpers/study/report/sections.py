@@ -109,7 +109,8 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         noise = 100 * accuracy.Z95 * math.sqrt(2 * on * (1 - on) / STUDY_TEST_ROWS) if on == on else math.nan
         rows.append({"max_length": str(length), "seeds": str(len(diffs)),
                      "measured: SR − nearest (points)": accuracy.fmt_interval(diffs, None) if diffs else DASH,
-                     "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
+                     "published (trn1, one run each): SR on − off (points)":
+                         fmt(100 * (on - off)) if on == on else DASH,
                      f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}"})
     return (text + "\n\nThe study's question, stochastic rounding of the bf16 weight update, per length:\n\n"
             + pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
@@ -151,7 +152,8 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                                   seeds=accuracy.distinct_seeds(base)),
             accuracy.fmt_interval(list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None,
                                   seeds=accuracy.distinct_seeds(opt)),
-            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), {g['model_name'].iloc[0]}"]
+            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
+            f"{g['model_name'].iloc[0]}"]
     for _, p in published("speedup.csv", published_dir).iterrows():
         rows[f"published ({p['device']})"] = [p["baseline_train_time_s"], p["optimized_train_time_s"], p["speedup"],
                                               p["optimized_samples_per_s"], DASH, DASH, "16,000 × 3 epochs, bert-base"]

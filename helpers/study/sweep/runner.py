@@ -25,7 +25,8 @@ from pathlib import Path
 from helpers.run import records
 from helpers.run.args import ConfigError, repo_path
 from helpers.study.sweep import plan, points, precompile
-from helpers.study.sweep.suites import SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites, resolve_suite, retarget
+from helpers.study.sweep.suites import (SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites, resolve_suite,
+                                        retarget)
 
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results"
