@@ -19,11 +19,13 @@ from helpers.study.sweep.suites import Suite
 LABELS = {
     "step_ms": "step ms (median)", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
     "train_s": "train s", "first_step_s": "first step s", "tflops": "TFLOP/s", "mfu_pct": "MFU %",
-    "ai": "FLOP/byte", "mem_gib": "peak memory GiB", "util_pct": "utilization %", "compilations": "compilations",
+    "ai": "FLOP/byte", "mem_gib": "peak memory GiB", "util_pct": "utilization %",
+    "compilations": "compilations",
     "compile_s": "compile s", "shapes": "distinct shapes", "test_acc": "test accuracy %",
     "val_acc": "validation accuracy %",
     "final_loss": "final loss", "compilations_after_warmup": "compilations after warm-up", "steps": "steps",
-    "share_matmul": "matmul %", "share_attention": "attention %", "share_elementwise_norm_act": "elementwise %",
+    "share_matmul": "matmul %", "share_attention": "attention %",
+    "share_elementwise_norm_act": "elementwise %",
     "share_optimizer": "optimizer %", "share_copy_data_movement": "copy %", "share_other": "other %",
     "share_host_gap": "host gap %", "energy_j": "energy J", "samples_per_j": "samples/J",
 }
@@ -65,8 +67,8 @@ def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.Dat
         table = mine.groupby(keys, dropna=False, sort=True).apply(
             lambda g: pd.Series({f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
                                 | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
-                                | ({f"windows within a run{label}": within_runs(g)} if "samples_per_s" in values
-                                   and len(g) > 1 else {})),
+                                | ({f"windows within a run{label}": within_runs(g)}
+                                   if "samples_per_s" in values and len(g) > 1 else {})),
             include_groups=False)
         out = table if out is None else out.join(table, how="outer")
     if out is None:
@@ -138,7 +140,8 @@ def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
     first, last = rows.iloc[0], rows.iloc[-1]
     return (f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
             f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
-            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps differ beyond {spread}"
+            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
+            f"differ beyond {spread}"
             + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + ".")
 
 
