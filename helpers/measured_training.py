@@ -165,9 +165,11 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     try:
         result = loop.fit(t.step_model, loader, t.optimizer, t.scheduler, run.dev, run.precision, tr.epochs,
                           timer=timer, max_steps=tr.max_steps, grad_accum=tr.gradient_accumulation_steps,
-                          max_grad_norm=tr.max_grad_norm, log_every=m.log_every, diverge_factor=m.diverge_factor,
+                          max_grad_norm=tr.max_grad_norm, log_every=m.log_every,
+                          diverge_factor=m.diverge_factor,
                           progress=m.progress and run.lead,
-                          log_lines=run.lead and not m.progress, callbacks=tuple(callbacks), sampler=t.sampler)
+                          log_lines=run.lead and not m.progress, callbacks=tuple(callbacks),
+                          sampler=t.sampler)
     finally:
         run.trained = {"utilization": monitor.stop(), "energy": energy.stop()}  # kept when the loop raises
         profiler.close()
@@ -179,15 +181,18 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     step_s = time.perf_counter() - step_t0
     run.phases["train"] = run.timing["train_time_s"]
     run.phases.setdefault("periodic_eval", 0.0)
-    run.phases["train_other"] = max(0.0, step_s - run.timing["train_time_s"] - run.phases["periodic_eval"] - roof_s)
+    run.phases["train_other"] = max(0.0, step_s - run.timing["train_time_s"] - run.phases["periodic_eval"]
+                                    - roof_s)
     run.outcome, run.error = result.status, result.reason
     if result.stopped_early:
         run.trained["stopped_early"] = result.stopped_early
     run.trained["energy"] = job_energy(run, run.trained["energy"], node_lead)
     run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
-        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}", "implementation": tr.optim,
+        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}",
+        "implementation": tr.optim,
         **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}}, shapes={
-        "distinct": len(result.shapes), "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
+        "distinct": len(result.shapes),
+        "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
     if run.curve:
         run.trained["time_to_accuracy"] = crossings(run.curve, compile_s=(
             run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None))
@@ -224,7 +229,8 @@ def _measure_roof(run: Run) -> float:
     t0 = time.perf_counter()
     try:  # its random matrices are drawn from a forked RNG: a run measuring the roof trains as one reading it
         with torch.random.fork_rng():
-            device_peak(run.head["device"], run.head["precision"]["compute_dtype"], records.peaks_dir(run.record_path))
+            device_peak(run.head["device"], run.head["precision"]["compute_dtype"],
+                        records.peaks_dir(run.record_path))
     except Exception as err:  # noqa: BLE001 - finish records the reason when it cannot find a roof either
         print(f"the CPU roof could not be measured ({type(err).__name__}: {err}); MFU will say why")
     return time.perf_counter() - t0
@@ -253,21 +259,23 @@ def _curve_callback(run: Run, model, splits, timer):
         val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
         metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
         point = {"step": step, "train_time_s": sum(w.seconds for w in timer.windows),
-                 "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"], "rows": metrics["rows"]}
+                 "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"],
+                 "rows": metrics["rows"]}
         if metrics["accuracy"] >= HEADLINE and not any(p["val_accuracy"] >= HEADLINE for p in run.curve):
             test = eval_batches(run, "test", splits["test"])
             point["test_accuracy"] = loop.evaluate(model, test, run.dev, run.precision,
                                                    rows_per_batch=test.batch_size)["accuracy"]
         now = time.perf_counter()
-        # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited, less the process start-up)
+        # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited,
+        # less the process start-up)
         point.update(eval_s=now - t0, wall_s=now - run.started_s)
         run.phases["periodic_eval"] = run.phases.get("periodic_eval", 0.0) + point["eval_s"]
         run.curve.append(point)
         if run.lead:
             print(f"step {step}: validation accuracy {metrics['accuracy']:.1%} on {metrics['rows']} rows, "
                   f"{point['train_time_s']:.0f} s of training"
-                  + (f"; test accuracy of this checkpoint {point['test_accuracy']:.1%}" if "test_accuracy" in point
-                     else ""), flush=True)
+                  + (f"; test accuracy of this checkpoint {point['test_accuracy']:.1%}"
+                     if "test_accuracy" in point else ""), flush=True)
         if m.stop_at_accuracy is not None and metrics["accuracy"] >= m.stop_at_accuracy:
             raise loop.StopTraining(f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
                                     f"stop_at_accuracy={m.stop_at_accuracy}")

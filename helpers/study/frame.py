@@ -60,22 +60,28 @@ METRICS = {
     "trainable": (("model.trainable_parameters",), 1),
     "optimizer_mib": (("model.optimizer_state_bytes",), 1 / 2**20),
 }
-SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other", "host_gap")
+SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other",
+          "host_gap")
 # what each device's utilization column measures, in words, best first; True: a figure of the tensor units,
 # comparable across devices (a GPU's tensor pipes, a NeuronCore's tensor engine), which the small-batch claim
 # needs on both sides; SM activity counts SMs busy with any work, so it is not the tensor engine's counterpart
 UTILIZATION = {"cuda": (("utilization.tensor_active_pct_mean",
                          "tensor pipes active % (NVML GPM ANY_TENSOR_UTIL)", True),
                         ("utilization.sm_active_pct_mean", "SM activity: % of SMs busy (NVML GPM)", False),
-                        ("utilization.sm_util_pct_mean", "NVML utilization.gpu: % of time a kernel ran", False)),
-               "xla": (("neuron_profile.tensor_engine_active_pct", "tensor engine active % (Neuron profiler)", True),
-                       ("utilization.neuroncore_util_pct_mean", "NeuronCore utilization (neuron-monitor)", False)),
-               "cpu": (("utilization.proc_cpu_util_pct_mean", "process CPU % of the run's threads (psutil)", False),)}
+                        ("utilization.sm_util_pct_mean",
+                         "NVML utilization.gpu: % of time a kernel ran", False)),
+               "xla": (("neuron_profile.tensor_engine_active_pct",
+                        "tensor engine active % (Neuron profiler)", True),
+                       ("utilization.neuroncore_util_pct_mean",
+                        "NeuronCore utilization (neuron-monitor)", False)),
+               "cpu": (("utilization.proc_cpu_util_pct_mean",
+                        "process CPU % of the run's threads (psutil)", False),)}
 PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
-          "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing", "group_by_length",
-          "eval_every", "lora_r", "lora_targets")
-TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
+          "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing",
+          "group_by_length", "eval_every", "lora_r", "lora_targets")
+TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy",
+               "lora_targets")
 FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
@@ -111,10 +117,14 @@ def variant_of(suite, run_name: str) -> str | None:
 def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
     if not found:  # the same columns as a frame of records, none of them filled
-        columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device", "device_key",
-                    "device.neuron", "instance", "threads", "compute_dtype", "optimizer", "finished_at", *PARAMS, *METRICS,
-                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study", "near_majority",
-                    "curve", "energy_method", "energy_window", "source", "peak_tflops", "peak_source", "peak_bw_gbps",
+        columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device",
+                    "device_key",
+                    "device.neuron", "instance", "threads", "compute_dtype", "optimizer", "finished_at",
+                    *PARAMS, *METRICS,
+                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study",
+                    "near_majority",
+                    "curve", "energy_method", "energy_window", "source", "peak_tflops", "peak_source",
+                    "peak_bw_gbps",
                     "mfu_pct"])
         return pd.DataFrame(columns=list(dict.fromkeys(columns)))
     raw = pd.json_normalize(found, sep=".")
@@ -135,10 +145,12 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["instance"] = raw.get("device.instance")
     df["threads"] = raw.get("device.torch_threads")
     df["compute_dtype"] = raw.get("precision.compute_dtype", raw.get("precision.used"))
-    df["optimizer"] = raw.get("optimizer.class")  # torchao's AdamW for bf16-pure-sr off XLA: an arm's optimizer
+    # torchao's AdamW for bf16-pure-sr off XLA: an arm's optimizer
+    df["optimizer"] = raw.get("optimizer.class")
     df["finished_at"] = raw.get("finished_at", raw.get("started_at"))
     for name in PARAMS:  # from the records themselves: a column with a gap would turn 64 into 64.0
-        df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index, dtype=object)
+        df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index,
+                             dtype=object)
     df["precision"] = raw.get("precision.used", df["precision"])
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():
@@ -157,14 +169,17 @@ def frame(found: list[dict]) -> pd.DataFrame:
     for target in TARGETS:  # time to accuracy: the record's own crossings (calc.accuracy_time)
         df[f"tta_{target:.2f}"] = _column(raw, (f"time_to_accuracy.{target:.2f}.train_time_s",), 1)
     df["tta_test_acc"] = _column(raw, ("time_to_accuracy.0.90.test_accuracy",), 1)
-    df["tta_steps"] = _column(raw, ("time_to_accuracy.0.90.step",), 1)  # steps to 90%: the machine's load aside
-    df["energy_method"] = raw.get("energy.method", pd.Series("not measured", index=raw.index)).fillna("not measured")
+    # steps to 90%: the machine's load aside
+    df["tta_steps"] = _column(raw, ("time_to_accuracy.0.90.step",), 1)
+    unmeasured = pd.Series("not measured", index=raw.index)
+    df["energy_method"] = raw.get("energy.method", unmeasured).fillna("not measured")
     df["energy_window"] = raw.get("energy.window", pd.Series(None, index=raw.index))  # "steady"; None: older
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)
-    df["peak_source"] = [peak_label(s, d) for s, d in zip(raw.get("systems.peak_source", pd.Series(None, index=raw.index)),
-                                                         raw.get("systems.peak_measured_at", pd.Series(None, index=raw.index)))]
+    missing = pd.Series(None, index=raw.index)
+    df["peak_source"] = [peak_label(s, d) for s, d in zip(raw.get("systems.peak_source", missing),
+                                                         raw.get("systems.peak_measured_at", missing))]
     # a CPU's measured copy bandwidth (the CPU, and XLA on it); GPUs' and NeuronCores' come from the facts
     host = (df["device_type"] == "cpu") | ((df["device_type"] == "xla") & ~df["device.neuron"].astype(bool))
     df["peak_bw_gbps"] = _column(raw, ("systems.mem_bw_gbps",), 1).where(host)

@@ -9,7 +9,8 @@ import pandas as pd
 
 from helpers.study.claims.accuracy import (FLOOR_POINTS, mean_interval, paired_diffs, resolvable_difference,
                                            unlearned)
-from helpers.study.claims.verdict import PROXY, Finding, cells, claim, concluded, device, isclose, listing, who
+from helpers.study.claims.verdict import (PROXY, Finding, cells, claim, concluded, device, isclose, listing,
+                                          who)
 from helpers.study.published import published
 
 
@@ -29,11 +30,13 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
     pub = {(r.max_length, r.stochastic_rounding): float(r.accuracy)
            for r in published("stochastic_rounding.csv", published_dir).itertuples()}
     one_run = resolvable_difference([pub[("16", "off")]], 2000)
-    text = (f"trn1, one run a cell: SR − no SR {100 * (pub[('16', 'on')] - pub[('16', 'off')]):+.2f} points "
+    text = (f"trn1, one run a cell: SR − no SR "
+            f"{100 * (pub[('16', 'on')] - pub[('16', 'off')]):+.2f} points "
             f"at L=16, {100 * (pub[('32', 'on')] - pub[('32', 'off')]):+.2f} at L=32. Its figures do not "
             f"resolve its words: one run a cell on 2,000 test rows resolves ±{100 * one_run:.1f} points "
             "(95%), so on its own figures this rule is inconclusive")
-    rule = ("bf16-pure-sr − bf16-pure test accuracy paired by seed at L=16 and L=32, 95% interval (t over ≥ "
+    rule = ("bf16-pure-sr − bf16-pure test accuracy paired by seed at L=16 and L=32, "
+            "95% interval (t over ≥ "
             "2 pairs; one pair: the binomial interval of a difference): holds if L=16's lies above 0 and "
             "L=32's below 0 (the study's signs) on every device; does not hold if either lies beyond 0 on "
             "the other side; inconclusive when an interval contains 0. Only arms that learned (test "
@@ -58,7 +61,8 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
                 half = resolvable_difference([g[g["max_length"] == length]["test_acc"].mean()], rows)
             signs.append(0 if why else claimed * (1 if mean - half > 0 else (-1 if mean + half < 0 else 0)))
             halves.append(half)
-            shown.append(f"L={length} {100 * mean:+.2f} ± {100 * half:.2f} points ({len(diffs[length])} pairs)")
+            shown.append(f"L={length} {100 * mean:+.2f} ± {100 * half:.2f} points "
+                         f"({len(diffs[length])} pairs)")
         parts.append(f"{who(g)}: SR − no SR paired by seed: " + ", ".join(shown))
         heads.append(f"{device(g)}: SR − no SR " + ", ".join(x.split(" ±")[0] for x in shown))
     return concluded("Stochastic rounding's effect depends on sequence length", text, parts,
@@ -89,7 +93,8 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
             "apart from the lr, the mean over the two lrs of LLRD minus none, from the 2x2. " + PROXY)
     signs, parts, groups, res, blocked, heads = [], [], [], [], [], []
     for g in cells(df, ("lr_llrd",)):
-        cell = {(lr, d): g[isclose(g["lr"], lr) & (g["llrd_decay"] == "none" if d is None else isclose(g["llrd_decay"], d))]
+        cell = {(lr, d): g[isclose(g["lr"], lr)
+                           & (g["llrd_decay"] == "none" if d is None else isclose(g["llrd_decay"], d))]
                 for lr in (2e-5, 1.5e-4) for d in (None, 0.95)}
         base, best = cell[2e-5, None], cell[1.5e-4, 0.95]
         if base.empty or best.empty:
@@ -115,5 +120,6 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
     return concluded("Tuning (lr 1.5e-4 with LLRD 0.95) raises accuracy over lr 2e-5", text, parts,
                      listing(cells(df, ("lr_llrd",))), signs, groups, rule,
                      f"the seeds resolve a difference of {100 * max(res, default=0):.2f} points",
-                     "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95", blocked=blocked,
+                     "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95",
+                     blocked=blocked,
                      headline="; ".join(heads[:1]))

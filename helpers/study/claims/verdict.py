@@ -23,25 +23,28 @@ from helpers.study.notation import fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
 # a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
-VERDICTS = ("holds", "does not hold", "consistent on proxy", "contradicted on proxy", "consistent with the model",
-            "contradicted by the model", "inconclusive", "not testable here")
+VERDICTS = ("holds", "does not hold", "consistent on proxy", "contradicted on proxy",
+            "consistent with the model", "contradicted by the model", "inconclusive", "not testable here")
 GRADES = {"proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
           "estimate": ("consistent with the model", "contradicted by the model")}
 REAL_MODEL = "bert-base-uncased"
 CLASSES = {"gpu": "GPU", "trn1": "trn1 NeuronCore", "xla-cpu": "XLA on the CPU", "cpu": "CPU"}
 REAL_CLASSES = ("gpu", "trn1")
 PROXY = "The proxy rule applies (direction only)."
-PROXY_RULE = ("Proxy rule: a record of another model than bert-base-uncased, or of the CPU or XLA on the CPU, "
+PROXY_RULE = ("Proxy rule: a record of another model than bert-base-uncased, "
+              "or of the CPU or XLA on the CPU, "
               "stands in only for the direction of an effect, and the verdict names it; a magnitude, an "
               "accuracy level or a ranking of devices needs bert-base on a GPU or a trn1 NeuronCore. Where "
               "any real record is here, proxies are left out.")
-NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")  # None -> NaN
+# None -> NaN
+NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")
 # columns a claim may read; an empty frame lacks most of them
 COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", "device.neuron", "instance",
            "model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
            "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
            "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
-           "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows", "near_majority",
+           "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows",
+           "near_majority",
            "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r",
            "lora_targets", "train_subset", "epochs", "optimizer", "val_acc", "run_name")
 
@@ -76,7 +79,9 @@ class Band(NamedTuple):
     hi: float
 
     def __str__(self) -> str:
-        return fmt(self.mid) if math.isclose(self.lo, self.hi) else f"{fmt(self.mid)} ({fmt(self.lo)}–{fmt(self.hi)})"
+        if math.isclose(self.lo, self.hi):
+            return fmt(self.mid)
+        return f"{fmt(self.mid)} ({fmt(self.lo)}–{fmt(self.hi)})"
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -148,7 +153,8 @@ def interleaved(*arms: pd.DataFrame) -> bool:
     which some are repeats (`-rep<r>`: a suite's repeats come every cell once, then every cell again; seeds of
     a cell run back to back)."""
     suites = {s for arm in arms for s in arm["suite"].dropna()}
-    repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any() for arm in arms)
+    repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any()
+                   for arm in arms)
     return len(suites) == 1 and repeated
 
 

@@ -30,8 +30,10 @@ from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
-# the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time, in bf16
-STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
+# the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time,
+# in bf16
+STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16",
+               FULL_ROWS)
 # (compiled family, eager family) for break-even epochs: its panel title
 PAIRS = {("trn1", "gpu"): "trn1 against GPUs", ("xla-cpu", "cpu"): "XLA on this CPU against eager on it"}
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ def representative(df: pd.DataFrame, job: Job | None = None) -> pd.DataFrame:
     the module's rule (`rule`)."""
     if df.empty or "samples_per_s" not in df:
         return df.iloc[0:0].assign(rule=[])
-    d = df[(df["status"] == "finished") & df["samples_per_s"].gt(0) & ~df["fixture"] & matches(df, job or Job())].copy()
+    d = df[(df["status"] == "finished") & df["samples_per_s"].gt(0) & ~df["fixture"]
+           & matches(df, job or Job())].copy()
     rules = [_rule(r) for _, r in d.iterrows()]
     d["tier"], d["rule"] = [t for t, _ in rules], [why for _, why in rules]
     d["has_curve"] = d["curve"].map(lambda c: isinstance(c, list) and len(c) > 0)
@@ -118,11 +121,13 @@ def measured_price(row) -> tuple[str | None, float, str, float]:
         key, units = "trn1-chip", math.ceil(devices / CORES_PER_TRN1_CHIP)
     else:  # m6i prices scale with size: 2k vCPUs cost k x the 2-vCPU instance
         key, units = CPU_STANDIN, math.ceil(_count(row.get("threads"), CPU_STANDIN_VCPUS) / CPU_STANDIN_VCPUS)
-    instance, usd_h, note = cost.accelerator_price(row.get("instance") if family != "cpu" else None, key, units)
+    listed = row.get("instance") if family != "cpu" else None
+    instance, usd_h, note = cost.accelerator_price(listed, key, units)
     return instance, usd_h, note, cost.whole_instances_price(instance, units)
 
 
-def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_s: float) -> tuple[float, str]:
+def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float,
+            share_s: float) -> tuple[float, str]:
     """Return (seconds to the target, in words) from a run's validation curve."""
     if job.target_accuracy is None:
         return math.nan, DASH
@@ -136,12 +141,14 @@ def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_
     if epochs > job.epochs:
         return math.nan, f"not reached in the job's {job.epochs:g} epochs (needs {epochs:.2f})"
     seconds = calc.wall_s(share_s, epoch_s, epochs)
-    return seconds, f"{fmt(seconds)} s ({epochs:.2f} epochs" + (", scaled" if run_rows != job.rows else "") + ")"
+    scaled = ", scaled" if run_rows != job.rows else ""
+    return seconds, f"{fmt(seconds)} s ({epochs:.2f} epochs" + scaled + ")"
 
 
 def _measured(row, job: Job, trn1_one_off: list) -> dict:
     cacheable = row["device_type"] == "xla"
-    one_off = calc.one_off_s(row.get("compile_s"), row.get("first_step_s"), row.get("step_ms", math.nan) / 1000)
+    one_off = calc.one_off_s(row.get("compile_s"), row.get("first_step_s"),
+                             row.get("step_ms", math.nan) / 1000)
     if row.get("device.neuron") is True and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
         trn1_one_off.append(one_off)  # compile time depends on the model and shapes: only the study's model
     share = calc.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
@@ -151,14 +158,17 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
     instance, usd_share, note, usd_whole = measured_price(row)
     energy = _energy(row, job)
-    config = (f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, {row.get('precision')}, "
+    config = (f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, "
+              f"{row.get('precision')}, "
               f"{run_rows:,} rows; {row['rule']}")
-    weights = " (random weights: speed, never accuracy)" if str(row.get("model_name")).endswith("-random") else ""
+    random_weights = str(row.get("model_name")).endswith("-random")
+    weights = " (random weights: speed, never accuracy)" if random_weights else ""
     lora = f", LoRA r={int(row['lora_r'])}" if not _missing(row.get("lora_r")) and row.get("lora_r") else ""
-    setup = setup_key(f"{row.get('model_name')}{lora}", row.get("batch"), row.get("max_length"), row.get("precision"),
-                      run_rows)
+    setup = setup_key(f"{row.get('model_name')}{lora}", row.get("batch"), row.get("max_length"),
+                      row.get("precision"), run_rows)
     return {"device": short_device(row["device"]), "source": "proxy" if is_proxy(row) else "measured",
-            "family": _family(row), "configuration": config.replace(", ", f"{lora}{weights}, ", 1), "setup": setup,
+            "family": _family(row), "configuration": config.replace(", ", f"{lora}{weights}, ", 1),
+            "setup": setup,
             "instance": instance, "usd_share_h": usd_share, "usd_whole_h": usd_whole, "price_note": note,
             "one_off_s": share, "epoch_s": epoch_s, "target_s": target_s, "target": target, "energy": energy}
 
@@ -187,7 +197,8 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
                          "; compile from the measured trn1 record" if compiled and trn1_one_off else ""),
                      "setup": setup_key(*STUDY_SETUP), "instance": instance, "usd_share_h": usd_share,
                      "usd_whole_h": cost.whole_instances_price(instance, 1), "price_note": note,
-                     "published_usd_per_h": r["cost_per_hour_usd"], "published_instance": r["instance_as_printed"],
+                     "published_usd_per_h": r["cost_per_hour_usd"],
+                     "published_instance": r["instance_as_printed"],
                      "one_off_s": share, "epoch_s": r["sec_per_epoch"] * job.rows / FULL_ROWS,
                      "target_s": math.nan, "target": "no curve published", "energy": "not published"})
     return rows
@@ -212,7 +223,8 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
     t["target_usd"] = calc.usd(t["target_s"], t["usd_per_h"])
     t["lower_bound"] = t["one_off_s"].isna()  # a compiled device whose compile time is unknown
     marks = {i: [] for i in t.index}
-    for _, group in t.groupby("setup"):  # marks only among rows of one configuration, and at least two of them
+    # marks only among rows of one configuration, and at least two of them
+    for _, group in t.groupby("setup"):
         for column, word in (("job_usd", "cheapest"), ("job_s", "fastest")):
             if group[column].notna().sum() < 2:
                 continue
@@ -229,22 +241,28 @@ def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
     out = []
     for compiled, eager in PAIRS if len(table) else ():  # keys: (compiled family, eager family)
         for _, a in table[table["family"] == compiled].iterrows():
-            alike = table[(table["family"] == eager) & (table["source"] == a["source"]) & (table["setup"] == a["setup"])]
+            alike = table[(table["family"] == eager) & (table["source"] == a["source"])
+                          & (table["setup"] == a["setup"])]
             if alike.empty and (table["family"] == eager).any():
-                out.append({"device": f"{a['device']} ({a['source']})", "against": f"no eager {eager.upper()} run of {a['setup']}",
+                out.append({"device": f"{a['device']} ({a['source']})",
+                            "against": f"no eager {eager.upper()} run of {a['setup']}",
                             "$/epoch": page.money(a["epoch_usd"]), "against $/epoch": DASH, "one-off $": DASH,
-                            "reading": "not compared: no eager run of the same configuration", "family": compiled,
+                            "reading": "not compared: no eager run of the same configuration",
+                            "family": compiled,
                             "epochs": math.nan, "usd_at": math.nan})
             for _, b in alike.iterrows():
-                epochs = calc.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"], b["epoch_usd"])
-                out.append({"device": f"{a['device']} ({a['source']})", "against": f"{b['device']} ({b['source']})",
-                            "$/epoch": page.money(a["epoch_usd"]), "against $/epoch": page.money(b["epoch_usd"]),
+                epochs = calc.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"],
+                                                b["epoch_usd"])
+                out.append({"device": f"{a['device']} ({a['source']})",
+                            "against": f"{b['device']} ({b['source']})",
+                            "$/epoch": page.money(a["epoch_usd"]),
+                            "against $/epoch": page.money(b["epoch_usd"]),
                             "one-off $": "not measured" if a["lower_bound"] else page.money(a["one_off_usd"]),
                             "reading": page.reading(a, b, epochs, job), "family": compiled,
                             "epochs": math.nan if epochs is None else epochs,
                             "usd_at": a["one_off_usd"] + (epochs or math.nan) * a["epoch_usd"]})
-    return pd.DataFrame(out, columns=["device", "against", "$/epoch", "against $/epoch", "one-off $", "reading",
-                                      "family", "epochs", "usd_at"])
+    return pd.DataFrame(out, columns=["device", "against", "$/epoch", "against $/epoch", "one-off $",
+                                      "reading", "family", "epochs", "usd_at"])
 
 
 markdown = page.markdown  # the decision page: question, table, break-even, rules, prices, conclusion

@@ -30,19 +30,23 @@ def agreement_markdown(df: pd.DataFrame) -> str:
     table, said_all = [], []
     for _, group in rows.groupby("config", sort=True):
         first = group.iloc[0]
-        what = f"{first['model']}, batch {first['batch']}, L={first['max_length']} on {short_device(first['device'])}"
+        what = (f"{first['model']}, batch {first['batch']}, L={first['max_length']} "
+                f"on {short_device(first['device'])}")
         said = verdict(group)
         said_all.append(said.split(":")[0].split(" beyond")[0].split(" within")[0])
         for _, r in group.iterrows():
             table.append({"configuration": what, "suite": r["suite"], "runs": int(r["runs"]),
-                          "samples/s (median, range between runs)": f"{fmt(r['median'])} ({fmt(r['lo'])}–{fmt(r['hi'])})",
+                          "samples/s (median, range between runs)":
+                              f"{fmt(r['median'])} ({fmt(r['lo'])}–{fmt(r['hi'])})",
                           "agreement": said})
     head = ("Identical configurations timed by different suites (static padding, same model, batch, length, "
-            "precision, device and threads, not profiled: train_subset does not change a step) should agree within "
+            "precision, device and threads, not profiled: train_subset does not change a step) "
+            "should agree within "
             "the range between their runs.")
     counts = pd.Series(said_all).value_counts()
     tally = (f"Of {len(said_all)} configurations timed by several suites, {counts.get('agree', 0)} agree, "
-             f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved (fewer than "
+             f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved "
+             "(fewer than "
              f"{MIN_RUNS} runs in a suite).")
     keys = df.drop_duplicates("device").set_index("device")["device_key"]
     drifts = {short_device(d): drift_pct(df, keys[d]) for d in sorted(rows["device"].unique())}

@@ -41,7 +41,8 @@ def machines(df: pd.DataFrame) -> str:
     if df.empty:
         return "No runs yet: run `make report` (or `python -m helpers.study.sweep all`)."
     table = df.groupby("device").agg(
-        key=("device_key", "first"), instance=("instance", lambda s: ", ".join(sorted(set(s.dropna()))) or "—"),
+        key=("device_key", "first"),
+        instance=("instance", lambda s: ", ".join(sorted(set(s.dropna()))) or "—"),
         finished=("status", lambda s: f"{(s == 'finished').sum()} / {len(s)}"),
         dates=("finished_at", lambda s: f"{str(s.min())[:10]} to {str(s.max())[:10]}"))
     return table.reset_index().to_markdown(index=False)
@@ -51,7 +52,8 @@ def first_runs(df: pd.DataFrame) -> str:
     """Return the smoke suite's runs (cloud/smoke.toml, `make cloud`'s first run of a device): one row each."""
     runs = df[(df["suite"] == "smoke") & (df["status"] == "finished")].sort_values(["device", "finished_at"])
     if runs.empty:
-        return ("No smoke run yet: `make cloud TARGET=trn1` (or a GPU) runs `cloud/smoke.toml` first on a new "
+        return ("No smoke run yet: `make cloud TARGET=trn1` (or a GPU) runs `cloud/smoke.toml` "
+                "first on a new "
                 "device.")
     table = pd.DataFrame({
         "device": runs["device"], "model": runs["model_name"],
@@ -64,7 +66,8 @@ def first_runs(df: pd.DataFrame) -> str:
         "date": runs["finished_at"].map(lambda t: str(t)[:10])})
     return ("The smoke suite's one short run per device (`cloud/smoke.toml`; its `full` variant trains "
             "bert-base's exact shapes with random weights, so it times a step and says nothing of accuracy). "
-            "Read MFU beside the utilization: a low MFU with a busy device is slow kernels; with an idle one, "
+            "Read MFU beside the utilization: a low MFU with a busy device is slow kernels; "
+            "with an idle one, "
             "the device waited on the host (ours).\n\n" + table.to_markdown(index=False))
 
 
@@ -101,11 +104,12 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
     head, written, bodies = header(command), [], []
     for suite in suites:
         whole = suite.kind == "derived" and not suite.report.get("source")  # e.g. the roofline: every run
-        rows = current if whole or not len(current) else current[current["suite"] == (suite.report.get("source")
-                                                                                   or suite.name)]
+        source = suite.report.get("source") or suite.name
+        rows = current if whole or not len(current) else current[current["suite"] == source]
         body = [f"## {suite.order}. {suite.title}"] + ([suite.description] if suite.description else [])
         if suite.report.get("table") == "decision":
-            body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir, command))
+            body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir,
+                                         command))
         else:
             body.append(sections.section(suite, rows, published_dir))
         body += [f"![{p.stem.replace('_', ' ')}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
@@ -115,13 +119,15 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
         path.write_text(f"{head}\n\n{text}")
         written.append(path)
         bodies.append(text)
-    note = (f"{len(df)} records below `{results.relative_to(repo_path('.')) if results.is_relative_to(repo_path('.')) else results}`, "
+    shown = results.relative_to(repo_path(".")) if results.is_relative_to(repo_path(".")) else results
+    note = (f"{len(df)} records below `{shown}`, "
             f"{len(current)} of them current points of a suite"
             + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "") + ".")
     intro = [head, "", "# BERT fine-tuning on dair-ai/emotion: the report", "",
              findings.markdown(findings.findings(current, published_dir)), "",
-             "Published columns are the original study's figures (Experiment/published/README.md), never results "
-             "of this repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
+             "Published columns are the original study's figures (Experiment/published/README.md), "
+             "never results of this repository. "
+             "`quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
              "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.", "",
              "## Machines", "", note, "",
              machines(current), "", "## First runs on each device", "", first_runs(df), "",
@@ -137,15 +143,18 @@ def unusable_results(results: Path) -> str | None:
         return "no such folder of run records"
     found, skipped = records.read_records(results)
     if not found:
-        unread = f" ({sum(skipped.values())} file(s) skipped: {', '.join(list(skipped)[:3])})" if skipped else ""
+        unread = (f" ({sum(skipped.values())} file(s) skipped: {', '.join(list(skipped)[:3])})" if skipped
+                  else "")
         return f"holds no run record{unread}"
     return None
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: python -m helpers.study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
-    parser = argparse.ArgumentParser(prog="python -m helpers.study.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", default=RESULTS, help="folder of the run records (every machine's below it)")
+    parser = argparse.ArgumentParser(prog="python -m helpers.study.report",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default=RESULTS,
+                        help="folder of the run records (every machine's below it)")
     parser.add_argument("--out-dir", default=OUT_DIR, help="where <suite>.md and REPORT.md go")
     parser.add_argument("--pictures", default=PICTURES_DIR, help="where the figures go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)

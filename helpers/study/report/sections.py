@@ -43,7 +43,8 @@ def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts.append(caption(suite, df))
     parts.append(markdown(tables.grid_table(df, keys, values, pub, columns, match)))
     if "util_pct" in values and len(df):
-        metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in df.groupby("device")["util_metric"].first().items())
+        per_device = df.groupby("device")["util_metric"].first()
+        metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in per_device.items())
         parts.append(f"Utilization measures different things per device ({metrics}); published columns are "
                      "the study's A100 SM % and trn1 engine %: compare each with its own kind only.")
     for device in dict.fromkeys(df["device"]):
@@ -102,15 +103,19 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     pub = published("stochastic_rounding.csv", published_dir)
     rows = []
     for length in sorted({int(x) for x in pub["max_length"]} | {int(x) for x in df["max_length"].dropna()}):
-        diffs = accuracy.paired_diffs(df[df["max_length"] == length], "precision", "bf16-pure-sr", "bf16-pure",
-                                      "max_length").get(length, []) if len(df) else []
+        diffs = accuracy.paired_diffs(df[df["max_length"] == length], "precision", "bf16-pure-sr",
+                                      "bf16-pure", "max_length").get(length, []) if len(df) else []
         mine = pub[pub["max_length"].astype(int) == length].set_index("stochastic_rounding")["accuracy"]
-        on, off = (float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index) else (math.nan,) * 2
+        on, off = ((float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index)
+                   else (math.nan,) * 2)
         noise = 100 * accuracy.Z95 * math.sqrt(2 * on * (1 - on) / STUDY_TEST_ROWS) if on == on else math.nan
         rows.append({"max_length": str(length), "seeds": str(len(diffs)),
-                     "measured: SR − nearest (points)": accuracy.fmt_interval(diffs, None) if diffs else DASH,
-                     "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
-                     f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}"})
+                     "measured: SR − nearest (points)":
+                         accuracy.fmt_interval(diffs, None) if diffs else DASH,
+                     "published (trn1, one run each): SR on − off (points)":
+                         fmt(100 * (on - off)) if on == on else DASH,
+                     f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)":
+                         f"± {noise:.2f}"})
     return (text + "\n\nThe study's question, stochastic rounding of the bf16 weight update, per length:\n\n"
             + pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
 
@@ -132,9 +137,11 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                           f"tokens ({r['model_name']} tokenizer)": [fmt(v) for _, v in rows]})
     return ("Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
             + table.to_markdown(index=False, disable_numparse=True)
-            + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} tokens, the "
-              f"next power of two is {chosen}, and it fills the NeuronCore's 128x128 tensor-engine tiles; rows "
-              f"longer than {chosen} are truncated (covering 95% would need {int(r['token_stats.chosen_pow2'])}).")
+            + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} "
+              f"tokens, the next power of two is {chosen}, "
+              "and it fills the NeuronCore's 128x128 tensor-engine "
+              f"tiles; rows longer than {chosen} are truncated "
+              f"(covering 95% would need {int(r['token_stats.chosen_pow2'])}).")
 
 
 def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -151,17 +158,22 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                                   seeds=accuracy.distinct_seeds(base)),
             accuracy.fmt_interval(list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None,
                                   seeds=accuracy.distinct_seeds(opt)),
-            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), {g['model_name'].iloc[0]}"]
+            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
+            f"{g['model_name'].iloc[0]}"]
     for _, p in published("speedup.csv", published_dir).iterrows():
-        rows[f"published ({p['device']})"] = [p["baseline_train_time_s"], p["optimized_train_time_s"], p["speedup"],
-                                              p["optimized_samples_per_s"], DASH, DASH, "16,000 × 3 epochs, bert-base"]
-    labels = ["baseline train s", "optimized train s", "speedup (baseline / optimized)", "optimized samples/s",
+        rows[f"published ({p['device']})"] = [p["baseline_train_time_s"], p["optimized_train_time_s"],
+                                              p["speedup"], p["optimized_samples_per_s"], DASH, DASH,
+                                              "16,000 × 3 epochs, bert-base"]
+    labels = ["baseline train s", "optimized train s", "speedup (baseline / optimized)",
+              "optimized samples/s",
               "baseline test accuracy %", "optimized test accuracy %", "rows × epochs, model"]
     table = pd.DataFrame(rows, index=labels).rename_axis("")
     parts = [] if len(df) else [no_runs(suite)]
     return "\n\n".join(parts + [table.to_markdown(disable_numparse=True),
-                                "Measured samples/s count samples processed in the steady state; the published "
-                                "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, 3x below that rate "
+                                "Measured samples/s count samples processed in the steady state; "
+                                "the published "
+                                "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, "
+                                "3x below that rate "
                                 "(Experiment/published/README.md)."])
 
 
@@ -173,12 +185,17 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         return text
     r = dyn.sort_values("shapes").iloc[-1]
     per_shape = r["compile_s"] / max(r["compilations"], 1)
-    return text + (f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} graphs for "
+    return text + (f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} "
+                   "graphs for "
                    f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
-                   f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
-                   f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} "
-                   "distinct lengths (one graph each in training, more in evaluation); the study reports more than "
-                   "77 h for dynamic padding on trn1 (§3.1 \"77+ hours\": a lower bound), where neuronx-cc takes "
+                   f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). "
+                   "An epoch of the real split at batch "
+                   f"{int(r['batch'])} and max_length {int(r['max_length'])} "
+                   f"meets up to {int(r['max_length']) - 2} "
+                   "distinct lengths (one graph each in training, more in evaluation); "
+                   "the study reports more than "
+                   "77 h for dynamic padding on trn1 (§3.1 \"77+ hours\": a lower bound), "
+                   "where neuronx-cc takes "
                    "minutes per graph, against minutes of static-padding training.")
 
 
@@ -192,9 +209,11 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         table = done.assign(compute_dtype=done["compute_dtype"].fillna("fp32")).groupby(
             ["device", "compute_dtype", "suite"], sort=True).agg(
             runs=("run_name", "size"), ai_lo=("ai", "min"), ai_hi=("ai", "max"), tflops=("tflops", "median"),
-            mfu_pct=("mfu_pct", "median"), peak=("peak_tflops", "first"), source=("peak_source", "first")).reset_index()
+            mfu_pct=("mfu_pct", "median"), peak=("peak_tflops", "first"),
+            source=("peak_source", "first")).reset_index()
         shown = pd.DataFrame({
-            "device": table["device"].map(short_device), "dtype": table["compute_dtype"], "suite": table["suite"],
+            "device": table["device"].map(short_device), "dtype": table["compute_dtype"],
+            "suite": table["suite"],
             "runs": table["runs"], "FLOP/byte (range)": [f"{fmt(lo)}–{fmt(hi)}" if lo != hi else fmt(lo)
                                                          for lo, hi in zip(table["ai_lo"], table["ai_hi"])],
             "TFLOP/s (median)": table["tflops"].map(fmt), "MFU % (median)": table["mfu_pct"].map(fmt),
@@ -202,8 +221,10 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts.append(shown.to_markdown(index=False, disable_numparse=True))
     pub = published("roofline.csv", published_dir)
     parts.append("Published (trn1, batch 8 → 64): " + "; ".join(
-        f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, {p['achieved_tflops']} TFLOP/s"
-        for _, p in pub.iterrows()) + ". MFU above is against one peak per device and dtype: published for GPUs "
+        f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, "
+        f"{p['achieved_tflops']} TFLOP/s"
+        for _, p in pub.iterrows()) + ". MFU above is against one peak per device and dtype: "
+        "published for GPUs "
         "and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`).")
     return "\n\n".join(parts)
 

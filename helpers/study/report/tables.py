@@ -19,10 +19,13 @@ from helpers.study.sweep.suites import Suite
 LABELS = {
     "step_ms": "step ms (median)", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
     "train_s": "train s", "first_step_s": "first step s", "tflops": "TFLOP/s", "mfu_pct": "MFU %",
-    "ai": "FLOP/byte", "mem_gib": "peak memory GiB", "util_pct": "utilization %", "compilations": "compilations",
-    "compile_s": "compile s", "shapes": "distinct shapes", "test_acc": "test accuracy %", "val_acc": "validation accuracy %",
+    "ai": "FLOP/byte", "mem_gib": "peak memory GiB", "util_pct": "utilization %",
+    "compilations": "compilations",
+    "compile_s": "compile s", "shapes": "distinct shapes", "test_acc": "test accuracy %",
+    "val_acc": "validation accuracy %",
     "final_loss": "final loss", "compilations_after_warmup": "compilations after warm-up", "steps": "steps",
-    "share_matmul": "matmul %", "share_attention": "attention %", "share_elementwise_norm_act": "elementwise %",
+    "share_matmul": "matmul %", "share_attention": "attention %",
+    "share_elementwise_norm_act": "elementwise %",
     "share_optimizer": "optimizer %", "share_copy_data_movement": "copy %", "share_other": "other %",
     "share_host_gap": "host gap %", "energy_j": "energy J", "samples_per_j": "samples/J",
 }
@@ -37,7 +40,8 @@ def cell(values: pd.Series, name: str) -> str:
     scale = 100 if name in PERCENT else 1
     if len(values) == 1:
         return fmt(values.iloc[0] * scale)
-    return f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, {len(values)} runs)"
+    return (f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, "
+            f"{len(values)} runs)")
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
@@ -63,12 +67,13 @@ def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.Dat
         table = mine.groupby(keys, dropna=False, sort=True).apply(
             lambda g: pd.Series({f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
                                 | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
-                                | ({f"windows within a run{label}": within_runs(g)} if "samples_per_s" in values
-                                   and len(g) > 1 else {})),
+                                | ({f"windows within a run{label}": within_runs(g)}
+                                   if "samples_per_s" in values and len(g) > 1 else {})),
             include_groups=False)
         out = table if out is None else out.join(table, how="outer")
     if out is None:
-        out = pd.DataFrame(index=pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0]))
+        empty = pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0])
+        out = pd.DataFrame(index=empty)
     if pub is not None and pub_columns:
         pub = pub.rename(columns={v: k for k, v in (match or {}).items()})
         pub = pub.set_index(keys)[list(pub_columns)].rename(columns=pub_columns)
@@ -130,11 +135,13 @@ def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
         rows = rows.assign(lo=rows["run_lo"], hi=rows["run_hi"])
     spread = (f"the range between runs (>= {MIN_RUNS} each)" if between
               else "the timing spread within a run (fewer than 3 runs a row: no between-run interval)")
-    apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in zip(rows.iterrows(), rows.iloc[1:].iterrows()))
+    neighbours = zip(rows.iterrows(), rows.iloc[1:].iterrows())
+    apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in neighbours)
     first, last = rows.iloc[0], rows.iloc[-1]
     return (f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
             f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
-            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps differ beyond {spread}"
+            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
+            f"differ beyond {spread}"
             + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + ".")
 
 

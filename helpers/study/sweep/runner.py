@@ -25,7 +25,8 @@ from pathlib import Path
 from helpers.run import records
 from helpers.run.args import ConfigError, repo_path
 from helpers.study.sweep import plan, points, precompile
-from helpers.study.sweep.suites import SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites, resolve_suite, retarget
+from helpers.study.sweep.suites import (SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites,
+                                        resolve_suite, retarget)
 
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results"
@@ -53,7 +54,8 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
     from tqdm import tqdm
 
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise ConfigError(f"timeout={timeout_s!r} is invalid: give seconds per point > 0, or None for the suite's")
+        raise ConfigError(f"timeout={timeout_s!r} is invalid: give seconds per point > 0, "
+                          "or None for the suite's")
     results, runs_dir = repo_path(results), repo_path(runs_dir)
     points._STOPPING.clear()
     plan, devices = [], {}
@@ -113,13 +115,17 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: python -m helpers.study.sweep SUITE|all [--variant quick|full] [--jobs N] ..."""
-    parser = argparse.ArgumentParser(prog="python -m helpers.study.sweep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.study.sweep",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", help="a suite name in Experiment/suites, a path to a .toml file, or all")
     parser.add_argument("--variant", choices=VARIANTS, default="quick")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per run, > 0 (default: the suite's)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per run, > 0 (default: the suite's)")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="points run at once, each on cpu_count / jobs threads (default: the suite's, else 1)")
-    parser.add_argument("--results", default=RESULTS, help="folder of the run records (relative to the repo root)")
+                        help="points run at once, each on cpu_count / jobs threads "
+                        "(default: the suite's, else 1)")
+    parser.add_argument("--results", default=RESULTS,
+                        help="folder of the run records (relative to the repo root)")
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)
     parser.add_argument("--target", choices=TARGETS, default="nvidia",
@@ -127,19 +133,24 @@ def main(argv: list[str] | None = None) -> None:
                         "(.venv-neuron where it exists, else .venv-xla)")
     parser.add_argument("--force", action="store_true",
                         help="run suites that need fast bf16 on a device without it (slow: hours)")
-    parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
-    parser.add_argument("--plan", action="store_true", help="print per suite its points, the graphs they compile and "
+    parser.add_argument("--list", action="store_true",
+                        help="print the points and their run names; run nothing")
+    parser.add_argument("--plan", action="store_true",
+                        help="print per suite its points, the graphs they compile and "
                         "estimated compile / train seconds and dollars (a model, sources named); run nothing")
     parser.add_argument("--instance", default=None, help="the instance --plan times and prices (default: "
                         + ", ".join(f"{i} for {t}" for t, i in plan.DEFAULT_INSTANCE.items()) + ")")
-    parser.add_argument("--precompile", action="store_true", help="with --target trainium: fill the Neuron compile "
-                        "cache (neuron_parallel_compile, one short trial per distinct graph), then sweep and count "
+    parser.add_argument("--precompile", action="store_true",
+                        help="with --target trainium: fill the Neuron compile "
+                        "cache (neuron_parallel_compile, one short trial per distinct graph), "
+                        "then sweep and count "
                         "the cache's hits")
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-        parser.error(f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 (leave it out "
+        parser.error(f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 "
+                     "(leave it out "
                      "for the suite's own timeout_s)")
     if args.precompile and args.target != "trainium":
         parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
@@ -170,7 +181,8 @@ def every_suite(suites_dir: str) -> list:
     """Return the suites `all` runs: every one but those marked on_demand (named, they still run)."""
     found = find_suites(suites_dir)
     for suite in (s for s in found if s.on_demand):
-        print(f"sweep: {suite.name} is on demand, left out of `all` (run it by name: python -m helpers.study.sweep "
+        print(f"sweep: {suite.name} is on demand, left out of `all` "
+              "(run it by name: python -m helpers.study.sweep "
               f"{suite.name}); the report keeps its committed records", file=sys.stderr)
     return [s for s in found if not s.on_demand]
 
