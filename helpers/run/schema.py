@@ -226,8 +226,8 @@ class Energy(Section):
 UTILIZATION_FIGURES = {
     "psutil": ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib"),
     "nvml": ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib"),
-    "neuron-monitor": ("neuroncore_util_pct", "achieved_tflops", "device_mem_used_gib", "runtime_host_mem_used_gib",
-                       "host_vcpu_util_pct", "host_mem_used_gib"),
+    "neuron-monitor": ("neuroncore_util_pct", "achieved_tflops", "device_mem_used_gib",
+                       "runtime_host_mem_used_gib", "host_vcpu_util_pct", "host_mem_used_gib"),
 }
 
 

@@ -123,8 +123,8 @@ def every_section() -> dict:
     """Return a fixture record with every section filled in, nested ones too (a valid record)."""
     rec = record("cpu", "time_to_accuracy", {"batch": 8}, run_name="full")
     rec["precision"]["probe"] = {"ratio": 1.2, "fp32_step_s": 0.6, "bf16_step_s": 0.5, "rounds": 3}
-    rec["model"] = {"name": "minilm", "parameters": 22_000_000,
-                    "lora": {"r": 8, "alpha": 16, "dropout": 0.0, "targets": "query,value", "roles": ["query"]}}
+    lora = {"r": 8, "alpha": 16, "dropout": 0.0, "targets": "query,value", "roles": ["query", "value"]}
+    rec["model"] = {"name": "minilm", "parameters": 22_000_000, "lora": lora}
     rec["energy"].update(devices={"intel-rapl:0": {"name": "package-0"}},
                          whole_run={"window": "the whole run", "seconds": 30.0, "joules": None})
     rec.update(curve=[{"step": 50, "train_time_s": 10.0, "samples": 400, "val_accuracy": 0.5, "rows": 2000}],
@@ -133,23 +133,24 @@ def every_section() -> dict:
                     "cache": {"kind": "torch-xla persistent compilation cache", "state": "off"}},
                distributed={"world_size": 2, "shards": {"rows_per_rank": [8, 8], "overlap_rows": 0},
                             "allreduce": {"status": None, "reason": "no DDP wrapper"},
-                            "rank_errors": [{"rank": 1, "exception": "OSError", "message": "disk", "written_ns": 1}]},
+                            "rank_errors": [{"rank": 1, "exception": "OSError", "message": "disk",
+                                             "written_ns": 1}]},
                profile={"backend": "torch.profiler", "class_time_ms": {"matmul": 1.0, "host_gap": 0.5},
                         "top_ops": [{"name": "aten::mm", "self_time_ms": 1.0, "calls": 2}],
                         "xla_metrics": {"backend": "torch_xla.debug.metrics", "compile_count": 0}},
                neuron_profile={"backend": "neuron-profile", "tensor_engine_active_pct": 40.0},
-               bench={"section": "tta", "configuration": "run path",
-                      "windows": [{"seconds": 1.0, "samples": 2.0, "curve": [{"step": 50, "val_accuracy": 0.5}]}]})
+               bench={"section": "tta", "configuration": "run path", "windows": [
+                   {"seconds": 1.0, "samples": 2.0, "curve": [{"step": 50, "val_accuracy": 0.5}]}]})
     return rec
 
 
 # every section that took any key before #36, by where it sits in a record
 OPEN_BEFORE = ("device", "precision", "precision.probe", "data", "model", "model.lora", "timing", "systems",
-               "memory", "energy", "energy.devices.intel-rapl:0", "energy.whole_run", "utilization", "metrics",
-               "curve.0", "phases", "shapes", "xla", "xla.run", "xla.cache", "distributed", "distributed.shards",
-               "distributed.allreduce", "distributed.rank_errors.0", "profile", "profile.class_time_ms",
-               "profile.top_ops.0", "profile.xla_metrics", "neuron_profile", "bench.windows.0",
-               "bench.windows.0.curve.0")
+               "memory", "energy", "energy.devices.intel-rapl:0", "energy.whole_run", "utilization",
+               "metrics", "curve.0", "phases", "shapes", "xla", "xla.run", "xla.cache", "distributed",
+               "distributed.shards", "distributed.allreduce", "distributed.rank_errors.0", "profile",
+               "profile.class_time_ms", "profile.top_ops.0", "profile.xla_metrics", "neuron_profile",
+               "bench.windows.0", "bench.windows.0.curve.0")
 
 
 @pytest.mark.parametrize("where", OPEN_BEFORE)
@@ -186,7 +187,7 @@ def test_a_record_with_a_misspelled_key_in_a_section_is_named_and_skipped_by_the
 
 @pytest.mark.parametrize("source", [PsutilSource, NvmlSource, NeuronMonitorSource])
 def test_a_sources_figures_not_measured_are_a_valid_utilization_section(source):
-    """Each source's figures are fields of the section: a source that adds one fails here until it is typed."""
+    """Each source's figures are fields of the section: a source adding one fails here until it is typed."""
     assert source.fields == schema.UTILIZATION_FIGURES[source.backend]
     section = not_measured(source.backend, source.fields, "no device")
     assert schema.Utilization.model_validate(section).reason == "no device"
