@@ -1,11 +1,13 @@
-"""Rewrite committed run records of older schema versions as the current one, in place (run at each bump).
+"""Rewrite committed run records in place as the record writer writes them (run when the schema changes).
 
 The records of the older Xeon and XLA runs were schema 3 and the rest 4: the reader upgraded them on every
 read, but the committed JSON Schema (helpers/facts/record.schema.json) pins the current version and refused
 them. Version 5 (#35) states data-parallel window rates in the job's unit; `schema.upgrade` scales a
-schema-4 record's per-rank windows by its ranks. This script writes each
-such file as the record writer writes a record today: the file's record upgraded and checked by
-`schema.validate`, then written whole with sorted keys (`records.write_json_atomic`). What changes:
+schema-4 record's per-rank windows by its ranks. #36 typed every section (no key outside the schema): two
+XLA records of version 5 held "not measured" in utilization figures, which the committed JSON Schema, a
+number or null there, refused. This script writes each file whose text is not what the writer would write
+as the writer writes it: the file's record upgraded and checked by `schema.validate`, then written whole
+with sorted keys (`records.write_json_atomic`). What changes:
 
 - `schema_version` -> the current one (5);
 - a number field holding an "I have no figure" string ("not measured", "nan") -> null; the section's
@@ -13,9 +15,10 @@ such file as the record writer writes a record today: the file's record upgraded
 - `profile: null` is dropped (absent means not profiled);
 - the loss curve's step numbers are written as the reader returns them (50 -> 50.0).
 
-So the report reads each migrated file exactly as it read the old one. Files already at the current version are not
-touched, which makes a second run a no-op. The peaks folder holds no run records and is
-skipped; the bench's records (`_bench/`) are migrated too, since the committed schema describes them.
+So the report reads each migrated file exactly as it read the old one. A file already as the writer writes
+it, or of a newer schema than this code's, is not touched, which makes a second run a no-op. The peaks
+folder holds no run records and is skipped; the bench's records (`_bench/`) are migrated too, since the
+committed schema describes them.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/migrate_records.py [RESULTS_DIR]
 """
@@ -38,13 +41,16 @@ def record_files(root: Path) -> list[Path]:
 
 
 def migrate(path: Path) -> bool:
-    """Rewrite the record in `path` as the current schema version when it is older; return whether it was rewritten."""
-    obj = json.loads(path.read_text(encoding="utf-8"))
-    if obj.get("schema_version", 1) >= schema.SCHEMA_VERSION:
+    """Rewrite the record in `path` as the writer writes it where its text differs; return whether it did."""
+    text = path.read_text(encoding="utf-8")
+    obj = json.loads(text)
+    if obj.get("schema_version", 1) > schema.SCHEMA_VERSION:
         return False
     valid, why = schema.validate(obj)
     if why:
         raise SystemExit(f"{path}: not a valid record ({why}); nothing more was migrated")
+    if records.json_text(valid) == text:
+        return False
     records.write_json_atomic(path, valid)
     return True
 
@@ -57,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     done = [p for p in record_files(root) if migrate(p)]
     for path in done:
         print(f"migrated {path.relative_to(root)}")
-    print(f"{len(done)} record(s) rewritten as schema version {schema.SCHEMA_VERSION}")
+    print(f"{len(done)} record(s) rewritten as the writer writes schema version {schema.SCHEMA_VERSION}")
 
 
 if __name__ == "__main__":

@@ -128,9 +128,10 @@ def summarize_neuron_monitor(lines: Iterable[str], only_pids: set | None = None)
     # Per report: mean over the cores in use, then mean/p90 over reports.
     out.update(stats("neuroncore_util_pct", [float(np.mean(list(r["neuroncore_util_pct"].values())))
                                               for r in reports if r["neuroncore_util_pct"]]))
-    for core in cores:
-        values = [r["neuroncore_util_pct"][core] for r in reports if core in r["neuroncore_util_pct"]]
-        out[f"nc{core}_util_pct_mean"] = round(float(np.mean(values)), 3)
+    per_core = {core: [r["neuroncore_util_pct"][core] for r in reports if core in r["neuroncore_util_pct"]]
+                for core in cores}
+    out["neuroncore_util_pct_mean_per_core"] = {core: round(float(np.mean(values)), 3)
+                                                for core, values in per_core.items()}
     out.update(stats("achieved_tflops", [sum(r["neuroncore_flops_per_s"].values()) / 1e12
                                           for r in reports if r["neuroncore_flops_per_s"]]))
     for key, field in (("device_mem_used_bytes", "device_mem_used_gib"),

@@ -2,9 +2,10 @@
 
 A figure that was not measured is None, with the section's `reason` saying why (never a string such as
 "not measured" in a number field; NaN and infinities become None). The record refuses a key it does not
-know (a misspelled section is an error, not a new column); the measuring sections accept keys of their own
-(a backend's extra figures) but type the ones the report reads. Older files (schema 1-3) are upgraded on
-reading; a file that does not validate is skipped by its readers, named with the reason.
+know, and so does every section (a misspelled key is an error, not a new column); where a backend writes
+keys of its own choosing (a GPU per device, a core per NeuronCore) they sit in one typed map. Older files
+(schema 1-4) are upgraded on reading; a file that does not validate is skipped by its readers, named with
+the reason.
 
     python -m helpers.run.schema --write     # regenerate helpers/facts/record.schema.json after a change
 """
@@ -17,7 +18,7 @@ import numbers
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 SCHEMA_VERSION = 5
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
@@ -40,9 +41,9 @@ Count = Annotated[int | None, BeforeValidator(finite_or_none)]
 
 
 class Section(BaseModel):
-    """A record section: the typed fields below, plus whatever else a backend measured."""
+    """A record section: the typed fields of its subclass and no other key."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
     reason: str | None = None  # why a figure of the section is None
 
 
@@ -56,6 +57,27 @@ class Device(Section):
     cpu_count: Count = None
     torch_threads: Count = None
     instance: str | None = None
+    cuda_runtime: str | None = None  # the CUDA runtime torch was built with
+    gpu_driver: str | None = None  # the NVIDIA driver, as NVML reports it
+    neuron_driver: str | None = None  # the Neuron driver's kernel module version
+
+
+class PrecisionProbe(Section):
+    """The CPU's bf16-vs-fp32 probe (measure.precision_probe.paired_probe): one training step each, paired."""
+
+    ratio: Num = None  # fp32 step time / bf16 step time, median over the rounds
+    fp32_step_s: Num = None
+    bf16_step_s: Num = None
+    per_round: list[Num] = Field(default_factory=list)
+    rounds: Count = None
+    workload: str | None = None
+    cpu: str | None = None
+    cpu_capability: str | None = None
+    threads: Count = None
+    measured_at: str | None = None
+    load_1min: Num = None
+    seconds: Num = None  # what the probe took
+    source: str | None = None  # where it was measured and kept (the _peaks file)
 
 
 class Precision(Section):
@@ -64,7 +86,7 @@ class Precision(Section):
     compute_dtype: str | None = None
     mechanism: str | None = None
     auto_reason: str | None = None  # why precision=auto chose `used` (on a CPU: the bf16 probe's ratio)
-    probe: dict[str, Any] | None = None  # the CPU's bf16-vs-fp32 probe that choice rests on
+    probe: PrecisionProbe | None = None  # the CPU's bf16-vs-fp32 probe that choice rests on
 
 
 class Data(Section):
@@ -72,16 +94,31 @@ class Data(Section):
     dropped_rows: dict[str, int] = Field(default_factory=dict)
     majority_share: dict[str, Num] = Field(default_factory=dict)
     source: str | None = None
+    subset_shuffled: bool | None = None
     optimizer_steps_planned: Count = None
+    tokenize_s: Num = None  # the token_lengths suite's record: seconds to tokenize the training split
+
+
+class Lora(Section):
+    """The LoRA adapters a run trained (run.lora.describe)."""
+
+    r: int
+    alpha: int
+    dropout: float
+    targets: str  # the roles as given: query,value or all-linear
+    roles: list[str] = Field(default_factory=list)
 
 
 class ModelInfo(Section):
     name: str | None = None
     parameters: Count = None
     trainable_parameters: Count = None
+    optimizer_state_bytes: Count = None  # AdamW's two moments of the trainable parameters
     hidden_size: Count = None
     num_hidden_layers: Count = None
     attention: str | None = None
+    weights: str | None = None  # what the figures are good for when the weights are random (None: real)
+    lora: Lora | None = None
 
 
 JOB_RATE = "the job's: every rank's samples (data parallel: a rank's rate times the ranks)"
@@ -107,6 +144,9 @@ class Timing(Section):
     skipped_steps: Count = None
     window_samples_per_s: dict[str, Num] | None = Field(None, description="min/median/max over the steady "
                                                         "windows, " + JOB_RATE)
+    # each steady window: [optimizer steps done at its end, its samples/s]
+    window_series: list[tuple[int, Num]] | None = None
+    step_time_source: str | None = None  # what clock the per-step times come from, in words
 
 
 class Systems(Section):
@@ -114,7 +154,10 @@ class Systems(Section):
     achieved_tflops: Num = None
     peak_tflops: Num = None
     peak_source: str | None = None
+    peak_measured_at: str | None = None
     flops_per_step: Num = None
+    flops_definition: str | None = None
+    fused_attention: bool | None = None
     arithmetic_intensity: Num = None
     attainable_tflops: Num = None
     bytes_per_step: Num = None
@@ -122,7 +165,16 @@ class Systems(Section):
     ridge_point: Num = None
     bound: str | None = None
     compute_dtype: str | None = None
-    status: str | None = None
+
+
+class Memory(Section):
+    """Measured peak memory (measure.peak_memory.peak), in GiB."""
+
+    host_peak_rss_gib: Num = None
+    host_source: str | None = None  # what the host's peak covers (since the run's reset, or the process)
+    device: str | None = None  # off CUDA: whose memory the figures are, or why the device's is not measured
+    cuda_max_allocated_gib: Num = None
+    cuda_max_reserved_gib: Num = None
 
 
 class EnergyWholeRun(Section):
@@ -131,6 +183,16 @@ class EnergyWholeRun(Section):
     seconds: Num = None
     mean_watts: Num = None
     peak_watts: Num = None
+
+
+class EnergyDevice(Section):
+    """One device of the energy section (a GPU, a RAPL package, a Neuron device)."""
+
+    name: str | None = None
+    joules: Num = None
+    mean_power_util_pct: Num = None  # Neuron: the driver's per-minute mean power, % of the maximum
+    records: Count = None  # Neuron: power records read
+    utilization_raw_text: str | None = None  # Neuron: the driver's undocumented live file, kept as text
 
 
 class Energy(Section):
@@ -148,11 +210,203 @@ class Energy(Section):
     device_count: Count = None
     nodes: Count = None
     whole_run: EnergyWholeRun | None = None
+    devices: dict[str, EnergyDevice] | None = None  # per device, by its name in the reader
     interval_s: Num = None
     power_samples: Count = None
+    power_read_errors: Count = None
+    mean_power_util_pct: Num = None  # Neuron: over the devices
+    max_watts_source: str | None = None  # Neuron: where the maximum power would have come from
+    peak_watts_note: str | None = None  # several nodes: why peak_watts is None
     method: str | None = None
     source: str | None = None
     device_type: str | None = None
+
+
+# the figures each utilization source (measure.monitor) summarizes as <figure>_mean and <figure>_p90
+UTILIZATION_FIGURES = {
+    "psutil": ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib"),
+    "nvml": ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib"),
+    "neuron-monitor": ("neuroncore_util_pct", "achieved_tflops", "device_mem_used_gib",
+                       "runtime_host_mem_used_gib", "host_vcpu_util_pct", "host_mem_used_gib"),
+}
+
+
+class UtilizationBase(Section):
+    """Utilization over the steady windows (measure.monitor): the source, and what it saw besides figures."""
+
+    backend: str | None = None  # psutil, nvml or neuron-monitor
+    samples: Count = None
+    interval_s: Num = None
+    nvml_errors: Count = None
+    gpm_reason: str | None = None  # why NVML has no SM or tensor-pipe activity (before Hopper)
+    neuroncore_util_pct_mean_per_core: dict[str, Num] | None = None  # by NeuronCore index
+    neuroncores_seen: Count = None
+    flops_field: str | None = None  # which neuron-monitor field the TFLOP/s come from
+    runtime_errors: Count = None
+    malformed_lines: Count = None
+
+
+Utilization = create_model(
+    "Utilization", __base__=UtilizationBase, __doc__="Utilization over the steady windows (measure.monitor): "
+    "each figure's mean and p90, None where the source sampled none.",
+    **{f"{figure}_{stat}": (Num, None) for figures in UTILIZATION_FIGURES.values() for figure in figures
+       for stat in ("mean", "p90")})
+
+
+class Shapes(Section):
+    """The training batches' shapes: how many steps each (batch x padded length) took."""
+
+    distinct: Count = None
+    counts: dict[str, int] = Field(default_factory=dict)  # "32x64": steps
+
+
+class XlaCounters(Section):
+    """torch-xla's compile and execute counters over a span of the run (measure.xla.delta)."""
+
+    uncached_compiles: Count = None
+    cached_compiles: Count = None
+    compile_count: Count = None
+    compile_time_s: Num = None
+    execute_count: Count = None
+    execute_time_s: Num = None
+    persistent_cache_hits: Count = None
+    persistent_cache_misses: Count = None
+    persistent_cache_load_failures: Count = None
+
+
+class XlaCache(Section):
+    """The persistent compilation cache of an XLA run: which, where, and cold or warm."""
+
+    kind: str | None = None
+    dir: str | None = None
+    state: str | None = None
+    note: str | None = None
+
+
+class Xla(Section):
+    """What torch-xla compiled and executed (measure.xla.CompileLog.section)."""
+
+    graph_compilations: Count = None
+    compile_time_s: Num = None
+    run: XlaCounters | None = None
+    train: XlaCounters | None = None
+    eval: XlaCounters | None = None
+    periodic_eval: XlaCounters | None = None  # evaluations during training, included in eval
+    compilations_per_step: dict[str, int] = Field(default_factory=dict)  # by step index; zeros left out
+    compilations_after_warmup: Count = None
+    warmup_batches: Count = None
+    distinct_input_shapes: Count = None
+    first_step_s: Num = None
+    steady_step_s: Num = None
+    first_over_steady: Num = None
+    cache: XlaCache | None = None
+    neuron_cc_flags: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # the compiler's environment at the first graph
+    env_changed_during_run: dict[str, str | None] | None = None
+
+
+class OpClasses(Section):
+    """A profiled window's time (ms) or share per class of operator (measure.profile.CLASSES)."""
+
+    matmul: Num = None
+    attention: Num = None
+    elementwise_norm_act: Num = None
+    optimizer: Num = None
+    copy_data_movement: Num = None
+    other: Num = None
+    host_gap: Num = None  # the window's wall time no operator ran
+
+
+class TopOp(Section):
+    name: str
+    self_time_ms: Num = None
+    calls: Count = None
+
+
+class XlaMetricsWindow(XlaCounters):
+    """torch-xla's counters over the profiled window."""
+
+    backend: str | None = None
+
+
+class Profile(Section):
+    """The profiled steps' summary (measure.profile.StepProfiler)."""
+
+    backend: str | None = None
+    window_steps: Count = None
+    window_wall_ms: Num = None
+    trace_path: str | None = None
+    class_time_ms: OpClasses | None = None
+    class_share: OpClasses | None = None
+    top_ops: list[TopOp] = Field(default_factory=list)
+    matmul_achieved_tflops: Num = None
+    host_gap_definition: str | None = None
+    xla_profiler_trace: str | None = None
+    xla_metrics: XlaMetricsWindow | None = None
+
+
+class NeuronProfile(Section):
+    """The Neuron profiler's summary (measure.neuron_profile): engine-active %, MFU, MBU and HFU %."""
+
+    backend: str | None = None
+    entries: Count = None  # summary entries averaged
+    tensor_engine_active_pct: Num = None
+    vector_engine_active_pct: Num = None
+    scalar_engine_active_pct: Num = None
+    gpsimd_engine_active_pct: Num = None
+    dma_active_pct: Num = None
+    mfu_pct: Num = None
+    mbu_pct: Num = None
+    hfu_pct: Num = None
+    total_time_s: Num = None
+
+
+class Shards(Section):
+    """Rows each rank trained on in epoch 0 (run.ddp.shard_check)."""
+
+    rows_per_rank: list[int] = Field(default_factory=list)
+    overlap_rows: Count = None  # rows more than one rank saw
+    padded_rows: Count = None  # rows DistributedSampler repeated to even the shards out
+    status: str | None = None  # why the shards were not checked
+
+
+class AllReduce(Section):
+    """The gradient all-reduce's time and share of the median step (run.ddp.allreduce_share)."""
+
+    status: str | None = None
+    source: str | None = None
+    comm_s: Num = None
+    overlap_with_backward_s: Num = None
+    backward_compute_s: Num = None
+    share_of_step: Num = None
+
+
+class RankError(Section):
+    """An exception a torchrun rank recorded (launch.RankError)."""
+
+    rank: int
+    exception: str
+    message: str
+    where: str | None = None
+    written_ns: int
+
+
+class Distributed(Section):
+    """A torchrun run's ranks (launch.distributed_section), or why its launch failed."""
+
+    world_size: Count = None
+    nodes: Count = None
+    backend: str | None = None
+    per_device_batch: Count = None
+    global_batch: Count = None
+    global_samples_per_s: Num = None
+    per_device_samples_per_s: Num = None
+    launch_id: str | None = None
+    shards: Shards | None = None
+    allreduce: AllReduce | None = None
+    exit_code: Count = None  # a failed launch: torchrun's exit code, the ranks' errors, its output's tail
+    rank_errors: list[RankError] = Field(default_factory=list)
+    output_tail: str | None = None
 
 
 class Metrics(Section):
@@ -172,7 +426,6 @@ class Metrics(Section):
 class Crossing(Section):
     """When a run's validation accuracy first reached one target (calc.accuracy_time.crossings)."""
 
-    model_config = ConfigDict(extra="forbid")
     train_time_s: Num = None  # None: not reached, `reason` says so and the best accuracy seen
     wall_s: Num = None  # seconds from the run's start() to the end of that evaluation (what a user waited)
     step: Count = None
@@ -209,15 +462,6 @@ class TokenStats(BaseModel):
     chosen_pow2: int
 
 
-class Bench(BaseModel):
-    """Which benchmark section and configuration a bench record is, with its timed windows."""
-
-    model_config = ConfigDict(extra="forbid")
-    section: str
-    configuration: str
-    windows: list[dict[str, Any]] = Field(default_factory=list)
-    command: str | None = None
-    date: str | None = None
 
 
 class Runner(BaseModel):
@@ -237,8 +481,38 @@ class CurvePoint(Section):
     samples: Count = None
     val_accuracy: Num = None
     rows: Count = None
+    test_accuracy: Num = None  # at the first point at or above 90%: the test split's accuracy there
     eval_s: Num = None  # this evaluation's seconds (the test split's too, where the point has test_accuracy)
     wall_s: Num = None  # seconds since the run's start() when this evaluation ended
+
+
+class BenchWindow(Section):
+    """One timed window of a bench configuration (records of helpers.study.bench; bench/ writes none)."""
+
+    seconds: Num = None
+    samples: Num = None  # samples/s of the window (flops likewise: FLOP/s)
+    flops: Num = None
+    other_cores: Num = None  # the other cores' load when the window started
+    # the time-to-accuracy section's windows: one whole training run each
+    precision: str | None = None
+    status: str | None = None
+    steps: Count = None
+    train_time_s: Num = None
+    best_val_accuracy: Num = None
+    target_step: Count = None
+    time_to_target_s: Num = None
+    beyond_s: Num = None
+    curve: list[CurvePoint] = Field(default_factory=list)
+
+
+class Bench(Section):
+    """Which benchmark section and configuration a bench record is, with its timed windows."""
+
+    section: str
+    configuration: str
+    windows: list[BenchWindow] = Field(default_factory=list)
+    command: str | None = None
+    date: str | None = None
 
 
 class Phases(Section):
@@ -287,17 +561,17 @@ class RunRecord(BaseModel):
     model: ModelInfo | None = None
     timing: Timing | None = None
     systems: Systems | None = None
-    memory: Section | None = None
+    memory: Memory | None = None
     energy: Energy | None = None
-    utilization: Section | None = None
+    utilization: Utilization | None = None
     metrics: Metrics | None = None
     curve: list[CurvePoint] = Field(default_factory=list)
     phases: Phases | None = None
-    shapes: Section | None = None
-    xla: Section | None = None
-    distributed: Section | None = None
-    profile: Section | None = None
-    neuron_profile: Section | None = None  # the Neuron profiler's summary, attached after the run
+    shapes: Shapes | None = None
+    xla: Xla | None = None
+    distributed: Distributed | None = None
+    profile: Profile | None = None
+    neuron_profile: NeuronProfile | None = None  # the Neuron profiler's summary, attached after the run
     time_to_accuracy: dict[str, Crossing] = Field(default_factory=dict)  # per target, as "0.90"
     optimizer: Optimizer | None = None
     token_stats: TokenStats | None = None  # the token_lengths suite's record: no training

@@ -13,6 +13,7 @@ from helpers.measure import energy_meter as energy
 from helpers.measure.energy_meter import (NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts,
                                     start_energy)
 from helpers.measure.timing import StepTimer, Window
+from helpers.run import schema
 
 
 class FakeClock:
@@ -187,6 +188,7 @@ def test_rapl_two_packages_with_wraparound(tmp_path):
     assert out["mean_watts"] == pytest.approx(2.75)
     assert out["peak_watts"] == pytest.approx(3.0)  # second poll: 2 J + 1 J in 1 s
     assert out["device_count"] == 2 and "CPU package" in out["covers"]
+    schema.Energy.model_validate(out)  # the record's section: every key typed
 
 
 def test_rapl_unreadable_counter_is_not_measured(tmp_path):
@@ -243,6 +245,7 @@ def test_neuron_estimate_from_utilization_and_max_power(tmp_path):
     assert out["mean_power_util_pct"] == pytest.approx(45.0)
     assert out["power_samples"] == 3 and out["device_count"] == 2
     assert "200" in out["source"] and "test datasheet" in out["source"] and "utilization" in out["source"]
+    schema.Energy.model_validate(out)
 
 
 def test_neuron_without_published_max_power_keeps_utilization(tmp_path):
@@ -250,6 +253,7 @@ def test_neuron_without_published_max_power_keeps_utilization(tmp_path):
     assert out["method"] == NOT_MEASURED and out["joules"] == NOT_MEASURED
     assert out["reason"] == NO_PUBLISHED_MAX
     assert out["mean_power_util_pct"] == pytest.approx(45.0)
+    schema.Energy.model_validate(out)
 
 
 def test_repo_facts_have_no_invented_trainium_figure():
@@ -413,4 +417,5 @@ def test_nodes_are_summed_into_the_job_figure():
     assert out["nodes"] == 2 and out["covers"].startswith("2 nodes") and out["peak_watts"] is None
     missing = energy.sum_nodes(node, energy.node_totals(node), 2)  # the other node could not measure
     assert missing["joules"] is None and missing["method"] is None and "1 of 2 nodes" in missing["reason"]
+    schema.Energy.model_validate(out), schema.Energy.model_validate(missing)
     assert energy.node_totals({"method": None, "joules": None, "reason": "no RAPL"}) == [0.0, 0.0, 0.0]

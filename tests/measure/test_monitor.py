@@ -8,6 +8,7 @@ import pytest
 
 from helpers.measure.monitor import Monitor, start_monitor
 from helpers.measure.utilization_sources import NOT_MEASURED, Source
+from helpers.run import schema
 
 
 def _assert_not_measured(out: dict, fields: tuple[str, ...]) -> None:
@@ -70,6 +71,7 @@ def test_cpu_monitor_around_busy_loop():
     assert out["rss_gib_mean"] > 0
     assert out["proc_cpu_util_pct_mean"] > 0
     json.dumps(out)
+    schema.Utilization.model_validate(out)  # the record's section: every key typed
 
 
 class _FakeSource(Source):

@@ -12,6 +12,7 @@ from helpers.measure import neuron_monitor
 from helpers.measure.monitor import start_monitor
 from helpers.measure.neuron_monitor import parse_neuron_monitor_line, summarize_neuron_monitor
 from helpers.measure.utilization_sources import NOT_MEASURED
+from helpers.run import schema
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "neuron_monitor"
 
@@ -49,8 +50,7 @@ def test_summarize_two_cores():
     # Per period, mean over cores: 60, 70, 50, 40 %.
     assert out["neuroncore_util_pct_mean"] == pytest.approx(55.0)
     assert out["neuroncore_util_pct_p90"] == pytest.approx(67.0)
-    assert out["nc0_util_pct_mean"] == pytest.approx(75.0)
-    assert out["nc1_util_pct_mean"] == pytest.approx(35.0)
+    assert out["neuroncore_util_pct_mean_per_core"] == {"0": pytest.approx(75.0), "1": pytest.approx(35.0)}
     assert out["achieved_tflops_mean"] == pytest.approx(15.0)
     assert out["device_mem_used_gib_mean"] == pytest.approx(10.5)
     assert out["device_mem_used_gib_p90"] == pytest.approx(11.0)
@@ -61,6 +61,7 @@ def test_summarize_two_cores():
     assert "reason" not in out
     assert not any("engine" in key for key in out), "neuron-monitor has no per-engine figures"
     json.dumps(out)
+    schema.Utilization.model_validate(out)  # the record's section: every key typed
 
 
 def test_summarize_counts_malformed_line():

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from helpers.measure.neuron_profile import parse_neuron_profile_summary
+from helpers.run import schema
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "neuron_profile"
 
@@ -18,6 +19,7 @@ def test_neuron_profile_summary_good():
     assert out["dma_active_pct"] == pytest.approx(20.46)
     assert out["mfu_pct"] == pytest.approx(37.84) and out["mbu_pct"] == pytest.approx(25.12)
     assert out["total_time_s"] == pytest.approx(0.012345) and out["entries"] == 1
+    schema.NeuronProfile.model_validate(out)  # the record's section: every key typed
 
 
 def test_neuron_profile_summary_other_shapes():

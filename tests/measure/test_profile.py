@@ -10,6 +10,7 @@ import torch
 from conftest import tiny_bert_config
 
 from helpers.measure.profile import StepProfiler, classify_op, summarize_events, xla_metrics_window
+from helpers.run import schema
 
 
 # ----------------------------------------------------------------------------- classification
@@ -115,6 +116,7 @@ def test_step_profiler_on_tiny_bert_cpu(tmp_path):
     trace = json.loads(Path(summary["trace_path"]).read_text())
     assert trace["traceEvents"]
     json.dumps(summary)
+    schema.Profile.model_validate(summary)  # the record's section: every key typed
 
 
 def test_disabled_profiler_is_none(tmp_path):
@@ -179,3 +181,4 @@ def test_step_profiler_on_xla_records_metrics(monkeypatch, tmp_path):
     assert summary["xla_profiler_trace"] == "not supported on this backend"
     assert summary["xla_metrics"]["uncached_compiles"] == 1
     assert summary["trace_path"] is None and summary["window_steps"] == 2
+    schema.Profile.model_validate(summary)

@@ -8,6 +8,7 @@ import types
 import pytest
 
 from helpers.measure.utilization_sources import NvmlSource
+from helpers.run import schema
 
 
 class FakeNvml(types.ModuleType):
@@ -88,3 +89,4 @@ def test_without_gpm_sm_activity_is_none_with_the_reason(nvml):
     assert out["sm_util_pct_mean"] == 100.0
     assert out["sm_active_pct_mean"] is None and out["tensor_active_pct_mean"] is None
     assert "Hopper" in out["gpm_reason"]
+    schema.Utilization.model_validate(out)  # the record's section: every key typed

@@ -8,6 +8,9 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers.measure import peak_memory
+from helpers.measure.neuron_monitor import NeuronMonitorSource
+from helpers.measure.utilization_sources import NvmlSource, PsutilSource, not_measured
 from helpers.run import records, schema
 from helpers.study import frame
 from record_fixtures import record
@@ -114,6 +117,84 @@ def test_a_misspelled_key_is_refused_at_the_top_and_in_the_typed_sections():
                               ("token_stats", {"split": "train", "rows": 10, "mean": 2.0}, "token_stats.min")):
         rec, why = schema.validate({**good, key: value})
         assert rec is None and why.startswith(where + ":"), (key, why)
+
+
+def every_section() -> dict:
+    """Return a fixture record with every section filled in, nested ones too (a valid record)."""
+    rec = record("cpu", "time_to_accuracy", {"batch": 8}, run_name="full")
+    rec["precision"]["probe"] = {"ratio": 1.2, "fp32_step_s": 0.6, "bf16_step_s": 0.5, "rounds": 3}
+    lora = {"r": 8, "alpha": 16, "dropout": 0.0, "targets": "query,value", "roles": ["query", "value"]}
+    rec["model"] = {"name": "minilm", "parameters": 22_000_000, "lora": lora}
+    rec["energy"].update(devices={"intel-rapl:0": {"name": "package-0"}},
+                         whole_run={"window": "the whole run", "seconds": 30.0, "joules": None})
+    rec.update(curve=[{"step": 50, "train_time_s": 10.0, "samples": 400, "val_accuracy": 0.5, "rows": 2000}],
+               shapes={"distinct": 1, "counts": {"8x64": 50}},
+               xla={"graph_compilations": 2, "run": {"uncached_compiles": 2, "compile_time_s": 3.0},
+                    "cache": {"kind": "torch-xla persistent compilation cache", "state": "off"}},
+               distributed={"world_size": 2, "shards": {"rows_per_rank": [8, 8], "overlap_rows": 0},
+                            "allreduce": {"status": None, "reason": "no DDP wrapper"},
+                            "rank_errors": [{"rank": 1, "exception": "OSError", "message": "disk",
+                                             "written_ns": 1}]},
+               profile={"backend": "torch.profiler", "class_time_ms": {"matmul": 1.0, "host_gap": 0.5},
+                        "top_ops": [{"name": "aten::mm", "self_time_ms": 1.0, "calls": 2}],
+                        "xla_metrics": {"backend": "torch_xla.debug.metrics", "compile_count": 0}},
+               neuron_profile={"backend": "neuron-profile", "tensor_engine_active_pct": 40.0},
+               bench={"section": "tta", "configuration": "run path", "windows": [
+                   {"seconds": 1.0, "samples": 2.0, "curve": [{"step": 50, "val_accuracy": 0.5}]}]})
+    return rec
+
+
+# every section that took any key before #36, by where it sits in a record
+OPEN_BEFORE = ("device", "precision", "precision.probe", "data", "model", "model.lora", "timing", "systems",
+               "memory", "energy", "energy.devices.intel-rapl:0", "energy.whole_run", "utilization",
+               "metrics", "curve.0", "phases", "shapes", "xla", "xla.run", "xla.cache", "distributed",
+               "distributed.shards", "distributed.allreduce", "distributed.rank_errors.0", "profile",
+               "profile.class_time_ms", "profile.top_ops.0", "profile.xla_metrics", "neuron_profile",
+               "bench.windows.0", "bench.windows.0.curve.0")
+
+
+@pytest.mark.parametrize("where", OPEN_BEFORE)
+def test_an_unknown_key_in_any_section_is_refused_and_named(where):
+    rec = every_section()
+    assert schema.validate(rec)[1] is None
+    section = rec
+    for part in where.split("."):
+        section = section[int(part)] if isinstance(section, list) else section[part]
+    section["samples_per_sec"] = 1.0  # a plausible misspelling, a number as the writer would give it
+    valid, why = schema.validate(rec)
+    assert valid is None and why.startswith(f"{where}.samples_per_sec: Extra inputs are not permitted"), why
+
+
+def test_every_object_of_the_committed_json_schema_refuses_unknown_keys():
+    defs = json.loads(schema.SCHEMA_FILE.read_text())["$defs"]
+    open_objects = [name for name, d in defs.items() if d.get("additionalProperties") is not False]
+    assert not open_objects, open_objects
+
+
+def test_a_record_with_a_misspelled_key_in_a_section_is_named_and_skipped_by_the_readers(tmp_path):
+    good = record("cpu", "batch_scaling", {"batch": 8}, run_name="good")
+    typo = record("cpu", "batch_scaling", {"batch": 16}, run_name="typo")
+    typo["memory"] = {"host_peak_rss_gb": 3.0, "device": "host"}
+    (tmp_path / "s").mkdir()
+    for rec in (good, typo):
+        (tmp_path / "s" / f"{rec['run_name']}@cpu.json").write_text(json.dumps(rec))
+    found, skipped = records.read_records(tmp_path)
+    assert [r["run_name"] for r in found] == ["good"]
+    assert list(skipped) == ["s/typo@cpu.json: memory.host_peak_rss_gb: Extra inputs are not permitted "
+                             "(1 problem(s))"]
+    assert records.read_record(tmp_path / "s" / "typo@cpu.json") is None
+
+
+@pytest.mark.parametrize("source", [PsutilSource, NvmlSource, NeuronMonitorSource])
+def test_a_sources_figures_not_measured_are_a_valid_utilization_section(source):
+    """Each source's figures are fields of the section: a source adding one fails here until it is typed."""
+    assert source.fields == schema.UTILIZATION_FIGURES[source.backend]
+    section = not_measured(source.backend, source.fields, "no device")
+    assert schema.Utilization.model_validate(section).reason == "no device"
+
+
+def test_the_peak_memory_of_a_cpu_run_is_a_valid_memory_section():
+    assert schema.Memory.model_validate(peak_memory.peak("cpu")).host_peak_rss_gib > 0
 
 
 def test_a_record_that_does_not_match_is_never_written(tmp_path):
