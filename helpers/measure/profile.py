@@ -145,7 +145,7 @@ def events_from_profiler(prof, device: str) -> tuple[list[dict], float | None]:
             out.append({"name": e.name, "self_time_us": e.self_cpu_time_total, "calls": 1,
                         "device": "cpu", "scope": _scope(e)})
         elif (device == "cuda" and e.device_type == DeviceType.CUDA
-              and (e.activity_type or "kernel") in _DEVICE_WORK):
+              and (getattr(e, "activity_type", None) or "kernel") in _DEVICE_WORK):  # torch < 2.13: none
             # A kernel's linked correlation id is the id of the CPU op that launched it.
             launcher = cpu_by_id.get(getattr(e, "linked_correlation_id", 0))
             out.append({"name": e.name, "self_time_us": e.time_range.elapsed_us(), "calls": 1,
@@ -217,13 +217,14 @@ class StepProfiler:
                              "xla_profiler_trace": "not supported on this backend",
                              "xla_metrics": self._xla_deltas}
             return
-        self._prof.stop()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = self.out_dir / "trace.json"
-        self._prof.export_chrome_trace(str(trace_path))
-        events, busy_us = events_from_profiler(self._prof, self.device_type)
-        self._prof = None
-        summary = summarize_events(events, self.device_type, wall_us, busy_us)
+        prof, self._prof = self._prof, None  # stopped once, whatever the summary below does
+        prof.stop()
+        try:
+            summary, trace_path = self._summarize(prof, wall_us)
+        except Exception as err:  # noqa: BLE001 - a profile that cannot be read must not cost the run
+            self._summary = {**base, "backend": "torch.profiler",
+                             "reason": f"profile not summarized: {type(err).__name__}: {err}"}
+            return
         matmul_s = summary["class_time_ms"]["matmul"] / 1e3
         tflops = None
         if self.matmul_flops_per_step and matmul_s > 0:
@@ -231,6 +232,14 @@ class StepProfiler:
         self._summary = {**base, "backend": "torch.profiler", "trace_path": str(trace_path),
                          **summary, "matmul_achieved_tflops": tflops,
                          "host_gap_definition": HOST_GAP_DEFINITION}
+
+    def _summarize(self, prof, wall_us: float) -> tuple[dict, Path]:
+        """Return the stopped profiler's summary by op class and the chrome trace it wrote."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        trace_path = self.out_dir / "trace.json"
+        prof.export_chrome_trace(str(trace_path))
+        events, busy_us = events_from_profiler(prof, self.device_type)
+        return summarize_events(events, self.device_type, wall_us, busy_us), trace_path
 
     def summary(self) -> dict | None:
         """The window's summary for the run record; None when disabled or the window has not ended."""

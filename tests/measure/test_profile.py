@@ -136,6 +136,35 @@ def test_close_midway_summarizes_partial_window(tmp_path):
     assert prof.summary()["window_steps"] == 1
 
 
+def test_a_profile_that_cannot_be_summarized_leaves_its_reason_and_the_training_going(tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")  # the trace's folder cannot be made: the summary fails after the profiler stopped
+    prof = StepProfiler(True, blocked / "prof", warmup_steps=1, profile_steps=2)
+    for _ in range(4):
+        torch.ones(8, 8) @ torch.ones(8, 8)
+        prof.step()  # raised before: the run's training died with it
+    prof.close()  # and closing again tried to stop a stopped profiler
+    summary = prof.summary()
+    assert summary["window_steps"] == 2 and summary["reason"].startswith("profile not summarized: ")
+    schema.Profile.model_validate(summary)
+
+
+def test_cuda_kernels_are_read_from_a_torch_whose_events_have_no_activity_type():
+    """torch 2.11 (an H200 image's) FunctionEvent has no activity_type; 2.13's has: both are read."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from helpers.measure.profile import events_from_profiler
+
+    launch = FunctionEvent(1, "aten::mm", 1, 0, 10)
+    kernel = FunctionEvent(2, "sm90_xmma_gemm_bf16", 1, 5, 25, device_type=DeviceType.CUDA,
+                           linked_correlation_id=1)
+    del kernel.activity_type
+    found, busy_us = events_from_profiler(types.SimpleNamespace(events=lambda: [launch, kernel]), "cuda")
+    assert [(e["name"], e["device"], e["self_time_us"]) for e in found] == [("sm90_xmma_gemm_bf16", "cuda", 20)]
+    assert busy_us == 20
+
+
 # ----------------------------------------------------------------------------- XLA metrics
 def _fake_torch_xla(monkeypatch, state):
     met = types.ModuleType("torch_xla.debug.metrics")
