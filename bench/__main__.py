@@ -9,6 +9,7 @@ script beside the helpers package, not part of it:
     python -m bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
     python -m bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
     python -m bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
+    python -m bench --render Experiment/results/_bench/bench-h200.jsonl --block-prefix h200-  # the H200's
 """
 from __future__ import annotations
 
@@ -84,9 +85,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--render", metavar="RAW", default=None,
                         help="run nothing: rewrite --out from the raw windows in RAW "
                         "(Experiment/results/_bench/bench.jsonl)")
+    parser.add_argument("--block-prefix", default="",
+                        help="with --render: name the blocks <prefix><section>, so another machine's raw "
+                        "windows get blocks of their own beside this machine's")
     args = parser.parse_args(argv)
     if args.render:
-        blocks = render_raw(repo_path(args.render))
+        blocks = {args.block_prefix + name: body for name, body in render_raw(repo_path(args.render)).items()}
         write_blocks(repo_path(args.out), blocks)
         print("\n\n".join(blocks.values()))
         return {}

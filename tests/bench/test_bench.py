@@ -196,6 +196,18 @@ def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
     assert text.replace("table", "table 2") == path.read_text()
 
 
+def test_another_machines_raw_windows_render_beside_this_machines_blocks(tmp_path):
+    from bench.__main__ import main as bench_main
+
+    results, raw, out = _fake_results(), tmp_path / "bench-gpu.jsonl", tmp_path / "BENCHMARKS.md"
+    raw.write_text(json.dumps({"meta": META, "section": "overhead", "result": results["overhead"]}) + "\n")
+    render.write_blocks(out, {"main": "this machine's figures"})
+    bench_main(["--render", str(raw), "--out", str(out), "--block-prefix", "h200-"])
+    text = out.read_text()
+    assert "this machine's figures" in text  # its block kept
+    assert text.index("<!-- bench:h200-main begin -->") < text.index("fit / bare loop = 0.990x")
+
+
 def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch):
     monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
     args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
