@@ -30,10 +30,12 @@ THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", rc={"axe
 FOOTER_IN = 0.22  # height of the footer line, inches
 # (colour, marker) by device family; a family not listed, or a second device of a family, takes the next of
 # SPARE, in device key order
-FAMILIES = {"h100": (PALETTE[0], "P"), "h200": (PALETTE[0], "P"), "trn1": (PALETTE[1], "D"),
-            "a100-40gb": (PALETTE[2], "s"), "a100-80gb": (PALETTE[2], "s"), "t4": (PALETTE[3], "^"),
+# every marker has an inside: a hollow one (fp32 runs, a range's ends) must read apart from a filled one, which
+# a thin plus, cross or star cannot show
+FAMILIES = {"h100": (PALETTE[0], "s"), "h200": (PALETTE[0], "s"), "trn1": (PALETTE[1], "D"),
+            "a100-40gb": (PALETTE[2], "p"), "a100-80gb": (PALETTE[2], "p"), "t4": (PALETTE[3], "^"),
             "l4": (PALETTE[4], "v"), "cpu": (PALETTE[9], "o"), "xla-cpu": (DARK[7], "v")}
-SPARE = ((DARK[4], "h"), (DARK[5], "p"), (DARK[6], "*"), (DARK[8], "<"), (DARK[9], ">"))
+SPARE = ((DARK[4], "h"), (DARK[5], "d"), (DARK[6], "8"), (DARK[8], "<"), (DARK[9], ">"))
 CUDA_SHORT = {"a100-40gb": "A100 40GB", "a100-80gb": "A100 80GB", "t4": "T4", "l4": "L4", "a10g": "A10G",
               "h100": "H100", "h200": "H200"}
 MODELS = {"minilm": "MiniLM", "bert-base-uncased": "bert-base", "bert-base-random": "bert-base (random init)"}

@@ -324,3 +324,11 @@ def test_published_bars_are_hatched_and_measured_ones_are_not(one_cpu):
     hatched = {labels[round(bar.get_y() + bar.get_height() / 2)]: bool(bar.get_hatch()) for bar in ax.patches}
     assert hatched == {label: label.startswith("published") for label in labels.values()}
     assert set(hatched.values()) == {True, False}
+
+
+def test_every_device_marker_reads_apart_hollow_and_filled():
+    """fp32 runs are drawn hollow, bf16 filled: a thin marker (plus, cross, star) looks filled either way."""
+    thin = {"P", "X", "+", "x", "*", "1", "2", "3", "4", "|", "_"}
+    markers = [m for _, m in (*plot_style.FAMILIES.values(), *plot_style.SPARE)]
+    assert not thin & set(markers), sorted(thin & set(markers))
+
