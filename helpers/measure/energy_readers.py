@@ -18,7 +18,6 @@ Counters are device- or package-wide: other processes on the same device count t
 from __future__ import annotations
 
 import csv
-import logging
 import re
 import sys
 from contextlib import suppress
@@ -93,8 +92,6 @@ class NvmlReader:
         self.samples, self.errors, self.names, self.labels = [], 0, {}, {}
         self.monitor, self.reason, self.failure, self.counter = None, None, None, True
         self.source = "NVML (nvidia-ml-py), read by zeus"
-        # where NVML is missing zeus looks for AMD GPUs, and warns when amdsmi finds no library: no AMD here
-        logging.getLogger("zeus.device.gpu.amd").setLevel(logging.ERROR)
         try:
             self.labels = self._gpus(cuda_devices)
             from zeus.monitor import ZeusMonitor  # imports scikit-learn (seconds): only where it reads
