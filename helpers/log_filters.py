@@ -29,6 +29,9 @@ KNOWN_NOISE = (
     # own enums (KernelPreference, ScaleCalculationMode) on import: nothing changes for this project.
     ("torch.utils._pytree", re.compile(r"is an Enum subclass and is now natively supported by torch\.compile"),
      lambda: True),
+    # zeus (the energy meter's NVML reader) looks for AMD GPUs where NVML is missing, and warns when the
+    # amdsmi package finds no ROCm library: the study has no AMD GPU, and the reader says why it has none.
+    ("zeus.device.gpu.amd", re.compile(r"Failed to import amdsmi|`ROCM_PATH` is not set"), lambda: True),
 )
 
 

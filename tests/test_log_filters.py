@@ -46,8 +46,12 @@ def test_only_the_listed_messages_are_dropped(collect, monkeypatch):
     logging.getLogger("torch.utils._pytree").warning(
         "%s is an Enum subclass and is now natively supported by torch.compile as an opaque value type.", "E")
     logging.getLogger("torch.utils._pytree").warning("something else about pytrees")
+    logging.getLogger("zeus.device.gpu.amd").warning(  # the energy meter's zeus, on a machine without NVML
+        "Failed to import amdsmi due to a key error on: [%s]. Ensure that amdsmi is installed on your "
+        "system.", "'libamd_smi.so'")
+    logging.getLogger("zeus.device.gpu.amd").warning("amdsmi could not initialize")
     assert collect == ["Skipping import of cpp extensions due to incompatible torch version",
-                       "something else about pytrees"]
+                       "something else about pytrees", "amdsmi could not initialize"]
 
 
 def test_a_cuda_build_still_shows_a_failed_extension(collect, monkeypatch):

@@ -111,8 +111,11 @@ class ConstantReader:
     def poll(self, now):
         pass
 
-    def joules(self, now):
-        return {"fake": 50.0 * (now - self.t0)}
+    def begin(self, now):
+        self.opened = now
+
+    def end(self, now):
+        return {"fake": 50.0 * (now - self.opened)}
 
     def stop(self, now, seconds, interval_s):
         from helpers.measure.energy_readers import result

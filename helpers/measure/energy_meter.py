@@ -7,8 +7,9 @@
 
 Throughput is steady samples / steady seconds (the windows after the warm-up steps; evaluation pauses
 close a window and sit outside). The energy that goes with it is read at the same instants: the reader
-(helpers/measure/energy_readers.py) is read at each window's start and end, the joules of the steady
-windows summed, and their seconds are the windows' own (the timer's clock), so `seconds` equals
+(helpers/measure/energy_readers.py: zeus's windows over NVML's counters; RAPL; Neuron sysfs) opens a
+window where the timer opens one and closes it where the timer closes it, the joules of the steady windows
+are summed, and their seconds are the windows' own (the timer's clock), so `seconds` equals
 timing.steady_time_s. A reader that cannot resolve a window (Neuron: one power record a minute) gives the
 whole run's mean power x the steady seconds, and says so. `whole_run` keeps the meter's whole span (first
 step, compilation, warm-up, evaluation pauses), labelled as such. `covers` / `device_count` say which
@@ -23,17 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from helpers.measure.energy_readers import (FACTS_CSV, NEURON_ROOT, NO_PUBLISHED_MAX, NOT_MEASURED, RAPL_ROOT,
-                                            NeuronReader, NvmlReader, RaplReader, parse_power_utilization,
-                                            published_max_watts, result)
-
-__all__ = ["EnergyMeter", "start_energy", "node_totals", "sum_nodes", "NOT_MEASURED", "NO_PUBLISHED_MAX",
-           "parse_power_utilization", "published_max_watts"]
+from helpers.measure.energy_readers import (FACTS_CSV, NEURON_ROOT, NOT_MEASURED, RAPL_ROOT, NeuronReader,
+                                            NvmlReader, RaplReader, published_max_watts, result)
 
 STEADY = ("the timed steady windows of `timing` (after the warm-up steps; evaluation pauses excluded): the "
           "counters read at each window's start and end, the seconds the windows' own")
-STEADY_SCALED = ("the timed steady windows of `timing`, which this reader could not resolve (Neuron: one power "
-                 "record a minute; or a read failed): the whole run's mean power x the steady windows' seconds")
+STEADY_SCALED = ("the timed steady windows of `timing`, which this reader could not resolve (Neuron: one "
+                 "power record a minute; or a read failed): the whole run's mean power x the steady windows' "
+                 "seconds")
 WHOLE_RUN = ("the whole run: from the meter's start before the first step to its stop after the last (first "
              "step, compilation, warm-up steps and evaluation pauses included)")
 NO_STEADY = ("no steady timing window reached the meter (the run ended within its warm-up steps, or no timer "
@@ -51,11 +49,12 @@ class MeteredWindow:
 
 
 class EnergyMeter:
-    """Reads a reader at start, every interval_s in a thread, at each timed window's ends, and at stop()."""
+    """Drives a reader: opens its whole-run window at start, samples its power every interval_s in a thread,
+    opens and closes a window with each timed window, and closes the whole run at stop()."""
 
     def __init__(self, reader, device_type: str, interval_s: float = 1.0,
                  clock: Callable[[], float] = time.perf_counter, start_thread: bool = True) -> None:
-        # the timer's default clock: window ends (the timer's) and power samples (the meter's) on one time line
+        # the timer's default clock: window ends (the timer's) and power samples (the meter's) on one line
         self.reader, self.device_type = reader, device_type
         self.interval_s, self._clock = interval_s, clock
         self._lock, self._stopped = threading.Lock(), threading.Event()
@@ -78,25 +77,23 @@ class EnergyMeter:
             if self.reader.reason is None and not self._stopped.is_set():
                 self.reader.poll(self._clock())
 
-    def _read(self) -> dict[str, float] | None:
-        return self.reader.joules(self._clock()) if self.reader.reason is None else None
-
     def window_opened(self, t: float) -> None:
-        """The timer opened a window at `t` (its clock, after the device sync): read the counters."""
+        """The timer opened a window at `t` (its clock, after the device sync): the reader opens one too."""
         with self._lock:
             if not self._stopped.is_set():
-                self._open = (t, self._read())
+                self._open = t
+                if self.reader.reason is None:
+                    self.reader.begin(self._clock())
 
     def window_closed(self, window, t: float) -> None:
         """The timer closed `window` at `t` (None: it ended with no step and is not counted)."""
         with self._lock:
             opened, self._open = self._open, None
-            if window is None or opened is None or self._stopped.is_set():
+            if opened is None or self._stopped.is_set():
                 return
-            end = self._read()
-            joules = ({d: end[d] - opened[1][d] for d in end} if end is not None and opened[1] is not None
-                      else None)
-            self.windows.append(MeteredWindow(window.warmup, opened[0], t, joules))
+            joules = self.reader.end(self._clock()) if self.reader.reason is None else None
+            if window is not None:
+                self.windows.append(MeteredWindow(window.warmup, opened, t, joules))
 
     def stop(self) -> dict:
         """Stop; return the record's energy section: the steady windows' figures, the whole run beside."""
@@ -119,7 +116,7 @@ class EnergyMeter:
 
 
 def steady_section(whole: dict, windows: list[MeteredWindow], reader) -> dict:
-    """Return the energy section over the steady windows, from the reader's whole-run figures and the windows."""
+    """Return the energy section over the steady windows, from the reader's whole-run figures and windows."""
     steady = [w for w in windows if not w.warmup]
     seconds = sum(w.t1 - w.t0 for w in steady)
     devices = {d: dict(info) for d, info in (whole.get("devices") or {}).items()}
@@ -177,7 +174,7 @@ def sum_nodes(section: dict, totals: Sequence[float], nodes: int) -> dict:
     return out
 
 
-def start_energy(device_type: str, interval_s: float = 1.0, *, nvml=None, cuda_devices: Sequence[int] | None = None,
+def start_energy(device_type: str, interval_s: float = 1.0, *, cuda_devices: Sequence[int] | None = None,
                  rapl_root: str | Path = RAPL_ROOT, neuron_root: str | Path = NEURON_ROOT,
                  facts_csv: str | Path = FACTS_CSV, device_key: str = "trn1-chip",
                  clock: Callable[[], float] = time.perf_counter, wall_clock: Callable[[], float] = time.time,
@@ -185,7 +182,7 @@ def start_energy(device_type: str, interval_s: float = 1.0, *, nvml=None, cuda_d
     """Start metering energy of device_type ("cuda", "xla", "neuron" or "cpu"), polling every interval_s;
     cuda_devices: the GPU indices the figure covers (None: the current device)."""
     if device_type == "cuda":
-        reader = NvmlReader(nvml, cuda_devices)
+        reader = NvmlReader(cuda_devices)
     elif device_type == "cpu":
         reader = RaplReader(rapl_root)
     elif device_type in ("xla", "neuron"):

@@ -1,33 +1,45 @@
-"""What the energy meter reads, per backend: NVML (CUDA GPUs), Intel RAPL (the CPU), Neuron sysfs (Trainium).
+"""What the energy meter reads, per backend: NVML through zeus (CUDA GPUs), Intel RAPL (CPU), Neuron sysfs.
 
 Every reader has the same small interface, which helpers/measure/energy_meter.py's meter drives:
 
-    reader.start(now); reader.poll(now)        # the first reading; the meter's thread, every interval_s
-    reader.joules(now)                         # {device: joules since start}, read now; None: cannot resolve
-    reader.stop(now, seconds, interval_s)      # the whole run: joules, mean_watts, method, source, ...
-    reader.samples                             # [(seconds, watts of every device covered)]: the peak
-    reader.covers, reader.device_count         # which devices the figure covers, in words and as a count
+    reader.start(now); reader.poll(now)    # the whole run's window opens; a power sample every interval_s
+    reader.begin(now); reader.end(now)     # a timed window: {device: joules} over it; None: cannot resolve
+    reader.stop(now, seconds, interval_s)  # the whole run: joules, mean_watts, method, source, ...
+    reader.samples                         # [(seconds, watts of every device covered)]: the peak
+    reader.covers, reader.device_count     # which devices the figure covers, in words and as a count
 
-cuda: NVML's energy counter (mJ, Volta and newer) of every GPU the reader was given, "measured"; else the
-integral of NVML power samples, "estimated". cpu: RAPL package counters, "measured". xla / neuron: the
-driver's per-minute power utilization (% of maximum) x a published maximum power per device, "estimated";
-with no published maximum, None with the utilization kept. A reader that cannot tell says why (`reason`),
-never 0. Counters are device- or package-wide: other processes on the same device count too.
+cuda: zeus's ZeusMonitor windows over NVML's energy counter (mJ, Volta and newer) of every GPU the reader
+was given, "measured"; before Volta zeus integrates NVML power samples, "estimated". cpu: RAPL package
+counters, "measured" (read here, not by zeus: RaplReader says why). xla / neuron: the driver's
+per-minute power utilization (% of maximum) x a published maximum power per device, "estimated"; with no
+published maximum, None with the utilization kept. A reader that cannot tell says why (`reason`), never 0.
+Counters are device- or package-wide: other processes on the same device count too.
 """
 from __future__ import annotations
 
 import csv
 import re
+import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Callable, Sequence
 
-from helpers.measure.utilization_sources import close_nvml, current_cuda_handle, open_nvml
+from zeus.device import get_gpus
+from zeus.exception import ZeusBaseError
 
 NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 NEURON_ROOT = "/sys/devices/virtual/neuron_device"
 RAPL_ROOT = "/sys/class/powercap"
 FACTS_CSV = Path(__file__).resolve().parents[1] / "facts" / "device_power.csv"
 NO_PUBLISHED_MAX = "no published maximum power for this device"
+WHOLE_RUN, TIMED = "whole_run", "timed"  # zeus's windows: the meter's whole span; the timed window open now
+# what a zeus read raises: its own errors, ValueError for a window it does not hold, KeyError for a window
+# before Volta without power samples (zeus 0.16 then looks up a power it did not take)
+READ_ERRORS = (ZeusBaseError, KeyError, ValueError)
+NVML_COUNTER = ("NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ) of each GPU, read by "
+                "zeus (ZeusMonitor windows)")
+NVML_POWER = ("zeus's PowerMonitor: NVML power samples of each GPU integrated over each window (no energy "
+              "counter before Volta)")
 
 
 def published_max_watts(key: str, facts_csv: str | Path = FACTS_CSV) -> tuple[float | None, str]:
@@ -51,11 +63,6 @@ def parse_power_utilization(text: str) -> dict | None:
         return None
 
 
-def integral_joules(samples: list[tuple[float, float]]) -> float:
-    """Trapezoid integral of (seconds, watts) samples, in joules."""
-    return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(samples, samples[1:]))
-
-
 def result(method: str | None, source: str, seconds: float, joules: float | None = None, samples: int = 0,
            peak_watts: float | None = None, reason: str | None = None, **extra) -> dict:
     """Return a reader's figures as the record names them; None (with the reason) where not measured."""
@@ -70,93 +77,106 @@ def result(method: str | None, source: str, seconds: float, joules: float | None
     return {**out, **extra}
 
 
-# ----------------------------------------------------------------------------- NVML (cuda)
+def current_cuda_index() -> int:
+    """Return the CUDA device this process trains on (0 where torch is not imported or sees no GPU)."""
+    torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
+    return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
+
+
+# ----------------------------------------------------------------------------- NVML through zeus (cuda)
 class NvmlReader:
-    """Every GPU in `cuda_devices` (indices as this process sees them; None: the current device only)."""
+    """zeus's windows over NVML's energy counter of the GPUs `cuda_devices` (indices as this process sees
+    them; None: the current device only)."""
 
-    source = "NVML (nvidia-ml-py)"
-
-    def __init__(self, nvml=None, cuda_devices: Sequence[int] | None = None) -> None:
-        self.errors, self.samples, self.handles, self.names = 0, [], {}, {}
-        self._nvml, handle, self.reason = open_nvml(nvml)
-        if self.reason is None:
-            try:  # NVML reads one GPU per handle: a node's figure needs a handle for each of its GPUs
-                self.handles = ({"cuda": handle} if cuda_devices is None
-                                else {f"cuda:{i}": current_cuda_handle(self._nvml, i) for i in cuda_devices})
-            except self._nvml.NVMLError as err:
-                self.reason = f"NVML has no handle for a GPU of this node: {err}"
-            for label, h in self.handles.items():
-                try:
-                    self.names[label] = str(self._nvml.nvmlDeviceGetName(h))
-                except (self._nvml.NVMLError, AttributeError):
-                    pass
-        self.device_count = len(self.handles) or len(cuda_devices or [None])
-        self.covers = (f"{self.device_count} GPU(s) of this node, one NVML handle each: "
-                       + ", ".join(self.handles or ["cuda"]) + " (every GPU this node's ranks use)"
-                       if cuda_devices is not None else "the run's GPU (the current CUDA device)")
-        self.watts: dict[str, list[tuple[float, float]]] = {label: [] for label in self.handles}
-
-    def _counters_mj(self) -> tuple[dict[str, int] | None, str | None]:
+    def __init__(self, cuda_devices: Sequence[int] | None = None) -> None:
+        self.samples, self.errors, self.names, self.labels = [], 0, {}, {}
+        self.monitor, self.reason, self.failure, self.counter = None, None, None, True
+        self.source = "NVML (nvidia-ml-py), read by zeus"
         try:
-            return {label: int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))
-                    for label, h in self.handles.items()}, None
-        except self._nvml.NVMLError as err:  # NotSupported before Volta
-            return None, str(err)
+            self.labels = self._gpus(cuda_devices)
+            from zeus.monitor import ZeusMonitor  # imports scikit-learn (seconds): only where it reads
+
+            self.monitor = ZeusMonitor(gpu_indices=list(self.labels), cpu_indices=[])
+        except (*READ_ERRORS, IndexError, RuntimeError) as err:
+            self.reason = f"NVML unavailable: {err}"
+        self.device_count = len(self.labels) or len(cuda_devices or [None])
+        gpus = ", ".join(self.labels.values() or ["cuda"])
+        self.covers = (f"{self.device_count} GPU(s) of this node, one NVML handle each: {gpus} (every GPU "
+                       "this node's ranks use)" if cuda_devices is not None
+                       else "the run's GPU (the current CUDA device)")
+
+    def _gpus(self, cuda_devices: Sequence[int] | None) -> dict[int, str]:
+        """Return {zeus's GPU index: the record's label} of the GPUs read; their names into self.names."""
+        self.gpus = get_gpus()  # zeus's indices are CUDA's: it applies CUDA_VISIBLE_DEVICES
+        labels = ({i: f"cuda:{i}" for i in cuda_devices} if cuda_devices is not None
+                  else {current_cuda_index(): "cuda"})
+        if missing := [i for i in labels if i >= len(self.gpus)]:
+            raise IndexError(f"this node's GPUs {missing} are not among the {len(self.gpus)} zeus sees")
+        for index, label in labels.items():
+            with suppress(ZeusBaseError):
+                self.names[label] = str(self.gpus.get_name(index))
+        self.counter = all(self.gpus.supports_get_total_energy_consumption(i) for i in labels)
+        self.source = NVML_COUNTER if self.counter else NVML_POWER
+        return labels
 
     def start(self, now: float) -> None:
-        self._start_mj, self._energy_error = self._counters_mj()
+        """Open the whole run's window; take the first power sample."""
+        try:
+            self.monitor.begin_window(WHOLE_RUN, sync_execution=False)  # the timer syncs the device itself
+        except READ_ERRORS as err:
+            self.reason = f"zeus could not open a window: {err}"
+            return
         self.poll(now)
 
     def poll(self, now: float) -> None:
-        total = 0.0
-        for label, h in self.handles.items():
-            try:
-                watts = self._nvml.nvmlDeviceGetPowerUsage(h) / 1000
-            except self._nvml.NVMLError:
-                self.errors, total = self.errors + 1, None
-                continue
-            self.watts[label].append((now, watts))
-            total = None if total is None else total + watts
-        if total is not None:
-            self.samples.append((now, total))
+        """Take one power sample of every GPU covered (for the peak)."""
+        try:
+            self.samples.append((now, sum(self.gpus.get_average_power_usage(i) for i in self.labels) / 1000))
+        except ZeusBaseError:
+            self.errors += 1
 
-    def joules(self, now: float) -> dict[str, float] | None:
-        if self._start_mj is not None:
-            mj, _ = self._counters_mj()
-            if mj is None or any(mj[d] < self._start_mj[d] for d in mj):
-                return None
-            return {d: (mj[d] - self._start_mj[d]) / 1000 for d in mj}
-        self.poll(now)  # no counter: the power integral up to a sample taken now
-        if any(len(w) < 2 for w in self.watts.values()):
+    def begin(self, now: float) -> None:
+        """Open a timed window (the timer's, after its device sync)."""
+        try:
+            self.monitor.begin_window(TIMED, sync_execution=False, restart=True)
+        except READ_ERRORS as err:
+            self.failure = str(err)  # end() then finds no window: None
+
+    def end(self, now: float, key: str = TIMED) -> dict[str, float] | None:
+        """Return {GPU: joules} over the window `key`, closed now; None where a read failed."""
+        try:
+            joules = self.monitor.end_window(key, sync_execution=False).gpu_energy
+        except READ_ERRORS as err:
+            self.failure = str(err)
             return None
-        return {d: integral_joules(w) for d, w in self.watts.items()}
+        if min(joules.values(), default=0) < 0:
+            self.failure = "the energy counter went backwards (driver reloaded?)"
+            return None
+        return {self.labels[i]: j for i, j in joules.items()}
 
     def stop(self, now: float, seconds: float, interval_s: float) -> dict:
+        """Close the whole run's window; return its figures as the record names them."""
         self.poll(now)
-        end_mj, error = self._counters_mj() if self._start_mj is not None else (None, self._energy_error)
-        peak = max((w for _, w in self.samples), default=None)
+        joules, peak = self.end(now, WHOLE_RUN), max((w for _, w in self.samples), default=None)
         extra = {"power_read_errors": self.errors, "devices": {d: {"name": n} for d, n in self.names.items()}}
-        sampled = f"nvmlDeviceGetPowerUsage sampled every {interval_s} s"
-        if end_mj is not None and all(end_mj[d] >= self._start_mj[d] for d in end_mj):
-            return result("measured", f"NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ) of "
-                          f"each GPU; peak from {sampled}, summed over the GPUs", seconds,
-                          sum(end_mj[d] - self._start_mj[d] for d in end_mj) / 1000, len(self.samples), peak, **extra)
-        why = error or "the energy counter went backwards (driver reloaded?)"
-        if any(len(w) < 2 for w in self.watts.values()):
+        if joules is None:
             return result(NOT_MEASURED, self.source, seconds, samples=len(self.samples), peak_watts=peak,
-                          reason=f"no energy counter ({why}) and fewer than 2 power samples", **extra)
-        return result("estimated", f"trapezoid integral of {sampled} of each GPU, start and stop included; "
-                      f"no energy counter: {why}", seconds, sum(integral_joules(w) for w in self.watts.values()),
-                      len(self.samples), peak, **extra)
+                          reason=f"zeus could not read the counters: {self.failure}", **extra)
+        return result("measured" if self.counter else "estimated", f"{self.source}; peak from NVML's power "
+                      f"(zeus get_average_power_usage) sampled every {interval_s} s, summed over the GPUs",
+                      seconds, sum(joules.values()), len(self.samples), peak, **extra)
 
     def close(self) -> None:
-        if self._nvml is not None:
-            close_nvml(self._nvml)
-            self._nvml = None
+        """Stop zeus's power-sampling processes, where it started them (GPUs before Volta)."""
+        if self.monitor is not None and self.monitor.power_monitor is not None:
+            self.monitor.power_monitor.stop()
 
 
 # ----------------------------------------------------------------------------- RAPL (cpu)
 class RaplReader:
+    """Intel RAPL's package counters, read here: zeus's RAPL reader starts a process per counter file to
+    catch its wraparound, and each re-imports the run's script (torch) beside the CPU it measures."""
+
     def __init__(self, root: str | Path = RAPL_ROOT) -> None:
         self.reason, self.source = None, f"Intel RAPL package energy counters ({root}/intel-rapl:N/energy_uj)"
         self.zones, self.names, self.samples = {}, {}, []
@@ -169,8 +189,8 @@ class RaplReader:
         if not self.zones:
             self.reason = f"no RAPL package domain under {root} (no intel-rapl:N/energy_uj)"
         self.device_count = len(self.zones)
-        self.covers = (f"{self.device_count} CPU package(s) of this node (package-wide: every process on them "
-                       "counts, every rank on this node included)")
+        self.covers = (f"{self.device_count} CPU package(s) of this node (package-wide: every process on "
+                       "them counts, every rank on this node included)")
         self.uj: dict[str, float] = {z: 0.0 for z in self.zones}
         self.polls = 0
 
@@ -200,9 +220,17 @@ class RaplReader:
             self.samples.append((now, step_uj / 1e6 / (now - self._last_s)))
         self._last, self._last_s, self.polls = current, now, self.polls + 1
 
-    def joules(self, now: float) -> dict[str, float] | None:
+    def begin(self, now: float) -> None:
+        """Open a timed window: the microjoules counted up to now."""
         self.poll(now)
-        return None if self.reason is not None else {z: uj / 1e6 for z, uj in self.uj.items()}
+        self._opened = dict(self.uj)
+
+    def end(self, now: float) -> dict[str, float] | None:
+        """Return {package: joules} since begin(), read now; None where a read failed."""
+        self.poll(now)
+        if self.reason is not None:
+            return None
+        return {zone: (uj - self._opened[zone]) / 1e6 for zone, uj in self.uj.items()}
 
     def stop(self, now: float, seconds: float, interval_s: float) -> dict:
         self.poll(now)
@@ -231,8 +259,9 @@ class NeuronReader:
         self.files = {d.name: d / "stats" / "power" / "utilization" for d in devices}
         self.records: dict[str, dict[int, dict]] = {name: {} for name in self.files}
         self.device_count = len(self.files)
-        self.covers = (f"{self.device_count} Neuron device(s) of this node ({', '.join(self.files) or 'none'}): "
-                       "every device on the node, used by this run or not")
+        names = ", ".join(self.files) or "none"
+        self.covers = (f"{self.device_count} Neuron device(s) of this node ({names}): every device on the "
+                       "node, used by this run or not")
         if not devices:
             self.reason = f"no Neuron device under {root}"
         elif missing := [str(f) for f in self.files.values() if not f.is_file()]:
@@ -256,8 +285,11 @@ class NeuronReader:
             if valid and record["timestamp_s"] > self._wall_start:
                 self.records[name][record["timestamp_s"]] = record
 
-    def joules(self, now: float) -> None:
-        return None  # one record a minute: no reading resolves a window of seconds
+    def begin(self, now: float) -> None:
+        """A timed window opened: nothing to read (one record a minute resolves no window of seconds)."""
+
+    def end(self, now: float) -> None:
+        """A timed window closed: None, it cannot be resolved."""
 
     def stop(self, now: float, seconds: float, interval_s: float) -> dict:
         self.poll(now)

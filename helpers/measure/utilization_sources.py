@@ -76,14 +76,14 @@ class PsutilSource(Source):
                 "rss_gib": self._proc.memory_info().rss / GIB}
 
 
-def current_cuda_handle(nvml, index: int | None = None):
-    """Return the NVML handle of CUDA device `index` (None: the current device): by UUID (CUDA_VISIBLE_DEVICES
-    renumbers), else by index."""
-    asked, index, uuid = index, index or 0, None
+def current_cuda_handle(nvml):
+    """Return the NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else by
+    index."""
+    index, uuid = 0, None
     torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
     try:
         if torch is not None and torch.cuda.is_available():
-            index = torch.cuda.current_device() if asked is None else asked
+            index = torch.cuda.current_device()
             uuid = str(torch.cuda.get_device_properties(index).uuid)
     except (RuntimeError, AttributeError):
         pass
