@@ -208,7 +208,6 @@ def build_model(run: Run) -> torch.nn.Module:
                       "hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
                       "attention": model.config._attn_implementation, "weights": models.weights_note(t.model_name),
                       **lora.describe(model, spec)}
-    lora.mark_config(run.model_config, spec)  # so calc.flops counts a LoRA step
     print(f"model: {t.model_name}, {run.model_info['parameters'] / 1e6:.1f} M parameters on "
           f"{run.dev.name}, {run.precision}")
     return model
@@ -289,6 +288,7 @@ def assemble(run: Run, status: str | None, error: str | None) -> dict:
         rec["systems"] = _measured("systems", lambda: systems_section(
             run.model_config, steady, run.timing["steady_time_s"], run.timing["steady_steps"], run.precision,
             rec["precision"]["compute_dtype"], rec["device"], records.peaks_dir(run.record_path),
+            run.args.task.lora_r, run.args.task.lora_targets,
             fused_attention=(run.model_info or {}).get("attention") == "sdpa" and run.dev.type == "cuda"))
     if run.compiles:
         rec["xla"] = _measured("xla", lambda: run.compiles.section(
