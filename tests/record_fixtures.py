@@ -64,9 +64,10 @@ def record(device: str, suite: str | None, params: dict, *, status: str = "finis
     kind = "neuron" if dev["neuron"] else ("cuda" if dev["type"] == "cuda" else "cpu")
     args = build_args({k: v for k, v in params.items() if k not in ("run_name", "suite")})
     flat = {**args.flat(), "suite": suite, "run_name": run_name or params.get("run_name", "fixture")}
-    rec = records.new_record(flat, sorted(args.given), status=status, fixture=True, device=dev,
-                             precision={"requested": flat["precision"], "used": "bf16" if dev["bf16_fast"] else "fp32",
-                                        "compute_dtype": "bf16" if dev["bf16_fast"] else "fp32", "mechanism": "fixture"})
+    rec = records.as_json(records.run_record(
+        flat, sorted(args.given), status=status, fixture=True, device=dev, libraries=records.library_versions(),
+        precision={"requested": flat["precision"], "used": "bf16" if dev["bf16_fast"] else "fp32",
+                   "compute_dtype": "bf16" if dev["bf16_fast"] else "fp32", "mechanism": "fixture"}))
     rec["data"] = {"rows": {"train": 16000, "validation": 2000, "test": 2000},
                    "majority_share": {"train": 0.335, "validation": 0.352, "test": 0.3475}}
     rec["timing"] = {"steps": 500, "warmup_steps": 3, "train_time_s": train_s, "first_step_s": 2.0 + compile_s,

@@ -44,7 +44,7 @@ def write_job_records(folder: Path) -> Path:
     """Write job_records() below `folder` as the run path names them; return the folder."""
     for rec in job_records():
         path = records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"])
-        records.write_record(path, rec)
+        records.write_json_atomic(path, rec)
     return folder
 
 

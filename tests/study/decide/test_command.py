@@ -58,7 +58,7 @@ def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, ca
 def test_the_cli_reads_only_the_suites_current_points(results, capsys):
     old = record("t4", "speedup", OPTIMIZED, samples_per_s=50.0, run_name="speedup-full-preset=optimized-000000",
                  fixture=False)  # a point the suite no longer expands to: superseded
-    records.write_record(records.record_path(results, "speedup", old["run_name"], old["device"]["key"]), old)
+    records.write_json_atomic(records.record_path(results, "speedup", old["run_name"], old["device"]["key"]), old)
     cli.main(["--results", str(results)])
     devices = {line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
     assert "A100-SXM4-40GB" in devices and "Tesla T4" not in devices and "T4" in devices  # the study's T4 only

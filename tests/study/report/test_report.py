@@ -26,7 +26,7 @@ def point(suite: str, variant: str = "quick", **match):
 
 def write(folder: Path, rec: dict) -> Path:
     """Write `rec` where the run path would: <folder>/<suite>/<run_name>@<device>.json."""
-    return records.write_record(records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+    return records.write_json_atomic(records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
 
 
 @pytest.fixture(scope="module")
