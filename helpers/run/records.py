@@ -209,9 +209,11 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
 def as_json(record: schema.RunRecord) -> dict:
     """Return `record` as the JSON data its file holds: its schema version and the fields the run set, a
     section it left None out, NaN/inf as None and numpy/torch scalars as Python numbers."""
-    data = record.model_dump(exclude_unset=True, by_alias=True, warnings=False)  # the writer says what is wrong
+    # no serializer warnings: a figure of the wrong type is named by the schema check that follows
+    data = record.model_dump(exclude_unset=True, by_alias=True, warnings=False)
     # the version always: a file without one reads as schema 1 and is upgraded as such
-    return jsonable({"schema_version": record.schema_version, **{k: v for k, v in data.items() if v is not None}})
+    sections = {k: v for k, v in data.items() if v is not None}
+    return jsonable({"schema_version": record.schema_version, **sections})
 
 
 def write_record(path: str | Path, record: schema.RunRecord) -> Path:

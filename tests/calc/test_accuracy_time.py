@@ -4,7 +4,8 @@ from helpers.run.schema import CurvePoint
 
 CURVE = [CurvePoint(step=100, train_time_s=50.0, val_accuracy=0.85, rows=2000),
          CurvePoint(step=200, train_time_s=100.0, val_accuracy=0.895, rows=2000),
-         CurvePoint(step=300, train_time_s=150.0, val_accuracy=0.905, rows=2000, test_accuracy=0.9, wall_s=260.0),
+         CurvePoint(step=300, train_time_s=150.0, val_accuracy=0.905, rows=2000, test_accuracy=0.9,
+                    wall_s=260.0),
          CurvePoint(step=400, train_time_s=200.0, val_accuracy=0.89, rows=2000)]
 
 
@@ -21,5 +22,6 @@ def test_the_first_evaluation_at_or_above_a_target_is_its_crossing():
 
 def test_a_target_never_reached_says_so_with_the_best_seen():
     out = crossings(CURVE)
-    assert _written(out["0.92"]) == {"train_time_s": None, "reason": "not reached (best 90.50% in 4 evaluations)"}
+    assert _written(out["0.92"]) == {"train_time_s": None,
+                                     "reason": "not reached (best 90.50% in 4 evaluations)"}
     assert crossings([])["0.88"].reason == "not reached (no evaluation)"

@@ -163,11 +163,11 @@ def test_a_fifo_is_never_opened_as_a_record(tmp_path):
 def test_the_printer_never_shows_an_older_record_as_this_runs(tmp_path, capsys):
     """`make baseline` prints the record its run wrote: with --since its start, another machine's older
     record of the same name is not shown in its place, and a run that wrote none fails saying so."""
-    from record_fixtures import record
+    from record_fixtures import record, write
 
     older = record("cpu", "adhoc", {"batch": 32}, run_name="minilm-baseline")
     path = records.record_path(tmp_path, "adhoc", "minilm-baseline", "cpu-other-machine")
-    records.write_json_atomic(path, older)
+    write(path, older)
     os.utime(path, (time.time() - 3600, time.time() - 3600))
     started = time.time() - 60
     with pytest.raises(SystemExit, match="no record of minilm-baseline written by this run"):
@@ -175,7 +175,7 @@ def test_the_printer_never_shows_an_older_record_as_this_runs(tmp_path, capsys):
     records.main([str(tmp_path / "adhoc"), "--run", "minilm-baseline"])  # without --since: the newest there
     assert "cpu-other-machine" in capsys.readouterr().out
     mine = records.record_path(tmp_path, "adhoc", "minilm-baseline", "cpu-this-machine")
-    records.write_json_atomic(mine, {**older, "device": {**older["device"], "key": "cpu-this-machine"}})
+    write(mine, {**older, "device": {**older["device"], "key": "cpu-this-machine"}})
     records.main([str(tmp_path / "adhoc"), "--run", "minilm-baseline", "--since", str(started)])
     assert "cpu-this-machine" in capsys.readouterr().out
 

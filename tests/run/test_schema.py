@@ -168,6 +168,7 @@ def test_a_curve_that_reaches_its_targets_is_recorded_with_its_crossings(tmp_pat
               "val_accuracy": 0.3 + 0.2 * i, "eval_s": 1.5} for i in range(1, 4)]
     curve[-1]["test_accuracy"] = 0.9
     rec = record("cpu", "time_to_accuracy", {"batch": 32}, run_name="crossed")
-    rec.update(curve=curve, time_to_accuracy=crossings([schema.CurvePoint(**p) for p in curve], compile_s=0.0))
+    points = [schema.CurvePoint(**p) for p in curve]
+    rec.update(curve=curve, time_to_accuracy=crossings(points, compile_s=0.0))
     valid, why = schema.validate(rec)
     assert why is None and valid["time_to_accuracy"]["0.90"]["wall_s"] == 36.0
