@@ -23,7 +23,7 @@ from helpers.run.schema import RunRecord
 from helpers.run.train import FitResult
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a misspelled field set by a step is refused (AttributeError), never added
 class Run:
     """A run in progress: its arguments, device, precision, its record as the steps fill it, and where it
     reports.

@@ -37,6 +37,8 @@ def test_a_section_a_step_sets_on_the_record_is_checked_as_it_is_set(tiny_model_
     from helpers.run import schema
 
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="typed"))
+    with pytest.raises(AttributeError, match="shard"):
+        run.shard = {"rows_per_rank": [128]}  # the run's own fields are as typed: `shards`
     with pytest.raises(ValueError, match="metrcs"):
         run.record.metrcs = schema.Metrics(final_loss=0.5)
     with pytest.raises(ValueError, match="timing.steps"):
