@@ -105,7 +105,7 @@ def speedup_section(args, sync) -> dict:
         from helpers.calc.facts import cuda_device_key, device_roof
 
         key = cuda_device_key(opt.run.dev.name)
-        dtype = opt.run.head["precision"]["compute_dtype"]
+        dtype = opt.run.compute_dtype
         peak.update(device_roof(key, dtype) if key else {"source": "unknown GPU"})
     else:
         dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32

@@ -164,7 +164,9 @@ class Setup:
 
     def flops(self, shapes) -> float:
         """Return the model FLOPs (forward + backward: MFU's definition) of micro-batches by shape."""
-        return sum(n * model_flops(self.run.model_config, b, length) for (b, length), n in shapes.items())
+        t = self.run.args.task
+        return sum(n * model_flops(self.run.model_config, b, length, t.lora_r, t.lora_targets)
+                   for (b, length), n in shapes.items())
 
 
 def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = None,

@@ -32,6 +32,7 @@ from helpers.calc.accuracy_time import crossings
 from helpers.run import record_destination as destination, tokens
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
+from helpers.run.schema import CurvePoint
 
 TRAINER_DEFAULTS, TRAINER_RECIPE = "Trainer, run_glue defaults", "Trainer, project recipe"
 PROJECT = "project run path"
@@ -137,7 +138,7 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
             output_dir=out, per_device_train_batch_size=a.train.batch,
             per_device_eval_batch_size=max(a.train.batch, 32),
             # the run path's plan: epochs x batches capped by max_steps (Trainer's max_steps replaces epochs)
-            learning_rate=a.train.lr, max_steps=run.data["optimizer_steps_planned"],
+            learning_rate=a.train.lr, max_steps=run.record.data.optimizer_steps_planned,
             weight_decay=a.train.weight_decay, warmup_steps=a.train.warmup_ratio,
             max_grad_norm=a.train.max_grad_norm, optim=a.train.optim, bf16=run.precision == "bf16",
             fp16=run.precision == "fp16",
@@ -161,11 +162,11 @@ def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, sa
             target: float, precision: str, status: str | None) -> dict:
     """Return one configuration's round: its curve, training seconds, and when it first reached `target` (not
     reached: more than its last evaluation's seconds, `beyond_s`)."""
-    hit = crossings(curve, (target,))[f"{target:.2f}"]
-    reached = hit.get("train_time_s") is not None
-    return {"status": status, "precision": precision, "time_to_target_s": hit.get("train_time_s"),
-            "wall_to_target_s": hit.get("wall_s"),
-            "target_step": hit.get("step"), "reason": hit.get("reason"), "train_time_s": train_s,
+    hit = crossings([CurvePoint(**p) for p in curve], (target,))[f"{target:.2f}"]
+    reached = hit.train_time_s is not None
+    return {"status": status, "precision": precision, "time_to_target_s": hit.train_time_s,
+            "wall_to_target_s": hit.wall_s,
+            "target_step": hit.step, "reason": hit.reason, "train_time_s": train_s,
             "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],
             "steps": steps_done, "samples": samples, "curve": curve,
             "best_val_accuracy": max((p["val_accuracy"] for p in curve), default=None)}

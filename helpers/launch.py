@@ -32,6 +32,7 @@ from helpers.run import records
 from helpers.run.args import REPO_ROOT, RunArgs
 from helpers.run.argv import to_argv
 from helpers.run.ddp import LAUNCH_ID, Rank, allreduce_share
+from helpers.run.schema import Timing
 
 
 class DistributedRunError(RuntimeError):
@@ -76,29 +77,31 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
         # no error file (a rank that failed before its entry point ran): the last exception it printed
         cause += f"; a rank raised {last_exception(list(tail))}"
     if found is None:
-        record = records.new_record({**args.flat(), "run_name": name}, sorted(args.given), status="failed",
-                                    world_size=args.train.num_devices,
-                                    error=f"torchrun launch failed: {cause}",
-                                    distributed={"world_size": args.train.num_devices, "launch_id": launch_id,
-                                                 "exit_code": code, "rank_errors": [asdict(e) for e in errors],
-                                                 "output_tail": "".join(tail)[-4000:]})
-        record["finished_at"] = records.now()
-        records.write_record(record_path, record)
+        records.write_record(record_path, records.run_record(
+            {**args.flat(), "run_name": name}, sorted(args.given), status="failed", finished_at=records.now(),
+            libraries=records.library_versions(), world_size=args.train.num_devices,
+            error=f"torchrun launch failed: {cause}",
+            distributed={"world_size": args.train.num_devices, "launch_id": launch_id, "exit_code": code,
+                         "rank_errors": [asdict(e) for e in errors], "output_tail": "".join(tail)[-4000:]}))
     raise DistributedRunError(f"distributed run {name!r} failed: {cause}. A failed record is in "
                               f"{record_path}. Last output lines:\n" + "".join(list(tail)[-15:]))
 
 
-def distributed_section(rank: Rank, args: RunArgs, timing: dict | None, step_model) -> dict:
-    """Return the record's `distributed` section of a torchrun rank (rank 0 writes it)."""
-    timing = timing or {}
+def distributed_section(rank: Rank, args: RunArgs, timing: Timing | None, step_model,
+                        shards: dict | None = None) -> dict:
+    """Return the record's `distributed` section of a torchrun rank (rank 0 writes it), with the training
+    sampler's shard check `shards`."""
+    timing = timing or Timing()
     out = {"world_size": rank.world_size, "nodes": rank.nodes, "backend": rank.backend,
            "per_device_batch": args.train.batch,
            "global_batch": args.train.batch * rank.world_size * args.train.gradient_accumulation_steps,
-           "global_samples_per_s": timing.get("samples_per_s"),
-           "per_device_samples_per_s": timing.get("samples_per_s_per_device"),
+           "global_samples_per_s": timing.samples_per_s,
+           "per_device_samples_per_s": timing.samples_per_s_per_device,
            "launch_id": os.environ.get(LAUNCH_ID)}
+    if shards is not None:
+        out["shards"] = shards
     if args.measure.profile:
-        out["allreduce"] = allreduce_share(step_model, timing.get("step_time_median_s"),
+        out["allreduce"] = allreduce_share(step_model, timing.step_time_median_s,
                                            "xla" if rank.backend == "xla" else "cpu")
     return out
 

@@ -2,7 +2,7 @@
 periodic validation (time to accuracy); and the loaders, optimizer and schedule the loop steps with.
 
     t = prepare_training(run, model, splits)    # the benchmark reuses this
-    fit = train(run, model, splits)             # steps.train: the run's timing, energy, loss (run.trained)
+    fit = train(run, model, splits)             # steps.train: the record's timing, energy, loss, curve...
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from helpers.measure import peak_memory, timing
 from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
-from helpers.run import ddp, device, optim, records, tokens, train as loop
+from helpers.run import ddp, device, optim, records, schema, tokens, train as loop
 from helpers.run.args import repo_path
 from helpers.run_state import Run, ranks_did
 
@@ -58,7 +58,7 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     t, tr = run.args.task, run.args.train
     sampler = ddp.train_sampler(splits["train"], run.rank, tr.seed) if run.rank else None
     if run.rank:
-        run.distributed = {"shards": ddp.shard_check(sampler, run.rank, run.dev.type)}
+        run.shards = ddp.shard_check(sampler, run.rank, run.dev.type)
     if t.group_by_length and sampler is None:
         sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
     collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
@@ -131,7 +131,8 @@ def eval_batches(run: Run, name: str, split, sampler=None) -> EvalBatches:
 
 @ranks_did()
 def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
-    """Train with the run's timing, utilization, energy and profile around the loop; keep what they measured."""
+    """Train with the run's timing, utilization, energy and profile around the loop; set the sections they
+    measured on the run's record."""
     m, tr = run.args.measure, run.args.train
     step_t0 = time.perf_counter()
     t = prepare_training(run, model, splits)
@@ -142,7 +143,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     roof_s = 0.0
     if run.dev.type == "cpu":  # the CPU roof MFU is held against: measured now, before the clock starts
         roof_s = _measure_roof(run)
-        run.phases["probes"] = run.phases.get("probes", 0.0) + roof_s
+        run.record.phases.probes = (run.record.phases.probes or 0.0) + roof_s
     peak_memory.reset_peak(run.dev.type)
     # one monitor and one energy meter per node (local rank 0); its meter reads every GPU of the node's ranks
     # (local rank i trains on cuda:i), RAPL and Neuron counters are node-wide already
@@ -171,41 +172,44 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
                           log_lines=run.lead and not m.progress, callbacks=tuple(callbacks),
                           sampler=t.sampler)
     finally:
-        run.trained = {"utilization": monitor.stop(), "energy": energy.stop()}  # kept when the loop raises
+        measured_energy = energy.stop()  # the sections are kept when the loop raises
+        run.record.utilization, run.record.energy = monitor.stop(), measured_energy
         profiler.close()
         if run.compiles:
             run.compiles.mark("train_end")
     world = run.rank.world_size if run.rank else 1
-    run.fit, run.timing = result, {**timer.summary(ranks=world), "skipped_steps": result.skipped_steps}
+    run.fit = result
+    times = schema.Timing(**timer.summary(ranks=world), skipped_steps=result.skipped_steps)
+    run.record.timing = times
     # the step's wall: the timed windows (train), the periodic evaluations, the roof probe, and the rest
     step_s = time.perf_counter() - step_t0
-    run.phases["train"] = run.timing["train_time_s"]
-    run.phases.setdefault("periodic_eval", 0.0)
-    run.phases["train_other"] = max(0.0, step_s - run.timing["train_time_s"] - run.phases["periodic_eval"]
-                                    - roof_s)
+    phases = run.record.phases
+    phases.train = times.train_time_s
+    phases.periodic_eval = phases.periodic_eval or 0.0
+    phases.train_other = max(0.0, step_s - times.train_time_s - phases.periodic_eval - roof_s)
     run.outcome, run.error = result.status, result.reason
-    if result.stopped_early:
-        run.trained["stopped_early"] = result.stopped_early
-    run.trained["energy"] = job_energy(run, run.trained["energy"], node_lead)
-    run.trained.update(timing=run.timing, profile=profiler.summary(), optimizer={
+    run.record.stopped_early = result.stopped_early
+    run.record.energy = schema.Energy(**job_energy(run, measured_energy, node_lead))
+    run.record.profile = profiler.summary()
+    run.record.optimizer = schema.Optimizer(**{
         "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}",
         "implementation": tr.optim,
-        **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}}, shapes={
-        "distinct": len(result.shapes),
-        "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}})
-    if run.curve:
-        run.trained["time_to_accuracy"] = crossings(run.curve, compile_s=(
+        **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}})
+    run.record.shapes = {"distinct": len(result.shapes),
+                         "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}}
+    if run.record.curve:
+        run.record.time_to_accuracy = crossings(run.record.curve, compile_s=(
             run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None))
-    run.metrics.update(final_loss=result.final_loss, loss_curve=result.loss_curve,
-                       diverged_at_step=result.diverged_at_step)
-    rate = run.timing["samples_per_s"]
-    print(f"training: {result.status}, {result.steps} steps in {run.timing['train_time_s']:.1f} s"
+    run.record.metrics = schema.Metrics(final_loss=result.final_loss, loss_curve=result.loss_curve,
+                                        diverged_at_step=result.diverged_at_step)
+    rate = times.samples_per_s
+    print(f"training: {result.status}, {result.steps} steps in {times.train_time_s:.1f} s"
           + (f", {rate:.1f} samples/s steady" if rate else "")
           + (f", final loss {result.final_loss:.4f}" if result.final_loss is not None else "")
           + (f" ({result.reason})" if result.reason else "")
           + (f"; stopped early: {result.stopped_early}" if result.stopped_early else ""))
-    if run.curve:
-        print("time to accuracy (validation): " + describe(run.trained["time_to_accuracy"]))
+    if run.record.curve:
+        print("time to accuracy (validation): " + describe(run.record.time_to_accuracy))
     return result
 
 
@@ -219,7 +223,7 @@ def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
                             device=run.dev.torch_device)
         section = sum_nodes(section, ddp.reducer(world, run.dev.type)(mine).tolist(), run.rank.nodes)
     # the ranks step in lockstep: the job's steady samples are rank 0's times the ranks (as samples_per_s)
-    samples = run.timing["steady_samples"] * world
+    samples = run.record.timing.steady_samples * world
     return {**section, "samples": samples, "samples_per_joule": samples_per_joule(samples, section)}
 
 
@@ -229,8 +233,7 @@ def _measure_roof(run: Run) -> float:
     t0 = time.perf_counter()
     try:  # its random matrices are drawn from a forked RNG: a run measuring the roof trains as one reading it
         with torch.random.fork_rng():
-            device_peak(run.head["device"], run.head["precision"]["compute_dtype"],
-                        records.peaks_dir(run.record_path))
+            device_peak(run.dev.describe(), run.compute_dtype, records.peaks_dir(run.record_path))
     except Exception as err:  # noqa: BLE001 - finish records the reason when it cannot find a roof either
         print(f"the CPU roof could not be measured ({type(err).__name__}: {err}); MFU will say why")
     return time.perf_counter() - t0
@@ -258,24 +261,26 @@ def _curve_callback(run: Run, model, splits, timer):
         t0 = time.perf_counter()
         val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
         metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
-        point = {"step": step, "train_time_s": sum(w.seconds for w in timer.windows),
-                 "samples": int(sum(timer.samples)), "val_accuracy": metrics["accuracy"],
-                 "rows": metrics["rows"]}
-        if metrics["accuracy"] >= HEADLINE and not any(p["val_accuracy"] >= HEADLINE for p in run.curve):
+        test_accuracy = None
+        if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])
-            point["test_accuracy"] = loop.evaluate(model, test, run.dev, run.precision,
-                                                   rows_per_batch=test.batch_size)["accuracy"]
+            test_accuracy = loop.evaluate(model, test, run.dev, run.precision,
+                                          rows_per_batch=test.batch_size)["accuracy"]
         now = time.perf_counter()
         # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited,
         # less the process start-up)
-        point.update(eval_s=now - t0, wall_s=now - run.started_s)
-        run.phases["periodic_eval"] = run.phases.get("periodic_eval", 0.0) + point["eval_s"]
-        run.curve.append(point)
+        point = schema.CurvePoint(step=step, train_time_s=sum(w.seconds for w in timer.windows),
+                                  samples=int(sum(timer.samples)), val_accuracy=metrics["accuracy"],
+                                  rows=metrics["rows"], eval_s=now - t0, wall_s=now - run.started_s)
+        if test_accuracy is not None:  # the 90% checkpoint's alone
+            point.test_accuracy = test_accuracy
+        run.record.phases.periodic_eval = (run.record.phases.periodic_eval or 0.0) + point.eval_s
+        run.record.curve.append(point)
         if run.lead:
             print(f"step {step}: validation accuracy {metrics['accuracy']:.1%} on {metrics['rows']} rows, "
-                  f"{point['train_time_s']:.0f} s of training"
-                  + (f"; test accuracy of this checkpoint {point['test_accuracy']:.1%}"
-                     if "test_accuracy" in point else ""), flush=True)
+                  f"{point.train_time_s:.0f} s of training"
+                  + (f"; test accuracy of this checkpoint {test_accuracy:.1%}"
+                     if test_accuracy is not None else ""), flush=True)
         if m.stop_at_accuracy is not None and metrics["accuracy"] >= m.stop_at_accuracy:
             raise loop.StopTraining(f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
                                     f"stop_at_accuracy={m.stop_at_accuracy}")

@@ -1,7 +1,7 @@
 """A run in progress: its arguments, device, precision, record, and what each step hands to the next.
 
 helpers/steps.py and helpers/measured_training.py pass a Run from step to step; every field is typed (no
-string-keyed side channel), and `handover` marks a run that torchrun's ranks ran instead.
+string-keyed side channel), the record a RunRecord; `handover` marks a run that torchrun's ranks ran instead.
 """
 from __future__ import annotations
 
@@ -19,46 +19,42 @@ from helpers.run.args import RunArgs
 from helpers.run.ddp import Rank
 from helpers.run.device import DeviceInfo
 from helpers.run.records import failure_status
+from helpers.run.schema import RunRecord
 from helpers.run.train import FitResult
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a misspelled field set by a step is refused (AttributeError), never added
 class Run:
-    """A run in progress: its arguments, device, precision, what each step measured, and where it reports.
+    """A run in progress: its arguments, device, precision, its record as the steps fill it, and where it
+    reports.
 
-    The steps fill in their own fields (`data`, `model_info`, `trained`, `metrics`, ...); steps.finish
-    assembles them into the record in one place.
+    `record` is the typed RunRecord started by steps.start; each step sets its own sections on it (`data`,
+    `model`, `timing`, `energy`, `metrics`, `curve`, `phases`...), each checked by the schema as it is set;
+    steps.finish completes it (status, memory, systems) and the writer turns it into JSON.
     """
 
     args: RunArgs
     name: str
     dev: DeviceInfo
     precision: str
-    head: dict  # who ran what, where: schema version, names, parameters, device, precision, libraries
+    compute_dtype: str  # what the matmuls run in (the precision choice's): the peak MFU is taken against
+    record: RunRecord  # who ran what, where, and each section a step measured
     record_path: Path
     model_config: object
     tokenizer: object = None
     rank: Rank | None = None  # this process's place in a torchrun launch (None: one process)
     fit: FitResult | None = None
-    timing: dict | None = None
     compiles: CompileLog | None = None  # XLA only
     step_model: torch.nn.Module | None = None  # what trained: the model, compiled or in DDP
     handover: dict | None = None  # the record of the torchrun launch that ran this run instead
-    curve: list[dict] = field(default_factory=list)  # periodic validation: time to accuracy
-    data: dict | None = None  # load_data / tokenize: rows, provenance, planned steps
-    model_info: dict | None = None  # build_model
-    trained: dict = field(default_factory=dict)  # train: timing, utilization, energy, profile, shapes
-    metrics: dict = field(default_factory=dict)  # train (loss) and evaluate (accuracy)
-    phases: dict = field(default_factory=dict)  # wall seconds per phase (schema.Phases): where the command's time goes
     started_s: float = field(default_factory=time.perf_counter)  # perf_counter at start(): the phases' clock
     startup_s: float = 0.0  # process start -> start(); 0 for a later run of the same process
     eval_batches: dict = field(default_factory=dict)  # split -> its evaluation batches, built once per run
-    distributed: dict = field(default_factory=dict)  # torchrun ranks: shard check
+    shards: dict | None = None  # torchrun ranks: the shard check of the training sampler
     outcome: str | None = None  # how training ended (finished, diverged, oom...); None before it ends
     error: str | None = None
-    saved_to: str | None = None
     claim: Path | None = None  # the exclusive claim on the record's name, released by finish
-    finished: dict | None = None  # the record, once finish has written it
+    finished: dict | None = None  # the record as written, once finish has written it
 
     @property
     def lead(self) -> bool:

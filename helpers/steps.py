@@ -33,7 +33,7 @@ from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
 from helpers.run import (data, ddp, device, lora, models, neuron, precision as prec, record_destination as destination,
-                         records, tokens)
+                         records, schema, tokens)
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
@@ -91,14 +91,15 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
     destination.check_destination(path)  # the exact folder and file name, before any model is built
     loop.seed_everything(args.train.seed)
-    extra = {"oversubscribed": True} if device.oversubscribed(dev, args.train.num_devices,
-                                                             args.train.allow_oversubscribe) else {}
-    head = records.new_record({**args.flat(), "run_name": name}, sorted(args.given), **extra,
-                              device=dev.describe(), precision=dataclasses.asdict(choice))
+    oversubscribed = device.oversubscribed(dev, args.train.num_devices, args.train.allow_oversubscribe)
+    head = records.run_record({**args.flat(), "run_name": name}, sorted(args.given),
+                              oversubscribed=oversubscribed or None, libraries=records.library_versions(),
+                              device=dev.describe(), precision=dataclasses.asdict(choice),
+                              phases=schema.Phases(startup=startup_s, probes=probes_s), curve=[])
     if choice.auto_reason and not (rank and rank.rank):
         print(f"precision auto: {choice.auto_reason}")
-    run = Run(args, name, dev, precision, head, path, model_config, rank=rank, started_s=t0, startup_s=startup_s)
-    run.phases.update(startup=startup_s, probes=probes_s)
+    run = Run(args, name, dev, precision, choice.compute_dtype, head, path, model_config, rank=rank,
+              started_s=t0, startup_s=startup_s)
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)
     try:
@@ -116,7 +117,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     run.handover = handed
     if handed is None:
         record_failures_in_notebook(run, finish)
-    run.phases["start"] = time.perf_counter() - t0 - probes_s
+    run.record.phases.start = time.perf_counter() - t0 - probes_s
     return run
 
 
@@ -147,22 +148,22 @@ def hand_over(args: RunArgs) -> dict | None:
 
 @contextlib.contextmanager
 def phase(run: Run, name: str):
-    """Add the wall seconds of the block to the run's `phases` (where a run's time goes)."""
+    """Add the wall seconds of the block to the run's `phases` field `name` (where a run's time goes)."""
     t0 = time.perf_counter()
     try:
         yield
     finally:
-        run.phases[name] = run.phases.get(name, 0.0) + time.perf_counter() - t0
+        setattr(run.record.phases, name, (getattr(run.record.phases, name) or 0.0) + time.perf_counter() - t0)
 
 
 @ranks_did()
 def load_data(run: Run):
-    """Return the dataset splits; their provenance goes to the run's `data`."""
+    """Return the dataset splits; their provenance goes to the record's `data`."""
     t = run.args.task
     with phase(run, "load_data"):
         ds, info = data.load_emotion(t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset,
                                      run.args.train.seed, t.drop_bad_rows)
-    run.data = info
+    run.record.data = schema.Data(**info)
     print(f"data: {', '.join(f'{n:,} {s}' for s, n in info['rows'].items())} rows from {info['source']}"
           + (f"; dropped {info['dropped_rows']}" if any(info["dropped_rows"].values()) else ""))
     return ds
@@ -187,7 +188,9 @@ def tokenize(run: Run, ds, training: bool = True):
                           f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
                           + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
                           + ": give more rows (train_subset) or a smaller batch")
-    run.data = {**(run.data or {}), "optimizer_steps_planned": steps}
+    if run.record.data is None:  # splits that load_data did not load
+        run.record.data = schema.Data()
+    run.record.data.optimizer_steps_planned = steps
     print(f"tokens: {t.padding} padding to {t.max_length}; {steps} optimizer steps planned "
           f"(batch {tr.batch} x {world} device(s), {tr.epochs} epoch(s){', max_steps' if tr.max_steps else ''})")
     return splits
@@ -204,12 +207,12 @@ def build_model(run: Run) -> torch.nn.Module:
         spec = lora.spec_of(t)
         model = lora.apply(model, spec)  # adapters before the precision cast, so they are cast alike
         model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
-    run.model_info = {"name": t.model_name, "parameters": sum(p.numel() for p in model.parameters()),
-                      "hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
-                      "attention": model.config._attn_implementation, "weights": models.weights_note(t.model_name),
-                      **lora.describe(model, spec)}
-    lora.mark_config(run.model_config, spec)  # so calc.flops counts a LoRA step
-    print(f"model: {t.model_name}, {run.model_info['parameters'] / 1e6:.1f} M parameters on "
+    run.record.model = schema.ModelInfo(
+        name=t.model_name, parameters=sum(p.numel() for p in model.parameters()),
+        hidden_size=model.config.hidden_size, num_hidden_layers=model.config.num_hidden_layers,
+        attention=model.config._attn_implementation, weights=models.weights_note(t.model_name),
+        **lora.describe(model, spec))
+    print(f"model: {t.model_name}, {run.record.model.parameters / 1e6:.1f} M parameters on "
           f"{run.dev.name}, {run.precision}")
     return model
 
@@ -229,8 +232,9 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
         print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}, test accuracy "
               f"{out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
-    run.phases["evaluate"] = time.perf_counter() - t0
-    run.metrics.update(out)
+    run.record.phases.evaluate = time.perf_counter() - t0
+    if out:
+        run.record.metrics = (run.record.metrics or schema.Metrics()).model_copy(update=out)
     return out
 
 
@@ -245,15 +249,15 @@ def save(run: Run, model: torch.nn.Module) -> Path | None:
         state = {k: v.cpu() for k, v in model.state_dict().items()} if run.dev.type == "xla" else None
         model.save_pretrained(repo_path(folder), state_dict=state)
         run.tokenizer.save_pretrained(repo_path(folder))
-    run.saved_to = str(repo_path(folder))
+    run.record.saved_to = str(repo_path(folder))
     return repo_path(folder)
 
 
 @ranks_did(lambda run: run.handover)
 def finish(run: Run, status: str | None = None, error: str | None = None) -> dict:
-    """Assemble what the steps measured into the run's record and write it; return it. Never loses it:
-    a figure that cannot be computed is recorded with its reason, a record that cannot be written where it
-    belongs is printed whole and saved in the working folder."""
+    """Assemble what the steps measured into the run's record and write it; return it as written. Never
+    loses it: a figure that cannot be computed is recorded with its reason, a record that cannot be written
+    where it belongs is printed whole and saved in the working folder."""
     record_failures_in_notebook(run, finish, on=False)
     rec = assemble(run, status, error)
     if run.lead:
@@ -262,54 +266,59 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
             where = run.record_path
         except records.RecordWriteError as err:
             where = Path.cwd() / run.record_path.name
-            print(records.json_text(rec), file=sys.stderr)  # the whole record, wherever the output goes
+            written = records.as_json(rec)
+            print(records.json_text(written), file=sys.stderr)  # the whole record, wherever the output goes
             try:
-                records.write_json_atomic(where, rec)
+                records.write_json_atomic(where, written)
             except records.RecordWriteError:
                 where = None
             print(f"record NOT written to {run.record_path}: {err}; "
                   + (f"saved to {where} instead" if where else "printed above (no folder took it)"), file=sys.stderr)
         finally:
             destination.release(run.claim)
-        print(f"record: {rec['status']}, written to {where}")
-    run.finished = {**rec, "_source": str(run.record_path)}  # _source: in memory only
+        print(f"record: {rec.status}, written to {where}")
+    run.finished = {**records.as_json(rec), "_source": str(run.record_path)}  # _source: in memory only
     return run.finished
 
 
-def assemble(run: Run, status: str | None, error: str | None) -> dict:
-    """Return the run's record: the head from start, each step's section, and what only the end knows."""
+def assemble(run: Run, status: str | None, error: str | None) -> schema.RunRecord:
+    """Return the run's record: the one start began, with each step's section, and what only the end knows
+    (status, memory, the roofline, the XLA compiles, the ranks), checked whole by the schema."""
     t0 = time.perf_counter()
-    rec = {**run.head, "status": status or run.outcome or "finished", "curve": run.curve,
-           "world_size": run.rank.world_size if run.rank else 1, "data": run.data, "model": run.model_info,
-           **run.trained, "metrics": run.metrics or None, "saved_to": run.saved_to}
-    rec["error"] = error or run.error
-    rec["memory"] = _measured("memory", lambda: peak_memory.peak(run.dev.type))
-    if run.fit is not None and run.timing:
+    timing = run.record.timing
+    systems = xla_section = distributed = None
+    if run.fit is not None and timing:
         steady = run.fit.steady_shapes or run.fit.shapes
-        rec["systems"] = _measured("systems", lambda: systems_section(
-            run.model_config, steady, run.timing["steady_time_s"], run.timing["steady_steps"], run.precision,
-            rec["precision"]["compute_dtype"], rec["device"], records.peaks_dir(run.record_path),
-            fused_attention=(run.model_info or {}).get("attention") == "sdpa" and run.dev.type == "cuda"))
+        t = run.args.task
+        model = run.record.model
+        fused = run.dev.type == "cuda" and model is not None and model.attention == "sdpa"
+        systems = _measured("systems", lambda: systems_section(
+            run.model_config, steady, timing.steady_time_s, timing.steady_steps, run.precision,
+            run.compute_dtype, run.dev.describe(), records.peaks_dir(run.record_path), t.lora_r,
+            t.lora_targets, fused_attention=fused))
     if run.compiles:
-        rec["xla"] = _measured("xla", lambda: run.compiles.section(
-            run.args.measure.timing_warmup_steps * run.args.train.gradient_accumulation_steps, run.timing,
+        xla_section = _measured("xla", lambda: run.compiles.section(
+            run.args.measure.timing_warmup_steps * run.args.train.gradient_accumulation_steps, timing,
             len(run.fit.shapes) if run.fit else None))
     if run.rank is not None:
-        rec["distributed"] = {**run.distributed, **launch.distributed_section(run.rank, run.args, run.timing,
-                                                                             run.step_model)}
-    rec["finished_at"] = records.now()
-    rec["phases"] = wall_split(run, time.perf_counter() - t0)
-    return {k: v for k, v in rec.items() if v is not None}
+        distributed = launch.distributed_section(run.rank, run.args, timing, run.step_model, run.shards)
+    memory = _measured("memory", lambda: peak_memory.peak(run.dev.type))
+    return schema.RunRecord.model_validate(run.record.model_copy(update=dict(
+        status=status or run.outcome or "finished", error=error or run.error,
+        world_size=run.rank.world_size if run.rank else 1, memory=memory, systems=systems, xla=xla_section,
+        distributed=distributed, finished_at=records.now(),
+        phases=wall_split(run, time.perf_counter() - t0))))
 
 
-def wall_split(run: Run, record_s: float) -> dict:
+def wall_split(run: Run, record_s: float) -> schema.Phases:
     """Return the run's phases in seconds with the whole wall (process start, or start() for a later run of
     the process, to the record assembled) and `other`: the wall no step measured (a notebook's cells between
     steps, a failure's traceback)."""
     wall_s = run.startup_s + time.perf_counter() - run.started_s
-    phases = {**run.phases, "record": record_s}
-    return {**phases, "other": max(0.0, wall_s - sum(phases.values())), "wall": wall_s,
-            "periodic_evals": len(run.curve)}
+    phases = run.record.phases.model_copy(update={"record": record_s})
+    measured = sum(getattr(phases, name) or 0.0 for name in phases.model_fields_set)
+    return phases.model_copy(update={"other": max(0.0, wall_s - measured), "wall": wall_s,
+                                     "periodic_evals": len(run.record.curve)})
 
 
 def _measured(section: str, compute) -> dict:

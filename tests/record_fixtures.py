@@ -8,8 +8,9 @@ the report leaves such records out unless a test asks for them, so they never re
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
-from helpers.run import records
+from helpers.run import records, schema
 from helpers.run.args import build_args
 
 DEVICES = {
@@ -65,9 +66,11 @@ def record(device: str, suite: str | None, params: dict, *, status: str = "finis
     kind = "neuron" if dev["neuron"] else ("cuda" if dev["type"] == "cuda" else "cpu")
     args = build_args({k: v for k, v in params.items() if k not in ("run_name", "suite")})
     flat = {**args.flat(), "suite": suite, "run_name": run_name or params.get("run_name", "fixture")}
-    rec = records.new_record(flat, sorted(args.given), status=status, fixture=True, device=dev,
-                             precision={"requested": flat["precision"], "used": "bf16" if dev["bf16_fast"] else "fp32",
-                                        "compute_dtype": "bf16" if dev["bf16_fast"] else "fp32", "mechanism": "fixture"})
+    rec = records.as_json(records.run_record(
+        flat, sorted(args.given), status=status, fixture=True, device=dev,
+        libraries=records.library_versions(),
+        precision={"requested": flat["precision"], "used": "bf16" if dev["bf16_fast"] else "fp32",
+                   "compute_dtype": "bf16" if dev["bf16_fast"] else "fp32", "mechanism": "fixture"}))
     rec["data"] = {"rows": {"train": 16000, "validation": 2000, "test": 2000},
                    "majority_share": {"train": 0.335, "validation": 0.352, "test": 0.3475}}
     rec["timing"] = {"steps": 500, "warmup_steps": 3, "train_time_s": train_s, "first_step_s": 2.0 + compile_s,
@@ -99,3 +102,10 @@ def record(device: str, suite: str | None, params: dict, *, status: str = "finis
     rec["finished_at"] = records.now()
     rec.update(extra)
     return rec
+
+
+def write(path: str | Path, rec: dict) -> Path:
+    """Write a fixture record (any schema version) through the run's one writer, checked as a run's is."""
+    valid, why = schema.validate(rec)
+    assert why is None, why
+    return records.write_record(path, schema.RunRecord.model_validate(valid))

@@ -31,6 +31,27 @@ def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_d
     assert saved["optimizer"]["class"] == "torch.optim.adamw.AdamW"  # what stepped, by its class
 
 
+def test_a_section_a_step_sets_on_the_record_is_checked_as_it_is_set(tiny_model_dir, tiny_data_dir, tmp_path):
+    """A misspelled section, or a figure of the wrong type, is refused where a step sets it, before anything
+    is written; the run goes on and its record holds only what the schema knows."""
+    from helpers.run import schema
+
+    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="typed"))
+    with pytest.raises(AttributeError, match="shard"):
+        run.shard = {"rows_per_rank": [128]}  # the run's own fields are as typed: `shards`
+    with pytest.raises(ValueError, match="metrcs"):
+        run.record.metrcs = schema.Metrics(final_loss=0.5)
+    with pytest.raises(ValueError, match="timing.steps"):
+        run.record.timing = {"steps": "many"}
+    with pytest.raises(ValueError, match="status"):
+        run.record.status = "done"
+    run.record.metrics = {"final_loss": 0.5}  # a mapping becomes the typed section
+    assert isinstance(run.record.metrics, schema.Metrics)
+    steps.finish(run, "failed", "stopped by the test")
+    saved = _only_record(tmp_path)
+    assert saved["metrics"] == {"final_loss": 0.5} and "metrcs" not in saved and "timing" not in saved
+
+
 def test_oom_is_recorded_and_does_not_raise(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
     def boom(run):
         raise MemoryError("host ran out of memory")
@@ -150,9 +171,11 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
 
     from helpers import measured_training as training
     from helpers.run.ddp import Rank
+    from helpers.run.schema import Timing
 
     section = {"method": "measured", "joules": 400.0, "seconds": 4.0, "mean_watts": 100.0}
-    run = types.SimpleNamespace(rank=Rank(0, 2, 0), timing={"steady_samples": 40, "samples_processed": 56},
+    timing = Timing(steady_samples=40, samples_processed=56)
+    run = types.SimpleNamespace(rank=Rank(0, 2, 0), record=types.SimpleNamespace(timing=timing),
                                 dev=types.SimpleNamespace(type="cpu", torch_device=torch.device("cpu")))
     out = training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
     assert out["samples"] == 80 and out["samples_per_joule"] == pytest.approx(80 / 400)
@@ -171,14 +194,15 @@ def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(t
         "ratio": 1.4, "fp32_step_s": 0.7, "bf16_step_s": 0.5, "rounds": 5, "threads": 2})
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu"))
     destination.release(run.claim)
-    section = run.head["precision"]
-    assert run.precision == section["used"] == section["compute_dtype"] == "bf16" and section["requested"] == "auto"
-    assert section["auto_reason"].startswith("bf16 autocast: probe 1.40x faster than fp32 on this CPU")
-    assert section["probe"]["ratio"] == 1.4 and (tmp_path / "_peaks" / f"{run.dev.key}.precision.json").exists()
+    section = run.record.precision
+    assert run.precision == section.used == section.compute_dtype == run.compute_dtype == "bf16"
+    assert section.requested == "auto"
+    assert section.auto_reason.startswith("bf16 autocast: probe 1.40x faster than fp32 on this CPU")
+    assert section.probe.ratio == 1.4 and (tmp_path / "_peaks" / f"{run.dev.key}.precision.json").exists()
     assert "precision auto: bf16 autocast: probe 1.40x" in capsys.readouterr().out
     given = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu", precision="fp32", run_name="x"))
     destination.release(given.claim)
-    assert given.head["precision"]["auto_reason"] is None and given.head["precision"]["probe"] is None
+    assert given.record.precision.auto_reason is None and given.record.precision.probe is None
 
 
 def test_stop_at_accuracy_none_trains_to_the_end_and_a_value_stops_at_the_first_evaluation_reaching_it(

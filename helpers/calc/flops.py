@@ -79,11 +79,11 @@ def param_count(cfg) -> int:
     return sum(param_breakdown(cfg).values())
 
 
-def model_flops(cfg, batch: int, seq_len: int) -> float:
+def model_flops(cfg, batch: int, seq_len: int, lora_r: int = 0, lora_targets: str = "query,value") -> float:
     """Return the model FLOPs of one training step: forward + backward matmuls (AdamW left out); a LoRA
-    step when the config says so (run.lora.mark_config sets `lora_r` and `lora_targets`)."""
-    if getattr(cfg, "lora_r", 0):
-        return lora_model_flops(cfg, batch, seq_len, cfg.lora_r, cfg.lora_targets)
+    step of rank `lora_r` on `lora_targets` when lora_r > 0 (the task's lora_r and lora_targets)."""
+    if lora_r:
+        return lora_model_flops(cfg, batch, seq_len, lora_r, lora_targets)
     # Each matmul's backward computes dX and dW, each as costly as the forward: 2x. Exact here because
     # the embeddings train, so even layer 0's Q/K/V need dX; frozen embeddings would save 2*T*3H*H.
     return 3 * forward_flops(cfg, batch, seq_len)

@@ -120,15 +120,18 @@ def roofline_point(flops_per_step: float, bytes_per_step: float, step_time_s: fl
 
 
 def systems_section(cfg, shapes: Counter, steady_s: float, steps: int, precision: str, dtype: str,
-                    device: dict, peaks_dir: str | Path | None, fused_attention: bool = False) -> dict:
+                    device: dict, peaks_dir: str | Path | None, lora_r: int = 0,
+                    lora_targets: str = "query,value", fused_attention: bool = False) -> dict:
     """Return a run's FLOPs and bytes per step, arithmetic intensity, achieved TFLOP/s and MFU.
 
     `shapes` counts the steady-state micro-batches by (batch, padded length); `steady_s` is their
-    time over `steps` optimizer steps; `dtype` is what the matmuls ran in (the peak it is held against).
+    time over `steps` optimizer steps; `dtype` is what the matmuls ran in (the peak it is held against);
+    `lora_r` > 0: LoRA steps of that rank on `lora_targets` (calc.flops.lora_model_flops).
     """
     if not shapes or steps <= 0 or steady_s <= 0:
         return {"mfu": None, "reason": "no steady-state steps"}
-    flops = sum(n * model_flops(cfg, b, length) for (b, length), n in shapes.items()) / steps
+    flops = sum(n * model_flops(cfg, b, length, lora_r, lora_targets)
+                for (b, length), n in shapes.items()) / steps
     nbytes = sum(n * step_bytes(cfg, b, length, precision, device.get("type", "cpu"), fused_attention)["total"]
                  for (b, length), n in shapes.items()) / steps
     peak = device_peak(device, dtype, peaks_dir)

@@ -4,7 +4,7 @@
     ... warm-up steps ...
     mon.mark_steady()                # only samples taken after this count
     ... timed steps ...
-    record.update(mon.stop())        # flat, JSON-serializable
+    run.record.utilization = mon.stop()  # the figures, flat; the record types them as it takes them
 
 Given to the step timer as a watcher (StepTimer(watchers=(mon,))), the monitor also leaves out what it
 samples between the timed windows (periodic evaluation), so its figures cover the windows that the

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from helpers.run import records
+from helpers.run.schema import RunRecord
 
 _ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 _REQUIRED = tuple(f"{e}_engine_active_time_percent" for e in _ENGINES) + ("dma_active_time_percent",)
@@ -78,13 +79,15 @@ def _mean_pct(rows: list, field: str, scale: float) -> float | str:
 
 
 def attach(record_path: str | Path, summary, percent_fields_are_fractions: bool = True) -> dict:
-    """Add the profiler's summary to a record as `neuron_profile`, rewriting it atomically; return it."""
-    record = records.read_record(record_path)
-    if record is None:
+    """Add the profiler's summary to a record as `neuron_profile`, rewriting it atomically; return the
+    record as written."""
+    found = records.read_record(record_path)
+    if found is None:
         raise ValueError(f"{record_path}: no valid record to attach the profile to")
-    record["neuron_profile"] = parse_neuron_profile_summary(summary, percent_fields_are_fractions)
+    record = RunRecord.model_validate(found)
+    record.neuron_profile = parse_neuron_profile_summary(summary, percent_fields_are_fractions)
     records.write_record(record_path, record)
-    return record
+    return records.as_json(record)
 
 
 def main(argv: list[str] | None = None) -> None:

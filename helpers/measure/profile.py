@@ -6,7 +6,8 @@
         with torch.profiler.record_function("optimizer"):
             optimizer.step(); optimizer.zero_grad()
         prof.step()
-    record["profile"] = prof.summary(); prof.close()
+    prof.close()
+    run.record.profile = prof.summary()
 
 CPU and CUDA: torch.profiler, op time split into classes by self time (so nothing counts twice).
 XLA / Neuron: torch.profiler sees host tracing only, so the window records torch_xla.debug.metrics

@@ -12,6 +12,7 @@ import contextlib
 import os
 
 from helpers.run.args import RunArgs, repo_path
+from helpers.run.schema import Timing
 
 XLA_ENV = ("PJRT_DEVICE", "XLA_FLAGS", "XLA_PERSISTENT_CACHE_PATH", "NEURON_CC_FLAGS",
            "NEURON_RT_STOCHASTIC_ROUNDING_EN",
@@ -148,7 +149,7 @@ class CompileLog:
         self.loader = CountingLoader(loader)
         return self.loader
 
-    def section(self, warmup_batches: int, timing: dict | None, shapes: int | None) -> dict:
+    def section(self, warmup_batches: int, timing: Timing | None, shapes: int | None) -> dict:
         """Return the record's `xla` section: compilations and seconds (run, training, evaluation, after
         warm-up), executions, distinct input shapes, first vs steady step, cache and environment."""
         end = snapshot()
@@ -170,8 +171,8 @@ class CompileLog:
         if shapes is not None:
             out["distinct_input_shapes"] = shapes
         if timing:
-            out["first_step_s"] = timing.get("first_step_s")
-            out["steady_step_s"] = timing.get("step_time_median_s")
+            out["first_step_s"] = timing.first_step_s
+            out["steady_step_s"] = timing.step_time_median_s
             if out["first_step_s"] and out["steady_step_s"]:
                 out["first_over_steady"] = round(out["first_step_s"] / out["steady_step_s"], 2)
         if self.cache.get("state") != "off" and "dir" in self.cache and not self.cache["kind"].startswith("Neuron"):

@@ -94,12 +94,6 @@ def describe(model: torch.nn.Module, spec: LoraSpec | None) -> dict:
             "optimizer_state_bytes": state_bytes, "lora": lora}
 
 
-def mark_config(config, spec: LoraSpec | None) -> None:
-    """Note the LoRA settings on a model config, so calc.flops counts a LoRA step for it."""
-    config.lora_r = 0 if spec is None else spec.r
-    config.lora_targets = "query,value" if spec is None else spec.targets
-
-
 def merged(model: torch.nn.Module) -> torch.nn.Module:
     """Return a plain transformers model with the adapters merged in (the model itself if not LoRA).
 

@@ -129,14 +129,14 @@ def peaks_dir(record_file: str | Path) -> Path:
     return Path(record_file).parent.parent / PEAKS
 
 
-def new_record(params: dict, given: list[str] | None = None, **fields: Any) -> dict:
-    """Return a record skeleton for a run with `params`; the steps fill in the rest."""
-    record = {"schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex[:12],
-              "run_name": params.get("run_name"), "suite": params.get("suite"), "status": "failed",
-              "started_at": now(), "host": socket.gethostname(), "python": platform.python_version(),
-              "libraries": library_versions(), "params": params, "params_given": sorted(given or [])}
-    record.update(fields)
-    return record
+def run_record(params: dict, given: list[str], status: schema.Status = "failed",
+               **fields: Any) -> schema.RunRecord:
+    """Return the record of a run of `params` that starts now (its id, host and Python; failed until it
+    says otherwise); `fields` are its other sections, checked by the schema (an unknown one is refused)."""
+    return schema.RunRecord(run_id=uuid.uuid4().hex[:12], run_name=params.get("run_name"),
+                            suite=params.get("suite"), status=status, started_at=now(),
+                            host=socket.gethostname(), python=platform.python_version(), params=params,
+                            params_given=sorted(given), **fields)
 
 
 def jsonable(obj: Any) -> Any:
@@ -206,9 +206,19 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     return path
 
 
-def write_record(path: str | Path, record: dict) -> Path:
+def as_json(record: schema.RunRecord) -> dict:
+    """Return `record` as the JSON data its file holds: its schema version and the fields the run set, a
+    section it left None out, NaN/inf as None and numpy/torch scalars as Python numbers."""
+    # no serializer warnings: a figure of the wrong type is named by the schema check that follows
+    data = record.model_dump(exclude_unset=True, by_alias=True, warnings=False)
+    # the version always: a file without one reads as schema 1 and is upgraded as such
+    sections = {k: v for k, v in data.items() if v is not None}
+    return jsonable({"schema_version": record.schema_version, **sections})
+
+
+def write_record(path: str | Path, record: schema.RunRecord) -> Path:
     """Check `record` against the schema and write it to `path` atomically; return the path."""
-    valid, why = schema.validate(jsonable({k: v for k, v in record.items() if not k.startswith("_")}))
+    valid, why = schema.validate(as_json(record))
     if why:
         raise RecordWriteError(f"the record for {path} does not match the schema ({why}); nothing was written")
     return write_json_atomic(path, valid)

@@ -539,7 +539,9 @@ class Phases(Section):
 class RunRecord(BaseModel):
     """One run: who ran what, on which device, with what result (schema_version 5); no other keys."""
 
-    model_config = ConfigDict(extra="forbid")
+    # the run carries one from start to finish: a section set on it is checked as it is set (a misspelled name
+    # or a wrong type is refused there), a copy made by model_copy(update=...) again when validated
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, revalidate_instances="always")
     schema_version: Literal[5] = SCHEMA_VERSION
     run_id: str
     run_name: str = Field(min_length=1)

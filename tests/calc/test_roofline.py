@@ -107,6 +107,18 @@ def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
     assert empty["mfu"] is None and empty["reason"] == "no steady-state steps"
 
 
+def test_a_lora_run_is_held_against_the_flops_of_a_lora_step_its_arguments_name():
+    """The rank and targets reach the FLOP count as arguments (no attribute on the model's config): a LoRA
+    step does no weight gradient for the frozen weights, so it counts fewer FLOPs than a full step."""
+    cfg = BertConfig(num_labels=6)
+    gpu = {"type": "cuda", "name": "NVIDIA A100-SXM4-40GB", "key": "cuda-nvidia-a100-sxm4-40gb"}
+    shapes = Counter({(64, 32): 10})
+    full = roofline.systems_section(cfg, shapes, 1.0, 10, "bf16", "bf16", gpu, None)
+    lora = roofline.systems_section(cfg, shapes, 1.0, 10, "bf16", "bf16", gpu, None, 8, "all-linear")
+    assert lora["flops_per_step"] == pytest.approx(flops.lora_model_flops(cfg, 64, 32, 8, "all-linear"))
+    assert lora["flops_per_step"] < 0.8 * full["flops_per_step"] and not hasattr(cfg, "lora_r")
+
+
 @pytest.mark.parametrize("instance, key, bf16", [("trn1.2xlarge", "trn1-core", 95.0), ("trn1n.32xlarge", "trn1-core", 95.0),
                                                  ("trn2.48xlarge", "trn2-core", 83.375), ("inf2.xlarge", "inf2-core", 95.0),
                                                  (None, "trn1-core", 95.0)])

@@ -53,10 +53,10 @@ def test_an_attached_profile_becomes_the_records_tensor_engine_utilization(tmp_p
     from helpers.measure.neuron_profile import main
     from helpers.run import records
     from helpers.study.frame import frame
-    from record_fixtures import record
+    from record_fixtures import record, write
 
     path = tmp_path / "small_batch-full-batch8@trn1.json"
-    records.write_record(path, record("trn1", "small_batch", {"batch": 8}, run_name="small_batch-full-batch8"))
+    write(path, record("trn1", "small_batch", {"batch": 8}, run_name="small_batch-full-batch8"))
     before = frame([records.read_record(path)]).iloc[0]
     assert "neuron-monitor" in before["util_metric"] and not before["util_like_study"]
     main([str(FIXTURES / "summary_good.json"), "--record", str(path)])

@@ -22,7 +22,7 @@ def test_more_cpu_ranks_than_cores_need_allow_oversubscribe_and_the_record_says_
         steps.start(build_args(base))
     monkeypatch.setattr("helpers.launch.torchrun", lambda *a, **k: {"status": "finished"})  # no launch here
     run = steps.start(build_args({**base, "allow_oversubscribe": True}))
-    assert run.head["oversubscribed"] is True
+    assert run.record.oversubscribed is True
 
 
 def _split(folder, rows):

@@ -23,7 +23,7 @@ def _umask() -> int:
 def test_write_and_read_back(tmp_path):
     path = records.record_path(tmp_path, "suite", "a", "cpu-x")
     assert path == tmp_path / "suite" / "a@cpu-x.json"
-    records.write_record(path, records.new_record({"run_name": "a"}, status="finished",
+    records.write_record(path, records.run_record({"run_name": "a"}, [], status="finished",
                                                   metrics={"final_loss": float("nan")}))
     rec = records.read_record(path)
     assert rec["run_name"] == "a" and rec["metrics"]["final_loss"] is None  # NaN: null, never invalid JSON
@@ -32,7 +32,7 @@ def test_write_and_read_back(tmp_path):
 
 
 def test_reading_skips_what_is_not_a_record_and_counts_it(tmp_path):
-    good = records.new_record({"run_name": "ok"}, status="finished")
+    good = records.run_record({"run_name": "ok"}, [], status="finished")
     records.write_record(tmp_path / "s" / "ok@d.json", good)
     (tmp_path / "s" / "list@d.json").write_text("[1, 2]")  # valid JSON, not an object
     (tmp_path / "s" / "noname@d.json").write_text(json.dumps({"status": "finished"}))
@@ -60,7 +60,7 @@ WRITER = textwrap.dedent("""
     while True:
         n += 1
         params = {"run_name": "big", "n": n, "pad": "x" * 2_000_000}
-        records.write_record(path, records.new_record(params, status="finished"))
+        records.write_record(path, records.run_record(params, [], status="finished"))
         print(n, flush=True)
 """)
 
@@ -163,11 +163,11 @@ def test_a_fifo_is_never_opened_as_a_record(tmp_path):
 def test_the_printer_never_shows_an_older_record_as_this_runs(tmp_path, capsys):
     """`make baseline` prints the record its run wrote: with --since its start, another machine's older
     record of the same name is not shown in its place, and a run that wrote none fails saying so."""
-    from record_fixtures import record
+    from record_fixtures import record, write
 
     older = record("cpu", "adhoc", {"batch": 32}, run_name="minilm-baseline")
     path = records.record_path(tmp_path, "adhoc", "minilm-baseline", "cpu-other-machine")
-    records.write_record(path, older)
+    write(path, older)
     os.utime(path, (time.time() - 3600, time.time() - 3600))
     started = time.time() - 60
     with pytest.raises(SystemExit, match="no record of minilm-baseline written by this run"):
@@ -175,6 +175,18 @@ def test_the_printer_never_shows_an_older_record_as_this_runs(tmp_path, capsys):
     records.main([str(tmp_path / "adhoc"), "--run", "minilm-baseline"])  # without --since: the newest there
     assert "cpu-other-machine" in capsys.readouterr().out
     mine = records.record_path(tmp_path, "adhoc", "minilm-baseline", "cpu-this-machine")
-    records.write_record(mine, {**older, "device": {**older["device"], "key": "cpu-this-machine"}})
+    write(mine, {**older, "device": {**older["device"], "key": "cpu-this-machine"}})
     records.main([str(tmp_path / "adhoc"), "--run", "minilm-baseline", "--since", str(started)])
     assert "cpu-this-machine" in capsys.readouterr().out
+
+
+def test_a_written_record_says_its_schema_version_so_it_is_never_upgraded_again(tmp_path):
+    """A data-parallel run's window rates are the job's already (schema 5): written without its version, the
+    record would read as schema 1 and have them multiplied by its ranks on the way in."""
+    rates = {"min": 190.0, "median": 200.0, "max": 210.0}
+    rec = records.run_record({"run_name": "ddp"}, [], status="finished", world_size=2, timing={
+        "samples_per_s": 200.0, "samples_per_s_per_device": 100.0, "window_samples_per_s": rates})
+    path = tmp_path / "ddp@cpu.json"
+    records.write_record(path, rec)
+    assert json.loads(path.read_text())["schema_version"] == records.SCHEMA_VERSION
+    assert records.read_record(path)["timing"]["window_samples_per_s"] == rates

@@ -6,7 +6,7 @@ import pytest
 
 from helpers.run import records
 from helpers.study.frame import frame, load, params_problem
-from tests.record_fixtures import record
+from tests.record_fixtures import record, write
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -63,7 +63,7 @@ def test_a_record_no_table_can_group_is_left_out_and_counted(tmp_path):
     odd = record("cpu", "batch_scaling", {"batch": 16}, run_name="odd")
     odd["params"]["batch"] = [16]
     for rec in (good, odd):
-        records.write_record(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+        write(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
     df, skipped = load(tmp_path, include_fixtures=True)
     assert list(df["run_name"]) == ["good"]
     assert [why.split(": ", 1)[1] for why in skipped] == ["params.batch: Input should be a valid number, not list '[16]'"]

@@ -14,7 +14,6 @@ A figure that cannot be estimated is NaN with the reason in the row's note, neve
 """
 from __future__ import annotations
 
-import copy
 import functools
 import math
 from collections import Counter
@@ -27,7 +26,7 @@ import pandas as pd
 from helpers.calc import prices as cost
 from helpers.calc.facts import device_roof, load_instance_prices
 from helpers.calc.flops import forward_flops, model_flops
-from helpers.run import lora, models
+from helpers.run import models
 from helpers.run.args import build_args, repo_path
 from helpers.run.device import compute_dtype
 from helpers.study.sweep import graphs
@@ -99,17 +98,9 @@ def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
 
 
 @functools.cache
-def _config(name: str):
+def model_config(name: str):
     """Return the architecture's config, read once (offline: hub names through their -random alias)."""
     return models.load_config(graphs.architecture(name))
-
-
-def model_config(name: str, task=None):
-    """Return the architecture's config (offline), marked for LoRA when `task` asks for adapters."""
-    cfg = copy.deepcopy(_config(name))
-    if task is not None:
-        lora.mark_config(cfg, lora.spec_of(task))
-    return cfg
 
 
 def seconds(flops: float, mfu: float, peak_tflops: float) -> float:
@@ -153,13 +144,15 @@ def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -
     mfu, source = assumed_mfu(device, args.task.max_length)
     if math.isnan(mfu):
         return {**row, "note": "; ".join(notes + [source])}, keys
-    cfg = model_config(args.task.model_name, args.task)
+    cfg = model_config(args.task.model_name)
     dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode,
                           args.neuron.extra_cc_flags)
     peak = device_roof(device, dtype)["peak_tflops"]
     micro, batches = Counter(train_len.tolist()), Counter(eval_len.tolist())  # padded length -> batches
     # each padded length at the MFU assumed for it (dynamic padding runs mostly far below max_length)
-    train = {L: n * model_flops(cfg, args.train.batch, L) for L, n in micro.items()}  # forward + backward
+    # forward + backward, a LoRA step where the task trains adapters
+    train = {L: n * model_flops(cfg, args.train.batch, L, args.task.lora_r, args.task.lora_targets)
+             for L, n in micro.items()}
     evaluate = {L: n * forward_flops(cfg, graphs.eval_batch(args), L) for L, n in batches.items()}
     train_s, eval_s = (sum(seconds(f, assumed_mfu(device, int(L))[0], peak) for L, f in part.items())
                        for part in (train, evaluate))

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from helpers.run import records
+from helpers.run import records, schema
 from helpers.run.args import REPO_ROOT, ConfigError, build_args
 from helpers.study.sweep.suites import ENVS, Point, Suite
 
@@ -178,17 +178,18 @@ def newer_record(record_file: Path) -> bool:
 
 
 def record_failure(record_file: Path, params: dict, status: str, error: str, dev: dict | None = None,
-                   **extra) -> dict:
+                   runner: dict | None = None) -> schema.RunRecord:
     """Write the record of a point that ended without writing its own (its parameters as the run would have
-    resolved them, its device as the sweep asked the environment); return it."""
+    resolved them, its device as the sweep asked the environment, no libraries: the runner's are not those
+    of the environment the point ran in); return it."""
     try:
         args = build_args(params)
-        rec = records.new_record(args.flat(), sorted(args.given), status=status, error=error, **extra)
+        params, given = args.flat(), args.given
     except ConfigError:  # the failure is the parameters themselves: kept as given
-        rec = records.new_record(params, sorted(params), status=status, error=error, **extra)
-    rec.pop("libraries")  # the runner's, not those of the environment the point ran in
-    rec["device"] = {**(dev or {}), "key": record_file.stem.rsplit("@", 1)[-1]}
-    rec["finished_at"] = records.now()
+        given = params
+    rec = records.run_record(params, sorted(given), status=status, error=error, runner=runner,
+                             device={**(dev or {}), "key": record_file.stem.rsplit("@", 1)[-1]},
+                             finished_at=records.now())
     records.write_record(record_file, rec)
     return rec
 
@@ -225,13 +226,13 @@ def run_token_stats(params: dict, record_file: Path) -> str:
                                  t.drop_bad_rows)
     t0 = time.perf_counter()
     lengths = tokens.token_lengths(ds["train"]["text"], models.load_tokenizer(t.model_name))
-    info["tokenize_s"] = time.perf_counter() - t0
+    tokenize_s = time.perf_counter() - t0
     # tokenization runs on the host CPU whatever the accelerator: that is the record's device
-    rec = records.new_record(args.flat(), sorted(args.given), status="finished", data=info,
-                             model={"name": t.model_name}, device=device.resolve_device("cpu").describe(),
-                             token_stats={"split": "train", **tokens.length_stats(lengths)})
-    rec["finished_at"] = records.now()
-    records.write_record(record_file, rec)
+    records.write_record(record_file, records.run_record(
+        args.flat(), sorted(args.given), status="finished", finished_at=records.now(),
+        libraries=records.library_versions(), data=schema.Data(**info, tokenize_s=tokenize_s),
+        model=schema.ModelInfo(name=t.model_name), device=device.resolve_device("cpu").describe(),
+        token_stats=schema.TokenStats(split="train", **tokens.length_stats(lengths))))
     return "finished"
 
 

@@ -9,7 +9,7 @@ from helpers.run import records
 from helpers.study import frame
 from helpers.study.frame import current_names
 from helpers.study.sweep.suites import find_suites
-from tests.record_fixtures import record
+from tests.record_fixtures import record, write
 
 OPTIMIZED = {"preset": "optimized", "model_name": "bert-base-uncased"}
 # 94% first reached at 8,000 samples: half an epoch of 16,000 rows
@@ -44,7 +44,7 @@ def write_job_records(folder: Path) -> Path:
     """Write job_records() below `folder` as the run path names them; return the folder."""
     for rec in job_records():
         path = records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"])
-        records.write_record(path, rec)
+        write(path, rec)
     return folder
 
 

@@ -5,7 +5,7 @@ import pytest
 from helpers.run import records
 from helpers.study import frame
 from helpers.study.decide import command as cli
-from tests.record_fixtures import record
+from tests.record_fixtures import record, write
 from tests.study.decide.job_records import OPTIMIZED, df, results  # noqa: F401 - fixtures
 
 
@@ -58,7 +58,8 @@ def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, ca
 def test_the_cli_reads_only_the_suites_current_points(results, capsys):
     old = record("t4", "speedup", OPTIMIZED, samples_per_s=50.0, run_name="speedup-full-preset=optimized-000000",
                  fixture=False)  # a point the suite no longer expands to: superseded
-    records.write_record(records.record_path(results, "speedup", old["run_name"], old["device"]["key"]), old)
+    path = records.record_path(results, "speedup", old["run_name"], old["device"]["key"])
+    write(path, old)
     cli.main(["--results", str(results)])
     devices = {line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
     assert "A100-SXM4-40GB" in devices and "Tesla T4" not in devices and "T4" in devices  # the study's T4 only

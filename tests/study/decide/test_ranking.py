@@ -9,7 +9,7 @@ from helpers.calc import job_cost as calc
 from helpers.run import records
 from helpers.study import frame
 from helpers.study.decide import ranking as decide
-from tests.record_fixtures import DEVICES, record
+from tests.record_fixtures import DEVICES, record, write
 from tests.study.decide.job_records import (A100_USD_H, CPU_USD_H, FULL, OPTIMIZED, TRN1, TRN1_USD_H,  # noqa: F401
                                              df, results, row_of)
 
@@ -118,7 +118,7 @@ def test_job_energy_is_the_records_samples_per_joule_over_its_steady_windows(tmp
     older["energy"].update(method="measured", joules=1000.0, mean_watts=50.0, samples_per_joule=8.0)
     older["energy"].pop("window", None)  # a record from before energy followed the timing windows
     for rec in (two, older):
-        records.write_record(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+        write(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
     table = decide.decision(frame.load(tmp_path)[0], decide.Job(epochs=3, rows=16_000))
     assert row_of(table, "A100")["energy"] == "10.4 kJ (measured)"  # 48,000 job samples / 4.6 samples per J
     assert row_of(table, "T4")["energy"] == "not over the timed window (older record)"

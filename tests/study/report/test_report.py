@@ -12,7 +12,7 @@ from helpers.run.args import build_args
 from helpers.study import frame
 from helpers.study.report import build as report
 from helpers.study.sweep.suites import expand, resolve_suite
-from record_fixtures import record
+from record_fixtures import record, write as write_record
 from helpers.study.notation import short_device
 
 
@@ -26,7 +26,7 @@ def point(suite: str, variant: str = "quick", **match):
 
 def write(folder: Path, rec: dict) -> Path:
     """Write `rec` where the run path would: <folder>/<suite>/<run_name>@<device>.json."""
-    return records.write_record(records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
+    return write_record(records.record_path(folder, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
 
 
 @pytest.fixture(scope="module")

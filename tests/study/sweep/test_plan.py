@@ -16,6 +16,7 @@ from helpers.run import records
 from helpers.run.args import build_args
 from helpers.run.argv import parse_cli
 from helpers.study.sweep import graphs, plan, points, precompile, runner, suites
+from tests.record_fixtures import write
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -226,7 +227,7 @@ def test_cache_report_counts_hits_and_misses(tmp_path):
     names = [p.run_name for p in suites.expand(suite, "full")][:2]
     state = {"cache": str(cache), "started": "2026-01-01T00:00:00+00:00", "ran": True, "precompiled": 2}
     for name, n in zip(names, (3, 2)):
-        records.write_record(results / "seq_len" / f"{name}@xla-neuron.json", {
+        write(results / "seq_len" / f"{name}@xla-neuron.json", {
             "schema_version": 3, "run_name": name, "suite": "seq_len", "status": "finished", "params": {},
             "finished_at": "2026-01-02T00:00:00+00:00", "xla": {"graph_compilations": n, "compile_time_s": 1.5}})
     report = precompile.cache_report(state, [suite], "full", results, out=io.StringIO())
