@@ -165,7 +165,7 @@ class CompileLog:
             out["periodic_eval"] = self.periodic  # included in eval
         if self.loader is not None:
             per_batch = self.loader.per_batch(final=train_end["uncached_compiles"])
-            out["compilations_per_step"] = {i: n for i, n in enumerate(per_batch) if n}  # zeros left out
+            out["compilations_per_step"] = {str(i): n for i, n in enumerate(per_batch) if n}  # zeros left out
             out["compilations_after_warmup"] = sum(per_batch[warmup_batches:])
             out["warmup_batches"] = warmup_batches
         if shapes is not None:
