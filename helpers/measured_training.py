@@ -261,6 +261,8 @@ def _curve_callback(run: Run, model, splits, timer):
         t0 = time.perf_counter()
         val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
         metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
+        if rows is splits["validation"]:  # the whole split: what the final evaluation measures too
+            run.last_validation = (step, metrics)
         test_accuracy = None
         if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])

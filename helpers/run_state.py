@@ -50,6 +50,9 @@ class Run:
     started_s: float = field(default_factory=time.perf_counter)  # perf_counter at start(): the phases' clock
     startup_s: float = 0.0  # process start -> start(); 0 for a later run of the same process
     eval_batches: dict = field(default_factory=dict)  # split -> its evaluation batches, built once per run
+    # the latest periodic evaluation of the whole validation split: (its step, its metrics), which the final
+    # evaluation reuses when training ended at that step (the same weights)
+    last_validation: tuple[int, dict] | None = None
     shards: dict | None = None  # torchrun ranks: the shard check of the training sampler
     outcome: str | None = None  # how training ended (finished, diverged, oom...); None before it ends
     error: str | None = None

@@ -224,18 +224,32 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
     if run.outcome in (None, "finished"):
         world = run.rank.world_size if run.rank else 1
         reduce = ddp.reducer(world, run.dev.type)
+        reused = last_validation(run)
         for split, short in (("validation", "val"), ("test", "test")):
             sampler = ddp.ShardSampler(len(splits[split]), run.rank.rank, world) if run.rank else None
-            batches = eval_batches(run, split, splits[split], sampler)
-            metrics = loop.evaluate(model, batches, run.dev, run.precision, reduce=reduce,
-                                    rows_per_batch=batches.batch_size)
+            if split == "validation" and reused is not None:
+                metrics = reused
+            else:
+                batches = eval_batches(run, split, splits[split], sampler)
+                metrics = loop.evaluate(model, batches, run.dev, run.precision, reduce=reduce,
+                                        rows_per_batch=batches.batch_size)
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
-        print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}, test accuracy "
-              f"{out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
+        print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}"
+              + (f" (step {run.last_validation[0]}'s periodic evaluation: the same weights)" if reused else "")
+              + f", test accuracy {out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
     run.record.phases.evaluate = time.perf_counter() - t0
     if out:
         run.record.metrics = (run.record.metrics or schema.Metrics()).model_copy(update=out)
     return out
+
+
+def last_validation(run: Run) -> dict | None:
+    """Return the validation metrics of the periodic evaluation at the step training ended on (the whole
+    split, one process), which evaluating again would only recompute; None where there is none."""
+    if run.rank is not None or run.last_validation is None or run.fit is None:
+        return None
+    step, metrics = run.last_validation
+    return metrics if step == run.fit.steps else None
 
 
 @ranks_did()

@@ -280,3 +280,27 @@ def test_every_second_of_the_run_is_in_a_phase(tiny_model_dir, tiny_data_dir, tm
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("wall "))
     assert line.startswith(f"  wall {phases['wall']:.1f} s = start-up ") and "periodic evaluation" in line
     assert "final evaluation" in line and line.endswith("x the training seconds")
+
+
+@pytest.mark.parametrize("eval_every, evaluations", [(2, 2), (3, 2)])
+def test_the_final_evaluation_reuses_a_periodic_one_of_the_same_weights(tiny_model_dir, tiny_data_dir, tmp_path,
+                                                                        monkeypatch, eval_every, evaluations):
+    """Training that ends on a periodic evaluation's step is not evaluated on the validation split again
+    (#38): every 2 steps of 4, steps 2 and 4 are all; every 3, step 3 and the final one."""
+    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name=f"every{eval_every}",
+                            eval_every=eval_every, max_steps=4))
+    splits = steps.tokenize(run, steps.load_data(run))
+    model = steps.build_model(run)
+    real, seen = steps.loop.evaluate, []
+    monkeypatch.setattr(steps.loop, "evaluate", lambda m, batches, *a, **kw: seen.append(batches) or real(
+        m, batches, *a, **kw))
+    steps.train(run, model, splits)
+    out = steps.evaluate(run, model, splits)
+    rec = steps.finish(run)
+    whole = run.eval_batches[("validation", len(splits["validation"]), False)]
+    assert sum(b is whole for b in seen) == evaluations
+    assert rec["curve"][-1]["step"] == (4 if eval_every == 2 else 3)
+    last = run.last_validation[1]
+    assert out["val_accuracy"] == rec["metrics"]["val_accuracy"]
+    if eval_every == 2:  # the step-4 evaluation's figures are the final ones
+        assert {k: out[f"val_{k}"] for k in last} == last
