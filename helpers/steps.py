@@ -234,8 +234,8 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
                 metrics = loop.evaluate(model, batches, run.dev, run.precision, reduce=reduce,
                                         rows_per_batch=batches.batch_size)
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
-        print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}"
-              + (f" (step {run.last_validation[0]}'s periodic evaluation: the same weights)" if reused else "")
+        again = f" (step {run.last_validation[0]}'s periodic evaluation: the same weights)" if reused else ""
+        print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}{again}"
               + f", test accuracy {out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
     run.record.phases.evaluate = time.perf_counter() - t0
     if out:

@@ -30,8 +30,8 @@ THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", rc={"axe
 FOOTER_IN = 0.22  # height of the footer line, inches
 # (colour, marker) by device family; a family not listed, or a second device of a family, takes the next of
 # SPARE, in device key order
-# every marker has an inside: a hollow one (fp32 runs, a range's ends) must read apart from a filled one, which
-# a thin plus, cross or star cannot show
+# every marker has an inside: a hollow one (fp32 runs, a range's ends) must read apart from a filled one,
+# which a thin plus, cross or star cannot show
 FAMILIES = {"h100": (PALETTE[0], "s"), "h200": (PALETTE[0], "s"), "trn1": (PALETTE[1], "D"),
             "a100-40gb": (PALETTE[2], "p"), "a100-80gb": (PALETTE[2], "p"), "t4": (PALETTE[3], "^"),
             "l4": (PALETTE[4], "v"), "cpu": (PALETTE[9], "o"), "xla-cpu": (DARK[7], "v")}

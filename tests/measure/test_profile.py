@@ -161,7 +161,8 @@ def test_cuda_kernels_are_read_from_a_torch_whose_events_have_no_activity_type()
                            linked_correlation_id=1)
     del kernel.activity_type
     found, busy_us = events_from_profiler(types.SimpleNamespace(events=lambda: [launch, kernel]), "cuda")
-    assert [(e["name"], e["device"], e["self_time_us"]) for e in found] == [("sm90_xmma_gemm_bf16", "cuda", 20)]
+    assert [(e["name"], e["device"], e["self_time_us"]) for e in found] == [
+        ("sm90_xmma_gemm_bf16", "cuda", 20)]
     assert busy_us == 20
 
 

@@ -17,7 +17,8 @@ def test_the_wall_line_adds_the_phases_in_order_and_says_the_multiple_of_trainin
 
 
 def test_the_headline_says_when_90_percent_was_reached_or_why_not():
-    reached = {**RECORD, "time_to_accuracy": {"0.90": {"train_time_s": 61.2, "step": 300, "test_accuracy": 0.9}}}
+    ninety = {"train_time_s": 61.2, "step": 300, "test_accuracy": 0.9}
+    reached = {**RECORD, "time_to_accuracy": {"0.90": ninety}}
     assert "time to 90% validation accuracy: 61 s of training (step 300)" in headline(reached)
     missed = {**RECORD, "time_to_accuracy": {"0.90": {"train_time_s": None, "reason": "best 88.1%"}}}
     assert headline(missed).endswith("time to 90% validation accuracy: best 88.1%")
