@@ -24,8 +24,14 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Callable, Sequence
 
-from zeus.device import get_gpus
-from zeus.exception import ZeusBaseError
+try:  # zeus reads NVML's counter; without it a GPU run records its energy as not measured, and runs
+    from zeus.device import get_gpus
+    from zeus.exception import ZeusBaseError
+except ImportError as err:
+    get_gpus, ZeusBaseError = None, RuntimeError  # nothing below calls zeus then: NvmlReader says why
+    NO_ZEUS: str | None = f"zeus is not installed ({err}): pip install -r requirements.txt"
+else:
+    NO_ZEUS = None
 
 NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 NEURON_ROOT = "/sys/devices/virtual/neuron_device"
@@ -93,6 +99,8 @@ class NvmlReader:
         self.monitor, self.reason, self.failure, self.counter = None, None, None, True
         self.source = "NVML (nvidia-ml-py), read by zeus"
         try:
+            if NO_ZEUS:
+                raise RuntimeError(NO_ZEUS)
             self.labels = self._gpus(cuda_devices)
             from zeus.monitor import ZeusMonitor  # imports scikit-learn (seconds): only where it reads
 

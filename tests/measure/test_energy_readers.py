@@ -73,6 +73,20 @@ def test_nvml_unavailable_is_not_measured_never_zero(monkeypatch):
     schema.Energy.model_validate(out)
 
 
+def test_without_zeus_a_gpu_run_imports_and_records_its_energy_as_not_measured():
+    """An environment without zeus (an image set up by hand) still runs: its energy says why it is missing."""
+    import json
+    import subprocess
+
+    code = ("import json, sys\nsys.modules['zeus'] = None  # as if not installed\n"
+            "from helpers.measure.energy_meter import start_energy\n"
+            "print(json.dumps(start_energy('cuda', start_thread=False).stop()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["joules"] is None and "zeus is not installed" in out["reason"]
+    schema.Energy.model_validate(out)
+
+
 def test_the_current_cuda_device_is_the_gpu_read(zeus_gpus, monkeypatch):
     cuda = types.SimpleNamespace(is_available=lambda: True, current_device=lambda: 1)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
