@@ -274,13 +274,13 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
     where it belongs is printed whole and saved in the working folder."""
     record_failures_in_notebook(run, finish, on=False)
     rec = assemble(run, status, error)
+    written = records.as_json(rec)
     if run.lead:
         try:
             records.write_record(run.record_path, rec)
             where = run.record_path
         except records.RecordWriteError as err:
             where = Path.cwd() / run.record_path.name
-            written = records.as_json(rec)
             print(records.json_text(written), file=sys.stderr)  # the whole record, wherever the output goes
             try:
                 records.write_json_atomic(where, written)
@@ -291,7 +291,7 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
         finally:
             destination.release(run.claim)
         print(f"record: {rec.status}, written to {where}")
-    run.finished = {**records.as_json(rec), "_source": str(run.record_path)}  # _source: in memory only
+    run.finished = {**written, "_source": str(run.record_path)}  # _source: in memory only
     return run.finished
 
 
