@@ -15,6 +15,20 @@ export EMOTION_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/train.jsonl),$(SHARED_
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
+# An environment is built only where the disk holds it: pip would fail minutes in with "No space left on
+# device" otherwise. GiB each takes once installed, with some room for pip's downloads: .venv 2 (this CPU
+# wheel of torch) or about 7 (a CUDA build, on a GPU machine); .venv-xla 8 (torch 2.9 from PyPI is a CUDA
+# build); .venv-cloud 1. `make xla-venv XLA_VENV_GIB=0` skips the check.
+VENV_GIB ?= $(if $(wildcard /dev/nvidia0),9,3)
+XLA_VENV_GIB ?= 10
+CLOUD_VENV_GIB ?= 1
+# $(call disk_for,GIB): stop before pip, saying what is needed and what is free, where the disk (of the
+# environment's folder, or the nearest folder above it that exists) holds less
+disk_for = @where=$(@D); while [ ! -d "$$where" ]; do where=$$(dirname "$$where"); done; \
+	free=$$(df -Pk "$$where" | awk 'NR == 2 {print int($$4 / 1048576)}'); \
+	test "$$free" -ge $(1) || { echo "$(@D): $(1) GiB of free disk needed, $$free GiB free on $$where:" \
+	"free some space (old environments, clones), then run it again"; exit 1; }
+
 .PHONY: venv xla-venv neuron-venv test test-main test-xla check lab browser report baseline baseline-smoke \
 	bench clean
 
@@ -28,6 +42,7 @@ NEURON_KERNELS := $(VENV)/$(KERNELS)/accelbench-neuron/kernel.json $(NEURON_VENV
 
 venv: $(VENV)/.installed $(VENV)/$(KERNELS)/accelbench/kernel.json
 $(VENV)/.installed: requirements.txt pyproject.toml
+	$(call disk_for,$(VENV_GIB))
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements.txt -e .
 	touch $@
@@ -37,6 +52,7 @@ $(VENV)/$(KERNELS)/accelbench/kernel.json: $(VENV)/.installed
 
 xla-venv: $(XLA_VENV)/.installed $(XLA_KERNELS)
 $(XLA_VENV)/.installed: requirements-xla.txt pyproject.toml
+	$(call disk_for,$(XLA_VENV_GIB))
 	$(PYTHON) -m venv $(XLA_VENV)
 	$(XLA_VENV)/bin/pip install -q -r requirements-xla.txt -e .
 	touch $@
@@ -157,6 +173,7 @@ CLOUD_FLAGS = $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(YES)),--y
 .PHONY: cloud-venv cloud cloud-lab cloud-down cloud-run
 cloud-venv: $(CLOUD_VENV)/.installed
 $(CLOUD_VENV)/.installed: requirements-cloud.txt
+	$(call disk_for,$(CLOUD_VENV_GIB))
 	$(PYTHON) -m venv $(CLOUD_VENV)
 	$(CLOUD_VENV)/bin/pip install -q -r requirements-cloud.txt
 	touch $@

@@ -54,6 +54,16 @@ def test_make_neuron_venv_refuses_off_a_trn1_before_installing_anything(tmp_path
     assert not target.exists()
 
 
+@pytest.mark.parametrize("goal, folder", [("venv", "VENV"), ("xla-venv", "XLA_VENV"), ("cloud-venv", "CLOUD_VENV")])
+def test_an_environment_is_not_built_where_the_disk_cannot_hold_it(tmp_path, goal, folder):
+    target = tmp_path / "new" / "env"  # its folder does not exist yet: the free space is read above it
+    proc = subprocess.run(["make", "-s", goal, f"{folder}={target}", f"{folder}_GIB=1000000"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"{target}: 1000000 GiB of free disk needed" in said, said
+    assert f"GiB free on {tmp_path}" in said and not target.exists()
+
+
 # ----------------------------------------------------------------------------- in the XLA environment
 @pytest.mark.xla
 def test_every_module_of_helpers_imports_in_the_xla_environment():

@@ -147,6 +147,19 @@ def test_report_has_every_section_and_its_verdict():
     assert empty.count("Not measured in this run") == 5 and "levers" not in render.render({}, META)
 
 
+@pytest.mark.parametrize("fit, verdict", [((0.98, 0.99, 1.0), "met"), ((0.90, 0.92, 0.95), "**not met**"),
+                                          ((0.90, 0.99, 1.06), "**not resolved**: its rounds fall on both "
+                                                               "sides (0.9 .. 1.06)")])
+def test_a_verdict_follows_the_rounds_and_says_when_they_span_the_target(fit, verdict):
+    """fit / bare loop against 0.97: every round above, every round below, and rounds on both sides (a
+    median of 0.99 alone would say met)."""
+    rates = {"fit (harness)": [{"samples": f} for f in fit], "bare loop": [{"samples": 1.0}] * 3,
+             "Trainer": [{"samples": 1.0}] * 3}
+    ov = {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": rates, "steps_per_window": 3}
+    main = render.render({"overhead": ov}, META)["main"]
+    assert f"(target >= 0.97x: {verdict})." in main
+
+
 def test_paired_ratios_cancel_a_drifting_machine():
     # the machine slows down 2x over the run; the harness is always 10% slower than the bare loop
     speed = [1.0, 1.5, 2.0, 2.0, 2.0]
