@@ -79,13 +79,6 @@ def step_bytes(cfg, batch: int, seq_len: int, precision: str, device_type: str =
     return terms
 
 
-def arithmetic_intensity(cfg, batch: int, seq_len: int, precision: str, device_type: str = "cuda",
-                         fused_attention: bool = False) -> float:
-    """Return model FLOPs of a training step per byte it moves (FLOP/byte)."""
-    nbytes = step_bytes(cfg, batch, seq_len, precision, device_type, fused_attention)["total"]
-    return model_flops(cfg, batch, seq_len) / nbytes
-
-
 def neuron_core_key(instance: str | None) -> str:
     """Return the device_peaks.csv key of one NeuronCore of an instance family (trn1 when not known)."""
     family = (instance or "trn1").split(".")[0].rstrip("n")  # trn1n is trn1's network variant
