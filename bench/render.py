@@ -17,7 +17,7 @@ def _verdict(value: float | None, target: float, rounds: list[float] | None = No
     if value is None:
         return "not measured"
     if rounds and min(rounds) < target <= max(rounds):
-        return f"**not resolved**: its rounds fall on both sides ({min(rounds):.3g} .. {max(rounds):.3g})"
+        return f"**not resolved**: its rounds fall on both sides ({min(rounds):.3f} .. {max(rounds):.3f})"
     return "met" if value >= target else "**not met**"
 
 

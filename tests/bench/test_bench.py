@@ -149,7 +149,7 @@ def test_report_has_every_section_and_its_verdict():
 
 @pytest.mark.parametrize("fit, verdict", [((0.98, 0.99, 1.0), "met"), ((0.90, 0.92, 0.95), "**not met**"),
                                           ((0.90, 0.99, 1.06), "**not resolved**: its rounds fall on both "
-                                                               "sides (0.9 .. 1.06)")])
+                                                               "sides (0.900 .. 1.060)")])
 def test_a_verdict_follows_the_rounds_and_says_when_they_span_the_target(fit, verdict):
     """fit / bare loop against 0.97: every round above, every round below, and rounds on both sides (a
     median of 0.99 alone would say met)."""
