@@ -17,9 +17,9 @@ export TOKENIZERS_PARALLELISM := false
 
 # An environment is built only where the disk holds it: pip would fail minutes in with "No space left on
 # device" otherwise. GiB each takes once installed, with some room for pip's downloads: .venv 2 (this CPU
-# wheel of torch) or about 7 (a CUDA build, on a GPU machine); .venv-xla 8 (torch 2.9 from PyPI is a CUDA
+# wheel of torch) or about 8 (a CUDA build, on a GPU machine); .venv-xla 8 (torch 2.9 from PyPI is a CUDA
 # build); .venv-cloud 1. `make xla-venv XLA_VENV_GIB=0` skips the check.
-VENV_GIB ?= $(if $(wildcard /dev/nvidia0),9,3)
+VENV_GIB ?= $(if $(wildcard /dev/nvidia0),10,3)
 XLA_VENV_GIB ?= 10
 CLOUD_VENV_GIB ?= 1
 # $(call disk_for,GIB): stop before pip, saying what is needed and what is free, where the disk (of the

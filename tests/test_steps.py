@@ -241,7 +241,10 @@ def test_sigint_while_training_is_recorded_as_interrupted_and_frees_the_name(tin
 
     proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, str(tiny_model_dir), str(tiny_data_dir),
                              str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            # Ctrl-C as a terminal delivers it, even where this test was started in the
+                            # background (a shell's `&` hands its children SIGINT ignored)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stdout:  # a loss line per step: training has begun
         seen.append(line)
