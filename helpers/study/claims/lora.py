@@ -61,6 +61,12 @@ def unsearched(full: pd.DataFrame, lora: dict[str, pd.DataFrame]) -> list[str]:
     return [k for k, c in every.items() if c["lr"].nunique() < MIN_LRS]
 
 
+def at_edge(runs: pd.DataFrame) -> bool:
+    """Return whether a setting's best learning rate is the lowest or the highest its runs tried."""
+    lr, _, lrs = best_lr(runs)
+    return lr in (lrs[0], lrs[-1])
+
+
 def budget(g: pd.DataFrame) -> str:
     """Return the training budget a group's runs share, in words ('1 epoch of 8,000 rows')."""
     epochs = g["epochs"].dropna().unique() if "epochs" in g else []
@@ -76,7 +82,9 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
             f"highest mean validation accuracy among ≥ {MIN_LRS} lrs its runs tried; the LoRA setting with "
             "the highest mean test accuracy against full fine-tuning, over seeds: the gap (full − LoRA) "
             f"with its 95% interval; holds if the whole interval is below {WITHIN_POINTS:g} point; does not "
-            "hold if the whole interval is above it; inconclusive otherwise (needs ≥ 2 seeds a cell). Both "
+            "hold if the whole interval is above it; inconclusive otherwise (needs ≥ 2 seeds a cell), and "
+            "inconclusive where the best lr of full fine-tuning or of that LoRA setting is the lowest or the "
+            "highest it tried (the search has not bracketed it: a wider one may move the gap). Both "
             "train the same epochs on the same rows, so this is accuracy at an equal budget, the one a user "
             "pays for; LoRA at convergence (many more epochs) is not tested. "
             + PROXY)
@@ -94,10 +102,15 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         widths.append(half)
         missing = unsearched(full, lora)
         if missing:
-            blocked.append(f"the learning-rate search has not been run ({', '.join(missing)}: fewer than "
-                           f"{MIN_LRS} lrs); `{SWEEP}`")
-        signs.append(0 if missing else (1 if diff + half < WITHIN_POINTS else (-1 if diff - half > WITHIN_POINTS
-                                                                               else 0)))
+            blocked.append(f"{device(g)}: the learning-rate search has not been run ({', '.join(missing)}: "
+                           f"fewer than {MIN_LRS} lrs); `{SWEEP}`")
+        edge = [] if missing else [k for k, c in (("full fine-tuning", full), (best, lora[best])) if at_edge(c)]
+        if edge:
+            blocked.append(f"{device(g)}: the best lr of {' and of '.join(edge)} is the edge of the lrs tried "
+                           f"(the search has not bracketed it): add lrs beyond it to the suite, then `{SWEEP}`")
+        unresolved = missing or edge
+        signs.append(0 if unresolved else (1 if diff + half < WITHIN_POINTS
+                                           else (-1 if diff - half > WITHIN_POINTS else 0)))
         heads.append(f"{device(g)}: gap {diff:+.2f} ± {half:.2f} points")
         parts.append(f"{who(g)}, {budget(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
                      f"({len(seeded[best])} seeds vs {len(full_acc)}); lr: full fine-tuning "
