@@ -113,9 +113,11 @@ browser:
 ## the Trainium notebook on the accelbench-xla kernel.
 test: venv xla-venv check test-main test-xla
 
-## check: the first-run checklist (python -m helpers.check) on this machine's device in .venv, and on
+## check: the formatter and the linter (ruff, configured in pyproject.toml), then the first-run checklist (python -m helpers.check) on this machine's device in .venv, and on
 ## torch-xla's CPU backend in .venv-xla; on a GPU or trn1 run `python -m helpers.check` in its environment
 check: venv xla-venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 	$(PY) -m helpers.check
 	PJRT_DEVICE=CPU $(XPY) -m helpers.check
 

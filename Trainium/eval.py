@@ -4,6 +4,7 @@
 
 Prints accuracy and macro-F1 as JSON.
 """
+
 from helpers import cli
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 
 `--help` lists every argument (the Hugging Face example names and the notebook's parameter names).
 """
+
 import sys
 
 from torch.distributed.elastic.multiprocessing.errors import record

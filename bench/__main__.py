@@ -11,6 +11,7 @@ script beside the helpers package, not part of it:
     python -m bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
     python -m bench --render Experiment/results/_bench/bench-h200.jsonl --block-prefix h200-  # the H200's
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchro
 
 SECTIONS = bench_sections.SECTIONS
 
+
 def machine(dev_type: str) -> str:
     """Return the machine in words: the GPU name, or the CPU model with its bf16 capability."""
     if dev_type == "cuda":
@@ -43,51 +45,67 @@ def main(argv: list[str] | None = None) -> dict:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--model", default="bert-base-random",
-                        help="model of the timed sections (a tiny local folder for smoke runs)")
+    parser.add_argument(
+        "--model", default="bert-base-random", help="model of the timed sections (a tiny local folder for smoke runs)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU); default: all")
     parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS,
-                        default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST])
+    parser.add_argument(
+        "--sections", nargs="+", choices=SECTIONS, default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST]
+    )
     parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
     parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up windows")
-    parser.add_argument("--steps", type=int, default=4,
-                        help="optimizer steps a window: one epoch over steps x batch rows")
+    parser.add_argument(
+        "--steps", type=int, default=4, help="optimizer steps a window: one epoch over steps x batch rows"
+    )
     parser.add_argument("--acc-rows", type=int, default=4000, help="training rows of the accuracy runs")
     parser.add_argument("--acc-epochs", type=int, default=1)
     tta = Sizes()
-    parser.add_argument("--tta-model", default=tta.model,
-                        help="tta: the model (pretrained: accuracy is the point)")
+    parser.add_argument("--tta-model", default=tta.model, help="tta: the model (pretrained: accuracy is the point)")
     parser.add_argument("--tta-rows", type=int, default=tta.train_rows, help="tta: shuffled training rows")
-    parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows,
-                        help="tta: validation rows; default all")
-    parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every,
-                        help="tta: steps between evaluations")
-    parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps,
-                        help="tta: cap on each run's steps")
-    parser.add_argument("--tta-target", type=float, default=tta.target,
-                        help="tta: validation accuracy to reach")
+    parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows, help="tta: validation rows; default all")
+    parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every, help="tta: steps between evaluations")
+    parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps, help="tta: cap on each run's steps")
+    parser.add_argument("--tta-target", type=float, default=tta.target, help="tta: validation accuracy to reach")
     parser.add_argument("--tta-rounds", type=int, default=tta.rounds, help="tta: runs of each configuration")
-    parser.add_argument("--tta-budget-s", type=float, default=None,
-                        help="tta: training seconds after which a Trainer configuration short of the target "
-                        "ends (its time and ratio become lower bounds)")
+    parser.add_argument(
+        "--tta-budget-s",
+        type=float,
+        default=None,
+        help="tta: training seconds after which a Trainer configuration short of the target "
+        "ends (its time and ratio become lower bounds)",
+    )
     parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
-    parser.add_argument("--eval-train-steps", type=int, default=100,
-                        help="eval: steps MiniLM is fine-tuned before its evaluations are timed (0: the "
-                        "untrained head)")
-    parser.add_argument("--max-other-cores", type=float, default=0.5,
-                        help="CPU: before each window, wait while other processes use this many cores")
+    parser.add_argument(
+        "--eval-train-steps",
+        type=int,
+        default=100,
+        help="eval: steps MiniLM is fine-tuned before its evaluations are timed (0: the untrained head)",
+    )
+    parser.add_argument(
+        "--max-other-cores",
+        type=float,
+        default=0.5,
+        help="CPU: before each window, wait while other processes use this many cores",
+    )
     parser.add_argument("--quiet-timeout", type=float, default=300, help="...but at most this many s")
     parser.add_argument("--out", default="BENCHMARKS.md")
-    parser.add_argument("--results", default=RESULTS_DIR,
-                        help="results folder: the raw windows go to <results>/_bench/bench.jsonl")
-    parser.add_argument("--render", metavar="RAW", default=None,
-                        help="run nothing: rewrite --out from the raw windows in RAW "
-                        "(Experiment/results/_bench/bench.jsonl)")
-    parser.add_argument("--block-prefix", default="",
-                        help="with --render: name the blocks <prefix><section>, so another machine's raw "
-                        "windows get blocks of their own beside this machine's")
+    parser.add_argument(
+        "--results", default=RESULTS_DIR, help="results folder: the raw windows go to <results>/_bench/bench.jsonl"
+    )
+    parser.add_argument(
+        "--render",
+        metavar="RAW",
+        default=None,
+        help="run nothing: rewrite --out from the raw windows in RAW (Experiment/results/_bench/bench.jsonl)",
+    )
+    parser.add_argument(
+        "--block-prefix",
+        default="",
+        help="with --render: name the blocks <prefix><section>, so another machine's raw "
+        "windows get blocks of their own beside this machine's",
+    )
     args = parser.parse_args(argv)
     if args.render:
         blocks = {args.block_prefix + name: body for name, body in render_raw(repo_path(args.render)).items()}
@@ -99,14 +117,22 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as `make`: rayon threads fight torch's
     dev = resolve_device(args.device)
     args.device = dev.type
-    args.gate = None if dev.type != "cpu" or args.max_other_cores <= 0 else \
-        (lambda: wait_quiet(args.max_other_cores, args.quiet_timeout))
+    args.gate = (
+        None
+        if dev.type != "cpu" or args.max_other_cores <= 0
+        else (lambda: wait_quiet(args.max_other_cores, args.quiet_timeout))
+    )
     sync = lambda: synchronize(dev)  # noqa: E731
-    meta = {"command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
-            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(dev.type),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "threads": torch.get_num_threads(), "load_start": os.getloadavg()[0],
-            "max_other_cores": args.max_other_cores if args.gate else None}
+    meta = {
+        "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(dev.type),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": torch.get_num_threads(),
+        "load_start": os.getloadavg()[0],
+        "max_other_cores": args.max_other_cores if args.gate else None,
+    }
     results: dict = {}
     for name in args.sections:
         section = name
@@ -124,15 +150,26 @@ def main(argv: list[str] | None = None) -> dict:
         elif section in bench_sections.LEVER_SECTIONS:  # a few levers: recorded as the levers section
             section = "levers"
             if "levers" not in results:  # every lever section asked for in one table, not the last alone
-                wanted = tuple(lever for asked in args.sections
-                               for lever in bench_sections.LEVER_SECTIONS.get(asked, ()))
+                wanted = tuple(
+                    lever for asked in args.sections for lever in bench_sections.LEVER_SECTIONS.get(asked, ())
+                )
                 results["levers"] = bench_sections.levers_section(args, sync, wanted)
         elif section == "eval":
             results["eval"] = bench_sections.eval_section(args, sync)
         elif section == "tta":
-            results["tta"] = tta_section(args, Sizes(args.tta_model, args.tta_rows, args.tta_eval_rows,
-                                                     args.tta_eval_every, args.tta_max_steps, args.tta_target,
-                                                     args.tta_rounds, args.tta_budget_s))
+            results["tta"] = tta_section(
+                args,
+                Sizes(
+                    args.tta_model,
+                    args.tta_rows,
+                    args.tta_eval_rows,
+                    args.tta_eval_every,
+                    args.tta_max_steps,
+                    args.tta_target,
+                    args.tta_rounds,
+                    args.tta_budget_s,
+                ),
+            )
         meta["load_end"] = os.getloadavg()[0]
         raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 against a matmul peak timed in the same rounds), accuracy of both presets, the data pipeline, and levers
 changed one at a time from the optimized configuration.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -11,27 +12,52 @@ import time
 
 import torch
 
-from bench.harness import (alternate, bare_window, fit_window, matmul_window, median_rate, paired_ratios,
-                           prepare, trainer_window)
+from bench.harness import (
+    alternate,
+    bare_window,
+    fit_window,
+    matmul_window,
+    median_rate,
+    paired_ratios,
+    prepare,
+    trainer_window,
+)
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
-from helpers.run import record_destination as destination, precision as prec, tokens, train as loop
+from helpers.run import precision as prec
+from helpers.run import record_destination as destination
+from helpers.run import tokens
+from helpers.run import train as loop
 from helpers.run.args import PRESETS, build_args
 
 # --sections names that run a few of the levers each; their rows join the levers block
-LEVER_SECTIONS = {"compile": ("torch.compile",), "optim": ("AdamW",), "attention": ("attention",),
-                  "threads": ("threads",)}
+LEVER_SECTIONS = {
+    "compile": ("torch.compile",),
+    "optim": ("AdamW",),
+    "attention": ("attention",),
+    "threads": ("threads",),
+}
 # tta: trainer_tta.py
 SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)
 PEAK = "matmul peak"  # the speedup section's workload timing the device's peak in the same rounds
 ON_REQUEST = ("levers", "tta", "eval", *LEVER_SECTIONS)  # long: run only when named in --sections
 # Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
-OVERHEAD_CFG = dict(model_name="bert-base-random", batch=32, max_length=32, padding="static",
-                    precision="auto", optim="adamw_torch")
+OVERHEAD_CFG = dict(
+    model_name="bert-base-random", batch=32, max_length=32, padding="static", precision="auto", optim="adamw_torch"
+)
 # Levers start from the study's optimized configuration and change one thing each:
 # (name, control overrides, variant overrides); `attn` is a bench-only knob.
-REFERENCE = dict(model_name="bert-base-random", batch=64, max_length=32, padding="static",
-                 precision="auto", optim="adamw_torch_fused", lr=1.5e-4, llrd_decay=0.95, log_every=100)
+REFERENCE = dict(
+    model_name="bert-base-random",
+    batch=64,
+    max_length=32,
+    padding="static",
+    precision="auto",
+    optim="adamw_torch_fused",
+    lr=1.5e-4,
+    llrd_decay=0.95,
+    log_every=100,
+)
 LEVERS = (
     ("bf16 autocast vs fp32", dict(precision="fp32"), dict(precision="bf16")),
     ("bf16 weights vs bf16 autocast", dict(precision="bf16"), dict(precision="bf16-pure")),
@@ -41,64 +67,93 @@ LEVERS = (
     ("SDPA vs eager attention", dict(attn="eager"), dict(attn="sdpa")),
     ("batch 64 vs 32", dict(batch=32), dict(batch=64)),
     ("batch 128 vs 64", dict(batch=64), dict(batch=128)),
-    ("batch 32 x 2 accumulation vs batch 64", dict(batch=64),
-     dict(batch=32, gradient_accumulation_steps=2)),
+    ("batch 32 x 2 accumulation vs batch 64", dict(batch=64), dict(batch=32, gradient_accumulation_steps=2)),
     ("L=32 vs L=64, static", dict(max_length=64), dict(max_length=32)),
-    ("dynamic padding vs static, L<=64", dict(max_length=64),
-     dict(max_length=64, padding="dynamic", pad_to_multiple_of=8)),
-    ("length-grouped dynamic vs static, L<=64", dict(max_length=64),
-     dict(max_length=64, padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
+    (
+        "dynamic padding vs static, L<=64",
+        dict(max_length=64),
+        dict(max_length=64, padding="dynamic", pad_to_multiple_of=8),
+    ),
+    (
+        "length-grouped dynamic vs static, L<=64",
+        dict(max_length=64),
+        dict(max_length=64, padding="dynamic", pad_to_multiple_of=8, group_by_length=True),
+    ),
     ("dynamic padding vs static, L<=32", dict(), dict(padding="dynamic", pad_to_multiple_of=8)),
-    ("length-grouped dynamic vs static, L<=32", dict(),
-     dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True)),
+    (
+        "length-grouped dynamic vs static, L<=32",
+        dict(),
+        dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True),
+    ),
     ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
     # make baseline's padding in buckets of 16 tokens: a few compiled shapes (16 .. 64), not one per length
-    ("torch.compile vs eager, length-grouped dynamic padding in buckets of 16, L<=64",
-     dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True),
-     dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True, compile=True)),
+    (
+        "torch.compile vs eager, length-grouped dynamic padding in buckets of 16, L<=64",
+        dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True),
+        dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True, compile=True),
+    ),
     ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
 # evaluation before and after issue 38, on make baseline's model and padding (Makefile BASELINE_PARAMS)
-EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32,
-                lr=2e-4)
-
+EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4)
 
 
 def overhead_section(args, sync) -> dict:
     """Return the rates of `fit`, the bare loop and `Trainer` on the same configuration, alternated."""
-    make = lambda: prepare(args.data_dir, args.device, args.steps,  # noqa: E731
-                           **(OVERHEAD_CFG | {"model_name": args.model}))
+    make = lambda: prepare(
+        args.data_dir,
+        args.device,
+        args.steps,  # noqa: E731
+        **(OVERHEAD_CFG | {"model_name": args.model}),
+    )
     harness, bare, hf = make(), make(), make()  # three copies of the same seeded model
     with tempfile.TemporaryDirectory() as tmp:
-        rates = alternate({"fit (harness)": fit_window(harness, args.steps),
-                           "bare loop": bare_window(bare, args.steps),
-                           "Trainer": trainer_window(hf, args.steps, tmp)},
-                          args.windows, args.warmup, sync, gate=args.gate)
-    return {"config": OVERHEAD_CFG | {"model_name": args.model}, "precision": harness.run.precision,
-            "rates": rates, "steps_per_window": args.steps}
+        rates = alternate(
+            {
+                "fit (harness)": fit_window(harness, args.steps),
+                "bare loop": bare_window(bare, args.steps),
+                "Trainer": trainer_window(hf, args.steps, tmp),
+            },
+            args.windows,
+            args.warmup,
+            sync,
+            gate=args.gate,
+        )
+    return {
+        "config": OVERHEAD_CFG | {"model_name": args.model},
+        "precision": harness.run.precision,
+        "rates": rates,
+        "steps_per_window": args.steps,
+    }
 
 
 def peak_shapes(hidden: int, intermediate: int, tokens_per_step: int) -> dict[str, tuple]:
     """Return candidate shapes for the matmul peak: squares and the model's own linear layers."""
     t = tokens_per_step
-    return {"square 1024": (1024, 1024, 1024), "square 2048": (2048, 2048, 2048),
-            f"attention proj {t}x{hidden}x{hidden}": (t, hidden, hidden),
-            f"FFN up {t}x{hidden}x{intermediate}": (t, hidden, intermediate),
-            f"FFN down {t}x{intermediate}x{hidden}": (t, intermediate, hidden)}
+    return {
+        "square 1024": (1024, 1024, 1024),
+        "square 2048": (2048, 2048, 2048),
+        f"attention proj {t}x{hidden}x{hidden}": (t, hidden, hidden),
+        f"FFN up {t}x{hidden}x{intermediate}": (t, hidden, intermediate),
+        f"FFN down {t}x{intermediate}x{hidden}": (t, intermediate, hidden),
+    }
 
 
 def cpu_peak_scan(dtype: torch.dtype, hidden: int, intermediate: int, tokens_per_step: int) -> dict:
     """Return each candidate shape's matmul TFLOP/s (0.5 s of repeats each)."""
-    return {"scan": {name: matmul_tflops(*shape, dtype, seconds=0.5)
-                     for name, shape in peak_shapes(hidden, intermediate, tokens_per_step).items()}}
+    return {
+        "scan": {
+            name: matmul_tflops(*shape, dtype, seconds=0.5)
+            for name, shape in peak_shapes(hidden, intermediate, tokens_per_step).items()
+        }
+    }
 
 
 def speedup_section(args, sync) -> dict:
     """Return baseline vs optimized preset rates, the matmul peak timed in the same rounds, and stalls."""
     base = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="baseline")
     opt = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="optimized")
-    workloads = {"baseline preset": fit_window(base, args.steps),
-                 "optimized preset": fit_window(opt, args.steps)}
+    workloads = {"baseline preset": fit_window(base, args.steps), "optimized preset": fit_window(opt, args.steps)}
     mcfg, precision = opt.run.model_config, opt.run.precision
     peak: dict = {"precision": precision}
     if opt.run.dev.type == "cuda":
@@ -109,25 +164,40 @@ def speedup_section(args, sync) -> dict:
         peak.update(device_roof(key, dtype) if key else {"source": "unknown GPU"})
     else:
         dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
-        peak.update(cpu_peak_scan(dtype, mcfg.hidden_size, mcfg.intermediate_size,
-                                  opt.run.args.train.batch * opt.run.args.task.max_length))
+        peak.update(
+            cpu_peak_scan(
+                dtype, mcfg.hidden_size, mcfg.intermediate_size, opt.run.args.train.batch * opt.run.args.task.max_length
+            )
+        )
         peak["shape"] = max(peak["scan"], key=peak["scan"].get)
-        shape = peak_shapes(mcfg.hidden_size, mcfg.intermediate_size,
-                            opt.run.args.train.batch * opt.run.args.task.max_length)[peak["shape"]]
+        shape = peak_shapes(
+            mcfg.hidden_size, mcfg.intermediate_size, opt.run.args.train.batch * opt.run.args.task.max_length
+        )[peak["shape"]]
         reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * shape[0] * shape[1] * shape[2])))
         workloads[PEAK] = matmul_window(shape, dtype, reps)  # ~2 s a window
         peak["source"] = f"measured: {peak['shape']} {dtype} matmul, timed in the same rounds"
     rates = alternate(workloads, args.windows, args.warmup, sync, gate=args.gate)
-    timed = opt.fits[args.warmup:]
+    timed = opt.fits[args.warmup :]
     n_micro = sum(sum(f.shapes.values()) for f, _ in timed)
     waits = opt.loader.wait_s[-n_micro:]
     step_s = [t for _, timer in timed for t in timer.step_times_s]
-    stall = {"micro_batches": n_micro, "wait_median_ms": 1e3 * statistics.median(waits),
-             "wait_max_ms": 1e3 * max(waits), "step_median_ms": 1e3 * statistics.median(step_s),
-             "stall_fraction": sum(waits) / (sum(waits) + sum(step_s))}
-    return {"model": args.model, "baseline": PRESETS["baseline"], "optimized": PRESETS["optimized"],
-            "precision": precision, "rates": rates, "peak": peak, "stall": stall,
-            "steps_per_window": args.steps}
+    stall = {
+        "micro_batches": n_micro,
+        "wait_median_ms": 1e3 * statistics.median(waits),
+        "wait_max_ms": 1e3 * max(waits),
+        "step_median_ms": 1e3 * statistics.median(step_s),
+        "stall_fraction": sum(waits) / (sum(waits) + sum(step_s)),
+    }
+    return {
+        "model": args.model,
+        "baseline": PRESETS["baseline"],
+        "optimized": PRESETS["optimized"],
+        "precision": precision,
+        "rates": rates,
+        "peak": peak,
+        "stall": stall,
+        "steps_per_window": args.steps,
+    }
 
 
 def accuracy_section(args) -> dict:
@@ -135,15 +205,30 @@ def accuracy_section(args) -> dict:
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for preset in ("baseline", "optimized"):
-            run_args = build_args({"model_name": "minilm", "preset": preset, "data_dir": args.data_dir,
-                                   "device": args.device, "train_subset": args.acc_rows,
-                                   "epochs": args.acc_epochs, "progress": False, "results_path": tmp})
+            run_args = build_args(
+                {
+                    "model_name": "minilm",
+                    "preset": preset,
+                    "data_dir": args.data_dir,
+                    "device": args.device,
+                    "train_subset": args.acc_rows,
+                    "epochs": args.acc_epochs,
+                    "progress": False,
+                    "results_path": tmp,
+                }
+            )
             rec = steps.run_all(run_args)
             m, t = rec.get("metrics", {}), rec.get("timing", {})
-            runs[preset] = {"status": rec["status"], "test_accuracy": m.get("test_accuracy"),
-                            "test_macro_f1": m.get("test_macro_f1"), "val_accuracy": m.get("val_accuracy"),
-                            "samples_per_s": t.get("samples_per_s"), "train_time_s": t.get("train_time_s"),
-                            "steps": t.get("steps"), "precision": rec["precision"]["used"]}
+            runs[preset] = {
+                "status": rec["status"],
+                "test_accuracy": m.get("test_accuracy"),
+                "test_macro_f1": m.get("test_macro_f1"),
+                "val_accuracy": m.get("val_accuracy"),
+                "samples_per_s": t.get("samples_per_s"),
+                "train_time_s": t.get("train_time_s"),
+                "steps": t.get("steps"),
+                "precision": rec["precision"]["used"],
+            }
     return {"rows": args.acc_rows, "epochs": args.acc_epochs, "runs": runs}
 
 
@@ -162,12 +247,12 @@ def data_section(args) -> dict:
         t0 = time.perf_counter()
         tokens.tokenize(train_only, tokenizer, task.max_length, task.padding)
         times_s.append(time.perf_counter() - t0)
-    return {"rows": len(ds["train"]), "max_length": task.max_length, "padding": task.padding,
-            "tokenize_s": times_s}
+    return {"rows": len(ds["train"]), "max_length": task.max_length, "padding": task.padding, "tokenize_s": times_s}
 
 
 def with_threads(window, threads: int | None):
     """Return `window` run with `threads` torch threads (None: as set), the process's count restored after."""
+
     def run() -> dict:
         before = torch.get_num_threads()
         torch.set_num_threads(threads or before)
@@ -175,6 +260,7 @@ def with_threads(window, threads: int | None):
             return window()
         finally:
             torch.set_num_threads(before)
+
     return run
 
 
@@ -194,20 +280,33 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
         n_control, n_variant = threads[control.pop("threads", None)], threads[variant.pop("threads", None)]
         a = prepare(args.data_dir, args.device, args.steps, **(ref | control))
         b = prepare(args.data_dir, args.device, args.steps, **(ref | variant))
-        rates = alternate({"control": with_threads(fit_window(a, args.steps), n_control),
-                           "variant": with_threads(fit_window(b, args.steps), n_variant)},
-                          args.windows, args.warmup, sync, gate=args.gate)
+        rates = alternate(
+            {
+                "control": with_threads(fit_window(a, args.steps), n_control),
+                "variant": with_threads(fit_window(b, args.steps), n_variant),
+            },
+            args.windows,
+            args.warmup,
+            sync,
+            gate=args.gate,
+        )
         control |= {"threads": n_control} if n_control else {}
         variant |= {"threads": n_variant} if n_variant else {}
-        out.append({"name": name, "control": control, "variant": variant,
-                    "control_samples_per_s": median_rate(rates, "control"),
-                    "variant_samples_per_s": median_rate(rates, "variant"),
-                    "ratio": statistics.median(paired_ratios(rates, "variant", "control")), "rates": rates,
-                    "warmup_s": b.fits[0][1].summary()["train_time_s"]})
+        out.append(
+            {
+                "name": name,
+                "control": control,
+                "variant": variant,
+                "control_samples_per_s": median_rate(rates, "control"),
+                "variant_samples_per_s": median_rate(rates, "variant"),
+                "ratio": statistics.median(paired_ratios(rates, "variant", "control")),
+                "rates": rates,
+                "warmup_s": b.fits[0][1].summary()["train_time_s"],
+            }
+        )
         print(f"{name}: {out[-1]['ratio']:.3f}x", file=sys.stderr, flush=True)
         del a, b
-    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model},
-            "levers": out}
+    return {"steps_per_window": args.steps, "reference": REFERENCE | {"model_name": args.model}, "levers": out}
 
 
 def eval_section(args, sync) -> dict:
@@ -218,10 +317,21 @@ def eval_section(args, sync) -> dict:
     both sides' figures and per-row predictions."""
     with tempfile.TemporaryDirectory() as tmp:
         train_steps = max(1, args.eval_train_steps)
-        run = steps.start(build_args(EVAL_CFG | {
-            "model_name": args.eval_model, "data_dir": args.data_dir, "device": args.device,
-            "train_subset": train_steps * EVAL_CFG["batch"], "max_steps": train_steps, "epochs": 1,
-            "progress": False, "results_path": tmp}))
+        run = steps.start(
+            build_args(
+                EVAL_CFG
+                | {
+                    "model_name": args.eval_model,
+                    "data_dir": args.data_dir,
+                    "device": args.device,
+                    "train_subset": train_steps * EVAL_CFG["batch"],
+                    "max_steps": train_steps,
+                    "epochs": 1,
+                    "progress": False,
+                    "results_path": tmp,
+                }
+            )
+        )
         splits = steps.tokenize(run, steps.load_data(run))
         model = steps.build_model(run)
         if args.eval_train_steps:  # a model that tells the labels apart: its predictions mean something
@@ -243,24 +353,33 @@ def eval_section(args, sync) -> dict:
     def new_window() -> dict:
         figures["after"] = loop.evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
         return {"samples": figures["after"]["rows"]}
-    rates = alternate({"before: loader, no_grad": old_window,
-                       "after: sorted, built once, inference mode": new_window},
-                      args.windows, args.warmup, sync, gate=args.gate)
-    in_order = [list(range(k, min(k + old.batch_size, len(split))))
-                for k in range(0, len(split), old.batch_size)]
+
+    rates = alternate(
+        {"before: loader, no_grad": old_window, "after: sorted, built once, inference mode": new_window},
+        args.windows,
+        args.warmup,
+        sync,
+        gate=args.gate,
+    )
+    in_order = [list(range(k, min(k + old.batch_size, len(split)))) for k in range(0, len(split), old.batch_size)]
     before = predictions(model, old, in_order, len(split), run.dev, run.precision)
     after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
-    return {"config": EVAL_CFG | {"model_name": args.eval_model}, "rows": len(split),
-            "precision": run.precision, "rates": rates,
-            "batch_rows": {"before": old.batch_size, "after": new.batch_size}, "build_s": build_s,
-            "train_steps": args.eval_train_steps, "figures": figures,
-            "same_predictions": bool(torch.equal(before, after)),
-            "rows_predicted_apart": int((before != after).sum()),
-            "labels_predicted": len(set(after.tolist()))}
+    return {
+        "config": EVAL_CFG | {"model_name": args.eval_model},
+        "rows": len(split),
+        "precision": run.precision,
+        "rates": rates,
+        "batch_rows": {"before": old.batch_size, "after": new.batch_size},
+        "build_s": build_s,
+        "train_steps": args.eval_train_steps,
+        "figures": figures,
+        "same_predictions": bool(torch.equal(before, after)),
+        "rows_predicted_apart": int((before != after).sum()),
+        "labels_predicted": len(set(after.tolist())),
+    }
 
 
-def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, dev,
-                precision: str) -> torch.Tensor:
+def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, dev, precision: str) -> torch.Tensor:
     """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in
     `precision`."""
     out = torch.full((n,), -1)

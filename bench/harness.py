@@ -6,6 +6,7 @@ the order rotates each round, so load from other processes hits all sides alike;
 of per-round paired ratios, so the machine's drift cancels. A configuration is prepared through the run
 path's own steps (steps.start ... steps.prepare_training), so what is timed is what a run trains.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -13,8 +14,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -22,17 +23,21 @@ from helpers import steps
 from helpers.calc.flops import model_flops
 from helpers.measure import monitor
 from helpers.measure.timing import StepTimer
-from helpers.run import precision as prec, train
+from helpers.run import precision as prec
+from helpers.run import train
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
 
+
 def other_cpu_cores(interval_s: float = 1.0) -> float:
     """Return how many cores processes other than this one kept busy over the next `interval_s` (Linux)."""
+
     def read() -> tuple[float, float]:
         with open("/proc/stat") as f:
             ticks = [int(x) for x in f.readline().split()[1:]]
         busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]  # user nice system irq softirq
         return busy / os.sysconf("SC_CLK_TCK"), sum(os.times()[:2])  # host busy s, this process's s
+
     b0, m0 = read()
     time.sleep(interval_s)
     b1, m1 = read()
@@ -47,10 +52,14 @@ def wait_quiet(max_cores: float, timeout_s: float) -> float:
     return busy
 
 
-def alternate(workloads: dict[str, Callable[[], dict]], windows: int = 5, warmup: int = 1,
-              sync: Callable[[], None] = lambda: None,
-              clock: Callable[[], float] = time.perf_counter,
-              gate: Callable[[], float] | None = None) -> dict[str, list[dict]]:
+def alternate(
+    workloads: dict[str, Callable[[], dict]],
+    windows: int = 5,
+    warmup: int = 1,
+    sync: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.perf_counter,
+    gate: Callable[[], float] | None = None,
+) -> dict[str, list[dict]]:
     """Run every workload once per round, order rotated each round; return per-window rates (count/s).
 
     A workload runs one window and returns what it did ({"samples": n, "flops": f}), and may return the
@@ -60,7 +69,7 @@ def alternate(workloads: dict[str, Callable[[], dict]], windows: int = 5, warmup
     """
     names, rates = list(workloads), {name: [] for name in workloads}
     for r in range(warmup + windows):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             other = gate() if gate else None
             sync()
             t0 = clock()
@@ -68,8 +77,9 @@ def alternate(workloads: dict[str, Callable[[], dict]], windows: int = 5, warmup
             sync()
             seconds = counts.pop("seconds", clock() - t0)
             if r >= warmup:
-                rates[name].append({k: v / seconds for k, v in counts.items()}
-                                   | {"seconds": seconds, "other_cores": other})
+                rates[name].append(
+                    {k: v / seconds for k, v in counts.items()} | {"seconds": seconds, "other_cores": other}
+                )
     return rates
 
 
@@ -88,8 +98,10 @@ def paired_text(rates: dict[str, list[dict]], num: str, den: str, key: str = "sa
     """Return the median per-round ratio and a line giving it with its range and the ratio of medians."""
     per_round = paired_ratios(rates, num, den, key)
     med = statistics.median(per_round)
-    return med, (f"{med:.3f}x (median of {len(per_round)} per-round ratios, range {min(per_round):.3f} .. "
-                 f"{max(per_round):.3f}; ratio of medians {ratio(rates, num, den, key):.3f}x)")
+    return med, (
+        f"{med:.3f}x (median of {len(per_round)} per-round ratios, range {min(per_round):.3f} .. "
+        f"{max(per_round):.3f}; ratio of medians {ratio(rates, num, den, key):.3f}x)"
+    )
 
 
 def ratio(rates: dict[str, list[dict]], num: str, den: str, key: str = "samples") -> float:
@@ -118,8 +130,16 @@ class TimedLoader:
             yield batch
 
 
-def bare_loop(model: torch.nn.Module, batches: list[dict], optimizer, scheduler, precision: str,
-              device_type: str, max_grad_norm: float | None, scaler=None) -> None:
+def bare_loop(
+    model: torch.nn.Module,
+    batches: list[dict],
+    optimizer,
+    scheduler,
+    precision: str,
+    device_type: str,
+    max_grad_norm: float | None,
+    scaler=None,
+) -> None:
     """Train on `batches` (already on the device) with nothing but the step: the reference loop.
 
     fp16 scales the loss (GradScaler) and leaves the schedule alone on a step the scaler skipped, as fit
@@ -165,12 +185,13 @@ class Setup:
     def flops(self, shapes) -> float:
         """Return the model FLOPs (forward + backward: MFU's definition) of micro-batches by shape."""
         t = self.run.args.task
-        return sum(n * model_flops(self.run.model_config, b, length, t.lora_r, t.lora_targets)
-                   for (b, length), n in shapes.items())
+        return sum(
+            n * model_flops(self.run.model_config, b, length, t.lora_r, t.lora_targets)
+            for (b, length), n in shapes.items()
+        )
 
 
-def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = None,
-            **overrides) -> Setup:
+def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = None, **overrides) -> Setup:
     """Build a configuration the way a run does (steps.start ... steps.prepare_training), for timing.
 
     It trains on `n_steps` batches' worth of (shuffled) rows, so a window of `n_steps` optimizer steps is
@@ -178,11 +199,19 @@ def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = 
     """
     # a folder of this process's own: two benches (or test runs) at once never claim the same name
     results = os.path.join(tempfile.gettempdir(), f"accelbench-bench-{os.getpid()}")
-    values = {"data_dir": data_dir, "device": device, "shuffle_subset": True, "eval_subset": 1,
-              "progress": False, "results_path": results, **overrides}
+    values = {
+        "data_dir": data_dir,
+        "device": device,
+        "shuffle_subset": True,
+        "eval_subset": 1,
+        "progress": False,
+        "results_path": results,
+        **overrides,
+    }
     args = build_args(values)
-    args = args.with_values(train_subset=n_steps * args.train.batch * args.train.gradient_accumulation_steps,
-                            max_steps=10_000)
+    args = args.with_values(
+        train_subset=n_steps * args.train.batch * args.train.gradient_accumulation_steps, max_steps=10_000
+    )
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
@@ -209,6 +238,7 @@ def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
     The window's seconds run from entering `fit` (first batch fetch included) to the end of its last
     optimizer step, as `trainer_window`'s run from entering Trainer's loop.
     """
+
     def window() -> dict:
         mon = monitor.start_monitor(s.run.dev.type)
         clock = StepClock(lambda: synchronize(s.run.dev))
@@ -216,32 +246,53 @@ def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
         timer = StepTimer(lambda: synchronize(s.run.dev), a.measure.timing_warmup_steps, a.measure.log_every)
         t0 = time.perf_counter()
         try:
-            result = train.fit(s.model, s.loader, s.optimizer, s.scheduler, s.run.dev, s.run.precision,
-                               epochs=n_steps, timer=timer, max_steps=n_steps,
-                               grad_accum=a.train.gradient_accumulation_steps,
-                               max_grad_norm=a.train.max_grad_norm, log_every=a.measure.log_every,
-                               progress=False, callbacks=(lambda step: clock.step(),))
+            result = train.fit(
+                s.model,
+                s.loader,
+                s.optimizer,
+                s.scheduler,
+                s.run.dev,
+                s.run.precision,
+                epochs=n_steps,
+                timer=timer,
+                max_steps=n_steps,
+                grad_accum=a.train.gradient_accumulation_steps,
+                max_grad_norm=a.train.max_grad_norm,
+                log_every=a.measure.log_every,
+                progress=False,
+                callbacks=(lambda step: clock.step(),),
+            )
         finally:
             mon.stop()
         s.fits.append((result, timer))
-        return {"samples": sum(timer.samples), "flops": s.flops(result.shapes),
-                "seconds": clock.t - t0}
+        return {"samples": sum(timer.samples), "flops": s.flops(result.shapes), "seconds": clock.t - t0}
+
     return window
 
 
 def bare_window(s: Setup, n_steps: int) -> Callable[[], dict]:
     """Return a window: `n_steps` of `bare_loop` over batches moved to the device beforehand."""
     dev = s.run.dev
-    batches = [{k: v.to(dev.torch_device) for k, v in b.items()}
-               for b in itertools.islice(iter(s.loader.loader), n_steps)]
+    batches = [
+        {k: v.to(dev.torch_device) for k, v in b.items()} for b in itertools.islice(iter(s.loader.loader), n_steps)
+    ]
     shapes = {tuple(b["input_ids"].shape): 1 for b in batches}
     flops = s.flops(shapes) * n_steps / len(shapes)
     scaler = prec.grad_scaler(s.run.precision, dev.type)
 
     def window() -> dict:
-        bare_loop(s.model, batches, s.optimizer, s.scheduler, s.run.precision, dev.type,
-                  s.run.args.train.max_grad_norm, scaler)
+        bare_loop(
+            s.model,
+            batches,
+            s.optimizer,
+            s.scheduler,
+            s.run.precision,
+            dev.type,
+            s.run.args.train.max_grad_norm,
+            scaler,
+        )
         return {"samples": sum(len(b["labels"]) for b in batches), "flops": flops}
+
     return window
 
 
@@ -264,15 +315,29 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str) -> Callable[[], dict
 
     a = s.run.args
     args = TrainingArguments(
-        output_dir=output_dir, per_device_train_batch_size=a.train.batch, max_steps=n_steps,
-        learning_rate=a.train.lr, weight_decay=a.train.weight_decay, max_grad_norm=a.train.max_grad_norm,
+        output_dir=output_dir,
+        per_device_train_batch_size=a.train.batch,
+        max_steps=n_steps,
+        learning_rate=a.train.lr,
+        weight_decay=a.train.weight_decay,
+        max_grad_norm=a.train.max_grad_norm,
         # the same precision as the project's run: bf16 autocast, or fp16 with loss scaling (a T4)
-        bf16=s.run.precision == "bf16", fp16=s.run.precision == "fp16", optim=a.train.optim,
-        eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
-        dataloader_num_workers=0, use_cpu=s.run.dev.type == "cpu", seed=a.train.seed)
+        bf16=s.run.precision == "bf16",
+        fp16=s.run.precision == "fp16",
+        optim=a.train.optim,
+        eval_strategy="no",
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        use_cpu=s.run.dev.type == "cpu",
+        seed=a.train.seed,
+    )
     loop = LoopClock()
-    trainer = Trainer(model=s.model, args=args, train_dataset=s.splits["train"],
-                      data_collator=default_data_collator, callbacks=[loop])
+    trainer = Trainer(
+        model=s.model, args=args, train_dataset=s.splits["train"], data_collator=default_data_collator, callbacks=[loop]
+    )
     flops = s.flops({(a.train.batch, a.task.max_length): n_steps})
 
     def window() -> dict:
@@ -280,6 +345,7 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str) -> Callable[[], dict
         # accelerate wraps model.forward in autocast on every train(); unwrap so windows don't nest
         s.model.__dict__.pop("forward", None)
         return {"samples": n_steps * a.train.batch, "flops": flops, "seconds": loop.t1 - loop.t0}
+
     return window
 
 
@@ -292,4 +358,5 @@ def matmul_window(shape: tuple, dtype: torch.dtype, reps: int) -> Callable[[], d
         for _ in range(reps):
             torch.mm(a, b)
         return {"flops": 2 * m * k * n * reps}
+
     return window

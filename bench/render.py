@@ -1,6 +1,7 @@
 """The benchmark's Markdown: each section's figures and verdicts into BENCHMARKS.md, between
 `<!-- bench:NAME begin/end -->` markers (the text around them is kept), live or from the raw windows file.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from pathlib import Path
 from bench.cases import PEAK
 from bench.harness import paired_ratios, paired_text
 from helpers.calc.flops import estimate_mfu
+
 
 def _verdict(value: float | None, target: float, rounds: list[float] | None = None) -> str:
     """Return whether a figure meets its target: by its rounds where it has them, so a range that spans the
@@ -26,8 +28,9 @@ def _rate_table(rates: dict[str, list[dict]], key: str = "samples", unit: str = 
     for name, windows in rates.items():
         if key in windows[0]:
             values = [w[key] for w in windows]
-            lines.append(f"| {name} | {statistics.median(values):.3g} | {min(values):.3g} .. "
-                         f"{max(values):.3g} | {len(values)} |")
+            lines.append(
+                f"| {name} | {statistics.median(values):.3g} | {min(values):.3g} .. {max(values):.3g} | {len(values)} |"
+            )
     return lines
 
 
@@ -45,12 +48,16 @@ def _head(results: dict, meta: dict) -> str:
     if meta.get("max_other_cores"):
         others = [w["other_cores"] for w in _windows(results) if w.get("other_cores") is not None]
         late = sum(o >= meta["max_other_cores"] for o in others)
-        gate = (f" Each window waited until other processes used < {meta['max_other_cores']} cores; "
-                f"{late} of {len(others)} windows started without that (wait timed out).")
-    return (f"_Written by `{meta['command']}` on {meta['date']}. Machine: {meta['machine']}; "
-            f"torch {meta['torch']}, transformers {meta['transformers']}, {meta['threads']} torch "
-            f"threads; 1-minute load average {meta['load_start']:.2f} at start, "
-            f"{meta['load_end']:.2f} at end.{gate}_")
+        gate = (
+            f" Each window waited until other processes used < {meta['max_other_cores']} cores; "
+            f"{late} of {len(others)} windows started without that (wait timed out)."
+        )
+    return (
+        f"_Written by `{meta['command']}` on {meta['date']}. Machine: {meta['machine']}; "
+        f"torch {meta['torch']}, transformers {meta['transformers']}, {meta['threads']} torch "
+        f"threads; 1-minute load average {meta['load_start']:.2f} at start, "
+        f"{meta['load_end']:.2f} at end.{gate}_"
+    )
 
 
 def render(results: dict, meta: dict) -> dict[str, str]:
@@ -65,13 +72,20 @@ def render(results: dict, meta: dict) -> dict[str, str]:
         r_hf, t_hf = paired_text(o["rates"], "fit (harness)", "Trainer")
         v_bare = _verdict(r_bare, 0.97, paired_ratios(o["rates"], "fit (harness)", "bare loop"))
         v_hf = _verdict(r_hf, 1.0, paired_ratios(o["rates"], "fit (harness)", "Trainer"))
-        md += [f"{o['config']['model_name']}, batch {o['config']['batch']}, L={o['config']['max_length']}, "
-               f"precision {o['precision']}, {o['config']['optim']}; {o['steps_per_window']} "
-               "optimizer steps a window.", "", *_rate_table(o["rates"]), "",
-               f"**fit / bare loop = {t_bare}** (target >= 0.97x: {v_bare}).", "",
-               "### 2. `fit` vs Hugging Face `Trainer`", "",
-               f"Same rounds as section 1. **fit / Trainer = {t_hf}** "
-               f"(target >= 1.0x: {v_hf}).", ""]
+        md += [
+            f"{o['config']['model_name']}, batch {o['config']['batch']}, L={o['config']['max_length']}, "
+            f"precision {o['precision']}, {o['config']['optim']}; {o['steps_per_window']} "
+            "optimizer steps a window.",
+            "",
+            *_rate_table(o["rates"]),
+            "",
+            f"**fit / bare loop = {t_bare}** (target >= 0.97x: {v_bare}).",
+            "",
+            "### 2. `fit` vs Hugging Face `Trainer`",
+            "",
+            f"Same rounds as section 1. **fit / Trainer = {t_hf}** (target >= 1.0x: {v_hf}).",
+            "",
+        ]
     else:
         md += ["Not measured in this run (`--sections overhead`).", ""]
     s = results.get("speedup")
@@ -79,73 +93,110 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     if s:
         x, t_x = paired_text(s["rates"], "optimized preset", "baseline preset")
         v_x = _verdict(x, 10, paired_ratios(s["rates"], "optimized preset", "baseline preset"))
-        md += [f"{s['model']}; baseline `{s['baseline']}`; optimized `{s['optimized']}`; "
-               f"{s['steps_per_window']} optimizer steps a window.", "", *_rate_table(s["rates"]), "",
-               f"**optimized / baseline samples/s = {t_x}** (target >= 10x: {v_x}).", ""]
+        md += [
+            f"{s['model']}; baseline `{s['baseline']}`; optimized `{s['optimized']}`; "
+            f"{s['steps_per_window']} optimizer steps a window.",
+            "",
+            *_rate_table(s["rates"]),
+            "",
+            f"**optimized / baseline samples/s = {t_x}** (target >= 10x: {v_x}).",
+            "",
+        ]
     else:
         md += ["Not measured in this run (`--sections speedup`).", ""]
     md += ["### 4. MFU of the optimized preset", ""]
     if s:
         p = s["peak"]
         achieved, peak, mfu, rounds = _mfu(s)
-        mfu_rounds = (f" Per round, optimized FLOP/s / peak FLOP/s: median {mfu:.3f} of {len(rounds)} "
-                      f"rounds, range {min(rounds):.3f} .. {max(rounds):.3f}."
-                      if rounds and mfu is not None else "")
-        md += [f"Model FLOPs = forward + backward matmuls (`calc.flops.model_flops`, padded length; "
-               f"AdamW's elementwise work left out), MFU as `calc.flops.estimate_mfu`. "
-               f"Peak: {p.get('source')}.", ""]
+        mfu_rounds = (
+            f" Per round, optimized FLOP/s / peak FLOP/s: median {mfu:.3f} of {len(rounds)} "
+            f"rounds, range {min(rounds):.3f} .. {max(rounds):.3f}."
+            if rounds and mfu is not None
+            else ""
+        )
+        md += [
+            f"Model FLOPs = forward + backward matmuls (`calc.flops.model_flops`, padded length; "
+            f"AdamW's elementwise work left out), MFU as `calc.flops.estimate_mfu`. "
+            f"Peak: {p.get('source')}.",
+            "",
+        ]
         if "scan" in p:
-            md += ["| matmul shape | TFLOP/s (0.5 s scan) |", "|---|---:|",
-                   *[f"| {k} | {v:.3f} |" for k, v in p["scan"].items()], ""]
-        md += [f"Achieved {achieved:.3f} TFLOP/s (median) against a {p['precision']} peak of "
-               f"{peak or float('nan'):.3f} TFLOP/s: **MFU = "
-               f"{'%.1f%%' % (100 * mfu) if mfu else 'not measured'}** "
-               f"(target >= 40%: {_verdict(mfu, 0.40, rounds)}).{mfu_rounds}", ""]
+            md += [
+                "| matmul shape | TFLOP/s (0.5 s scan) |",
+                "|---|---:|",
+                *[f"| {k} | {v:.3f} |" for k, v in p["scan"].items()],
+                "",
+            ]
+        md += [
+            f"Achieved {achieved:.3f} TFLOP/s (median) against a {p['precision']} peak of "
+            f"{peak or float('nan'):.3f} TFLOP/s: **MFU = "
+            f"{'%.1f%%' % (100 * mfu) if mfu else 'not measured'}** "
+            f"(target >= 40%: {_verdict(mfu, 0.40, rounds)}).{mfu_rounds}",
+            "",
+        ]
     else:
         md += ["Not measured in this run (`--sections speedup`).", ""]
     md += ["### 5. Data pipeline", ""]
     d = results.get("data")
     if d:
         t = statistics.median(d["tokenize_s"])
-        md += [f"Tokenizing the full training split ({d['rows']} rows, max_length {d['max_length']}, "
-               f"{d['padding']} padding, `tokens.tokenize`): median of {len(d['tokenize_s'])} = "
-               f"**{t:.2f} s** ({d['rows'] / t:,.0f} rows/s).", ""]
+        md += [
+            f"Tokenizing the full training split ({d['rows']} rows, max_length {d['max_length']}, "
+            f"{d['padding']} padding, `tokens.tokenize`): median of {len(d['tokenize_s'])} = "
+            f"**{t:.2f} s** ({d['rows'] / t:,.0f} rows/s).",
+            "",
+        ]
     if s:
         st = s["stall"]
-        md += [f"Loader stalls in the optimized windows ({st['micro_batches']} micro-batches): wait on "
-               f"`next(loader)` median {st['wait_median_ms']:.2f} ms, max {st['wait_max_ms']:.2f} ms, "
-               f"against a median step of {st['step_median_ms']:.0f} ms: **{100 * st['stall_fraction']:.2f}% "
-               "of the loop waits on data**.", ""]
+        md += [
+            f"Loader stalls in the optimized windows ({st['micro_batches']} micro-batches): wait on "
+            f"`next(loader)` median {st['wait_median_ms']:.2f} ms, max {st['wait_max_ms']:.2f} ms, "
+            f"against a median step of {st['step_median_ms']:.0f} ms: **{100 * st['stall_fraction']:.2f}% "
+            "of the loop waits on data**.",
+            "",
+        ]
     if not d and not s:
         md += ["Not measured in this run (`--sections data speedup`).", ""]
     md += ["### Accuracy: baseline vs optimized preset (MiniLM)", ""]
     a = results.get("accuracy")
     if a:
-        md += [f"`model_name=minilm`, first {a['rows']} training rows, {a['epochs']} epoch(s), full "
-               "test split.", "", "| preset | precision | steps | test accuracy | test macro-F1 | "
-               "samples/s | train time (s) |", "|---|---|---:|---:|---:|---:|---:|"]
+        md += [
+            f"`model_name=minilm`, first {a['rows']} training rows, {a['epochs']} epoch(s), full test split.",
+            "",
+            "| preset | precision | steps | test accuracy | test macro-F1 | samples/s | train time (s) |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
         for preset, r in a["runs"].items():
-            md.append(f"| {preset} | {r['precision']} | {r['steps']} | {r['test_accuracy']:.4f} | "
-                      f"{r['test_macro_f1']:.4f} | {r['samples_per_s']:.1f} | {r['train_time_s']:.0f} |")
+            md.append(
+                f"| {preset} | {r['precision']} | {r['steps']} | {r['test_accuracy']:.4f} | "
+                f"{r['test_macro_f1']:.4f} | {r['samples_per_s']:.1f} | {r['train_time_s']:.0f} |"
+            )
         b, o2 = a["runs"]["baseline"]["test_accuracy"], a["runs"]["optimized"]["test_accuracy"]
-        md += ["", f"Optimized - baseline test accuracy = **{o2 - b:+.4f}** (target >= 0: "
-               f"{_verdict(o2 - b, 0)}).", ""]
+        md += ["", f"Optimized - baseline test accuracy = **{o2 - b:+.4f}** (target >= 0: {_verdict(o2 - b, 0)}).", ""]
     else:
         md += ["Not measured in this run (`--sections accuracy`).", ""]
     blocks = {"main": "\n".join(md)}
     lv = results.get("levers")
     if lv:
-        rows = [head, "", f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
-                "window; control and variant alternate round by round; ratio = variant / control "
-                "samples/s, the median of the per-round ratios (their range beside).", "",
-                "| lever | control | variant | control samples/s | variant samples/s | ratio | "
-                "per-round range | variant's first window (s) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+        rows = [
+            head,
+            "",
+            f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
+            "window; control and variant alternate round by round; ratio = variant / control "
+            "samples/s, the median of the per-round ratios (their range beside).",
+            "",
+            "| lever | control | variant | control samples/s | variant samples/s | ratio | "
+            "per-round range | variant's first window (s) |",
+            "|---|---|---|---:|---:|---:|---:|---:|",
+        ]
         for x in lv["levers"]:
             per_round = paired_ratios(x["rates"], "variant", "control")
-            rows.append(f"| {x['name']} | `{x['control']}` | `{x['variant']}` | "
-                        f"{x['control_samples_per_s']:.2f} | {x['variant_samples_per_s']:.2f} | "
-                        f"{statistics.median(per_round):.3f}x | "
-                        f"{min(per_round):.3f} .. {max(per_round):.3f} | {x['warmup_s']:.1f} |")
+            rows.append(
+                f"| {x['name']} | `{x['control']}` | `{x['variant']}` | "
+                f"{x['control_samples_per_s']:.2f} | {x['variant_samples_per_s']:.2f} | "
+                f"{statistics.median(per_round):.3f}x | "
+                f"{min(per_round):.3f} .. {max(per_round):.3f} | {x['warmup_s']:.1f} |"
+            )
         blocks["levers"] = "\n".join(rows)
     if results.get("tta"):
         blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
@@ -176,22 +227,28 @@ def _eval(e: dict) -> list[str]:
     before, after = e["figures"]["before"], e["figures"]["after"]
     same = all(before[k] == after[k] for k in ("accuracy", "macro_f1", "rows"))
     c = e["config"]
-    return ["### Evaluation of the whole validation split: before and after issue 38", "",
-            f"Does one evaluation cost less, measuring the same? {c['model_name']} (L<={c['max_length']}, "
-            f"{c['padding']} padding, precision {e['precision']}) fine-tuned {e['train_steps']} steps, then "
-            f"the {e['rows']:,} validation rows evaluated by each side in turn, the order rotated each "
-            f"round. Before: the DataLoader evaluation used ({e['batch_rows']['before']} rows a batch in "
-            f"file order, collated at every evaluation, no_grad); after: `training.eval_loader` "
-            f"({e['batch_rows']['after']} rows a batch sorted by length, collated once per run in "
-            f"{e['build_s']:.2f} s, inference mode).", "",
-            *_rate_table(e["rates"], unit="rows/s"), "",
-            f"**after / before rows/s = {text}**. Accuracy {after['accuracy']:.4f} after, "
-            f"{before['accuracy']:.4f} before, macro-F1 {after['macro_f1']:.4f} / {before['macro_f1']:.4f}: "
-            + ("identical" if same else "**different**")
-            + f"; per-row predictions {'identical' if e['same_predictions'] else '**different**'}"
-            + ("" if e["same_predictions"] else f" on {e.get('rows_predicted_apart')} of {e['rows']:,} rows")
-            + f" ({e['labels_predicted']} labels predicted); mean loss {after['loss']:.6f} / "
-            f"{before['loss']:.6f}.", ""]
+    return [
+        "### Evaluation of the whole validation split: before and after issue 38",
+        "",
+        f"Does one evaluation cost less, measuring the same? {c['model_name']} (L<={c['max_length']}, "
+        f"{c['padding']} padding, precision {e['precision']}) fine-tuned {e['train_steps']} steps, then "
+        f"the {e['rows']:,} validation rows evaluated by each side in turn, the order rotated each "
+        f"round. Before: the DataLoader evaluation used ({e['batch_rows']['before']} rows a batch in "
+        f"file order, collated at every evaluation, no_grad); after: `training.eval_loader` "
+        f"({e['batch_rows']['after']} rows a batch sorted by length, collated once per run in "
+        f"{e['build_s']:.2f} s, inference mode).",
+        "",
+        *_rate_table(e["rates"], unit="rows/s"),
+        "",
+        f"**after / before rows/s = {text}**. Accuracy {after['accuracy']:.4f} after, "
+        f"{before['accuracy']:.4f} before, macro-F1 {after['macro_f1']:.4f} / {before['macro_f1']:.4f}: "
+        + ("identical" if same else "**different**")
+        + f"; per-row predictions {'identical' if e['same_predictions'] else '**different**'}"
+        + ("" if e["same_predictions"] else f" on {e.get('rows_predicted_apart')} of {e['rows']:,} rows")
+        + f" ({e['labels_predicted']} labels predicted); mean loss {after['loss']:.6f} / "
+        f"{before['loss']:.6f}.",
+        "",
+    ]
 
 
 def _seconds(values: list, beyond: list | None = None) -> str:
@@ -200,8 +257,13 @@ def _seconds(values: list, beyond: list | None = None) -> str:
     known = [v for v in values if v is not None]
     above = [b for b in beyond or [] if b is not None]
     share = f" ({len(known)} of {len(values)})" if len(known) < len(values) else ""
-    return f"{statistics.median(known):.0f}" + share \
-        if known else f"≥ {min(above):.0f} (a minimum: not reached)" if above else "not reached"
+    return (
+        f"{statistics.median(known):.0f}" + share
+        if known
+        else f"≥ {min(above):.0f} (a minimum: not reached)"
+        if above
+        else "not reached"
+    )
 
 
 def _wall(windows: list[dict]) -> str:
@@ -214,47 +276,64 @@ def _tta(t: dict) -> list[str]:
     """Return the time-to-target section: one row per configuration, then the ratios against the run path."""
     z, rates = t["sizes"], t["rates"]
     target = f"{100 * z['target']:.0f}%"
-    md = [f"### Time to {target} validation accuracy: the project's run path vs Hugging Face `Trainer`", "",
-          f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, "
-          f"{z['train_rows']} shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated "
-          f"every {z['eval_every']} optimizer steps outside each clock (a time is the first evaluation at or "
-          f"past the target: an upper bound by up to one interval); {z['rounds']} round(s), the order "
-          "rotated each round; each configuration stops at its first evaluation at or above the target"
-          + (f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} "
-             "training s (its time and ratio are then lower bounds)." if z.get("budget_s") else "."), "",
-          f"Time to {target} is training seconds (evaluations left out); wall to {target} is what a user "
-          "waits: the seconds from the configuration's start step (checks, data, tokens, model) to the end "
-          "of the evaluation that reached it, every evaluation included (the bench process's own start-up "
-          "is in neither).",
-          "",
-          f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | "
-          f"wall to {target} (s, median; ≥: a minimum) | "
-          "at step | steps trained | training s | samples/s | best validation accuracy |",
-          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    md = [
+        f"### Time to {target} validation accuracy: the project's run path vs Hugging Face `Trainer`",
+        "",
+        f"Which reaches {target} validation accuracy in fewer training seconds? {z['model']}, "
+        f"{z['train_rows']} shuffled training rows, {z['eval_rows'] or 'all'} validation rows evaluated "
+        f"every {z['eval_every']} optimizer steps outside each clock (a time is the first evaluation at or "
+        f"past the target: an upper bound by up to one interval); {z['rounds']} round(s), the order "
+        "rotated each round; each configuration stops at its first evaluation at or above the target"
+        + (
+            f"; a Trainer configuration short of it ends at its first evaluation past {z['budget_s']:.0f} "
+            "training s (its time and ratio are then lower bounds)."
+            if z.get("budget_s")
+            else "."
+        ),
+        "",
+        f"Time to {target} is training seconds (evaluations left out); wall to {target} is what a user "
+        "waits: the seconds from the configuration's start step (checks, data, tokens, model) to the end "
+        "of the evaluation that reached it, every evaluation included (the bench process's own start-up "
+        "is in neither).",
+        "",
+        f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | "
+        f"wall to {target} (s, median; ≥: a minimum) | "
+        "at step | steps trained | training s | samples/s | best validation accuracy |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, windows in rates.items():
         recipe = t["configs"][name]
         to_target = _seconds([w["time_to_target_s"] for w in windows], [w.get("beyond_s") for w in windows])
         steps_at = [w["target_step"] for w in windows if w.get("target_step")]
-        md.append(f"| {name} | L={recipe['max_length']} {recipe['padding']}"
-                  f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, "
-                  f"lr {recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
-                  f"{to_target} | "
-                  f"{_wall(windows)} | "
-                  f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | "
-                  f"{statistics.median(w['steps'] for w in windows):.0f} | "
-                  f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
-                  f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
-                  f"{max(w['best_val_accuracy'] or 0 for w in windows):.2%} |")
+        md.append(
+            f"| {name} | L={recipe['max_length']} {recipe['padding']}"
+            f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, "
+            f"lr {recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
+            f"{to_target} | "
+            f"{_wall(windows)} | "
+            f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | "
+            f"{statistics.median(w['steps'] for w in windows):.0f} | "
+            f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
+            f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
+            f"{max(w['best_val_accuracy'] or 0 for w in windows):.2%} |"
+        )
     lines = []
     for label, r in t["ratios"].items():
         known = [x for x in r["per_round"] if x is not None]
-        lines.append(f"**{label} = {r['median']:.2f}x** ("
-                     + (f"median of {len(known)} per-round ratios, range {min(known):.2f} .. {max(known):.2f}"
-                        if len(known) > 1 else "one round: a single run each, no spread")
-                     + ")" if r["median"] is not None and None not in r["per_round"] else
-                     _at_least(label, r, target))
-    walls = [f"{label} = {r['median']:.2f}x" for label, r in (t.get("wall_ratios") or {}).items()
-             if r["median"] is not None]
+        lines.append(
+            f"**{label} = {r['median']:.2f}x** ("
+            + (
+                f"median of {len(known)} per-round ratios, range {min(known):.2f} .. {max(known):.2f}"
+                if len(known) > 1
+                else "one round: a single run each, no spread"
+            )
+            + ")"
+            if r["median"] is not None and None not in r["per_round"]
+            else _at_least(label, r, target)
+        )
+    walls = [
+        f"{label} = {r['median']:.2f}x" for label, r in (t.get("wall_ratios") or {}).items() if r["median"] is not None
+    ]
     wall = [f"Wall to {target} (median of the rounds where both reached it): " + "; ".join(walls) + "."]
     ratio_line = f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + "."
     return md + ["", ratio_line, *(["", *wall] if walls else []), ""]
@@ -266,10 +345,13 @@ def _at_least(label: str, r: dict, target: str) -> str:
     bounds = r.get("at_least") or []
     if None in bounds or not bounds:
         return f"**{label}: not measured** (a side did not reach {target} in every round)" + (
-            f"; where both did, median {r['median']:.2f}x" if r["median"] is not None else "")
-    return (f"**{label} >= {min(bounds):.2f}x** in each of {len(bounds)} round(s) (a lower bound: the "
-            f"Trainer did not reach {target} in {r['per_round'].count(None)} of them, so its time there is "
-            "more than its last evaluation's)")
+            f"; where both did, median {r['median']:.2f}x" if r["median"] is not None else ""
+        )
+    return (
+        f"**{label} >= {min(bounds):.2f}x** in each of {len(bounds)} round(s) (a lower bound: the "
+        f"Trainer did not reach {target} in {r['per_round'].count(None)} of them, so its time there is "
+        "more than its last evaluation's)"
+    )
 
 
 def render_raw(raw: Path) -> dict[str, str]:
@@ -282,11 +364,16 @@ def render_raw(raw: Path) -> dict[str, str]:
         runs: dict[tuple, list[str]] = {}  # one head line per run (command, date) that wrote a section
         for name, r in latest.items():
             runs.setdefault((r["meta"]["command"], r["meta"]["date"]), []).append(name)
-        metas = {key: {"load_end": latest[names[-1]]["meta"]["load_start"]} | latest[names[-1]]["meta"]
-                 for key, names in runs.items()}
-        heads = [_head({n: latest[n]["result"] for n in names}, metas[key])
-                 .replace("_Written by", f"_{', '.join(names)}: written by", 1)
-                 for key, names in runs.items()]
+        metas = {
+            key: {"load_end": latest[names[-1]]["meta"]["load_start"]} | latest[names[-1]]["meta"]
+            for key, names in runs.items()
+        }
+        heads = [
+            _head({n: latest[n]["result"] for n in names}, metas[key]).replace(
+                "_Written by", f"_{', '.join(names)}: written by", 1
+            )
+            for key, names in runs.items()
+        ]
         body = render({n: r["result"] for n, r in latest.items()}, next(iter(metas.values())))["main"]
         blocks["main"] = "\n\n".join(heads) + "\n" + body.split("\n", 1)[1]
     levers, seen = [], set()
@@ -315,7 +402,7 @@ def write_blocks(path: Path, blocks: dict[str, str]) -> None:
         begin, end = f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"
         block = f"{begin}\n{body}\n{end}"
         if begin in text and end in text:
-            text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+            text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
         else:
             text = text.rstrip("\n") + f"\n\n{block}\n"
     path.write_text(text)

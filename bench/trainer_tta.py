@@ -19,17 +19,19 @@ budget (`budget_s`), a Trainer configuration still short of the target ends at i
 many training seconds: its time to target is then a lower bound (more than its last evaluation's seconds), and
 so is its ratio to the run path's, which is what the bench checks (the Trainer's defaults take >= 3x longer).
 """
+
 from __future__ import annotations
 
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from helpers import steps
 from helpers.calc.accuracy_time import crossings
-from helpers.run import record_destination as destination, tokens
+from helpers.run import record_destination as destination
+from helpers.run import tokens
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
 from helpers.run.schema import CurvePoint
@@ -37,8 +39,17 @@ from helpers.run.schema import CurvePoint
 TRAINER_DEFAULTS, TRAINER_RECIPE = "Trainer, run_glue defaults", "Trainer, project recipe"
 PROJECT = "project run path"
 # run_glue.py's README command; weight decay, warm-up and the optimizer are TrainingArguments' defaults
-RUN_GLUE = dict(max_length=128, padding="static", batch=32, lr=2e-5, epochs=3, weight_decay=0.0,
-                warmup_ratio=0.0, optim="adamw_torch_fused", precision="fp32")
+RUN_GLUE = dict(
+    max_length=128,
+    padding="static",
+    batch=32,
+    lr=2e-5,
+    epochs=3,
+    weight_decay=0.0,
+    warmup_ratio=0.0,
+    optim="adamw_torch_fused",
+    precision="fp32",
+)
 # the Makefile's BASELINE_PARAMS (tests/bench/test_trainer_tta.py reads the Makefile against it)
 RECIPE = dict(max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4, epochs=1)
 CONFIGS = {TRAINER_DEFAULTS: RUN_GLUE, TRAINER_RECIPE: RECIPE, PROJECT: RECIPE}
@@ -62,20 +73,39 @@ class Sizes:
 
 def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> dict:
     """Return configuration `name`'s run parameters: its recipe, the data slice, the evaluation cadence."""
-    return {"model_name": sizes.model, "data_dir": data_dir, "device": device,
-            "train_subset": sizes.train_rows, "eval_subset": sizes.eval_rows, "shuffle_subset": True,
-            "max_steps": sizes.max_steps, "eval_every": sizes.eval_every, "progress": False, "log_every": 50,
-            "results_path": results,
-            "run_name": name.replace(",", "").replace(" ", "_"), "replace_record": True, **CONFIGS[name]}
+    return {
+        "model_name": sizes.model,
+        "data_dir": data_dir,
+        "device": device,
+        "train_subset": sizes.train_rows,
+        "eval_subset": sizes.eval_rows,
+        "shuffle_subset": True,
+        "max_steps": sizes.max_steps,
+        "eval_every": sizes.eval_every,
+        "progress": False,
+        "log_every": 50,
+        "results_path": results,
+        "run_name": name.replace(",", "").replace(" ", "_"),
+        "replace_record": True,
+        **CONFIGS[name],
+    }
 
 
 def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
     """Return (the outcome, the epochs run) of the recipe through the project's run path."""
-    rec = steps.run_all(build_args(_values(PROJECT, sizes, data_dir, device, results)
-                                   | {"stop_at_accuracy": sizes.target}))
+    rec = steps.run_all(
+        build_args(_values(PROJECT, sizes, data_dir, device, results) | {"stop_at_accuracy": sizes.target})
+    )
     t = rec.get("timing") or {}
-    return outcome(rec.get("curve") or [], t.get("train_time_s"), t.get("steps"), t.get("samples_processed"),
-                   sizes.target, rec["precision"]["used"], rec.get("status")), rec["params"]["epochs"]
+    return outcome(
+        rec.get("curve") or [],
+        t.get("train_time_s"),
+        t.get("steps"),
+        t.get("samples_processed"),
+        sizes.target,
+        rec["precision"]["used"],
+        rec.get("status"),
+    ), rec["params"]["epochs"]
 
 
 class EvalClock:
@@ -83,8 +113,13 @@ class EvalClock:
     since `origin_s` (perf_counter at the configuration's start) when each ends; at or above `target` (when
     given), or past `budget_s` training seconds (when given), it ends training."""
 
-    def __init__(self, sync: Callable[[], None], target: float | None, budget_s: float | None = None,
-                 origin_s: float | None = None):
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        target: float | None,
+        budget_s: float | None = None,
+        origin_s: float | None = None,
+    ):
         self.sync, self.target, self.budget_s = sync, target, budget_s
         self.origin_s = time.perf_counter() if origin_s is None else origin_s
         self.points: list[dict] = []
@@ -105,12 +140,22 @@ class EvalClock:
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         self.eval_s += time.perf_counter() - self.paused
         accuracy = metrics["eval_accuracy"]
-        self.points.append({"step": state.global_step, "train_time_s": self.train_s, "val_accuracy": accuracy,
-                            # a partial last batch counts whole
-                            "samples": state.global_step * args.train_batch_size,
-                            "wall_s": time.perf_counter() - self.origin_s})
-        if self.target is not None and accuracy >= self.target \
-                or self.budget_s is not None and self.train_s >= self.budget_s:
+        self.points.append(
+            {
+                "step": state.global_step,
+                "train_time_s": self.train_s,
+                "val_accuracy": accuracy,
+                # a partial last batch counts whole
+                "samples": state.global_step * args.train_batch_size,
+                "wall_s": time.perf_counter() - self.origin_s,
+            }
+        )
+        if (
+            self.target is not None
+            and accuracy >= self.target
+            or self.budget_s is not None
+            and self.train_s >= self.budget_s
+        ):
             control.should_training_stop = True
 
 
@@ -135,41 +180,76 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
     clock = Clock(lambda: synchronize(run.dev), sizes.target, sizes.budget_s, origin_s)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=a.train.batch,
+            output_dir=out,
+            per_device_train_batch_size=a.train.batch,
             per_device_eval_batch_size=max(a.train.batch, 32),
             # the run path's plan: epochs x batches capped by max_steps (Trainer's max_steps replaces epochs)
-            learning_rate=a.train.lr, max_steps=run.record.data.optimizer_steps_planned,
-            weight_decay=a.train.weight_decay, warmup_steps=a.train.warmup_ratio,
-            max_grad_norm=a.train.max_grad_norm, optim=a.train.optim, bf16=run.precision == "bf16",
+            learning_rate=a.train.lr,
+            max_steps=run.record.data.optimizer_steps_planned,
+            weight_decay=a.train.weight_decay,
+            warmup_steps=a.train.warmup_ratio,
+            max_grad_norm=a.train.max_grad_norm,
+            optim=a.train.optim,
+            bf16=run.precision == "bf16",
             fp16=run.precision == "fp16",
             train_sampling_strategy="group_by_length" if a.task.group_by_length else "random",
-            eval_strategy="steps", eval_steps=sizes.eval_every, save_strategy="no", logging_strategy="no",
-            report_to="none", disable_tqdm=True, dataloader_num_workers=0, use_cpu=run.dev.type == "cpu",
-            seed=a.train.seed)
+            eval_strategy="steps",
+            eval_steps=sizes.eval_every,
+            save_strategy="no",
+            logging_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            use_cpu=run.dev.type == "cpu",
+            seed=a.train.seed,
+        )
         collate = tokens.collator(run.tokenizer, a.task.padding, a.task.pad_to_multiple_of)
-        trainer = Trainer(model=model, args=targs, train_dataset=splits["train"],
-                          eval_dataset=splits["validation"], processing_class=run.tokenizer,
-                          compute_metrics=_accuracy, callbacks=[clock], data_collator=collate)
+        trainer = Trainer(
+            model=model,
+            args=targs,
+            train_dataset=splits["train"],
+            eval_dataset=splits["validation"],
+            processing_class=run.tokenizer,
+            compute_metrics=_accuracy,
+            callbacks=[clock],
+            data_collator=collate,
+        )
         trainer.train()
     rows = len(splits["validation"])
     curve = [{**p, "rows": rows} for p in clock.points]
     steps_done = trainer.state.global_step
-    return outcome(curve, clock.train_s, steps_done, steps_done * a.train.batch, sizes.target, run.precision,
-                   "finished"), a.train.epochs
+    return outcome(
+        curve, clock.train_s, steps_done, steps_done * a.train.batch, sizes.target, run.precision, "finished"
+    ), a.train.epochs
 
 
-def outcome(curve: list[dict], train_s: float | None, steps_done: int | None, samples: int | None,
-            target: float, precision: str, status: str | None) -> dict:
+def outcome(
+    curve: list[dict],
+    train_s: float | None,
+    steps_done: int | None,
+    samples: int | None,
+    target: float,
+    precision: str,
+    status: str | None,
+) -> dict:
     """Return one configuration's round: its curve, training seconds, and when it first reached `target` (not
     reached: more than its last evaluation's seconds, `beyond_s`)."""
     hit = crossings([CurvePoint(**p) for p in curve], (target,))[f"{target:.2f}"]
     reached = hit.train_time_s is not None
-    return {"status": status, "precision": precision, "time_to_target_s": hit.train_time_s,
-            "wall_to_target_s": hit.wall_s,
-            "target_step": hit.step, "reason": hit.reason, "train_time_s": train_s,
-            "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],
-            "steps": steps_done, "samples": samples, "curve": curve,
-            "best_val_accuracy": max((p["val_accuracy"] for p in curve), default=None)}
+    return {
+        "status": status,
+        "precision": precision,
+        "time_to_target_s": hit.train_time_s,
+        "wall_to_target_s": hit.wall_s,
+        "target_step": hit.step,
+        "reason": hit.reason,
+        "train_time_s": train_s,
+        "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],
+        "steps": steps_done,
+        "samples": samples,
+        "curve": curve,
+        "best_val_accuracy": max((p["val_accuracy"] for p in curve), default=None),
+    }
 
 
 def tta_section(args, sizes: Sizes | None = None) -> dict:
@@ -182,30 +262,46 @@ def tta_section(args, sizes: Sizes | None = None) -> dict:
     # the project's own records (and roofs) stay out of the study
     with tempfile.TemporaryDirectory() as results:
         for r in range(sizes.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 other = args.gate() if getattr(args, "gate", None) else None
                 if name == PROJECT:
                     result, epochs[name] = project_run(sizes, args.data_dir, args.device, results)
                 else:
                     result, epochs[name] = trainer_run(name, sizes, args.data_dir, args.device, results)
                 rounds[name].append({**result, "other_cores": other})
-    rates = {name: [{**w, "samples": (w["samples"] or 0) / w["train_time_s"] if w["train_time_s"] else None,
-                     "seconds": w["train_time_s"]} for w in windows] for name, windows in rounds.items()}
+    rates = {
+        name: [
+            {
+                **w,
+                "samples": (w["samples"] or 0) / w["train_time_s"] if w["train_time_s"] else None,
+                "seconds": w["train_time_s"],
+            }
+            for w in windows
+        ]
+        for name, windows in rounds.items()
+    }
     configs = {name: {**c, "epochs": epochs[name]} for name, c in CONFIGS.items()}  # as run
-    return {"sizes": asdict(sizes), "configs": configs, "rates": rates,
-            "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS},
-            "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in RATIOS}}
+    return {
+        "sizes": asdict(sizes),
+        "configs": configs,
+        "rates": rates,
+        "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS},
+        "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in RATIOS},
+    }
 
 
 def ratios(rates: dict[str, list[dict]], num: str, den: str, key: str = "time_to_target_s") -> dict:
     """Return `num`'s time to target / `den`'s (training seconds, or `key`: wall seconds), per round (None
     where either did not reach it) and their median; `at_least`: per round, the ratio or, where only `num`
     fell short, its lower bound (`beyond_s` / `den`'s; training seconds only)."""
-    per_round = [a.get(key) / b.get(key) if a.get(key) and b.get(key) else None
-                 for a, b in zip(rates[num], rates[den])]
-    at_least = [x if x is not None else a["beyond_s"] / b[key]
-                if key == "time_to_target_s" and a.get("beyond_s") and b[key] else None
-                for x, a, b in zip(per_round, rates[num], rates[den])]
+    per_round = [a.get(key) / b.get(key) if a.get(key) and b.get(key) else None for a, b in zip(rates[num], rates[den])]
+    at_least = [
+        x
+        if x is not None
+        else a["beyond_s"] / b[key]
+        if key == "time_to_target_s" and a.get("beyond_s") and b[key]
+        else None
+        for x, a, b in zip(per_round, rates[num], rates[den])
+    ]
     known = [x for x in per_round if x is not None]
-    return {"median": statistics.median(known) if known else None, "per_round": per_round,
-            "at_least": at_least}
+    return {"median": statistics.median(known) if known else None, "per_round": per_round, "at_least": at_least}

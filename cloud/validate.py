@@ -6,6 +6,7 @@ Run by helpers/study/cloud.py in .venv-cloud, where SkyPilot lives (never in .ve
 goes on to resolve the resources against the clouds' catalogs, a download, so only the two schema checks it
 starts with run here: the task's, then its resources' (the calls sky/task.py and sky/resources.py make).
 """
+
 import sys
 from importlib.metadata import version
 
@@ -19,12 +20,15 @@ def main() -> None:
     for config in tasks:
         try:
             common_utils.validate_schema(config, schemas.get_task_schema(), "Invalid task YAML: ")
-            common_utils.validate_schema(config.get("resources") or {}, schemas.get_resources_schema(),
-                                         "Invalid resources YAML: ")
+            common_utils.validate_schema(
+                config.get("resources") or {}, schemas.get_resources_schema(), "Invalid resources YAML: "
+            )
         except ValueError as err:  # SkyPilot's InvalidSkyPilotConfigError is a ValueError
             sys.exit(f"{config.get('name')}: {err}")
-    print(f"valid: SkyPilot {version('skypilot')}'s task and resources schemas"
-          + (f" ({len(tasks)} tasks)" if len(tasks) > 1 else ""))
+    print(
+        f"valid: SkyPilot {version('skypilot')}'s task and resources schemas"
+        + (f" ({len(tasks)} tasks)" if len(tasks) > 1 else "")
+    )
 
 
 if __name__ == "__main__":

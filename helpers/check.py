@@ -12,6 +12,7 @@ data (EMOTION_DATA_DIR, else the hub) and 5 steps (3 of warm-up). Their records 
 kept (and named) when a check fails or with --results. What only a person can judge (a power cap, clocks
 under load, the compile cache's disk) is in docs/HARDWARE.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,11 +25,12 @@ import tempfile
 import time
 import typing
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 
@@ -43,12 +45,26 @@ SUITE = "check"  # the records' folder below the results
 STEPS = 5
 # what every run of the check trains: the smallest published BERT shape, random weights, a few rows; a
 # periodic evaluation mid-run, so check 4 sees its graphs counted as evaluation, not as a training recompile
-RUN = dict(model_name="bert-tiny-random", train_subset=64, eval_subset=16, batch=8, max_length=32,
-           max_steps=STEPS, log_every=1, eval_every=2, curve_rows=16, progress=False, suite=SUITE,
-           replace_record=True)
+RUN = dict(
+    model_name="bert-tiny-random",
+    train_subset=64,
+    eval_subset=16,
+    batch=8,
+    max_length=32,
+    max_steps=STEPS,
+    log_every=1,
+    eval_every=2,
+    curve_rows=16,
+    progress=False,
+    suite=SUITE,
+    replace_record=True,
+)
 # each environment's requirements file, and the command that builds the environment from it
-BUILT_BY = {"requirements.txt": "make venv", "requirements-xla.txt": "make xla-venv",
-            "requirements-neuron.txt": "make neuron-venv"}
+BUILT_BY = {
+    "requirements.txt": "make venv",
+    "requirements-xla.txt": "make xla-venv",
+    "requirements-neuron.txt": "make neuron-venv",
+}
 NVIDIA_DEVICE = Path("/dev/nvidia0")  # the first GPU, present where the NVIDIA driver found one
 NEURON_CORES = Path("/sys/devices/virtual/neuron_device")  # the driver's sysfs: neuronN/neuron_coreM per core
 # a dense bf16 matmul reaches 60-80% of a datasheet peak; below 60%: a power cap, low clocks, or a peak in the
@@ -127,8 +143,7 @@ def versions(machine: Machine) -> Outcome:
         return Outcome("pass", f"{text} ({name} not beside this install: pins not compared)")
     missing = unmet(requirements(REPO_ROOT / name))
     if missing:
-        return Outcome("fail", f"{name} not met: {', '.join(missing)}: rebuild the environment "
-                               f"(`{BUILT_BY[name]}`)")
+        return Outcome("fail", f"{name} not met: {', '.join(missing)}: rebuild the environment (`{BUILT_BY[name]}`)")
     return Outcome("pass", f"{text}; every requirement of {name} met")
 
 
@@ -144,12 +159,16 @@ def unused_hardware(requested: str, dev: devices.DeviceInfo) -> str | None:
         return None  # asked for by name
     if NVIDIA_DEVICE.exists() and dev.type != "cuda" and requested != "xla":
         built = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA (a CPU build of torch)"
-        return (f"an NVIDIA GPU is present ({NVIDIA_DEVICE}) but the runs would use {dev.name}: torch "
-                f"{torch.__version__} is built for {built} and sees no GPU; install the CUDA build of torch, "
-                "or a driver new enough for its CUDA (nvidia-smi shows the driver's)")
+        return (
+            f"an NVIDIA GPU is present ({NVIDIA_DEVICE}) but the runs would use {dev.name}: torch "
+            f"{torch.__version__} is built for {built} and sees no GPU; install the CUDA build of torch, "
+            "or a driver new enough for its CUDA (nvidia-smi shows the driver's)"
+        )
     if neuron.NEURON_DEVICE.exists() and not dev.neuron:
-        return (f"this machine has NeuronCores ({neuron.NEURON_DEVICE}) but the runs would use {dev.name}: "
-                "torch-neuronx is not in this environment; use .venv-neuron (`make neuron-venv`)")
+        return (
+            f"this machine has NeuronCores ({neuron.NEURON_DEVICE}) but the runs would use {dev.name}: "
+            "torch-neuronx is not in this environment; use .venv-neuron (`make neuron-venv`)"
+        )
     if dev.neuron and os.environ.get("PJRT_DEVICE") == "CPU":
         return "PJRT_DEVICE=CPU on a machine with NeuronCores: the runs would train on the host; unset it"
     return None
@@ -166,8 +185,11 @@ def device_used(machine: Machine) -> Outcome:
         return Outcome("fail", fallback)
     machine.dev = dev
     via = f" (PJRT_DEVICE={os.environ['PJRT_DEVICE']})" if dev.type == "xla" and not dev.neuron else ""
-    return Outcome("pass", f"{machine.requested}{via} -> {dev.torch_device}, {dev.name}; every run below "
-                           f"must record this device ({dev.key})")
+    return Outcome(
+        "pass",
+        f"{machine.requested}{via} -> {dev.torch_device}, {dev.name}; every run below "
+        f"must record this device ({dev.key})",
+    )
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -176,8 +198,15 @@ def run_params(machine: Machine, run_name: str, **values) -> dict:
     dev = machine.dev
     # XLA's CPU backend: tiny graphs compile more than they run, so compile them fast
     extra = {"xla_fast_compile": True} if dev.type == "xla" and not dev.neuron else {}
-    return {**RUN, "device": dev.type, "results_path": str(machine.results), "run_name": run_name, **extra,
-            **values, **machine.params}
+    return {
+        **RUN,
+        "device": dev.type,
+        "results_path": str(machine.results),
+        "run_name": run_name,
+        **extra,
+        **values,
+        **machine.params,
+    }
 
 
 def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
@@ -190,14 +219,21 @@ def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        code = subprocess.run([sys.executable, str(script), *to_argv(args)], stdout=out,
-                              stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                              env={**os.environ, "PYTHONPATH": path}).returncode
+        code = subprocess.run(
+            [sys.executable, str(script), *to_argv(args)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": path},
+        ).returncode
     where = records.record_path(machine.results, SUITE, params["run_name"], machine.dev.key)
     record = records.read_record(where)
     tail = " | ".join(log.read_text().strip().splitlines()[-4:])
-    print(f"   {params['run_name']}: {record['status'] if record else 'no record'} in "
-          f"{time.perf_counter() - t0:.0f} s (exit {code}; log {log})", flush=True)
+    print(
+        f"   {params['run_name']}: {record['status'] if record else 'no record'} in "
+        f"{time.perf_counter() - t0:.0f} s (exit {code}; log {log})",
+        flush=True,
+    )
     return record, tail
 
 
@@ -225,8 +261,10 @@ def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
         record, tail = train_once(machine, run_params(machine, name, precision=mode))
         if record is None:
             elsewhere = sorted(p.name for p in (machine.results / SUITE).glob(f"{name}@*.json"))
-            problems.append(f"{mode}: no record on {machine.dev.key}"
-                            + (f"; it ran elsewhere: {', '.join(elsewhere)}" if elsewhere else f" ({tail})"))
+            problems.append(
+                f"{mode}: no record on {machine.dev.key}"
+                + (f"; it ran elsewhere: {', '.join(elsewhere)}" if elsewhere else f" ({tail})")
+            )
             continue
         loss = (record.get("metrics") or {}).get("final_loss")
         if record["status"] != "finished":
@@ -241,8 +279,11 @@ def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
     if problems:
         return Outcome("fail", "; ".join(problems))
     note = f"; not on this device: {', '.join(refused)}" if refused else ""
-    return Outcome("pass", f"{', '.join(machine.runs)}: {STEPS} steps each on {machine.dev.key}, final loss "
-                           f"{min(losses):.3f} to {max(losses):.3f}{note}")
+    return Outcome(
+        "pass",
+        f"{', '.join(machine.runs)}: {STEPS} steps each on {machine.dev.key}, final loss "
+        f"{min(losses):.3f} to {max(losses):.3f}{note}",
+    )
 
 
 # ----------------------------------------------------------------------------- 4. XLA graphs
@@ -250,8 +291,9 @@ def xla_graphs(machine: Machine) -> Outcome:
     """On XLA: no compilation after the warm-up steps, one graph execution per training step, and the
     evaluation's graphs counted in `xla.eval`, apart from training's."""
     if machine.dev.type != "xla":
-        return Outcome("skip", f"{machine.dev.type} is not an XLA device (run it with PJRT_DEVICE=CPU in "
-                               ".venv-xla, or on a trn1)")
+        return Outcome(
+            "skip", f"{machine.dev.type} is not an XLA device (run it with PJRT_DEVICE=CPU in .venv-xla, or on a trn1)"
+        )
     if not machine.runs:
         return Outcome("skip", "no finished run to read (check 3 failed)")
     problems, seen = [], []
@@ -259,19 +301,23 @@ def xla_graphs(machine: Machine) -> Outcome:
         x, steps = record["xla"], record["timing"]["steps"]
         train, evaluation = x["train"]["uncached_compiles"], x["eval"]["uncached_compiles"]
         if x["compilations_after_warmup"]:
-            problems.append(f"{mode}: {x['compilations_after_warmup']} compilation(s) after the warm-up "
-                            f"steps (per step: {x['compilations_per_step']})")
+            problems.append(
+                f"{mode}: {x['compilations_after_warmup']} compilation(s) after the warm-up "
+                f"steps (per step: {x['compilations_per_step']})"
+            )
         if x["train"]["execute_count"] != steps:
-            problems.append(f"{mode}: {x['train']['execute_count']} graph executions in {steps} training "
-                            "steps")
+            problems.append(f"{mode}: {x['train']['execute_count']} graph executions in {steps} training steps")
         if not evaluation or x["graph_compilations"] != train + evaluation:
             problems.append(f"{mode}: evaluation's compilations not counted apart (xla.eval: {x['eval']})")
         seen.append(f"{mode} {train} + {evaluation}")
     if problems:
         return Outcome("fail", "; ".join(problems))
-    return Outcome("pass", f"each run: training's graphs compiled in the warm-up steps and none after, one "
-                           f"execution per step; evaluation's counted apart (training + evaluation graphs: "
-                           f"{', '.join(seen)})")
+    return Outcome(
+        "pass",
+        f"each run: training's graphs compiled in the warm-up steps and none after, one "
+        f"execution per step; evaluation's counted apart (training + evaluation graphs: "
+        f"{', '.join(seen)})",
+    )
 
 
 # ----------------------------------------------------------------------------- 5. energy
@@ -282,22 +328,26 @@ def energy_window(machine: Machine) -> Outcome:
     problems = []
     for mode, record in machine.runs.items():
         energy, steady_s = record.get("energy") or {}, record["timing"]["steady_time_s"]
-        if energy.get("window") != "steady" or not math.isclose(energy.get("seconds") or 0, steady_s,
-                                                                rel_tol=1e-9, abs_tol=1e-9):
-            problems.append(f"{mode}: energy.seconds {energy.get('seconds')} over the "
-                            f"{energy.get('window')!r} window, timing.steady_time_s {steady_s}")
+        if energy.get("window") != "steady" or not math.isclose(
+            energy.get("seconds") or 0, steady_s, rel_tol=1e-9, abs_tol=1e-9
+        ):
+            problems.append(
+                f"{mode}: energy.seconds {energy.get('seconds')} over the "
+                f"{energy.get('window')!r} window, timing.steady_time_s {steady_s}"
+            )
     if problems:
         return Outcome("fail", "; ".join(problems))
     energy = next(iter(machine.runs.values()))["energy"]
     if energy.get("joules"):
         joules = f"{energy['joules']:.3g} J by {energy['method']} ({energy['source']})"
     elif energy.get("method") == "measured":  # the H200's NVML counter did not move in a 5-step window
-        joules = (f"0 J over its {1000 * energy['seconds']:.0f} ms: the counter ({energy.get('source')}) did not "
-                  "advance in a window this short; a run of seconds reads it")
+        joules = (
+            f"0 J over its {1000 * energy['seconds']:.0f} ms: the counter ({energy.get('source')}) did not "
+            "advance in a window this short; a run of seconds reads it"
+        )
     else:
         joules = f"no joules here: {energy.get('reason')}"
-    return Outcome("pass", f"energy.seconds = timing.steady_time_s in every run (the timer's steady "
-                           f"windows); {joules}")
+    return Outcome("pass", f"energy.seconds = timing.steady_time_s in every run (the timer's steady windows); {joules}")
 
 
 # ----------------------------------------------------------------------------- 6. two ranks
@@ -321,24 +371,26 @@ def two_ranks(machine: Machine) -> Outcome:
     """Where two or more devices exist: a two-rank run records world size 2 and disjoint shards."""
     count, what = device_count(machine.dev)
     if count == 0:
-        return Outcome("skip", f"no {what} to count (a driver with another sysfs layout): count them with "
-                               "neuron-ls and train -p num_devices 2 by hand")
+        return Outcome(
+            "skip",
+            f"no {what} to count (a driver with another sysfs layout): count them with "
+            "neuron-ls and train -p num_devices 2 by hand",
+        )
     if count < 2:
         return Outcome("skip", f"one device ({what}): the two-rank check needs two")
     precision = devices.resolve_precision("auto", machine.dev)
-    record, tail = train_once(machine, run_params(machine, "check-two-ranks", num_devices=2, train_subset=128,
-                                                  precision=precision))
+    record, tail = train_once(
+        machine, run_params(machine, "check-two-ranks", num_devices=2, train_subset=128, precision=precision)
+    )
     if record is None:
         return Outcome("fail", f"no record of the two-rank run ({tail})")
     shards = (record.get("distributed") or {}).get("shards") or {}
     if record["status"] != "finished" or record.get("world_size") != 2:
-        return Outcome("fail", f"{record['status']} with world size {record.get('world_size')}: "
-                               f"{record.get('error')}")
+        return Outcome("fail", f"{record['status']} with world size {record.get('world_size')}: {record.get('error')}")
     if shards.get("overlap_rows") != 0 or len(shards.get("rows_per_rank") or []) != 2:
         return Outcome("fail", f"the ranks' shards are not disjoint: {shards}")
     rows = " + ".join(map(str, shards["rows_per_rank"]))
-    return Outcome("pass", f"{count} {what}: world size 2, shards of {rows} rows, {shards['overlap_rows']} "
-                           "shared")
+    return Outcome("pass", f"{count} {what}: world size 2, shards of {rows} rows, {shards['overlap_rows']} shared")
 
 
 # ----------------------------------------------------------------------------- 7. the bf16 roof
@@ -360,7 +412,7 @@ def device_matmul_tflops(dev: devices.DeviceInfo, n: int = 8192, repeats: int = 
     matmuls(3)
     t0 = time.perf_counter()
     matmuls(repeats)
-    return 2 * n ** 3 * repeats / (time.perf_counter() - t0) / 1e12
+    return 2 * n**3 * repeats / (time.perf_counter() - t0) / 1e12
 
 
 def cpu_roof(machine: Machine) -> tuple[dict, str]:
@@ -389,8 +441,11 @@ def matmul_roof(machine: Machine) -> Outcome:
                 neuron.apply_env(build_args(run_params(machine, "check-matmul")))
         peak = device_peak(dev.describe(), "bf16")
         if not peak["peak_tflops"]:
-            return Outcome("fail", f"no bf16 peak for {dev.name} ({peak['source']}): add its row to "
-                                   "helpers/facts/device_peaks.csv with its source")
+            return Outcome(
+                "fail",
+                f"no bf16 peak for {dev.name} ({peak['source']}): add its row to "
+                "helpers/facts/device_peaks.csv with its source",
+            )
         measured, low, high, what = device_matmul_tflops(dev), *DEVICE_BAND, "8192 x 8192 bf16 matmuls"
     else:
         peak, source = cpu_roof(machine)
@@ -403,17 +458,23 @@ def matmul_roof(machine: Machine) -> Outcome:
     return judge_roof(what, measured, peak, (low, high), busy)
 
 
-def judge_roof(what: str, measured_tflops: float, peak: dict, band: tuple[float, float],
-               busy: str | None = None) -> Outcome:
+def judge_roof(
+    what: str, measured_tflops: float, peak: dict, band: tuple[float, float], busy: str | None = None
+) -> Outcome:
     """Pass when `measured_tflops` is within `band` (fractions) of peak["peak_tflops"]; skip when `busy`."""
     ratio, (low, high) = measured_tflops / peak["peak_tflops"], band
-    text = (f"{what}: {measured_tflops:.3g} TFLOP/s, {100 * ratio:.0f}% of the {peak['peak_tflops']:.3g} "
-            f"TFLOP/s MFU divides by ({peak['source']})")
+    text = (
+        f"{what}: {measured_tflops:.3g} TFLOP/s, {100 * ratio:.0f}% of the {peak['peak_tflops']:.3g} "
+        f"TFLOP/s MFU divides by ({peak['source']})"
+    )
     if busy:
         return Outcome("skip", f"{text}; not judged: the machine is busy ({busy}), run it on a quiet one")
     if not low <= ratio <= high:
-        return Outcome("fail", f"{text}: outside {100 * low:.0f}-{100 * high:.0f}%; correct the peak (with "
-                               "its source) or find the cap (power, clocks, load) before reading any MFU")
+        return Outcome(
+            "fail",
+            f"{text}: outside {100 * low:.0f}-{100 * high:.0f}%; correct the peak (with "
+            "its source) or find the cap (power, clocks, load) before reading any MFU",
+        )
     return Outcome("pass", text)
 
 
@@ -448,13 +509,25 @@ def run_checks(machine: Machine, out=sys.stdout) -> list[Outcome]:
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m helpers.check [--device auto|cuda|cpu|xla] [--results DIR] [-p NAME VALUE]"""
     parser = argparse.ArgumentParser(prog="python -m helpers.check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=typing.get_args(Device), default=None,
-                        help="the device the runs must use (default: xla where PJRT_DEVICE is set, else "
-                        "auto)")
-    parser.add_argument("--results", default=None, help="keep the runs' records and logs here (default: a "
-                        "temporary folder, removed when every check passes)")
-    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="a run parameter (helpers/run/args.py) given to every run of the check")
+    parser.add_argument(
+        "--device",
+        choices=typing.get_args(Device),
+        default=None,
+        help="the device the runs must use (default: xla where PJRT_DEVICE is set, else auto)",
+    )
+    parser.add_argument(
+        "--results",
+        default=None,
+        help="keep the runs' records and logs here (default: a temporary folder, removed when every check passes)",
+    )
+    parser.add_argument(
+        "-p",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a run parameter (helpers/run/args.py) given to every run of the check",
+    )
     args = parser.parse_args(argv)
     results = Path(args.results or tempfile.mkdtemp(prefix="accelbench-check-")).resolve()
     machine = Machine(args.device or requested_device(), results, dict(args.p))
@@ -464,8 +537,11 @@ def main(argv: list[str] | None = None) -> int:
     counts = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "skip")}
     print(f"check: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
     if failed:
-        print(f"check FAILED: {', '.join(f'{n} ({outcomes[n - 1].text})' for n in failed)}; records and logs "
-              f"kept in {results}", file=sys.stderr)
+        print(
+            f"check FAILED: {', '.join(f'{n} ({outcomes[n - 1].text})' for n in failed)}; records and logs "
+            f"kept in {results}",
+            file=sys.stderr,
+        )
         return 1
     if args.results is None:
         shutil.rmtree(results, ignore_errors=True)

@@ -10,14 +10,17 @@ examples' names (`run_glue.py`, `run_classification.py`), parsed by transformers
 
 Training is steps.run_all: the same steps as the notebooks, a torchrun rank included.
 """
+
 from __future__ import annotations
 
 import json
 import sys
+
 import pydantic
 
 from helpers import steps
-from helpers.run import ddp, record_destination as destination
+from helpers.run import ddp
+from helpers.run import record_destination as destination
 from helpers.run.args import CHECKED, Device, Maybe, Padding, Precision, arg, build_args
 from helpers.run.argv import cli_parser, parse_cli
 
@@ -49,8 +52,9 @@ class EvalArgs:
     model_name: str = arg(None, "folder written by train.py --output_dir", ("--model_name_or_path", "--checkpoint"))
     data_dir: Maybe[str] = arg(None, "folder of the jsonl splits; None: $EMOTION_DATA_DIR, else the hub")
     eval_subset: Maybe[int] = arg(None, "first N test rows", ("--max_eval_samples",))
-    batch: int = arg(32, "evaluation batch (at least 32, as the training runs' evaluation)",
-                     ("--per_device_eval_batch_size",))
+    batch: int = arg(
+        32, "evaluation batch (at least 32, as the training runs' evaluation)", ("--per_device_eval_batch_size",)
+    )
     max_length: int = arg(128, "tokens per sequence", ("--max_seq_length",))
     padding: Padding = arg("static", "static | dynamic")
     precision: Precision = arg("auto", "as in training")
@@ -68,9 +72,20 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
     if not ev.model_name:
         parser.error("--model_name_or_path (the checkpoint folder) is required")
     # train_subset=1: tokenize maps every split, and only the test split is needed
-    args = build_args({"model_name": ev.model_name, "data_dir": ev.data_dir, "eval_subset": ev.eval_subset,
-                       "batch": ev.batch, "max_length": ev.max_length, "padding": ev.padding,
-                       "precision": ev.precision, "device": ev.device, "train_subset": 1, "progress": False})
+    args = build_args(
+        {
+            "model_name": ev.model_name,
+            "data_dir": ev.data_dir,
+            "eval_subset": ev.eval_subset,
+            "batch": ev.batch,
+            "max_length": ev.max_length,
+            "padding": ev.padding,
+            "precision": ev.precision,
+            "device": ev.device,
+            "train_subset": 1,
+            "progress": False,
+        }
+    )
     run = steps.start(args)
     try:  # an evaluation writes no record: the name start claimed is given back however it ends
         splits = steps.tokenize(run, steps.load_data(run), training=False)
@@ -79,8 +94,7 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
         metrics = train.evaluate(model, loader, run.dev, run.precision, rows_per_batch=loader.batch_size)
     finally:
         destination.release(run.claim)
-    out = {"checkpoint": ev.model_name, "split": "test", "device": run.dev.name, "precision": run.precision,
-           **metrics}
+    out = {"checkpoint": ev.model_name, "split": "test", "device": run.dev.name, "precision": run.precision, **metrics}
     text = json.dumps(out, indent=2)
     print(text)
     if ev.output_file:

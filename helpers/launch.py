@@ -14,6 +14,7 @@ traceback) as JSON to the file torchrun names in TORCHELASTIC_ERROR_FILE:
 `<--log-dir>/<run id>_<random>/attempt_<n>/<local rank>/error.json`. A rank killed by a signal (SIGKILL,
 the OOM killer, a segfault) writes none; for those only, torchrun's failure summary on stdout is read.
 """
+
 from __future__ import annotations
 
 import collections
@@ -46,18 +47,36 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
     results = record_path.parent.parent
     log_dir = Path(tempfile.mkdtemp(prefix=f"torchrun-{launch_id}-"))  # the ranks' error files
     # --standalone: a private rendezvous on a free port, so two launches on one host never collide
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={args.train.num_devices}", f"--log-dir={log_dir}", str(script), *to_argv(args),
-           f"--run_name={name}", f"--results_path={results}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={args.train.num_devices}",
+        f"--log-dir={log_dir}",
+        str(script),
+        *to_argv(args),
+        f"--run_name={name}",
+        f"--results_path={results}",
+    ]
     # the ranks import this checkout's helpers, the launcher's (not whichever an editable install points to)
     path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     tail: collections.deque = collections.deque(maxlen=tail_lines)
-    print(f"num_devices={args.train.num_devices}: this run is handed over to torchrun, "
-          f"{args.train.num_devices} processes; its record will be {record_path}", flush=True)
+    print(
+        f"num_devices={args.train.num_devices}: this run is handed over to torchrun, "
+        f"{args.train.num_devices} processes; its record will be {record_path}",
+        flush=True,
+    )
     print("launching:", " ".join(cmd), flush=True)
     try:
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                              env={**os.environ, LAUNCH_ID: launch_id, "PYTHONPATH": path}) as proc:
+        with subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            env={**os.environ, LAUNCH_ID: launch_id, "PYTHONPATH": path},
+        ) as proc:
             for line in proc.stdout:
                 sys.stdout.write(line)
                 tail.append(line)
@@ -77,32 +96,53 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
         # no error file (a rank that failed before its entry point ran): the last exception it printed
         cause += f"; a rank raised {last_exception(list(tail))}"
     if found is None:
-        records.write_record(record_path, records.run_record(
-            {**args.flat(), "run_name": name}, sorted(args.given), status="failed", finished_at=records.now(),
-            libraries=records.library_versions(), world_size=args.train.num_devices,
-            error=f"torchrun launch failed: {cause}",
-            distributed={"world_size": args.train.num_devices, "launch_id": launch_id, "exit_code": code,
-                         "rank_errors": [asdict(e) for e in errors], "output_tail": "".join(tail)[-4000:]}))
-    raise DistributedRunError(f"distributed run {name!r} failed: {cause}. A failed record is in "
-                              f"{record_path}. Last output lines:\n" + "".join(list(tail)[-15:]))
+        records.write_record(
+            record_path,
+            records.run_record(
+                {**args.flat(), "run_name": name},
+                sorted(args.given),
+                status="failed",
+                finished_at=records.now(),
+                libraries=records.library_versions(),
+                world_size=args.train.num_devices,
+                error=f"torchrun launch failed: {cause}",
+                distributed={
+                    "world_size": args.train.num_devices,
+                    "launch_id": launch_id,
+                    "exit_code": code,
+                    "rank_errors": [asdict(e) for e in errors],
+                    "output_tail": "".join(tail)[-4000:],
+                },
+            ),
+        )
+    raise DistributedRunError(
+        f"distributed run {name!r} failed: {cause}. A failed record is in "
+        f"{record_path}. Last output lines:\n" + "".join(list(tail)[-15:])
+    )
 
 
-def distributed_section(rank: Rank, args: RunArgs, timing: Timing | None, step_model,
-                        shards: dict | None = None) -> dict:
+def distributed_section(
+    rank: Rank, args: RunArgs, timing: Timing | None, step_model, shards: dict | None = None
+) -> dict:
     """Return the record's `distributed` section of a torchrun rank (rank 0 writes it), with the training
     sampler's shard check `shards`."""
     timing = timing or Timing()
-    out = {"world_size": rank.world_size, "nodes": rank.nodes, "backend": rank.backend,
-           "per_device_batch": args.train.batch,
-           "global_batch": args.train.batch * rank.world_size * args.train.gradient_accumulation_steps,
-           "global_samples_per_s": timing.samples_per_s,
-           "per_device_samples_per_s": timing.samples_per_s_per_device,
-           "launch_id": os.environ.get(LAUNCH_ID)}
+    out = {
+        "world_size": rank.world_size,
+        "nodes": rank.nodes,
+        "backend": rank.backend,
+        "per_device_batch": args.train.batch,
+        "global_batch": args.train.batch * rank.world_size * args.train.gradient_accumulation_steps,
+        "global_samples_per_s": timing.samples_per_s,
+        "per_device_samples_per_s": timing.samples_per_s_per_device,
+        "launch_id": os.environ.get(LAUNCH_ID),
+    }
     if shards is not None:
         out["shards"] = shards
     if args.measure.profile:
-        out["allreduce"] = allreduce_share(step_model, timing.step_time_median_s,
-                                           "xla" if rank.backend == "xla" else "cpu")
+        out["allreduce"] = allreduce_share(
+            step_model, timing.step_time_median_s, "xla" if rank.backend == "xla" else "cpu"
+        )
     return out
 
 
@@ -118,8 +158,11 @@ class RankError:
 
     def describe(self) -> str:
         """Return 'rank R raised Type: message (at file:line in f)'."""
-        return (f"rank {self.rank} raised {self.exception}" + (f": {self.message}" if self.message else "")
-                + (f" (at {self.where})" if self.where else ""))
+        return (
+            f"rank {self.rank} raised {self.exception}"
+            + (f": {self.message}" if self.message else "")
+            + (f" (at {self.where})" if self.where else "")
+        )
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -135,8 +178,11 @@ def rank_errors(log_dir: Path) -> list[RankError]:
             message = json.loads(path.read_text())["message"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a rank killed while writing it
-        text, stack = (message.get("message", ""), message.get("extraInfo", {}).get("py_callstack", "")) \
-            if isinstance(message, dict) else (str(message), "")
+        text, stack = (
+            (message.get("message", ""), message.get("extraInfo", {}).get("py_callstack", ""))
+            if isinstance(message, dict)
+            else (str(message), "")
+        )
         kind, _, said = text.partition(": ")
         frames = _FRAME.findall(stack)
         where = f"{frames[-1][0]}:{frames[-1][1]} in {frames[-1][2]}" if frames else None
@@ -177,6 +223,9 @@ _EXCEPTION = re.compile(r"^(?:\[rank\d+\]:)?\s*([A-Za-z_][\w.]*(?:Error|Exceptio
 
 def last_exception(lines: list[str]) -> str:
     """Return the last 'SomeError: message' line the ranks printed (their own error, not torchrun's)."""
-    found = [m.group(1) + ": " + m.group(2).strip() for line in lines
-             if (m := _EXCEPTION.match(line.rstrip())) and "ChildFailedError" not in m.group(1)]
+    found = [
+        m.group(1) + ": " + m.group(2).strip()
+        for line in lines
+        if (m := _EXCEPTION.match(line.rstrip())) and "ChildFailedError" not in m.group(1)
+    ]
     return found[-1] if found else ""

@@ -5,6 +5,7 @@
 listed here, on the one logger named, and only where they are harmless; everything else those loggers
 say still shows.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,11 @@ KNOWN_NOISE = (
     ("torchao", re.compile(r"Failed to load .*torchao/_C\w*\.\S*\.so"), _cpu_torch),
     # torch >= 2.13 deprecates register_constant() on Enum subclasses, which torchao 0.18 calls for its
     # own enums (KernelPreference, ScaleCalculationMode) on import: nothing changes for this project.
-    ("torch.utils._pytree", re.compile(r"is an Enum subclass and is now natively supported by torch\.compile"),
-     lambda: True),
+    (
+        "torch.utils._pytree",
+        re.compile(r"is an Enum subclass and is now natively supported by torch\.compile"),
+        lambda: True,
+    ),
     # zeus (the energy meter's NVML reader) looks for AMD GPUs where NVML is missing, and warns when the
     # amdsmi package finds no ROCm library: the study has no AMD GPU, and the reader says why it has none.
     ("zeus.device.gpu.amd", re.compile(r"Failed to import amdsmi|`ROCM_PATH` is not set"), lambda: True),

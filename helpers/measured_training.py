@@ -4,6 +4,7 @@ periodic validation (time to accuracy); and the loaders, optimizer and schedule 
     t = prepare_training(run, model, splits)    # the benchmark reuses this
     fit = train(run, model, splits)             # steps.train: the record's timing, energy, loss, curve...
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,10 +21,10 @@ from helpers.measure import peak_memory, timing
 from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
-from helpers.run import ddp, device, optim, records, schema, tokens, train as loop
+from helpers.run import ddp, device, optim, records, schema, tokens
+from helpers.run import train as loop
 from helpers.run.args import repo_path
 from helpers.run_state import Run, ranks_did
-
 
 HEADLINE = 0.90  # the target the headline (and make baseline) reports: time to 90% validation accuracy
 
@@ -62,12 +63,20 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     if t.group_by_length and sampler is None:
         sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
     collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
-    loader = tokens.loader(splits["train"], tr.batch, collate, shuffle=True, seed=tr.seed,
-                           drop_last=run.dev.type == "xla", sampler=sampler,
-                           pin_memory=run.dev.type == "cuda")
+    loader = tokens.loader(
+        splits["train"],
+        tr.batch,
+        collate,
+        shuffle=True,
+        seed=tr.seed,
+        drop_last=run.dev.type == "xla",
+        sampler=sampler,
+        pin_memory=run.dev.type == "cuda",
+    )
     steps = min(tr.max_steps or math.inf, len(loader) // tr.gradient_accumulation_steps * tr.epochs)
-    optimizer = optim.build_optimizer(model, tr.lr, tr.llrd_decay, tr.weight_decay, tr.optim,
-                                      run.dev.type, run.precision)
+    optimizer = optim.build_optimizer(
+        model, tr.lr, tr.llrd_decay, tr.weight_decay, tr.optim, run.dev.type, run.precision
+    )
     scheduler = optim.build_scheduler(optimizer, steps, tr.warmup_ratio)
     step_model = ddp.wrap(model, run.rank, run.dev.type) if run.rank else model
     if tr.compile:
@@ -107,7 +116,7 @@ def by_length(lengths: list[int], indices: list[int], rows: int) -> list[list[in
     """Return `indices` cut into batches of `rows`, sorted by their `lengths` (longest first; ties keep the
     order): each batch pads to the longest of rows of nearly one length."""
     ordered = sorted(indices, key=lambda i: -lengths[i])
-    return [ordered[k:k + rows] for k in range(0, len(ordered), rows)]
+    return [ordered[k : k + rows] for k in range(0, len(ordered), rows)]
 
 
 def eval_loader(run: Run, split, sampler=None) -> EvalBatches:
@@ -149,28 +158,57 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     # (local rank i trains on cuda:i), RAPL and Neuron counters are node-wide already
     node_lead = run.rank is None or run.rank.local_rank == 0
     local_gpus = range(run.rank.world_size // run.rank.nodes) if run.rank else None
-    monitor, energy = (start_monitor(run.dev.type), start_energy(run.dev.type, cuda_devices=local_gpus)) \
-        if node_lead else (NotMeasured("measured by local rank 0 of this node"),
-                           NotMeasured("measured by local rank 0 of this node"))
+    monitor, energy = (
+        (start_monitor(run.dev.type), start_energy(run.dev.type, cuda_devices=local_gpus))
+        if node_lead
+        else (
+            NotMeasured("measured by local rank 0 of this node"),
+            NotMeasured("measured by local rank 0 of this node"),
+        )
+    )
     # the meter reads its counters where the timer opens and closes a window: energy over the timed windows;
     # the monitor keeps only what it sampled inside them
-    timer = timing.StepTimer(lambda: device.synchronize(run.dev), m.timing_warmup_steps, m.log_every,
-                             per_step, event=event, watchers=(energy, monitor) if node_lead else ())
-    profiler = StepProfiler(m.profile and run.lead, repo_path(m.profile_dir) / run.name,
-                            warmup_steps=m.timing_warmup_steps, profile_steps=m.profile_steps,
-                            device_type=run.dev.type)
-    callbacks = [lambda step: monitor.mark_steady() if step == m.timing_warmup_steps else None,
-                 lambda step: profiler.step()]
+    timer = timing.StepTimer(
+        lambda: device.synchronize(run.dev),
+        m.timing_warmup_steps,
+        m.log_every,
+        per_step,
+        event=event,
+        watchers=(energy, monitor) if node_lead else (),
+    )
+    profiler = StepProfiler(
+        m.profile and run.lead,
+        repo_path(m.profile_dir) / run.name,
+        warmup_steps=m.timing_warmup_steps,
+        profile_steps=m.profile_steps,
+        device_type=run.dev.type,
+    )
+    callbacks = [
+        lambda step: monitor.mark_steady() if step == m.timing_warmup_steps else None,
+        lambda step: profiler.step(),
+    ]
     if m.eval_every:
         callbacks.append(_curve_callback(run, model, splits, timer))
     try:
-        result = loop.fit(t.step_model, loader, t.optimizer, t.scheduler, run.dev, run.precision, tr.epochs,
-                          timer=timer, max_steps=tr.max_steps, grad_accum=tr.gradient_accumulation_steps,
-                          max_grad_norm=tr.max_grad_norm, log_every=m.log_every,
-                          diverge_factor=m.diverge_factor,
-                          progress=m.progress and run.lead,
-                          log_lines=run.lead and not m.progress, callbacks=tuple(callbacks),
-                          sampler=t.sampler)
+        result = loop.fit(
+            t.step_model,
+            loader,
+            t.optimizer,
+            t.scheduler,
+            run.dev,
+            run.precision,
+            tr.epochs,
+            timer=timer,
+            max_steps=tr.max_steps,
+            grad_accum=tr.gradient_accumulation_steps,
+            max_grad_norm=tr.max_grad_norm,
+            log_every=m.log_every,
+            diverge_factor=m.diverge_factor,
+            progress=m.progress and run.lead,
+            log_lines=run.lead and not m.progress,
+            callbacks=tuple(callbacks),
+            sampler=t.sampler,
+        )
     finally:
         measured_energy = energy.stop()  # the sections are kept when the loop raises
         run.record.utilization, run.record.energy = monitor.stop(), measured_energy
@@ -191,23 +229,33 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     run.record.stopped_early = result.stopped_early
     run.record.energy = schema.Energy(**job_energy(run, measured_energy, node_lead))
     run.record.profile = profiler.summary()
-    run.record.optimizer = schema.Optimizer(**{
-        "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}",
-        "implementation": tr.optim,
-        **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)}})
-    run.record.shapes = {"distinct": len(result.shapes),
-                         "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())}}
+    run.record.optimizer = schema.Optimizer(
+        **{
+            "class": f"{type(t.optimizer).__module__}.{type(t.optimizer).__qualname__}",
+            "implementation": tr.optim,
+            **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)},
+        }
+    )
+    run.record.shapes = {
+        "distinct": len(result.shapes),
+        "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())},
+    }
     if run.record.curve:
-        run.record.time_to_accuracy = crossings(run.record.curve, compile_s=(
-            run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None))
-    run.record.metrics = schema.Metrics(final_loss=result.final_loss, loss_curve=result.loss_curve,
-                                        diverged_at_step=result.diverged_at_step)
+        run.record.time_to_accuracy = crossings(
+            run.record.curve,
+            compile_s=(run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None),
+        )
+    run.record.metrics = schema.Metrics(
+        final_loss=result.final_loss, loss_curve=result.loss_curve, diverged_at_step=result.diverged_at_step
+    )
     rate = times.samples_per_s
-    print(f"training: {result.status}, {result.steps} steps in {times.train_time_s:.1f} s"
-          + (f", {rate:.1f} samples/s steady" if rate else "")
-          + (f", final loss {result.final_loss:.4f}" if result.final_loss is not None else "")
-          + (f" ({result.reason})" if result.reason else "")
-          + (f"; stopped early: {result.stopped_early}" if result.stopped_early else ""))
+    print(
+        f"training: {result.status}, {result.steps} steps in {times.train_time_s:.1f} s"
+        + (f", {rate:.1f} samples/s steady" if rate else "")
+        + (f", final loss {result.final_loss:.4f}" if result.final_loss is not None else "")
+        + (f" ({result.reason})" if result.reason else "")
+        + (f"; stopped early: {result.stopped_early}" if result.stopped_early else "")
+    )
     if run.record.curve:
         print("time to accuracy (validation): " + describe(run.record.time_to_accuracy))
     return result
@@ -219,8 +267,7 @@ def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
     world = run.rank.world_size if run.rank else 1
     if run.rank is not None and run.rank.nodes > 1:  # each node lead metered its node: add them up
         dtype = torch.float32 if run.dev.type == "xla" else torch.float64  # XLA collectives take float32
-        mine = torch.tensor(node_totals(section) if node_lead else [0.0] * 3, dtype=dtype,
-                            device=run.dev.torch_device)
+        mine = torch.tensor(node_totals(section) if node_lead else [0.0] * 3, dtype=dtype, device=run.dev.torch_device)
         section = sum_nodes(section, ddp.reducer(world, run.dev.type)(mine).tolist(), run.rank.nodes)
     # the ranks step in lockstep: the job's steady samples are rank 0's times the ranks (as samples_per_s)
     samples = run.record.timing.steady_samples * world
@@ -266,24 +313,36 @@ def _curve_callback(run: Run, model, splits, timer):
         test_accuracy = None
         if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])
-            test_accuracy = loop.evaluate(model, test, run.dev, run.precision,
-                                          rows_per_batch=test.batch_size)["accuracy"]
+            test_accuracy = loop.evaluate(model, test, run.dev, run.precision, rows_per_batch=test.batch_size)[
+                "accuracy"
+            ]
         now = time.perf_counter()
         # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited,
         # less the process start-up)
-        point = schema.CurvePoint(step=step, train_time_s=sum(w.seconds for w in timer.windows),
-                                  samples=int(sum(timer.samples)), val_accuracy=metrics["accuracy"],
-                                  rows=metrics["rows"], eval_s=now - t0, wall_s=now - run.started_s)
+        point = schema.CurvePoint(
+            step=step,
+            train_time_s=sum(w.seconds for w in timer.windows),
+            samples=int(sum(timer.samples)),
+            val_accuracy=metrics["accuracy"],
+            rows=metrics["rows"],
+            eval_s=now - t0,
+            wall_s=now - run.started_s,
+        )
         if test_accuracy is not None:  # the 90% checkpoint's alone
             point.test_accuracy = test_accuracy
         run.record.phases.periodic_eval = (run.record.phases.periodic_eval or 0.0) + point.eval_s
         run.record.curve.append(point)
         if run.lead:
-            print(f"step {step}: validation accuracy {metrics['accuracy']:.1%} on {metrics['rows']} rows, "
-                  f"{point.train_time_s:.0f} s of training"
-                  + (f"; test accuracy of this checkpoint {test_accuracy:.1%}"
-                     if test_accuracy is not None else ""), flush=True)
+            print(
+                f"step {step}: validation accuracy {metrics['accuracy']:.1%} on {metrics['rows']} rows, "
+                f"{point.train_time_s:.0f} s of training"
+                + (f"; test accuracy of this checkpoint {test_accuracy:.1%}" if test_accuracy is not None else ""),
+                flush=True,
+            )
         if m.stop_at_accuracy is not None and metrics["accuracy"] >= m.stop_at_accuracy:
-            raise loop.StopTraining(f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
-                                    f"stop_at_accuracy={m.stop_at_accuracy}")
+            raise loop.StopTraining(
+                f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
+                f"stop_at_accuracy={m.stop_at_accuracy}"
+            )
+
     return curve

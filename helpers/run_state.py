@@ -3,14 +3,16 @@
 helpers/steps.py and helpers/measured_training.py pass a Run from step to step; every field is typed (no
 string-keyed side channel), the record a RunRecord; `handover` marks a run that torchrun's ranks ran instead.
 """
+
 from __future__ import annotations
 
 import functools
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -67,15 +69,20 @@ class Run:
 
 def ranks_did(result: Callable[[Run], Any] = lambda run: None):
     """Make a step say that torchrun's ranks did it and return `result(run)` when the run was handed over."""
+
     def decorate(step: Callable) -> Callable:
         @functools.wraps(step)
         def guarded(run: Run, *args, **kwargs):
             if run.handover is None:
                 return step(run, *args, **kwargs)
-            print(f"{step.__name__}: done by the {run.args.train.num_devices} torchrun ranks (their output is "
-                  f"above); record: {run.record_path}")
+            print(
+                f"{step.__name__}: done by the {run.args.train.num_devices} torchrun ranks (their output is "
+                f"above); record: {run.record_path}"
+            )
             return result(run)
+
         return guarded
+
     return decorate
 
 
@@ -93,10 +100,15 @@ def record_failures_in_notebook(run: Run, finish: Callable[..., dict], on: bool 
         if run.finished is None:
             text = f"{etype.__name__}: {value}"
             interrupted = issubclass(etype, KeyboardInterrupt)  # the kernel's interrupt (SIGINT) mid-cell
-            finish(run, "interrupted" if interrupted else failure_status(text),
-                   f"{etype.__name__}: the run was interrupted (SIGINT: the kernel's interrupt)" if interrupted
-                   else text)
-            print(f"the run's {'interruption' if interrupted else 'failure'} is recorded in {run.record_path}",
-                  file=sys.stderr)
+            finish(
+                run,
+                "interrupted" if interrupted else failure_status(text),
+                f"{etype.__name__}: the run was interrupted (SIGINT: the kernel's interrupt)" if interrupted else text,
+            )
+            print(
+                f"the run's {'interruption' if interrupted else 'failure'} is recorded in {run.record_path}",
+                file=sys.stderr,
+            )
         self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
     shell.set_custom_exc((Exception, KeyboardInterrupt), record_then_show)

@@ -13,6 +13,7 @@ benchmark all call these.
     record = finish(run)                  # <results>/<suite or adhoc>/<run_name>@<device>.json
     run_all(args)                         # all of the above; a failure is recorded, never lost
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,19 +33,36 @@ import torch
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
-from helpers.run import (data, ddp, device, lora, models, neuron, precision as prec, record_destination as destination,
-                         records, schema, tokens)
+from helpers.measured_training import eval_batches, eval_loader, prepare_training, train
+from helpers.run import data, ddp, device, lora, models, neuron, records, schema, tokens
+from helpers.run import precision as prec
+from helpers.run import record_destination as destination
 from helpers.run import train as loop
 from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
 from helpers.run.argv import notebook_args, parse_cli
-from helpers.run_state import Run, ranks_did, record_failures_in_notebook
 from helpers.run.summary import summary
-from helpers.measured_training import eval_batches, eval_loader, prepare_training, train
+from helpers.run_state import Run, ranks_did, record_failures_in_notebook
 
-__all__ = ["Run", "build_args", "notebook_args", "parse_cli", "hand_over", "start", "load_data", "tokenize",
-           "build_model",
-           "prepare_training", "train", "eval_loader", "eval_batches", "evaluate", "save", "finish", "run_all",
-           "summary"]
+__all__ = [
+    "Run",
+    "build_args",
+    "notebook_args",
+    "parse_cli",
+    "hand_over",
+    "start",
+    "load_data",
+    "tokenize",
+    "build_model",
+    "prepare_training",
+    "train",
+    "eval_loader",
+    "eval_batches",
+    "evaluate",
+    "save",
+    "finish",
+    "run_all",
+    "summary",
+]
 
 
 INTERRUPTED = "KeyboardInterrupt: the run was interrupted (SIGINT: Ctrl-C or a notebook's interrupt)"
@@ -72,8 +90,11 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built
     if dev.type == "xla" and args.task.padding == "dynamic":
-        warnings.warn("padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
-                      "(minutes each on Neuron); use padding='static' for speed", stacklevel=2)
+        warnings.warn(
+            "padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
+            "(minutes each on Neuron); use padding='static' for speed",
+            stacklevel=2,
+        )
     if args.measure.profile:
         records.check_writable(repo_path(args.measure.profile_dir), "profile_dir")
     if args.measure.save_dir:
@@ -92,14 +113,31 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     destination.check_destination(path)  # the exact folder and file name, before any model is built
     loop.seed_everything(args.train.seed)
     oversubscribed = device.oversubscribed(dev, args.train.num_devices, args.train.allow_oversubscribe)
-    head = records.run_record({**args.flat(), "run_name": name}, sorted(args.given),
-                              oversubscribed=oversubscribed or None, libraries=records.library_versions(),
-                              device=dev.describe(), precision=dataclasses.asdict(choice),
-                              phases=schema.Phases(startup=startup_s, probes=probes_s), curve=[])
+    head = records.run_record(
+        {**args.flat(), "run_name": name},
+        sorted(args.given),
+        oversubscribed=oversubscribed or None,
+        libraries=records.library_versions(),
+        device=dev.describe(),
+        precision=dataclasses.asdict(choice),
+        phases=schema.Phases(startup=startup_s, probes=probes_s),
+        curve=[],
+    )
     if choice.auto_reason and not (rank and rank.rank):
         print(f"precision auto: {choice.auto_reason}")
-    run = Run(args, name, dev, precision, choice.compute_dtype, head, path, model_config, rank=rank,
-              started_s=t0, startup_s=startup_s)
+    run = Run(
+        args,
+        name,
+        dev,
+        precision,
+        choice.compute_dtype,
+        head,
+        path,
+        model_config,
+        rank=rank,
+        started_s=t0,
+        startup_s=startup_s,
+    )
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
         run.claim = destination.claim_name(path, args.measure.replace_record)
     try:
@@ -161,11 +199,14 @@ def load_data(run: Run):
     """Return the dataset splits; their provenance goes to the record's `data`."""
     t = run.args.task
     with phase(run, "load_data"):
-        ds, info = data.load_emotion(t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset,
-                                     run.args.train.seed, t.drop_bad_rows)
+        ds, info = data.load_emotion(
+            t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset, run.args.train.seed, t.drop_bad_rows
+        )
     run.record.data = schema.Data(**info)
-    print(f"data: {', '.join(f'{n:,} {s}' for s, n in info['rows'].items())} rows from {info['source']}"
-          + (f"; dropped {info['dropped_rows']}" if any(info["dropped_rows"].values()) else ""))
+    print(
+        f"data: {', '.join(f'{n:,} {s}' for s, n in info['rows'].items())} rows from {info['source']}"
+        + (f"; dropped {info['dropped_rows']}" if any(info["dropped_rows"].values()) else "")
+    )
     return ds
 
 
@@ -179,20 +220,26 @@ def tokenize(run: Run, ds, training: bool = True):
     world = run.rank.world_size if run.rank else 1
     rows = math.ceil(len(splits["train"]) / world)  # DistributedSampler evens the shards out
     if training and tr.batch > rows:  # before the model is built: a batch never holds a row twice
-        raise ConfigError(f"batch={tr.batch} is above the {rows} training rows per device: a batch takes each row "
-                          f"at most once, so every step would see all {rows}; give batch <= {rows} (or more rows)")
+        raise ConfigError(
+            f"batch={tr.batch} is above the {rows} training rows per device: a batch takes each row "
+            f"at most once, so every step would see all {rows}; give batch <= {rows} (or more rows)"
+        )
     batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
     steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
     if steps == 0 and training:
-        raise ConfigError(f"this run makes no optimizer step: {rows} training rows per device, batch "
-                          f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
-                          + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
-                          + ": give more rows (train_subset) or a smaller batch")
+        raise ConfigError(
+            f"this run makes no optimizer step: {rows} training rows per device, batch "
+            f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
+            + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
+            + ": give more rows (train_subset) or a smaller batch"
+        )
     if run.record.data is None:  # splits that load_data did not load
         run.record.data = schema.Data()
     run.record.data.optimizer_steps_planned = steps
-    print(f"tokens: {t.padding} padding to {t.max_length}; {steps} optimizer steps planned "
-          f"(batch {tr.batch} x {world} device(s), {tr.epochs} epoch(s){', max_steps' if tr.max_steps else ''})")
+    print(
+        f"tokens: {t.padding} padding to {t.max_length}; {steps} optimizer steps planned "
+        f"(batch {tr.batch} x {world} device(s), {tr.epochs} epoch(s){', max_steps' if tr.max_steps else ''})"
+    )
     return splits
 
 
@@ -208,12 +255,18 @@ def build_model(run: Run) -> torch.nn.Module:
         model = lora.apply(model, spec)  # adapters before the precision cast, so they are cast alike
         model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
     run.record.model = schema.ModelInfo(
-        name=t.model_name, parameters=sum(p.numel() for p in model.parameters()),
-        hidden_size=model.config.hidden_size, num_hidden_layers=model.config.num_hidden_layers,
-        attention=model.config._attn_implementation, weights=models.weights_note(t.model_name),
-        **lora.describe(model, spec))
-    print(f"model: {t.model_name}, {run.record.model.parameters / 1e6:.1f} M parameters on "
-          f"{run.dev.name}, {run.precision}")
+        name=t.model_name,
+        parameters=sum(p.numel() for p in model.parameters()),
+        hidden_size=model.config.hidden_size,
+        num_hidden_layers=model.config.num_hidden_layers,
+        attention=model.config._attn_implementation,
+        weights=models.weights_note(t.model_name),
+        **lora.describe(model, spec),
+    )
+    print(
+        f"model: {t.model_name}, {run.record.model.parameters / 1e6:.1f} M parameters on "
+        f"{run.dev.name}, {run.precision}"
+    )
     return model
 
 
@@ -231,12 +284,15 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
                 metrics = reused
             else:
                 batches = eval_batches(run, split, splits[split], sampler)
-                metrics = loop.evaluate(model, batches, run.dev, run.precision, reduce=reduce,
-                                        rows_per_batch=batches.batch_size)
+                metrics = loop.evaluate(
+                    model, batches, run.dev, run.precision, reduce=reduce, rows_per_batch=batches.batch_size
+                )
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
         again = f" (step {run.last_validation[0]}'s periodic evaluation: the same weights)" if reused else ""
-        print(f"evaluation: validation accuracy {out['val_accuracy']:.4f}{again}"
-              + f", test accuracy {out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}")
+        print(
+            f"evaluation: validation accuracy {out['val_accuracy']:.4f}{again}"
+            + f", test accuracy {out['test_accuracy']:.4f}, test macro-F1 {out['test_macro_f1']:.4f}"
+        )
     run.record.phases.evaluate = time.perf_counter() - t0
     if out:
         run.record.metrics = (run.record.metrics or schema.Metrics()).model_copy(update=out)
@@ -286,8 +342,11 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
                 records.write_json_atomic(where, written)
             except records.RecordWriteError:
                 where = None
-            print(f"record NOT written to {run.record_path}: {err}; "
-                  + (f"saved to {where} instead" if where else "printed above (no folder took it)"), file=sys.stderr)
+            print(
+                f"record NOT written to {run.record_path}: {err}; "
+                + (f"saved to {where} instead" if where else "printed above (no folder took it)"),
+                file=sys.stderr,
+            )
         finally:
             destination.release(run.claim)
         print(f"record: {rec.status}, written to {where}")
@@ -306,22 +365,49 @@ def assemble(run: Run, status: str | None, error: str | None) -> schema.RunRecor
         t = run.args.task
         model = run.record.model
         fused = run.dev.type == "cuda" and model is not None and model.attention == "sdpa"
-        systems = _measured("systems", lambda: systems_section(
-            run.model_config, steady, timing.steady_time_s, timing.steady_steps, run.precision,
-            run.compute_dtype, run.dev.describe(), records.peaks_dir(run.record_path), t.lora_r,
-            t.lora_targets, fused_attention=fused))
+        systems = _measured(
+            "systems",
+            lambda: systems_section(
+                run.model_config,
+                steady,
+                timing.steady_time_s,
+                timing.steady_steps,
+                run.precision,
+                run.compute_dtype,
+                run.dev.describe(),
+                records.peaks_dir(run.record_path),
+                t.lora_r,
+                t.lora_targets,
+                fused_attention=fused,
+            ),
+        )
     if run.compiles:
-        xla_section = _measured("xla", lambda: run.compiles.section(
-            run.args.measure.timing_warmup_steps * run.args.train.gradient_accumulation_steps, timing,
-            len(run.fit.shapes) if run.fit else None))
+        xla_section = _measured(
+            "xla",
+            lambda: run.compiles.section(
+                run.args.measure.timing_warmup_steps * run.args.train.gradient_accumulation_steps,
+                timing,
+                len(run.fit.shapes) if run.fit else None,
+            ),
+        )
     if run.rank is not None:
         distributed = launch.distributed_section(run.rank, run.args, timing, run.step_model, run.shards)
     memory = _measured("memory", lambda: peak_memory.peak(run.dev.type))
-    return schema.RunRecord.model_validate(run.record.model_copy(update=dict(
-        status=status or run.outcome or "finished", error=error or run.error,
-        world_size=run.rank.world_size if run.rank else 1, memory=memory, systems=systems, xla=xla_section,
-        distributed=distributed, finished_at=records.now(),
-        phases=wall_split(run, time.perf_counter() - t0))))
+    return schema.RunRecord.model_validate(
+        run.record.model_copy(
+            update=dict(
+                status=status or run.outcome or "finished",
+                error=error or run.error,
+                world_size=run.rank.world_size if run.rank else 1,
+                memory=memory,
+                systems=systems,
+                xla=xla_section,
+                distributed=distributed,
+                finished_at=records.now(),
+                phases=wall_split(run, time.perf_counter() - t0),
+            )
+        )
+    )
 
 
 def wall_split(run: Run, record_s: float) -> schema.Phases:
@@ -331,8 +417,9 @@ def wall_split(run: Run, record_s: float) -> schema.Phases:
     wall_s = run.startup_s + time.perf_counter() - run.started_s
     phases = run.record.phases.model_copy(update={"record": record_s})
     measured = sum(getattr(phases, name) or 0.0 for name in phases.model_fields_set)
-    return phases.model_copy(update={"other": max(0.0, wall_s - measured), "wall": wall_s,
-                                     "periodic_evals": len(run.record.curve)})
+    return phases.model_copy(
+        update={"other": max(0.0, wall_s - measured), "wall": wall_s, "periodic_evals": len(run.record.curve)}
+    )
 
 
 def _measured(section: str, compute) -> dict:

@@ -22,6 +22,7 @@ committed schema describes them.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/migrate_records.py [RESULTS_DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,12 @@ RESULTS_DIR = Path(__file__).resolve().parents[1] / "Experiment" / "results"
 
 def record_files(root: Path) -> list[Path]:
     """Return the record files below `root`, skipping the peaks folder and hidden ones."""
-    return sorted(p for p in root.rglob("*.json")
-                  if records.PEAKS not in p.relative_to(root).parts
-                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return sorted(
+        p
+        for p in root.rglob("*.json")
+        if records.PEAKS not in p.relative_to(root).parts
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
 
 
 def migrate(path: Path) -> bool:

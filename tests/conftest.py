@@ -1,4 +1,5 @@
 """Shared fixtures: a tiny BERT saved as a local model folder, and a generated six-label dataset."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,14 @@ def tiny_bert_config(**overrides):
     """Return a 2-layer, hidden-64 BertConfig with bert-base-uncased's vocabulary size."""
     from transformers import BertConfig
 
-    kwargs = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                  max_position_embeddings=128, num_labels=6)
+    kwargs = dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        num_labels=6,
+    )
     kwargs.update(overrides)
     return BertConfig(**kwargs)
 
@@ -44,8 +51,17 @@ def write_split(path: Path, n: int, seed: int) -> None:
             f.write(json.dumps({"text": " ".join(words), "label": label}) + "\n")
 
 
-CANNED_PROBE = {"ratio": 1.0, "fp32_step_s": 0.5, "bf16_step_s": 0.5, "per_round": [1.0] * 3, "rounds": 3,
-                "threads": 1, "workload": "canned (tests/conftest.py)", "cpu": "test", "measured_at": "test"}
+CANNED_PROBE = {
+    "ratio": 1.0,
+    "fp32_step_s": 0.5,
+    "bf16_step_s": 0.5,
+    "per_round": [1.0] * 3,
+    "rounds": 3,
+    "threads": 1,
+    "workload": "canned (tests/conftest.py)",
+    "cpu": "test",
+    "measured_at": "test",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +71,9 @@ def canned_precision_probe(monkeypatch):
     tests/measure/test_precision_probe.py puts the real cache and probe back."""
     from helpers.measure import precision_probe
 
-    monkeypatch.setattr(precision_probe, "cpu_probe", lambda device_key, peaks_dir: {**CANNED_PROBE, "source": "canned"})
+    monkeypatch.setattr(
+        precision_probe, "cpu_probe", lambda device_key, peaks_dir: {**CANNED_PROBE, "source": "canned"}
+    )
 
 
 @pytest.fixture()

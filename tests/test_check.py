@@ -1,5 +1,6 @@
 """The first-run checklist (`python -m helpers.check`): it passes here, numbers every check, and fails with
 the reason when a check fails: a device that is not there, a loss that does not stay finite."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ def run_check(*args: str, env: dict | None = None) -> tuple[subprocess.Completed
     """Run `python -m helpers.check ARGS` here; return the process and {number: (status, text)} of its
     checks."""
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "helpers.check", *args], cwd=REPO, capture_output=True,
-                          text=True, env=env, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "helpers.check", *args], cwd=REPO, capture_output=True, text=True, env=env, timeout=1200
+    )
     found = {int(m[1]): (m[2], m[4]) for m in map(LINE.match, proc.stdout.splitlines()) if m}
     return proc, found
 
@@ -63,8 +65,9 @@ def test_a_device_that_is_not_there_fails_check_2_with_the_reason_and_runs_nothi
 @pytest.mark.slow
 def test_a_loss_that_overflows_fails_check_3_and_a_sane_one_passes(tiny_data_dir, tmp_path):
     data = {"data_dir": str(tiny_data_dir)}
-    absurd = check.Machine("cpu", tmp_path / "absurd", {**data, "lr": "1e6", "max_grad_norm": "None",
-                                                        "warmup_ratio": "0"})
+    absurd = check.Machine(
+        "cpu", tmp_path / "absurd", {**data, "lr": "1e6", "max_grad_norm": "None", "warmup_ratio": "0"}
+    )
     sane = check.Machine("cpu", tmp_path / "sane", data)
     for machine in (absurd, sane):
         assert check.device_used(machine).status == "pass"
@@ -75,8 +78,7 @@ def test_a_loss_that_overflows_fails_check_3_and_a_sane_one_passes(tiny_data_dir
     assert passed.status == "pass" and list(sane.runs) == ["fp32"]
 
 
-def test_a_gpu_the_runs_would_not_use_is_a_silent_fallback_unless_the_cpu_was_asked_for(tmp_path,
-                                                                                          monkeypatch):
+def test_a_gpu_the_runs_would_not_use_is_a_silent_fallback_unless_the_cpu_was_asked_for(tmp_path, monkeypatch):
     cpu = devices.resolve_device("cpu")
     assert check.unused_hardware("auto", cpu) is None or check.NVIDIA_DEVICE.exists()
     monkeypatch.setattr(check, "NVIDIA_DEVICE", tmp_path / "nvidia0")
@@ -86,22 +88,30 @@ def test_a_gpu_the_runs_would_not_use_is_a_silent_fallback_unless_the_cpu_was_as
 
 
 def test_requirements_follow_includes_and_name_what_is_missing_or_off_its_pin(tmp_path):
-    (tmp_path / "base.txt").write_text(f"pytest=={metadata.version('pytest')}  # met\n"
-                                       "torch==0.0.1\n--extra-index-url https://example.invalid\n")
+    (tmp_path / "base.txt").write_text(
+        f"pytest=={metadata.version('pytest')}  # met\ntorch==0.0.1\n--extra-index-url https://example.invalid\n"
+    )
     (tmp_path / "top.txt").write_text("# the list\n-r base.txt\nno-such-package-here==1.0\n")
     found = check.requirements(tmp_path / "top.txt")
     assert [r.name for r in found] == ["pytest", "torch", "no-such-package-here"]
-    assert check.unmet(found) == [f"torch {metadata.version('torch')} (wants ==0.0.1)",
-                                  "no-such-package-here missing"]
+    assert check.unmet(found) == [f"torch {metadata.version('torch')} (wants ==0.0.1)", "no-such-package-here missing"]
 
 
 def steady_record(steady_s: float, energy_s: float, window: str = "steady", **xla) -> dict:
     """A finished record's timing and energy sections, and an `xla` section with `xla`'s changes."""
-    section = {"compilations_after_warmup": 0, "compilations_per_step": {"0": 1}, "graph_compilations": 2,
-               "train": {"execute_count": 5, "uncached_compiles": 1}, "eval": {"uncached_compiles": 1}, **xla}
-    return {"timing": {"steps": 5, "steady_time_s": steady_s},
-            "energy": {"window": window, "seconds": energy_s, "joules": None, "reason": "no reader"},
-            "xla": section}
+    section = {
+        "compilations_after_warmup": 0,
+        "compilations_per_step": {"0": 1},
+        "graph_compilations": 2,
+        "train": {"execute_count": 5, "uncached_compiles": 1},
+        "eval": {"uncached_compiles": 1},
+        **xla,
+    }
+    return {
+        "timing": {"steps": 5, "steady_time_s": steady_s},
+        "energy": {"window": window, "seconds": energy_s, "joules": None, "reason": "no reader"},
+        "xla": section,
+    }
 
 
 def test_the_energy_window_must_be_the_timing_window():
@@ -110,10 +120,13 @@ def test_the_energy_window_must_be_the_timing_window():
     assert check.energy_window(machine).status == "pass"
     assert "no joules here: no reader" in check.energy_window(machine).text
     # the energy counter of the first GPU did not move over the check's few steady steps: 0 J, said so
-    machine.runs["fp32"]["energy"].update(joules=0.0, method="measured", source="NVML total energy counter",
-                                          reason=None)
-    assert "0 J over its 1250 ms: the counter (NVML total energy counter) did not advance" in \
-        check.energy_window(machine).text
+    machine.runs["fp32"]["energy"].update(
+        joules=0.0, method="measured", source="NVML total energy counter", reason=None
+    )
+    assert (
+        "0 J over its 1250 ms: the counter (NVML total energy counter) did not advance"
+        in check.energy_window(machine).text
+    )
     machine.runs["bf16"] = steady_record(1.25, 1.75)  # a meter that also covered a warm-up step
     assert "bf16: energy.seconds 1.75" in check.energy_window(machine).text
     machine.runs["bf16"] = steady_record(1.25, 1.25, window="whole run")
@@ -125,10 +138,11 @@ def test_xla_graphs_fail_on_a_recompile_an_extra_execution_or_evaluation_charged
     machine.dev = devices.DeviceInfo("xla", "xla:0", "XLA CPU", "AVX2", bf16_fast=False)
     machine.runs = {"fp32": steady_record(1.0, 1.0)}
     assert check.xla_graphs(machine).status == "pass"
-    for change, words in (({"compilations_after_warmup": 1}, "compilation(s) after the warm-up"),
-                          ({"train": {"execute_count": 6, "uncached_compiles": 1}},
-                           "6 graph executions in 5"),
-                          ({"eval": {"uncached_compiles": 0}}, "not counted apart")):
+    for change, words in (
+        ({"compilations_after_warmup": 1}, "compilation(s) after the warm-up"),
+        ({"train": {"execute_count": 6, "uncached_compiles": 1}}, "6 graph executions in 5"),
+        ({"eval": {"uncached_compiles": 0}}, "not counted apart"),
+    ):
         machine.runs = {"fp32": steady_record(1.0, 1.0, **change)}
         outcome = check.xla_graphs(machine)
         assert outcome.status == "fail" and words in outcome.text

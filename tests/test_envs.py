@@ -4,6 +4,7 @@ that list plus the Neuron wheels, built only on a trn1.
 requirements-neuron.txt includes requirements-xla.txt, so what is installed and imported here in CI
 (`make test-xla`) is what a trn1 gets: every module of `helpers`, the sweep's plan and the report.
 """
+
 from __future__ import annotations
 
 import ast
@@ -39,8 +40,7 @@ def test_the_neuron_list_is_the_xla_list_plus_the_neuron_wheels():
 def make_neuron_venv(target: Path, **variables: Path) -> subprocess.CompletedProcess:
     """Run `make neuron-venv` into `target` with the Makefile's variables overridden."""
     args = [f"{name}={value}" for name, value in {"NEURON_VENV": target, **variables}.items()]
-    return subprocess.run(["make", "-s", "neuron-venv", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(["make", "-s", "neuron-venv", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
 def test_make_neuron_venv_refuses_off_a_trn1_before_installing_anything(tmp_path):
@@ -57,8 +57,13 @@ def test_make_neuron_venv_refuses_off_a_trn1_before_installing_anything(tmp_path
 @pytest.mark.parametrize("goal, folder", [("venv", "VENV"), ("xla-venv", "XLA_VENV"), ("cloud-venv", "CLOUD_VENV")])
 def test_an_environment_is_not_built_where_the_disk_cannot_hold_it(tmp_path, goal, folder):
     target = tmp_path / "new" / "env"  # its folder does not exist yet: the free space is read above it
-    proc = subprocess.run(["make", "-s", goal, f"{folder}={target}", f"{folder}_GIB=1000000"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-s", goal, f"{folder}={target}", f"{folder}_GIB=1000000"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0 and f"{target}: 1000000 GiB of free disk needed" in said, said
     assert f"GiB free on {tmp_path}" in said and not target.exists()
@@ -106,8 +111,9 @@ def test_every_package_helpers_imports_anywhere_is_in_the_xla_environment():
 def run_here(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run `python -m ...` in this environment from the repository root; return the finished process."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 @pytest.mark.xla
@@ -122,8 +128,9 @@ def test_the_trn1_plan_prints_from_the_xla_environment():
 @pytest.mark.xla
 def test_the_report_builds_from_the_xla_environment_into_another_folder(tmp_path):
     pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make test-xla)")
-    proc = run_here("helpers.study.report", "--out-dir", str(tmp_path / "Experiment"),
-                    "--pictures", str(tmp_path / "Pictures"))
+    proc = run_here(
+        "helpers.study.report", "--out-dir", str(tmp_path / "Experiment"), "--pictures", str(tmp_path / "Pictures")
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "Experiment" / "REPORT.md").read_text().startswith("<!-- Written by")
     assert list((tmp_path / "Pictures").glob("*.png"))  # seaborn and matplotlib drew the figures

@@ -1,4 +1,5 @@
 """finish never loses a record, and a run's destination and name are checked before anything is built."""
+
 import dataclasses
 import json
 import multiprocessing
@@ -10,24 +11,47 @@ from pathlib import Path
 import pytest
 
 from helpers import steps
-from helpers.run import record_destination as destination, records
+from helpers.run import record_destination as destination
+from helpers.run import records
 from helpers.run.args import ConfigError, build_args
 
 
 def _args(tiny_model_dir, tiny_data_dir, results, **kw):
-    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=32, max_length=16, epochs=1,
-                max_steps=4, timing_warmup_steps=1, lr=5e-3, results_path=str(results), progress=False, log_every=1,
-                precision="fp32")
+    base = dict(
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        batch=32,
+        max_length=16,
+        epochs=1,
+        max_steps=4,
+        timing_warmup_steps=1,
+        lr=5e-3,
+        results_path=str(results),
+        progress=False,
+        log_every=1,
+        precision="fp32",
+    )
     return build_args({**base, **kw})
 
 
 STORED = '{"fp32, 1 threads": {"peak_tflops": %s, "mem_bw_gbps": 10.0, "threads": 1, "shape": "s", "by_shape": {}}}'
 
 
-@pytest.mark.parametrize("peaks", ["[]", '{"fp32, 1 threads": {"peak_tflops": 1.0}}', "{not json", "",
-                                   STORED % "-1", STORED % "NaN", STORED % "0.0012"])
+@pytest.mark.parametrize(
+    "peaks",
+    [
+        "[]",
+        '{"fp32, 1 threads": {"peak_tflops": 1.0}}',
+        "{not json",
+        "",
+        STORED % "-1",
+        STORED % "NaN",
+        STORED % "0.0012",
+    ],
+)
 def test_a_malformed_peaks_file_is_measured_again_and_never_costs_the_record(
-        tiny_model_dir, tiny_data_dir, tmp_path, peaks):
+    tiny_model_dir, tiny_data_dir, tmp_path, peaks
+):
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="p"))
     peaks_file = records.peaks_dir(run.record_path) / f"{run.dev.key}.json"
     peaks_file.parent.mkdir(parents=True)
@@ -41,10 +65,12 @@ def test_a_malformed_peaks_file_is_measured_again_and_never_costs_the_record(
     assert isinstance(json.loads(peaks_file.read_text()), dict)
 
 
-def test_a_roof_that_cannot_be_found_is_a_reason_in_a_written_record(tiny_model_dir, tiny_data_dir, tmp_path,
-                                                                     monkeypatch):
+def test_a_roof_that_cannot_be_found_is_a_reason_in_a_written_record(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch
+):
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr("helpers.calc.roofline.machine_peak", full_disk)
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="disk"))
     saved = records.read_record(records.record_path(tmp_path, None, "disk", rec["device"]["key"]))
@@ -52,7 +78,8 @@ def test_a_roof_that_cannot_be_found_is_a_reason_in_a_written_record(tiny_model_
 
 
 def test_a_record_that_cannot_go_where_it_belongs_is_printed_and_saved_in_the_working_folder(
-        tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys):
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path / "results", run_name="lost"))
     shutil.rmtree(run.record_path.parent)
@@ -96,13 +123,14 @@ def test_the_suites_own_folder_is_checked_before_training(tiny_model_dir, tiny_d
         steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="r", suite="demo"))
 
 
-def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tiny_model_dir, tiny_data_dir,
-                                                                              tmp_path):
+def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tiny_model_dir, tiny_data_dir, tmp_path):
     args = _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once")
     path = records.record_path(tmp_path, None, "once", steps.start(args).dev.key)
     destination.release(destination._claim_path(path))
-    hold = ("import sys, time, pathlib; from helpers.run import record_destination as d; "
-            "d.claim_name(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(60)")
+    hold = (
+        "import sys, time, pathlib; from helpers.run import record_destination as d; "
+        "d.claim_name(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+    )
     other = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout.readline().strip() == "held"
@@ -120,7 +148,8 @@ def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tin
 
 
 def test_gradient_checkpointing_on_neuron_runs_and_a_failure_keeps_its_own_error(
-        tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch
+):
     """Upstream trains BERT on trn1 with it (torch_xla.utils.checkpoint): it runs like any other setting (it
     was refused), and a failure is recorded with its real error (it was relabelled 'unsupported by the
     compiler'). Here the device says Neuron; then the 'compiler' fails at the model build."""
@@ -133,6 +162,7 @@ def test_gradient_checkpointing_on_neuron_runs_and_a_failure_keeps_its_own_error
 
     def compiler_rejects(run):
         raise RuntimeError("neuronx-cc: unsupported checkpoint region")
+
     monkeypatch.setattr(steps, "build_model", compiler_rejects)
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, **args))
     assert rec["status"] == "failed"

@@ -7,6 +7,7 @@ parameter in the browser, as a user would, and checks that the run used it. Need
 (requirements.txt) and Debian's chromium and chromium-driver (`make browser` installs them where it runs as
 root); skipped, saying which is missing, elsewhere. Screenshots go to tests/artifacts/ (gitignored).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,8 +35,9 @@ RUN_TIMEOUT_S = 420  # Run All on the tiny settings takes ~30 s (CPU) and ~45 s 
 pytestmark = pytest.mark.slow
 
 # First-launch pop-ups a new user would dismiss (news opt-in, update check): they would cover the page.
-LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-                {"fetchNews": "false", "checkForUpdates": False}}
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False}
+}
 
 
 def missing_reason() -> str | None:
@@ -78,15 +80,35 @@ class LabServer:
         for rel, value in LAB_SETTINGS.items():
             (settings / rel).parent.mkdir(parents=True, exist_ok=True)
             (settings / rel).write_text(json.dumps(value))
-        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-                   JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-                   PJRT_DEVICE="CPU", XLA_FLAGS="--xla_backend_optimization_level=0")
+        env = dict(
+            os.environ,
+            JUPYTER_CONFIG_DIR=str(home / "config"),
+            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+            JUPYTERLAB_SETTINGS_DIR=str(settings),
+            JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+            PJRT_DEVICE="CPU",
+            XLA_FLAGS="--xla_backend_optimization_level=0",
+        )
         self.log = open(home / "server.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             "--port-retries=0", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-             *(["--allow-root"] if os.geteuid() == 0 else [])],  # CI runs as root
-            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                "--port-retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={root}",
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+            ],  # CI runs as root
+            cwd=root,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -144,8 +166,13 @@ def browser(lab):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1600"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,1600",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     yield driver
@@ -167,8 +194,9 @@ def page_text(driver, css: str) -> list[str]:
     return [e.get_attribute("textContent") for e in driver.find_elements("css selector", css)]
 
 
-def run_all_in_browser(driver, lab: LabServer, nb: Path, kernel_display: str, screenshot: str,
-                       typed_parameters: str = "") -> tuple[str, str]:
+def run_all_in_browser(
+    driver, lab: LabServer, nb: Path, kernel_display: str, screenshot: str, typed_parameters: str = ""
+) -> tuple[str, str]:
     """Open `nb`, check its kernel, type `typed_parameters` at the end of the injected parameters cell,
     Run > Run All Cells; return the summary cell's and all cells' output text."""
     from selenium.webdriver.common.by import By
@@ -188,8 +216,11 @@ def run_all_in_browser(driver, lab: LabServer, nb: Path, kernel_display: str, sc
         if typed_parameters:
             type_at_end_of_cell(driver, "# Parameters", typed_parameters)
         driver.find_element(By.XPATH, "//li[contains(@class,'lm-MenuBar-item')][.//*[text()='Run']]").click()
-        wait.until(EC.element_to_be_clickable((By.XPATH, "//li[contains(@class,'lm-Menu-item')]"
-                                                         "[div[normalize-space()='Run All Cells']]"))).click()
+        wait.until(
+            EC.element_to_be_clickable(
+                (By.XPATH, "//li[contains(@class,'lm-Menu-item')][div[normalize-space()='Run All Cells']]")
+            )
+        ).click()
         summary = ""
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -245,11 +276,18 @@ def test_nvidia_notebook_runs_all_cells_in_jupyterlab(lab, browser, tiny_model_d
     if reason:
         pytest.skip(reason)
     results = tmp_path / "results"
-    nb = prepare("Nvidia/baseline.ipynb", lab.root, model_name=tiny_model_dir, data_dir=tiny_data_dir,
-                 results_path=results, **TINY)
+    nb = prepare(
+        "Nvidia/baseline.ipynb",
+        lab.root,
+        model_name=tiny_model_dir,
+        data_dir=tiny_data_dir,
+        results_path=results,
+        **TINY,
+    )
     # a user's edit in the browser: batch 64 (injected) becomes 32, so 256 rows take 8 steps, not 4
-    summary, outputs = run_all_in_browser(browser, lab, nb, "accelbench (CPU / CUDA)", "lab-nvidia.png",
-                                          typed_parameters="batch = 32")
+    summary, outputs = run_all_in_browser(
+        browser, lab, nb, "accelbench (CPU / CUDA)", "lab-nvidia.png", typed_parameters="batch = 32"
+    )
     assert "status" in summary and "test_accuracy" in summary
     assert "training: finished, 8 steps" in outputs  # each step's one-line summary, under its cell
     assert "Failed to load" not in outputs and "TqdmWarning" not in outputs  # no import noise
@@ -263,9 +301,20 @@ def test_trainium_notebook_runs_all_cells_on_the_xla_kernel(lab, browser, tiny_m
     if reason:
         pytest.skip(reason)
     results = tmp_path / "results"
-    nb = prepare("Trainium/baseline.ipynb", lab.root, model_name=tiny_model_dir, data_dir=tiny_data_dir,
-                 results_path=results, batch=16, max_length=32, train_subset=128, eval_subset=32,
-                 max_steps=4, precision="fp32", run_name="lab-test-xla")
+    nb = prepare(
+        "Trainium/baseline.ipynb",
+        lab.root,
+        model_name=tiny_model_dir,
+        data_dir=tiny_data_dir,
+        results_path=results,
+        batch=16,
+        max_length=32,
+        train_subset=128,
+        eval_subset=32,
+        max_steps=4,
+        precision="fp32",
+        run_name="lab-test-xla",
+    )
     summary, outputs = run_all_in_browser(browser, lab, nb, "accelbench-xla (torch-xla)", "lab-trainium.png")
     assert "status" in summary and "test_accuracy" in summary and "XLA CPU" in summary
     assert "TqdmWarning" not in outputs

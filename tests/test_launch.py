@@ -1,5 +1,6 @@
 """Data parallel with real torchrun processes on the CPU (gloo): averaged gradients, disjoint shards,
 one record, and a killed rank or a rank that raises ending the run with a clear error and a failed record."""
+
 from __future__ import annotations
 
 import signal
@@ -28,9 +29,9 @@ COMMON = dict(device="cpu", precision="fp32", max_length=32, lr=1e-3, max_steps=
 @pytest.fixture(scope="module")
 def nodrop_model_dir(tmp_path_factory) -> Path:
     """The tiny BERT of conftest with dropout off, so a step is a deterministic function of its batch."""
+    from conftest import tiny_bert_config
     from transformers import BertForSequenceClassification
 
-    from conftest import tiny_bert_config
     from helpers.run import models
 
     root = tmp_path_factory.mktemp("tiny-bert-nodrop")
@@ -46,11 +47,28 @@ def ddp_run(tmp_path_factory, nodrop_model_dir, tiny_data_dir):
     """The Nvidia notebook with num_devices=2: it hands the run to torchrun (2 ranks x batch 8)."""
     tmp = tmp_path_factory.mktemp("ddp")
     results = tmp / "results"
-    params = dict(COMMON, model_name=nodrop_model_dir, data_dir=tiny_data_dir, batch=8, num_devices=2,
-                  results_path=results, run_name="ddp2", save_dir=tmp / "ckpt", profile="True",
-                  profile_steps=2, profile_dir=tmp / "profiles")
-    args = [sys.executable, "-m", "papermill", str(REPO / "Nvidia/baseline.ipynb"), str(tmp / "out.ipynb"),
-            "--cwd", str(tmp)]
+    params = dict(
+        COMMON,
+        model_name=nodrop_model_dir,
+        data_dir=tiny_data_dir,
+        batch=8,
+        num_devices=2,
+        results_path=results,
+        run_name="ddp2",
+        save_dir=tmp / "ckpt",
+        profile="True",
+        profile_steps=2,
+        profile_dir=tmp / "profiles",
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "papermill",
+        str(REPO / "Nvidia/baseline.ipynb"),
+        str(tmp / "out.ipynb"),
+        "--cwd",
+        str(tmp),
+    ]
     for k, v in params.items():
         args += ["-p", k, str(v)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
@@ -61,17 +79,42 @@ def ddp_run(tmp_path_factory, nodrop_model_dir, tiny_data_dir):
 
 def train_single(model_dir, data_dir, batch: int, rank: int, world_size: int, tmp: Path):
     """Train in this process with batch `batch` on shard `rank` of `world_size`; return the model."""
-    args = build_args(dict(COMMON, model_name=str(model_dir), data_dir=str(data_dir), batch=batch,
-                           results_path=str(tmp / "single"), progress=False))
+    args = build_args(
+        dict(
+            COMMON,
+            model_name=str(model_dir),
+            data_dir=str(data_dir),
+            batch=batch,
+            results_path=str(tmp / "single"),
+            progress=False,
+        )
+    )
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
     t = steps.prepare_training(run, model, splits)
     sampler = ddp.train_sampler(splits["train"], ddp.Rank(rank, world_size, 0), args.train.seed)
-    loader = tokens.loader(splits["train"], batch, tokens.collator(run.tokenizer, "static"), shuffle=True,
-                           seed=args.train.seed, sampler=sampler)
-    train.fit(model, loader, t.optimizer, t.scheduler, run.dev, run.precision, 1, timer=StepTimer(),
-              max_steps=4, progress=False, sampler=sampler)
+    loader = tokens.loader(
+        splits["train"],
+        batch,
+        tokens.collator(run.tokenizer, "static"),
+        shuffle=True,
+        seed=args.train.seed,
+        sampler=sampler,
+    )
+    train.fit(
+        model,
+        loader,
+        t.optimizer,
+        t.scheduler,
+        run.dev,
+        run.precision,
+        1,
+        timer=StepTimer(),
+        max_steps=4,
+        progress=False,
+        sampler=sampler,
+    )
     return model
 
 
@@ -142,12 +185,23 @@ def _descendant_with_rank(rank: int, timeout_s: float = 300):
     raise AssertionError(f"no rank {rank} process appeared")
 
 
-def test_killed_rank_ends_the_run_with_a_clear_error_and_a_failed_record(tmp_path, capsys,
-                                                                         nodrop_model_dir, tiny_data_dir):
+def test_killed_rank_ends_the_run_with_a_clear_error_and_a_failed_record(
+    tmp_path, capsys, nodrop_model_dir, tiny_data_dir
+):
     results = tmp_path / "results"
-    args = build_args({**COMMON, "max_steps": None, "model_name": str(nodrop_model_dir),
-                       "data_dir": str(tiny_data_dir), "batch": 8, "epochs": 200, "num_devices": 2,
-                       "results_path": str(results), "run_name": "killed"})
+    args = build_args(
+        {
+            **COMMON,
+            "max_steps": None,
+            "model_name": str(nodrop_model_dir),
+            "data_dir": str(tiny_data_dir),
+            "batch": 8,
+            "epochs": 200,
+            "num_devices": 2,
+            "results_path": str(results),
+            "run_name": "killed",
+        }
+    )
     outcome: dict = {}
 
     def target():
@@ -190,15 +244,26 @@ if os.environ.get("RANK") == "1":  # torchrun's rank 1 only: its data loading ra
 '''
 
 
-def test_a_rank_that_raises_is_named_with_its_exception_from_its_error_file(tmp_path, monkeypatch, nodrop_model_dir,
-                                                                             tiny_data_dir):
+def test_a_rank_that_raises_is_named_with_its_exception_from_its_error_file(
+    tmp_path, monkeypatch, nodrop_model_dir, tiny_data_dir
+):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)  # imported by every process torchrun starts
     monkeypatch.setenv("PYTHONPATH", str(site))
     results = tmp_path / "results"
-    args = build_args({**COMMON, "model_name": str(nodrop_model_dir), "data_dir": str(tiny_data_dir), "batch": 8,
-                       "num_devices": 2, "results_path": str(results), "run_name": "raised", "progress": False})
+    args = build_args(
+        {
+            **COMMON,
+            "model_name": str(nodrop_model_dir),
+            "data_dir": str(tiny_data_dir),
+            "batch": 8,
+            "num_devices": 2,
+            "results_path": str(results),
+            "run_name": "raised",
+            "progress": False,
+        }
+    )
     with pytest.raises(launch.DistributedRunError) as caught:
         launch.torchrun(args, "raised", results / "adhoc" / "raised@cpu.json", "cpu")
     message = str(caught.value)
@@ -220,17 +285,33 @@ def test_the_error_files_are_read_earliest_first_and_a_killed_rank_comes_from_th
     for rank, kind, written in ((0, "RuntimeError", 2_000), (2, "ValueError", 1_000)):
         (attempt / str(rank)).mkdir(parents=True)
         path = attempt / str(rank) / "error.json"
-        path.write_text(json.dumps({"message": {"message": f"{kind}: boom {rank}", "extraInfo": {
-            "py_callstack": f'Traceback:\n  File "/x/train.py", line {rank + 10}, in step\n{kind}: boom',
-            "timestamp": "1"}}}))
+        path.write_text(
+            json.dumps(
+                {
+                    "message": {
+                        "message": f"{kind}: boom {rank}",
+                        "extraInfo": {
+                            "py_callstack": f'Traceback:\n  File "/x/train.py", line {rank + 10}, in step\n{kind}: boom',
+                            "timestamp": "1",
+                        },
+                    }
+                }
+            )
+        )
         os.utime(path, ns=(written, written))
     (attempt / "1").mkdir()  # rank 1 was killed: no error file
     errors = launch.rank_errors(tmp_path)
     assert [e.rank for e in errors] == [2, 0]
     assert errors[0].describe() == "rank 2 raised ValueError: boom 2 (at /x/train.py:12 in step)"
-    summary = ["Root Cause (first observed failure):\n", "[0]:\n", "  rank      : 1 (local_rank: 1)\n",
-               "  exitcode  : -9 (pid: 7)\n", "  error_file: <N/A>\n",
-               "  traceback : Signal 9 (SIGKILL) received by PID 7\n"]
+    summary = [
+        "Root Cause (first observed failure):\n",
+        "[0]:\n",
+        "  rank      : 1 (local_rank: 1)\n",
+        "  exitcode  : -9 (pid: 7)\n",
+        "  error_file: <N/A>\n",
+        "  traceback : Signal 9 (SIGKILL) received by PID 7\n",
+    ]
     assert launch.failure_cause(errors, summary) == (
         "rank 1 exited with code -9 (Signal 9 (SIGKILL) received by PID 7); rank 2 raised ValueError: boom 2 "
-        "(at /x/train.py:12 in step); rank 0 raised RuntimeError: boom 0 (at /x/train.py:10 in step)")
+        "(at /x/train.py:12 in step); rank 0 raised RuntimeError: boom 0 (at /x/train.py:10 in step)"
+    )

@@ -1,4 +1,5 @@
 """Known harmless library messages are dropped at their loggers; everything else those loggers say shows."""
+
 import importlib.util
 import logging
 import subprocess
@@ -44,14 +45,19 @@ def test_only_the_listed_messages_are_dropped(collect, monkeypatch):
     logging.getLogger("torchao").warning("Failed to load %s: Could not load this library: %s", SO, SO)
     logging.getLogger("torchao").warning("Skipping import of cpp extensions due to incompatible torch version")
     logging.getLogger("torch.utils._pytree").warning(
-        "%s is an Enum subclass and is now natively supported by torch.compile as an opaque value type.", "E")
+        "%s is an Enum subclass and is now natively supported by torch.compile as an opaque value type.", "E"
+    )
     logging.getLogger("torch.utils._pytree").warning("something else about pytrees")
     logging.getLogger("zeus.device.gpu.amd").warning(  # the energy meter's zeus, on a machine without NVML
-        "Failed to import amdsmi due to a key error on: [%s]. Ensure that amdsmi is installed on your "
-        "system.", "'libamd_smi.so'")
+        "Failed to import amdsmi due to a key error on: [%s]. Ensure that amdsmi is installed on your system.",
+        "'libamd_smi.so'",
+    )
     logging.getLogger("zeus.device.gpu.amd").warning("amdsmi could not initialize")
-    assert collect == ["Skipping import of cpp extensions due to incompatible torch version",
-                       "something else about pytrees", "amdsmi could not initialize"]
+    assert collect == [
+        "Skipping import of cpp extensions due to incompatible torch version",
+        "something else about pytrees",
+        "amdsmi could not initialize",
+    ]
 
 
 def test_a_cuda_build_still_shows_a_failed_extension(collect, monkeypatch):

@@ -1,12 +1,14 @@
 """Evaluation batches (helpers/measured_training.py): sorted by length, built once, measuring what the
 loader did."""
+
 import random
 
 import pytest
 import torch
 
 from helpers import measured_training, steps
-from helpers.run import ddp, tokens, train as loop
+from helpers.run import ddp, tokens
+from helpers.run import train as loop
 from helpers.run.args import build_args
 from helpers.run.device import resolve_device
 from helpers.run.train import _to_device
@@ -17,8 +19,17 @@ CPU = resolve_device("cpu")
 @pytest.fixture()
 def tiny_run(tiny_model_dir, tiny_data_dir, tmp_path):
     """A started run with its tokenized splits and model (dynamic padding: batches pad to their longest row)."""
-    args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=8, max_length=32,
-                           padding="dynamic", results_path=str(tmp_path), progress=False))
+    args = build_args(
+        dict(
+            model_name=str(tiny_model_dir),
+            data_dir=str(tiny_data_dir),
+            batch=8,
+            max_length=32,
+            padding="dynamic",
+            results_path=str(tmp_path),
+            progress=False,
+        )
+    )
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     yield run, splits, steps.build_model(run)

@@ -1,4 +1,5 @@
 """The run path: every outcome of a run reaches its record file, and nothing is built before the checks."""
+
 import pytest
 
 from helpers import steps
@@ -8,8 +9,17 @@ from helpers.run.args import ConfigError, build_args
 
 
 def _args(tiny_model_dir, tiny_data_dir, results, **kw):
-    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=32, max_length=16,
-                epochs=1, lr=5e-3, results_path=str(results), progress=False, log_every=2)
+    base = dict(
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        batch=32,
+        max_length=16,
+        epochs=1,
+        lr=5e-3,
+        results_path=str(results),
+        progress=False,
+        log_every=2,
+    )
     return build_args({**base, **kw})
 
 
@@ -55,6 +65,7 @@ def test_a_section_a_step_sets_on_the_record_is_checked_as_it_is_set(tiny_model_
 def test_oom_is_recorded_and_does_not_raise(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
     def boom(run):
         raise MemoryError("host ran out of memory")
+
     monkeypatch.setattr(steps, "build_model", boom)
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="big"))
     saved = _only_record(tmp_path)
@@ -63,15 +74,28 @@ def test_oom_is_recorded_and_does_not_raise(tiny_model_dir, tiny_data_dir, tmp_p
 
 
 def test_nan_divergence_is_recorded(tiny_model_dir, tiny_data_dir, tmp_path):
-    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, lr=1e6, run_name="nan",
-                              max_grad_norm=None, warmup_ratio=0.0))
+    rec = steps.run_all(
+        _args(tiny_model_dir, tiny_data_dir, tmp_path, lr=1e6, run_name="nan", max_grad_norm=None, warmup_ratio=0.0)
+    )
     assert rec["status"] == "diverged" and rec["metrics"]["diverged_at_step"] % 2 == 0
     assert "test_accuracy" not in rec["metrics"]  # no evaluation of a diverged model
 
 
 def test_a_loss_that_explodes_but_stays_finite_is_diverged(tiny_model_dir, tiny_data_dir, tmp_path):
-    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, lr=30.0, run_name="boom", log_every=1,
-                              max_grad_norm=None, warmup_ratio=0.0, diverge_factor=3.0, precision="fp32"))
+    rec = steps.run_all(
+        _args(
+            tiny_model_dir,
+            tiny_data_dir,
+            tmp_path,
+            lr=30.0,
+            run_name="boom",
+            log_every=1,
+            max_grad_norm=None,
+            warmup_ratio=0.0,
+            diverge_factor=3.0,
+            precision="fp32",
+        )
+    )
     assert rec["status"] == "diverged" and "above 3 x the first window's" in rec["error"]
 
 
@@ -81,25 +105,35 @@ def test_parameter_errors_raise_before_anything_is_recorded(tiny_model_dir, tiny
     assert not list(tmp_path.rglob("*.json"))
 
 
-def test_a_run_that_would_make_no_optimizer_step_is_failed_before_the_model(tiny_model_dir, tiny_data_dir,
-                                                                             tmp_path, monkeypatch):
+def test_a_run_that_would_make_no_optimizer_step_is_failed_before_the_model(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch
+):
     built = []
     monkeypatch.setattr(steps, "build_model", lambda run: built.append(run))
-    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, train_subset=32, batch=16,
-                              gradient_accumulation_steps=4, run_name="zero"))
+    rec = steps.run_all(
+        _args(
+            tiny_model_dir,
+            tiny_data_dir,
+            tmp_path,
+            train_subset=32,
+            batch=16,
+            gradient_accumulation_steps=4,
+            run_name="zero",
+        )
+    )
     assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"] and not built
 
 
 @pytest.mark.parametrize("batch", [257, 10**20])
-def test_a_batch_above_the_training_rows_is_failed_before_the_model(tiny_model_dir, tiny_data_dir, tmp_path,
-                                                                     monkeypatch, batch):
+def test_a_batch_above_the_training_rows_is_failed_before_the_model(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, batch
+):
     monkeypatch.setattr(steps, "build_model", lambda run: pytest.fail("model built"))
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, batch=batch, run_name="huge"))
     assert rec["status"] == "failed" and f"batch={batch} is above the 256 training rows" in rec["error"]
 
 
-def test_the_destination_is_checked_before_any_model_is_built(tiny_model_dir, tiny_data_dir, tmp_path,
-                                                              monkeypatch):
+def test_the_destination_is_checked_before_any_model_is_built(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(steps.models, "load_model", lambda *a, **k: pytest.fail("model built"))
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
@@ -110,7 +144,7 @@ def test_the_destination_is_checked_before_any_model_is_built(tiny_model_dir, ti
 def test_a_second_run_in_one_process_reports_its_own_peak_memory(tiny_model_dir, tiny_data_dir, tmp_path):
     import torch
 
-    hog = torch.ones(300 * 2 ** 20 // 4)  # ~300 MiB touched before the first run's training
+    hog = torch.ones(300 * 2**20 // 4)  # ~300 MiB touched before the first run's training
     first = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="a"))
     del hog
     second = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="b"))
@@ -151,10 +185,12 @@ def test_energy_covers_the_steady_windows_and_their_samples(tiny_model_dir, tiny
     from helpers import measured_training as training
     from helpers.measure.energy_meter import EnergyMeter
 
-    monkeypatch.setattr(training, "start_energy", lambda device_type, cuda_devices=None: EnergyMeter(
-        ConstantReader(), device_type, start_thread=False))
-    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="joules", eval_every=2,
-                              curve_rows=16))
+    monkeypatch.setattr(
+        training,
+        "start_energy",
+        lambda device_type, cuda_devices=None: EnergyMeter(ConstantReader(), device_type, start_thread=False),
+    )
+    rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="joules", eval_every=2, curve_rows=16))
     e, t = rec["energy"], rec["timing"]
     assert e["method"] == "measured" and e["window"] == "steady" and e["windows"] == t["windows"]
     assert e["seconds"] == pytest.approx(t["steady_time_s"])  # the timer's own windows, evaluation pauses out
@@ -175,23 +211,31 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
 
     section = {"method": "measured", "joules": 400.0, "seconds": 4.0, "mean_watts": 100.0}
     timing = Timing(steady_samples=40, samples_processed=56)
-    run = types.SimpleNamespace(rank=Rank(0, 2, 0), record=types.SimpleNamespace(timing=timing),
-                                dev=types.SimpleNamespace(type="cpu", torch_device=torch.device("cpu")))
+    run = types.SimpleNamespace(
+        rank=Rank(0, 2, 0),
+        record=types.SimpleNamespace(timing=timing),
+        dev=types.SimpleNamespace(type="cpu", torch_device=torch.device("cpu")),
+    )
     out = training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
     assert out["samples"] == 80 and out["samples_per_joule"] == pytest.approx(80 / 400)
     assert out["joules"] == 400.0  # no collective, no scaling of the node's joules by the ranks
 
 
-def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(tiny_model_dir, tiny_data_dir,
-                                                                              tmp_path, monkeypatch, capsys):
+def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys
+):
     from helpers.measure import precision_probe
-    from helpers.run import record_destination as destination, device
+    from helpers.run import device
+    from helpers.run import record_destination as destination
 
     monkeypatch.setattr(device, "cpu_bf16_fast", lambda: True)  # whatever this host's flags
     monkeypatch.setattr(precision_probe, "cpu_probe", real_cpu_probe)  # conftest cans it
     monkeypatch.setattr(precision_probe, "_MEASURED", {})
-    monkeypatch.setattr(precision_probe, "paired_probe", lambda: {
-        "ratio": 1.4, "fp32_step_s": 0.7, "bf16_step_s": 0.5, "rounds": 5, "threads": 2})
+    monkeypatch.setattr(
+        precision_probe,
+        "paired_probe",
+        lambda: {"ratio": 1.4, "fp32_step_s": 0.7, "bf16_step_s": 0.5, "rounds": 5, "threads": 2},
+    )
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu"))
     destination.release(run.claim)
     section = run.record.precision
@@ -206,18 +250,21 @@ def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(t
 
 
 def test_stop_at_accuracy_none_trains_to_the_end_and_a_value_stops_at_the_first_evaluation_reaching_it(
-        tiny_model_dir, tiny_data_dir, tmp_path):
+    tiny_model_dir, tiny_data_dir, tmp_path
+):
     curve_args = dict(eval_every=2, curve_rows=32, lr=5e-3)
-    full = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="full", stop_at_accuracy=None,
-                               **curve_args))
+    full = steps.run_all(
+        _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="full", stop_at_accuracy=None, **curve_args)
+    )
     assert full["status"] == "finished" and full["timing"]["steps"] == 8 and "stopped_early" not in full
     accuracies = [p["val_accuracy"] for p in full["curve"]]
     assert [p["step"] for p in full["curve"]] == [2, 4, 6, 8]
     target = max(accuracies[:-1])  # reached before the last evaluation (same seed: the same curve)
     assert target > 0, accuracies
     stop = next(p["step"] for p in full["curve"] if p["val_accuracy"] >= target)
-    early = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="early", stop_at_accuracy=target,
-                                **curve_args))
+    early = steps.run_all(
+        _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="early", stop_at_accuracy=target, **curve_args)
+    )
     assert early["status"] == "finished" and early["timing"]["steps"] == stop < 8
     assert [p["step"] for p in early["curve"]][-1] == stop and f"step {stop} reached" in early["stopped_early"]
     assert early["metrics"]["test_rows"] == 64  # the stopped model is evaluated as a finished one
@@ -239,12 +286,16 @@ def test_sigint_while_training_is_recorded_as_interrupted_and_frees_the_name(tin
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, str(tiny_model_dir), str(tiny_data_dir),
-                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            # Ctrl-C as a terminal delivers it, even where this test was started in the
-                            # background (a shell's `&` hands its children SIGINT ignored)
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_RUN, str(tiny_model_dir), str(tiny_data_dir), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # Ctrl-C as a terminal delivers it, even where this test was started in the
+        # background (a shell's `&` hands its children SIGINT ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen = []
     for line in proc.stdout:  # a loss line per step: training has begun
         seen.append(line)
@@ -286,18 +337,22 @@ def test_every_second_of_the_run_is_in_a_phase(tiny_model_dir, tiny_data_dir, tm
 
 
 @pytest.mark.parametrize("eval_every, evaluations", [(2, 2), (3, 2)])
-def test_the_final_evaluation_reuses_a_periodic_one_of_the_same_weights(tiny_model_dir, tiny_data_dir,
-                                                                        tmp_path, monkeypatch, eval_every,
-                                                                        evaluations):
+def test_the_final_evaluation_reuses_a_periodic_one_of_the_same_weights(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, eval_every, evaluations
+):
     """Training that ends on a periodic evaluation's step is not evaluated on the validation split again
     (#38): every 2 steps of 4, steps 2 and 4 are all; every 3, step 3 and the final one."""
-    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name=f"every{eval_every}",
-                            eval_every=eval_every, max_steps=4))
+    run = steps.start(
+        _args(
+            tiny_model_dir, tiny_data_dir, tmp_path, run_name=f"every{eval_every}", eval_every=eval_every, max_steps=4
+        )
+    )
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
     real, seen = steps.loop.evaluate, []
-    monkeypatch.setattr(steps.loop, "evaluate", lambda m, batches, *a, **kw: seen.append(batches) or real(
-        m, batches, *a, **kw))
+    monkeypatch.setattr(
+        steps.loop, "evaluate", lambda m, batches, *a, **kw: seen.append(batches) or real(m, batches, *a, **kw)
+    )
     steps.train(run, model, splits)
     out = steps.evaluate(run, model, splits)
     rec = steps.finish(run)

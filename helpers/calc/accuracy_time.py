@@ -5,6 +5,7 @@
 The curve's points are (step, training seconds so far, validation accuracy, rows), evaluated outside the
 timed windows; a target counts as reached at the first evaluation at or above it.
 """
+
 from __future__ import annotations
 
 from helpers.run.schema import Crossing, CurvePoint
@@ -12,8 +13,9 @@ from helpers.run.schema import Crossing, CurvePoint
 TARGETS = (0.88, 0.90, 0.92)
 
 
-def crossings(curve: list[CurvePoint], targets: tuple[float, ...] = TARGETS,
-              compile_s: float | None = None) -> dict[str, Crossing]:
+def crossings(
+    curve: list[CurvePoint], targets: tuple[float, ...] = TARGETS, compile_s: float | None = None
+) -> dict[str, Crossing]:
     """Return, per target, the first evaluation that reached it (seconds, step, rows, accuracy, the test
     accuracy of that checkpoint where it was measured), or why not: never reached, and the best seen."""
     out = {}
@@ -24,11 +26,16 @@ def crossings(curve: list[CurvePoint], targets: tuple[float, ...] = TARGETS,
             seen = f"best {100 * best:.2f}% in {len(curve)} evaluations" if best is not None else "no evaluation"
             out[f"{target:.2f}"] = Crossing(train_time_s=None, reason=f"not reached ({seen})")
             continue
-        out[f"{target:.2f}"] = Crossing(train_time_s=hit.train_time_s, wall_s=hit.wall_s, step=hit.step,
-                                        rows=hit.rows, val_accuracy=hit.val_accuracy,
-                                        test_accuracy=getattr(hit, "test_accuracy", None),
-                                        # what a compiled device paid before its clock could reach the target
-                                        compile_s_before=compile_s)
+        out[f"{target:.2f}"] = Crossing(
+            train_time_s=hit.train_time_s,
+            wall_s=hit.wall_s,
+            step=hit.step,
+            rows=hit.rows,
+            val_accuracy=hit.val_accuracy,
+            test_accuracy=getattr(hit, "test_accuracy", None),
+            # what a compiled device paid before its clock could reach the target
+            compile_s_before=compile_s,
+        )
     return out
 
 

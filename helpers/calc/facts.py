@@ -2,6 +2,7 @@
 
 Each file has a `source` column (and prices a `date`); nothing here is a literal inside a function.
 """
+
 from __future__ import annotations
 
 import functools

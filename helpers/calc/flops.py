@@ -9,19 +9,21 @@ MFU, the one definition every record, table and benchmark uses (as nanoGPT's `es
 FLOPs of a training step (forward + backward matmuls, `model_flops`, checked against
 `torch.utils.flop_counter`) per second, over the device's peak for the dtype the matmuls run in.
 """
+
 from __future__ import annotations
 
 # Bytes per element of each tensor class. weight: stored parameters (the fp32 master under autocast);
 # grad: parameter gradients; state: each AdamW moment; matmul: matmul inputs (autocast casts them to
 # 16-bit); resid: residual stream and LayerNorm (autocast keeps LayerNorm in fp32).
 PRECISION_BYTES = {
-    "fp32":         {"weight": 4, "grad": 4, "state": 4, "matmul": 4, "resid": 4},
-    "bf16":         {"weight": 4, "grad": 4, "state": 4, "matmul": 2, "resid": 4},
-    "fp16":         {"weight": 4, "grad": 4, "state": 4, "matmul": 2, "resid": 4},
-    "bf16-pure":    {"weight": 2, "grad": 2, "state": 2, "matmul": 2, "resid": 2},
+    "fp32": {"weight": 4, "grad": 4, "state": 4, "matmul": 4, "resid": 4},
+    "bf16": {"weight": 4, "grad": 4, "state": 4, "matmul": 2, "resid": 4},
+    "fp16": {"weight": 4, "grad": 4, "state": 4, "matmul": 2, "resid": 4},
+    "bf16-pure": {"weight": 2, "grad": 2, "state": 2, "matmul": 2, "resid": 2},
     "bf16-pure-sr": {"weight": 2, "grad": 2, "state": 2, "matmul": 2, "resid": 2},
 }
 AUTOCAST_PRECISIONS = ("bf16", "fp16")
+
 
 def precision_bytes(precision: str) -> dict:
     """Return bytes per element of weights, grads, optimizer states, matmul inputs and residuals."""
@@ -62,15 +64,27 @@ def param_breakdown(cfg) -> dict:
     H, I, C, n = cfg.hidden_size, intermediate(cfg), cfg.num_labels, cfg.num_hidden_layers
     types = getattr(cfg, "type_vocab_size", 0)  # DistilBERT has no token-type table; RoBERTa's has 1 row
     tables = (cfg.vocab_size + cfg.max_position_embeddings + types) * H  # word, position, token type
-    matmul = (n * (4 * H * H  # Q, K, V, attention output
-                   + 2 * H * I)  # FFN up and down
-              + H * H  # pooler
-              + H * C)  # classifier
-    small = (2 * H  # embedding LayerNorm
-             + n * (4 * H  # Q, K, V, attention-output biases
-                    + I + H  # FFN biases
-                    + 2 * 2 * H)  # two LayerNorms
-             + H + C)  # pooler and classifier biases
+    matmul = (
+        n
+        * (
+            4 * H * H  # Q, K, V, attention output
+            + 2 * H * I
+        )  # FFN up and down
+        + H * H  # pooler
+        + H * C
+    )  # classifier
+    small = (
+        2 * H  # embedding LayerNorm
+        + n
+        * (
+            4 * H  # Q, K, V, attention-output biases
+            + I
+            + H  # FFN biases
+            + 2 * 2 * H
+        )  # two LayerNorms
+        + H
+        + C
+    )  # pooler and classifier biases
     return {"embedding_tables": tables, "matmul_weights": matmul, "biases_and_norms": small}
 
 
@@ -137,8 +151,14 @@ def lora_trainable(cfg, r: int, targets: str) -> int:
     (BERT: the classifier; RoBERTa and DistilBERT: their two head linears; run.lora's modules_to_save)."""
     roles = set(LORA_ROLES) if targets.strip() == "all-linear" else {t.strip() for t in targets.split(",")}
     H, I, C = cfg.hidden_size, intermediate(cfg), cfg.num_labels
-    shapes = {"query": (H, H), "key": (H, H), "value": (H, H), "attention_output": (H, H),
-              "ffn_up": (H, I), "ffn_down": (I, H)}
+    shapes = {
+        "query": (H, H),
+        "key": (H, H),
+        "value": (H, H),
+        "attention_output": (H, H),
+        "ffn_up": (H, I),
+        "ffn_down": (I, H),
+    }
     adapters = cfg.num_hidden_layers * sum(r * (din + dout) for role, (din, dout) in shapes.items() if role in roles)
     head = H * C + C + (H * H + H) * (getattr(cfg, "model_type", "bert") != "bert")
     return adapters + head

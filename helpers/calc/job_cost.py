@@ -15,11 +15,11 @@ training samples over the run's steady samples per joule: the record's energy se
 steady windows as its samples/s and every device of the run (every node's), so no power x time product
 and no scaling by ranks is needed here.
 """
+
 from __future__ import annotations
 
 import math
 import numbers
-
 
 SECONDS_PER_HOUR = 3600
 
@@ -42,8 +42,9 @@ def one_off_s(compile_s: float | None, first_step_s: float | None, step_s: float
     return max(0.0, *known) if known else math.nan
 
 
-def one_off_share_s(one_off: float, runs_sharing_cache: int = 1, cacheable: bool = True,
-                    warm_cache: bool = False) -> float:
+def one_off_share_s(
+    one_off: float, runs_sharing_cache: int = 1, cacheable: bool = True, warm_cache: bool = False
+) -> float:
     """Return the one-off seconds one run pays: all of it, its share of a shared cache, or 0 when warm."""
     if runs_sharing_cache < 1:
         raise ValueError(f"runs_sharing_cache={runs_sharing_cache}: at least one run pays the compilation")
@@ -99,8 +100,9 @@ def epochs_covered(curve: list[dict], run_rows: int, samples_scale: float = 1.0)
     return max((p["samples"] for p in curve), default=0) * samples_scale / run_rows
 
 
-def break_even_epochs(one_off_a_usd: float, epoch_a_usd: float, one_off_b_usd: float,
-                      epoch_b_usd: float) -> float | None:
+def break_even_epochs(
+    one_off_a_usd: float, epoch_a_usd: float, one_off_b_usd: float, epoch_b_usd: float
+) -> float | None:
     """Return the epochs at which devices a and b cost the same; None when the lines never cross at > 0."""
     # what a pays up front beyond b (compilation)
     extra_one_off = one_off_a_usd - one_off_b_usd
@@ -113,8 +115,9 @@ def break_even_epochs(one_off_a_usd: float, epoch_a_usd: float, one_off_b_usd: f
     return epochs if epochs > 0 else None
 
 
-def one_off_budget_s(epochs: float, epoch_a_usd: float, one_off_b_usd: float, epoch_b_usd: float,
-                     price_a_per_hour_usd: float) -> float:
+def one_off_budget_s(
+    epochs: float, epoch_a_usd: float, one_off_b_usd: float, epoch_b_usd: float, price_a_per_hour_usd: float
+) -> float:
     """Return the most one-off seconds device a can spend and still cost no more than b for `epochs`."""
     # b's whole job
     b_total = one_off_b_usd + epochs * epoch_b_usd

@@ -13,6 +13,7 @@ and keeps more. Dtypes follow torch's rules per device (the CUDA ones from torch
 - CUDA autocast runs softmax in fp32, CPU autocast keeps it in bf16; both keep LayerNorm in fp32;
 - autocast casts a matmul's input per call, so Q, K and V each save their own 16-bit copy of x.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -20,13 +21,20 @@ import pandas as pd
 from helpers.calc import flops
 from helpers.calc.facts import load_device_peaks
 
-GIB = 1024 ** 3
+GIB = 1024**3
 # activations whose size grows with L^2 (the rest grow with L)
 QUADRATIC_ACTIVATIONS = ("attention_probs", "attention_dropout_mask", "attention_probs_dropped")
 
 
-def saved_activation_bytes(cfg, batch: int, seq_len: int, precision: str, device_type: str = "cuda",
-                           gradient_checkpointing: bool = False, fused_attention: bool = False) -> dict:
+def saved_activation_bytes(
+    cfg,
+    batch: int,
+    seq_len: int,
+    precision: str,
+    device_type: str = "cuda",
+    gradient_checkpointing: bool = False,
+    fused_attention: bool = False,
+) -> dict:
     """Return bytes of the tensors kept from forward for backward, by tensor, plus "total".
 
     Per-layer entries are summed over all layers; with `gradient_checkpointing` (HF's per-layer
@@ -112,9 +120,17 @@ def saved_activation_bytes(cfg, batch: int, seq_len: int, precision: str, device
     return terms
 
 
-def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimizer: str = "adamw",
-                          gradient_checkpointing: bool = False, device_type: str = "cuda",
-                          fused_attention: bool = False, trainable: int | None = None) -> dict:
+def estimate_train_memory(
+    cfg,
+    batch: int,
+    seq_len: int,
+    precision: str,
+    optimizer: str = "adamw",
+    gradient_checkpointing: bool = False,
+    device_type: str = "cuda",
+    fused_attention: bool = False,
+    trainable: int | None = None,
+) -> dict:
     """Return bytes held in a training step: weights, master weights, grads, AdamW states, activations, total.
 
     `trainable`: the parameters that train (LoRA: flops.lora_trainable); gradients and AdamW moments are
@@ -134,9 +150,15 @@ def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimiz
     t = n if trainable is None else trainable
     autocast = precision in flops.AUTOCAST_PRECISIONS
     adamw = optimizer == "adamw"
-    act = saved_activation_bytes(cfg, batch, seq_len, precision, device_type=device_type,
-                                 gradient_checkpointing=gradient_checkpointing,
-                                 fused_attention=fused_attention)
+    act = saved_activation_bytes(
+        cfg,
+        batch,
+        seq_len,
+        precision,
+        device_type=device_type,
+        gradient_checkpointing=gradient_checkpointing,
+        fused_attention=fused_attention,
+    )
     terms = {
         # what the matmuls read: the parameters, or under autocast their 16-bit copies (kept for backward)
         "weights": flops.param_breakdown(cfg)["matmul_weights"] * 2 if autocast else n * b["weight"],
@@ -155,8 +177,9 @@ def estimate_train_memory(cfg, batch: int, seq_len: int, precision: str, optimiz
     return terms
 
 
-def largest_batch_that_fits(cfg, capacity_gib: float, seq_len: int, precision: str,
-                            reserve_gib: float = 1.0, **kwargs) -> int:
+def largest_batch_that_fits(
+    cfg, capacity_gib: float, seq_len: int, precision: str, reserve_gib: float = 1.0, **kwargs
+) -> int:
     """Return the largest batch whose estimated total fits in capacity_gib - reserve_gib (0 if none).
 
     reserve_gib covers the CUDA context / runtime, workspaces and fragmentation (about 0.5-1 GiB on GPUs).
@@ -184,10 +207,18 @@ def fit_table(cfg, seq_len: int, precision: str, reserve_gib: float = 1.0, **kwa
         est = dict(device_type=device_type, **kwargs)
         fixed = estimate_train_memory(cfg, 0, seq_len, precision, **est)["total"]
         per_sample = estimate_train_memory(cfg, 1, seq_len, precision, **est)["total"] - fixed
-        rows.append({"device": dev["device"], "key": dev["key"], "memory_gib": dev["memory_gib"],
-                     "fixed_gib": fixed / GIB, "per_sample_gib": per_sample / GIB,
-                     "largest_batch": largest_batch_that_fits(cfg, dev["memory_gib"], seq_len, precision,
-                                                              reserve_gib=reserve_gib, **est)})
+        rows.append(
+            {
+                "device": dev["device"],
+                "key": dev["key"],
+                "memory_gib": dev["memory_gib"],
+                "fixed_gib": fixed / GIB,
+                "per_sample_gib": per_sample / GIB,
+                "largest_batch": largest_batch_that_fits(
+                    cfg, dev["memory_gib"], seq_len, precision, reserve_gib=reserve_gib, **est
+                ),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -201,8 +232,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seq-len", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--precision", default="bf16", choices=list(flops.PRECISION_BYTES))
     args = parser.parse_args(argv)
-    print(f"<!-- written by: python -m helpers.calc.memory --seq-len {' '.join(map(str, args.seq_len))} "
-          f"--precision {args.precision} -->")
+    print(
+        f"<!-- written by: python -m helpers.calc.memory --seq-len {' '.join(map(str, args.seq_len))} "
+        f"--precision {args.precision} -->"
+    )
     for seq_len in args.seq_len:
         table = fit_table(BertConfig(num_labels=6), seq_len, args.precision)
         print(f"\nbert-base, L={seq_len}, {args.precision}, AdamW (estimate; 1 GiB reserved)\n")

@@ -3,6 +3,7 @@
 Prices live in facts/instance_prices.csv (on-demand, Linux, us-east-1, with the date they were taken
 and their source); multi-accelerator instances also get a per-accelerator hourly price.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,4 +61,3 @@ def whole_instances_price(instance: str | None, units: int = 1) -> float:
     if row.empty:
         return float("nan")
     return float(row["price_per_hour_usd"].iloc[0] * math.ceil(units / row["accelerators"].iloc[0]))
-

@@ -16,26 +16,44 @@ step, compilation, warm-up, evaluation pauses), labelled as such. `covers` / `de
 devices the figure is: one node's (its lead reads every GPU of the node; RAPL and Neuron read node-wide);
 sum_nodes adds the nodes of a multi-node run.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
-from helpers.measure.energy_readers import (FACTS_CSV, NEURON_ROOT, NOT_MEASURED, RAPL_ROOT, NeuronReader,
-                                            NvmlReader, RaplReader, published_max_watts, result)
+from helpers.measure.energy_readers import (
+    FACTS_CSV,
+    NEURON_ROOT,
+    NOT_MEASURED,
+    RAPL_ROOT,
+    NeuronReader,
+    NvmlReader,
+    RaplReader,
+    published_max_watts,
+    result,
+)
 
-STEADY = ("the timed steady windows of `timing` (after the warm-up steps; evaluation pauses excluded): the "
-          "counters read at each window's start and end, the seconds the windows' own")
-STEADY_SCALED = ("the timed steady windows of `timing`, which this reader could not resolve (Neuron: one "
-                 "power record a minute; or a read failed): the whole run's mean power x the steady windows' "
-                 "seconds")
-WHOLE_RUN = ("the whole run: from the meter's start before the first step to its stop after the last (first "
-             "step, compilation, warm-up steps and evaluation pauses included)")
-NO_STEADY = ("no steady timing window reached the meter (the run ended within its warm-up steps, or no timer "
-             "reported its windows)")
+STEADY = (
+    "the timed steady windows of `timing` (after the warm-up steps; evaluation pauses excluded): the "
+    "counters read at each window's start and end, the seconds the windows' own"
+)
+STEADY_SCALED = (
+    "the timed steady windows of `timing`, which this reader could not resolve (Neuron: one "
+    "power record a minute; or a read failed): the whole run's mean power x the steady windows' "
+    "seconds"
+)
+WHOLE_RUN = (
+    "the whole run: from the meter's start before the first step to its stop after the last (first "
+    "step, compilation, warm-up steps and evaluation pauses included)"
+)
+NO_STEADY = (
+    "no steady timing window reached the meter (the run ended within its warm-up steps, or no timer "
+    "reported its windows)"
+)
 
 
 @dataclass
@@ -52,8 +70,14 @@ class EnergyMeter:
     """Drives a reader: opens its whole-run window at start, samples its power every interval_s in a thread,
     opens and closes a window with each timed window, and closes the whole run at stop()."""
 
-    def __init__(self, reader, device_type: str, interval_s: float = 1.0,
-                 clock: Callable[[], float] = time.perf_counter, start_thread: bool = True) -> None:
+    def __init__(
+        self,
+        reader,
+        device_type: str,
+        interval_s: float = 1.0,
+        clock: Callable[[], float] = time.perf_counter,
+        start_thread: bool = True,
+    ) -> None:
         # the timer's default clock: window ends (the timer's) and power samples (the meter's) on one line
         self.reader, self.device_type = reader, device_type
         self.interval_s, self._clock = interval_s, clock
@@ -138,13 +162,31 @@ def steady_section(whole: dict, windows: list[MeteredWindow], reader) -> dict:
                 info["joules"] *= scale
     # a sample at a window's start belongs to what came before it (RAPL's: the mean since the last read)
     peaks = [w for t, w in reader.samples if any(s.t0 < t <= s.t1 for s in steady)]
-    out = result(whole["method"] if joules is not None else NOT_MEASURED, whole["source"], seconds, joules,
-                 whole["power_samples"], max(peaks, default=None), reason)
+    out = result(
+        whole["method"] if joules is not None else NOT_MEASURED,
+        whole["source"],
+        seconds,
+        joules,
+        whole["power_samples"],
+        max(peaks, default=None),
+        reason,
+    )
     out.update({k: v for k, v in whole.items() if k not in out and k not in ("devices", "reason")})
-    out.update(window="steady", window_note=note, windows=len(steady), covers=reader.covers,
-               device_count=reader.device_count, devices=devices or None,
-               whole_run={"window": WHOLE_RUN, "seconds": whole["seconds"], "joules": whole["joules"],
-                          "mean_watts": whole["mean_watts"], "peak_watts": whole["peak_watts"]})
+    out.update(
+        window="steady",
+        window_note=note,
+        windows=len(steady),
+        covers=reader.covers,
+        device_count=reader.device_count,
+        devices=devices or None,
+        whole_run={
+            "window": WHOLE_RUN,
+            "seconds": whole["seconds"],
+            "joules": whole["joules"],
+            "mean_watts": whole["mean_watts"],
+            "peak_watts": whole["peak_watts"],
+        },
+    )
     return out
 
 
@@ -160,25 +202,47 @@ def node_totals(section: dict | None) -> list[float]:
 def sum_nodes(section: dict, totals: Sequence[float], nodes: int) -> dict:
     """Return rank 0's section with the joules of every node (`totals`: node_totals summed over the ranks)."""
     joules, whole_joules, measured = totals
-    out = {**section, "covers": f"{nodes} nodes, each: {section.get('covers')}",
-           "device_count": (section.get("device_count") or 0) * nodes, "nodes": nodes, "devices": None,
-           "peak_watts": NOT_MEASURED, "peak_watts_note": "a node's peaks fall at other times: not summed"}
+    out = {
+        **section,
+        "covers": f"{nodes} nodes, each: {section.get('covers')}",
+        "device_count": (section.get("device_count") or 0) * nodes,
+        "nodes": nodes,
+        "devices": None,
+        "peak_watts": NOT_MEASURED,
+        "peak_watts_note": "a node's peaks fall at other times: not summed",
+    }
     if round(measured) < nodes:
-        return {**out, "method": NOT_MEASURED, "joules": NOT_MEASURED, "mean_watts": NOT_MEASURED,
-                "reason": f"energy measured on {round(measured)} of {nodes} nodes: no job figure"}
+        return {
+            **out,
+            "method": NOT_MEASURED,
+            "joules": NOT_MEASURED,
+            "mean_watts": NOT_MEASURED,
+            "reason": f"energy measured on {round(measured)} of {nodes} nodes: no job figure",
+        }
     out.update(joules=joules, mean_watts=joules / out["seconds"] if out["seconds"] else NOT_MEASURED)
     whole = dict(out.get("whole_run") or {})
-    whole.update(joules=whole_joules, peak_watts=NOT_MEASURED,
-                 mean_watts=whole_joules / whole["seconds"] if whole.get("seconds") else NOT_MEASURED)
+    whole.update(
+        joules=whole_joules,
+        peak_watts=NOT_MEASURED,
+        mean_watts=whole_joules / whole["seconds"] if whole.get("seconds") else NOT_MEASURED,
+    )
     out["whole_run"] = whole
     return out
 
 
-def start_energy(device_type: str, interval_s: float = 1.0, *, cuda_devices: Sequence[int] | None = None,
-                 rapl_root: str | Path = RAPL_ROOT, neuron_root: str | Path = NEURON_ROOT,
-                 facts_csv: str | Path = FACTS_CSV, device_key: str = "trn1-chip",
-                 clock: Callable[[], float] = time.perf_counter, wall_clock: Callable[[], float] = time.time,
-                 start_thread: bool = True) -> EnergyMeter:
+def start_energy(
+    device_type: str,
+    interval_s: float = 1.0,
+    *,
+    cuda_devices: Sequence[int] | None = None,
+    rapl_root: str | Path = RAPL_ROOT,
+    neuron_root: str | Path = NEURON_ROOT,
+    facts_csv: str | Path = FACTS_CSV,
+    device_key: str = "trn1-chip",
+    clock: Callable[[], float] = time.perf_counter,
+    wall_clock: Callable[[], float] = time.time,
+    start_thread: bool = True,
+) -> EnergyMeter:
     """Start metering energy of device_type ("cuda", "xla", "neuron" or "cpu"), polling every interval_s;
     cuda_devices: the GPU indices the figure covers (None: the current device)."""
     if device_type == "cuda":

@@ -15,14 +15,15 @@ per-minute power utilization (% of maximum) x a published maximum power per devi
 published maximum, None with the utilization kept. A reader that cannot tell says why (`reason`), never 0.
 Counters are device- or package-wide: other processes on the same device count too.
 """
+
 from __future__ import annotations
 
 import csv
 import re
 import sys
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Callable, Sequence
 
 try:  # zeus reads NVML's counter; without it a GPU run records its energy as not measured, and runs
     from zeus.device import get_gpus
@@ -42,10 +43,13 @@ WHOLE_RUN, TIMED = "whole_run", "timed"  # zeus's windows: the meter's whole spa
 # what a zeus read raises: its own errors, ValueError for a window it does not hold, KeyError for a window
 # before Volta without power samples (zeus 0.16 then looks up a power it did not take)
 READ_ERRORS = (ZeusBaseError, KeyError, ValueError)
-NVML_COUNTER = ("NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ) of each GPU, read by "
-                "zeus (ZeusMonitor windows)")
-NVML_POWER = ("zeus's PowerMonitor: NVML power samples of each GPU integrated over each window (no energy "
-              "counter before Volta)")
+NVML_COUNTER = (
+    "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ) of each GPU, read by "
+    "zeus (ZeusMonitor windows)"
+)
+NVML_POWER = (
+    "zeus's PowerMonitor: NVML power samples of each GPU integrated over each window (no energy counter before Volta)"
+)
 
 
 def published_max_watts(key: str, facts_csv: str | Path = FACTS_CSV) -> tuple[float | None, str]:
@@ -63,21 +67,38 @@ def parse_power_utilization(text: str) -> dict | None:
     if len(parts) != 5:
         return None
     try:
-        return {"status": parts[0], "timestamp_s": int(parts[1]), "min_pct": float(parts[2]),
-                "max_pct": float(parts[3]), "avg_pct": float(parts[4])}
+        return {
+            "status": parts[0],
+            "timestamp_s": int(parts[1]),
+            "min_pct": float(parts[2]),
+            "max_pct": float(parts[3]),
+            "avg_pct": float(parts[4]),
+        }
     except ValueError:
         return None
 
 
-def result(method: str | None, source: str, seconds: float, joules: float | None = None, samples: int = 0,
-           peak_watts: float | None = None, reason: str | None = None, **extra) -> dict:
+def result(
+    method: str | None,
+    source: str,
+    seconds: float,
+    joules: float | None = None,
+    samples: int = 0,
+    peak_watts: float | None = None,
+    reason: str | None = None,
+    **extra,
+) -> dict:
     """Return a reader's figures as the record names them; None (with the reason) where not measured."""
     measured = method is not None and joules is not None
-    out = {"method": method if measured else NOT_MEASURED, "source": source, "seconds": seconds,
-           "joules": joules if measured else NOT_MEASURED,
-           "mean_watts": joules / seconds if measured and seconds > 0 else NOT_MEASURED,
-           "peak_watts": peak_watts if peak_watts is not None else NOT_MEASURED,
-           "power_samples": samples}
+    out = {
+        "method": method if measured else NOT_MEASURED,
+        "source": source,
+        "seconds": seconds,
+        "joules": joules if measured else NOT_MEASURED,
+        "mean_watts": joules / seconds if measured and seconds > 0 else NOT_MEASURED,
+        "peak_watts": peak_watts if peak_watts is not None else NOT_MEASURED,
+        "power_samples": samples,
+    }
     if not measured:
         out["reason"] = reason or "no reading"
     return {**out, **extra}
@@ -109,15 +130,16 @@ class NvmlReader:
             self.reason = f"NVML unavailable: {err}"
         self.device_count = len(self.labels) or len(cuda_devices or [None])
         gpus = ", ".join(self.labels.values() or ["cuda"])
-        self.covers = (f"{self.device_count} GPU(s) of this node, one NVML handle each: {gpus} (every GPU "
-                       "this node's ranks use)" if cuda_devices is not None
-                       else "the run's GPU (the current CUDA device)")
+        self.covers = (
+            f"{self.device_count} GPU(s) of this node, one NVML handle each: {gpus} (every GPU this node's ranks use)"
+            if cuda_devices is not None
+            else "the run's GPU (the current CUDA device)"
+        )
 
     def _gpus(self, cuda_devices: Sequence[int] | None) -> dict[int, str]:
         """Return {zeus's GPU index: the record's label} of the GPUs read; their names into self.names."""
         self.gpus = get_gpus()  # zeus's indices are CUDA's: it applies CUDA_VISIBLE_DEVICES
-        labels = ({i: f"cuda:{i}" for i in cuda_devices} if cuda_devices is not None
-                  else {current_cuda_index(): "cuda"})
+        labels = {i: f"cuda:{i}" for i in cuda_devices} if cuda_devices is not None else {current_cuda_index(): "cuda"}
         if missing := [i for i in labels if i >= len(self.gpus)]:
             raise IndexError(f"this node's GPUs {missing} are not among the {len(self.gpus)} zeus sees")
         for index, label in labels.items():
@@ -168,11 +190,25 @@ class NvmlReader:
         joules, peak = self.end(now, WHOLE_RUN), max((w for _, w in self.samples), default=None)
         extra = {"power_read_errors": self.errors, "devices": {d: {"name": n} for d, n in self.names.items()}}
         if joules is None:
-            return result(NOT_MEASURED, self.source, seconds, samples=len(self.samples), peak_watts=peak,
-                          reason=f"zeus could not read the counters: {self.failure}", **extra)
-        return result("measured" if self.counter else "estimated", f"{self.source}; peak from NVML's power "
-                      f"(zeus get_average_power_usage) sampled every {interval_s} s, summed over the GPUs",
-                      seconds, sum(joules.values()), len(self.samples), peak, **extra)
+            return result(
+                NOT_MEASURED,
+                self.source,
+                seconds,
+                samples=len(self.samples),
+                peak_watts=peak,
+                reason=f"zeus could not read the counters: {self.failure}",
+                **extra,
+            )
+        return result(
+            "measured" if self.counter else "estimated",
+            f"{self.source}; peak from NVML's power "
+            f"(zeus get_average_power_usage) sampled every {interval_s} s, summed over the GPUs",
+            seconds,
+            sum(joules.values()),
+            len(self.samples),
+            peak,
+            **extra,
+        )
 
     def close(self) -> None:
         """Stop zeus's power-sampling processes, where it started them (GPUs before Volta)."""
@@ -197,15 +233,19 @@ class RaplReader:
         if not self.zones:
             self.reason = f"no RAPL package domain under {root} (no intel-rapl:N/energy_uj)"
         self.device_count = len(self.zones)
-        self.covers = (f"{self.device_count} CPU package(s) of this node (package-wide: every process on "
-                       "them counts, every rank on this node included)")
+        self.covers = (
+            f"{self.device_count} CPU package(s) of this node (package-wide: every process on "
+            "them counts, every rank on this node included)"
+        )
         self.uj: dict[str, float] = {z: 0.0 for z in self.zones}
         self.polls = 0
 
     def _read(self) -> dict[str, tuple[int, int]] | None:
         try:
-            return {z: (int((d / "energy_uj").read_text()), int((d / "max_energy_range_uj").read_text()))
-                    for z, d in self.zones.items()}
+            return {
+                z: (int((d / "energy_uj").read_text()), int((d / "max_energy_range_uj").read_text()))
+                for z, d in self.zones.items()
+            }
         except (OSError, ValueError) as err:  # energy_uj is root-only on kernels patched for PLATYPUS
             self.reason = f"cannot read RAPL counters under {self.source}: {err}"
             return None
@@ -244,11 +284,17 @@ class RaplReader:
         self.poll(now)
         if self.reason is not None:
             return result(NOT_MEASURED, self.source, seconds, reason=self.reason)
-        return result("measured", f"{self.source}, package domains only (subzones and psys excluded), "
-                      f"read every {interval_s} s and at each timed window's start and end, wraparound at "
-                      "max_energy_range_uj", seconds, sum(self.uj.values()) / 1e6, self.polls,
-                      max((w for _, w in self.samples), default=None),
-                      devices={z: {"name": n} for z, n in self.names.items()})
+        return result(
+            "measured",
+            f"{self.source}, package domains only (subzones and psys excluded), "
+            f"read every {interval_s} s and at each timed window's start and end, wraparound at "
+            "max_energy_range_uj",
+            seconds,
+            sum(self.uj.values()) / 1e6,
+            self.polls,
+            max((w for _, w in self.samples), default=None),
+            devices={z: {"name": n} for z, n in self.names.items()},
+        )
 
     def close(self) -> None:
         pass
@@ -258,18 +304,22 @@ class RaplReader:
 class NeuronReader:
     """Per-minute power records (aws-neuron-sdk tools/neuron-sys-tools/neuron-sysfs-user-guide.rst)."""
 
-    def __init__(self, root: str | Path, max_watts: float | None, max_source: str,
-                 wall_clock: Callable[[], float]) -> None:
+    def __init__(
+        self, root: str | Path, max_watts: float | None, max_source: str, wall_clock: Callable[[], float]
+    ) -> None:
         self.reason, self.max_watts, self.max_source, self._wall = None, max_watts, max_source, wall_clock
         self.source, self.samples = f"Neuron driver sysfs {root}/neuronN/stats/power/utilization", []
-        devices = sorted((d for d in Path(root).glob("neuron*") if re.fullmatch(r"neuron\d+", d.name)),
-                         key=lambda d: int(d.name[6:]))
+        devices = sorted(
+            (d for d in Path(root).glob("neuron*") if re.fullmatch(r"neuron\d+", d.name)), key=lambda d: int(d.name[6:])
+        )
         self.files = {d.name: d / "stats" / "power" / "utilization" for d in devices}
         self.records: dict[str, dict[int, dict]] = {name: {} for name in self.files}
         self.device_count = len(self.files)
         names = ", ".join(self.files) or "none"
-        self.covers = (f"{self.device_count} Neuron device(s) of this node ({names}): every device on the "
-                       "node, used by this run or not")
+        self.covers = (
+            f"{self.device_count} Neuron device(s) of this node ({names}): every device on the "
+            "node, used by this run or not"
+        )
         if not devices:
             self.reason = f"no Neuron device under {root}"
         elif missing := [str(f) for f in self.files.values() if not f.is_file()]:
@@ -303,24 +353,51 @@ class NeuronReader:
         self.poll(now)
         util = {n: sum(r["avg_pct"] for r in rs.values()) / len(rs) for n, rs in self.records.items() if rs}
         n_records = sum(len(recs) for recs in self.records.values())
-        devices = {n: {"mean_power_util_pct": util.get(n, NOT_MEASURED), "records": len(self.records[n]),
-                       "utilization_raw_text": self.raw_text[n]} for n in self.files}
-        extra = {"devices": devices, "mean_power_util_pct":
-                 sum(util.values()) / len(util) if len(util) == len(self.files) else NOT_MEASURED}
+        devices = {
+            n: {
+                "mean_power_util_pct": util.get(n, NOT_MEASURED),
+                "records": len(self.records[n]),
+                "utilization_raw_text": self.raw_text[n],
+            }
+            for n in self.files
+        }
+        extra = {
+            "devices": devices,
+            "mean_power_util_pct": sum(util.values()) / len(util) if len(util) == len(self.files) else NOT_MEASURED,
+        }
         if len(util) < len(self.files):
             lacking = ", ".join(n for n in self.files if n not in util)
-            return result(NOT_MEASURED, self.source, seconds, samples=n_records, **extra,
-                          reason=f"no POWER_STATUS_VALID record published during the window for {lacking} "
-                                 "(the driver publishes one a minute)")
+            return result(
+                NOT_MEASURED,
+                self.source,
+                seconds,
+                samples=n_records,
+                **extra,
+                reason=f"no POWER_STATUS_VALID record published during the window for {lacking} "
+                "(the driver publishes one a minute)",
+            )
         if self.max_watts is None:
-            return result(NOT_MEASURED, self.source, seconds, samples=n_records, reason=NO_PUBLISHED_MAX,
-                          max_watts_source=self.max_source, **extra)
+            return result(
+                NOT_MEASURED,
+                self.source,
+                seconds,
+                samples=n_records,
+                reason=NO_PUBLISHED_MAX,
+                max_watts_source=self.max_source,
+                **extra,
+            )
         for name, pct in util.items():
             devices[name]["joules"] = pct / 100 * self.max_watts * seconds
-        return result("estimated", f"{self.source} (per-minute mean power as % of maximum, background power "
-                      f"backed out per the driver source; records overlapping the window, polled every "
-                      f"{interval_s} s) x {self.max_watts} W per device from {self.max_source} x seconds",
-                      seconds, sum(d["joules"] for d in devices.values()), n_records, **extra)
+        return result(
+            "estimated",
+            f"{self.source} (per-minute mean power as % of maximum, background power "
+            f"backed out per the driver source; records overlapping the window, polled every "
+            f"{interval_s} s) x {self.max_watts} W per device from {self.max_source} x seconds",
+            seconds,
+            sum(d["joules"] for d in devices.values()),
+            n_records,
+            **extra,
+        )
 
     def close(self) -> None:
         pass

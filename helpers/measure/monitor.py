@@ -15,12 +15,14 @@ nvidia-ml-py (cuda), a `neuron-monitor` subprocess (neuron, and xla: in this pro
 Trainium). A backend that cannot measure reports None (never 0) for each value,
 with a "reason".
 """
+
 from __future__ import annotations
 
 import threading
 
 from helpers.measure.neuron_monitor import NeuronMonitorSource
 from helpers.measure.utilization_sources import NvmlSource, PsutilSource, not_measured
+
 
 class Monitor:
     """Collects samples from a source; stop() returns mean/p90 over those taken after mark_steady()."""
@@ -86,8 +88,11 @@ class Monitor:
         if self.source.reason is not None:
             result = not_measured(self.source.backend, self.source.fields, self.source.reason)
         elif not steady:
-            reason = ("mark_steady() was never called" if not self._steady
-                      else self.source.failure or "no samples in the steady window")
+            reason = (
+                "mark_steady() was never called"
+                if not self._steady
+                else self.source.failure or "no samples in the steady window"
+            )
             result = not_measured(self.source.backend, self.source.fields, reason)
         else:
             result = self.source.summarize(steady)

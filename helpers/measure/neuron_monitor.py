@@ -5,6 +5,7 @@ tools/neuron-sys-tools/neuron-monitor-user-guide.rst, "The JSON output format").
 per-engine figures and no power; those come from the Neuron profiler (helpers/measure/neuron_profile.py)
 and the driver's sysfs (helpers/measure/energy_readers.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 import psutil
@@ -42,9 +43,11 @@ def run_pids() -> set[int]:
     parent = os.getppid()
     return {me} | {p.pid for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == parent}
 
+
 # One report per period, one JSON document per line (aws-neuron-sdk
 # tools/neuron-sys-tools/neuron-monitor-user-guide.rst, "The JSON output format").
 # The monitor has no per-engine figures; those come from the Neuron profiler (helpers/profile.py).
+
 
 def _number(x) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
@@ -108,8 +111,14 @@ def parse_neuron_monitor_line(line: str, only_pids: set | None = None) -> dict |
     }
 
 
-_NEURON_FIELDS = ("neuroncore_util_pct", "achieved_tflops", "device_mem_used_gib",
-                  "runtime_host_mem_used_gib", "host_vcpu_util_pct", "host_mem_used_gib")
+_NEURON_FIELDS = (
+    "neuroncore_util_pct",
+    "achieved_tflops",
+    "device_mem_used_gib",
+    "runtime_host_mem_used_gib",
+    "host_vcpu_util_pct",
+    "host_mem_used_gib",
+)
 
 
 def summarize_neuron_monitor(lines: Iterable[str], only_pids: set | None = None) -> dict:
@@ -126,24 +135,41 @@ def summarize_neuron_monitor(lines: Iterable[str], only_pids: set | None = None)
     cores = sorted({c for r in reports for c in r["neuroncore_util_pct"]}, key=lambda c: (len(c), c))
     out = {"backend": "neuron-monitor"}
     # Per report: mean over the cores in use, then mean/p90 over reports.
-    out.update(stats("neuroncore_util_pct", [float(np.mean(list(r["neuroncore_util_pct"].values())))
-                                              for r in reports if r["neuroncore_util_pct"]]))
-    per_core = {core: [r["neuroncore_util_pct"][core] for r in reports if core in r["neuroncore_util_pct"]]
-                for core in cores}
-    out["neuroncore_util_pct_mean_per_core"] = {core: round(float(np.mean(values)), 3)
-                                                for core, values in per_core.items()}
-    out.update(stats("achieved_tflops", [sum(r["neuroncore_flops_per_s"].values()) / 1e12
-                                          for r in reports if r["neuroncore_flops_per_s"]]))
-    for key, field in (("device_mem_used_bytes", "device_mem_used_gib"),
-                       ("runtime_host_mem_used_bytes", "runtime_host_mem_used_gib"),
-                       ("host_mem_used_bytes", "host_mem_used_gib")):
+    out.update(
+        stats(
+            "neuroncore_util_pct",
+            [float(np.mean(list(r["neuroncore_util_pct"].values()))) for r in reports if r["neuroncore_util_pct"]],
+        )
+    )
+    per_core = {
+        core: [r["neuroncore_util_pct"][core] for r in reports if core in r["neuroncore_util_pct"]] for core in cores
+    }
+    out["neuroncore_util_pct_mean_per_core"] = {
+        core: round(float(np.mean(values)), 3) for core, values in per_core.items()
+    }
+    out.update(
+        stats(
+            "achieved_tflops",
+            [sum(r["neuroncore_flops_per_s"].values()) / 1e12 for r in reports if r["neuroncore_flops_per_s"]],
+        )
+    )
+    for key, field in (
+        ("device_mem_used_bytes", "device_mem_used_gib"),
+        ("runtime_host_mem_used_bytes", "runtime_host_mem_used_gib"),
+        ("host_mem_used_bytes", "host_mem_used_gib"),
+    ):
         out.update(stats(field, [r[key] / GIB for r in reports if r[key] is not None]))
-    out.update(stats("host_vcpu_util_pct",
-                      [r["host_vcpu_util_pct"] for r in reports if r["host_vcpu_util_pct"] is not None]))
+    out.update(
+        stats("host_vcpu_util_pct", [r["host_vcpu_util_pct"] for r in reports if r["host_vcpu_util_pct"] is not None])
+    )
     found = sorted({f for r in reports for f in r["flops_fields"]})
     out["flops_field"] = ", ".join(found) if found else "none in the reports"
-    out.update(neuroncores_seen=len(cores), runtime_errors=sum(r["errors"] for r in reports),
-               samples=len(reports), malformed_lines=malformed)
+    out.update(
+        neuroncores_seen=len(cores),
+        runtime_errors=sum(r["errors"] for r in reports),
+        samples=len(reports),
+        malformed_lines=malformed,
+    )
     if not reports:
         out["reason"] = "no parseable neuron-monitor report in the steady window"
     return out
@@ -166,16 +192,25 @@ class NeuronMonitorSource(Source):
     def start(self, record: Callable[[str], None]) -> None:
         config = {
             "period": self._period,
-            "neuron_runtimes": [{"tag_filter": ".*", "metrics": [
-                {"type": "neuroncore_counters"}, {"type": "memory_used"}, {"type": "execution_stats"}]}],
+            "neuron_runtimes": [
+                {
+                    "tag_filter": ".*",
+                    "metrics": [{"type": "neuroncore_counters"}, {"type": "memory_used"}, {"type": "execution_stats"}],
+                }
+            ],
             "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}],
         }
         fd, self._config = tempfile.mkstemp(prefix="neuron-monitor-", suffix=".json")
         with os.fdopen(fd, "w") as f:
             json.dump(config, f)
         try:
-            self._proc = subprocess.Popen([self._binary, "-c", self._config], stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            self._proc = subprocess.Popen(
+                [self._binary, "-c", self._config],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+            )
         except OSError as err:
             self.reason = f"neuron-monitor failed to start: {err}"
             return
@@ -205,5 +240,3 @@ class NeuronMonitorSource(Source):
         if self._config and os.path.exists(self._config):
             os.unlink(self._config)
             self._config = None
-
-

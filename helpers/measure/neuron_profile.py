@@ -9,6 +9,7 @@ report reads as the NeuronCore's tensor-engine utilization (the study's figure).
 neuron-monitor has no per-engine figures; only a device profile of a compiled graph has them (the
 docs/RUNNING.md, "Profiling on Trainium", says how to capture one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,7 @@ from helpers.run.schema import RunRecord
 
 _ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 _REQUIRED = tuple(f"{e}_engine_active_time_percent" for e in _ENGINES) + ("dma_active_time_percent",)
-_OPTIONAL = {"mfu_estimated_percent": "mfu_pct", "mbu_estimated_percent": "mbu_pct",
-             "hfu_estimated_percent": "hfu_pct"}
+_OPTIONAL = {"mfu_estimated_percent": "mfu_pct", "mbu_estimated_percent": "mbu_pct", "hfu_estimated_percent": "hfu_pct"}
 
 
 def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: bool = True) -> dict:
@@ -59,8 +59,10 @@ def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: boo
             raise ValueError(f"{source}: summary entry {key!r} is missing {', '.join(missing)}")
         fields = {f: entry[f] for f in (*_REQUIRED, *_OPTIONAL) if isinstance(entry.get(f), (int, float))}
         if percent_fields_are_fractions and any(v > 1.0 for v in fields.values()):
-            raise ValueError(f"{source}: entry {key!r} has a *_percent field above 1, so it is not a "
-                             "fraction; pass percent_fields_are_fractions=False")
+            raise ValueError(
+                f"{source}: entry {key!r} has a *_percent field above 1, so it is not a "
+                "fraction; pass percent_fields_are_fractions=False"
+            )
         rows.append((entry, fields))
     out = {"backend": "neuron-profile", "entries": len(rows)}
     for engine in _ENGINES:

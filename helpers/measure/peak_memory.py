@@ -3,6 +3,7 @@
 Both are reset when a run starts training (`reset_peak`), so a second run in one process (the
 benchmark's presets, a re-run notebook cell) reports its own peak, not the first one's.
 """
+
 from __future__ import annotations
 
 import resource
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-GIB = 1024 ** 3
+GIB = 1024**3
 PROC = Path("/proc/self")
 
 
@@ -30,11 +31,11 @@ def host_peak_gib(proc: Path = PROC) -> tuple[float, str]:
     try:
         for line in (proc / "status").read_text().splitlines():
             if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024 ** 2, "VmHWM since the run's reset (/proc/self/status)"
+                return int(line.split()[1]) / 1024**2, "VmHWM since the run's reset (/proc/self/status)"
     except OSError:
         pass
     # ru_maxrss is KiB on Linux and covers the whole process: tokenization and model load included
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2, "ru_maxrss since process start"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, "ru_maxrss since process start"
 
 
 def peak(device_type: str) -> dict:
@@ -42,8 +43,10 @@ def peak(device_type: str) -> dict:
     host, source = host_peak_gib()
     out = {"host_peak_rss_gib": host, "host_source": source}
     if device_type == "cuda":
-        out.update(cuda_max_allocated_gib=torch.cuda.max_memory_allocated() / GIB,
-                   cuda_max_reserved_gib=torch.cuda.max_memory_reserved() / GIB)
+        out.update(
+            cuda_max_allocated_gib=torch.cuda.max_memory_allocated() / GIB,
+            cuda_max_reserved_gib=torch.cuda.max_memory_reserved() / GIB,
+        )
     else:
         out["device"] = "not measured (XLA: see neuron-monitor in utilization)" if device_type == "xla" else "host"
     return out

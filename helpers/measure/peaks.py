@@ -8,6 +8,7 @@ shapes the models' linear layers use, within a time cap (a dtype the CPU emulate
 stops early instead of costing minutes), and kept in `<results>/_peaks/<device>.json`. Every run on
 the machine, and every table of the report, divides by the same figure, so MFU compares across rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,12 @@ from helpers.run.records import RecordReadError, now, read_json, write_json_atom
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # (name, m, k, n): a square, and the linear layers of bert-base and MiniLM at 2,048 tokens a step
-SHAPES = (("square 2048", 2048, 2048, 2048),
-          ("bert-base FFN up, 2048 tokens", 2048, 768, 3072),
-          ("bert-base attention projection, 2048 tokens", 2048, 768, 768),
-          ("MiniLM FFN up, 2048 tokens", 2048, 384, 1536))
+SHAPES = (
+    ("square 2048", 2048, 2048, 2048),
+    ("bert-base FFN up, 2048 tokens", 2048, 768, 3072),
+    ("bert-base attention projection, 2048 tokens", 2048, 768, 768),
+    ("MiniLM FFN up, 2048 tokens", 2048, 384, 1536),
+)
 CAP_S = 8.0  # seconds a peak measurement may take in all
 FLOORS = Path(__file__).resolve().parents[1] / "facts" / "cpu_roof_floor.csv"
 
@@ -45,7 +48,7 @@ def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0
     return 2 * m * k * n / statistics.median(times_s) / 1e12
 
 
-def copy_gbps(n_bytes: int = 2 ** 27, seconds: float = 0.5) -> float:
+def copy_gbps(n_bytes: int = 2**27, seconds: float = 0.5) -> float:
     """Return memory bandwidth in GB/s: bytes read + written by a 128 MiB tensor copy (past any cache)."""
     src = torch.ones(n_bytes // 4)
     dst = torch.empty_like(src)
@@ -64,11 +67,11 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     best shape is timed twice and the faster round kept (another process can only slow a round down)."""
     start, load = time.perf_counter(), os.getloadavg()[0]
     probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, median of 3
-    probe_s = 2 * 256 ** 3 / (probe_tflops * 1e12)
+    probe_s = 2 * 256**3 / (probe_tflops * 1e12)
     results: dict[str, float] = {}
     for name, m, k, n in SHAPES:
         # a 256^3 probe that took long means an emulated dtype: the big shapes would take minutes
-        expected_s = probe_s * (m * k * n) / 256 ** 3
+        expected_s = probe_s * (m * k * n) / 256**3
         if time.perf_counter() - start + 4 * expected_s > cap_s:
             continue
         results[name] = matmul_tflops(m, k, n, DTYPES[dtype], seconds=min(0.5, cap_s / 10))
@@ -79,17 +82,31 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     shape = next((s for s in SHAPES if s[0] == best), None)
     if shape and time.perf_counter() - start < cap_s / 2:
         rounds.append(matmul_tflops(*shape[1:], DTYPES[dtype], seconds=min(0.5, cap_s / 10)))
-    return {"peak_tflops": max(rounds), "mem_bw_gbps": copy_gbps(), "shape": best, "by_shape": results,
-            "rounds_tflops": rounds, "threads": torch.get_num_threads(), "measured_at": now(),
-            "load_1min": max(load, os.getloadavg()[0]), "cpu_count": os.cpu_count(),
-            "seconds": round(time.perf_counter() - start, 2)}
+    return {
+        "peak_tflops": max(rounds),
+        "mem_bw_gbps": copy_gbps(),
+        "shape": best,
+        "by_shape": results,
+        "rounds_tflops": rounds,
+        "threads": torch.get_num_threads(),
+        "measured_at": now(),
+        "load_1min": max(load, os.getloadavg()[0]),
+        "cpu_count": os.cpu_count(),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
 
 
 def _complete(peak: object) -> bool:
     """True when a stored roof has every figure a run reads (older or hand-edited files may not)."""
-    return isinstance(peak, dict) and all(isinstance(peak.get(k), (int, float)) and not isinstance(peak.get(k), bool)
-                                          for k in ("peak_tflops", "mem_bw_gbps", "threads")) \
-        and isinstance(peak.get("shape"), str) and isinstance(peak.get("by_shape"), dict)
+    return (
+        isinstance(peak, dict)
+        and all(
+            isinstance(peak.get(k), (int, float)) and not isinstance(peak.get(k), bool)
+            for k in ("peak_tflops", "mem_bw_gbps", "threads")
+        )
+        and isinstance(peak.get("shape"), str)
+        and isinstance(peak.get("by_shape"), dict)
+    )
 
 
 def floor_tflops(device_key: str, dtype: str, threads: int) -> float | None:
@@ -113,8 +130,10 @@ def roof_problem(peak: object, device_key: str, dtype: str) -> str | None:
     if floor is not None and peak["peak_tflops"] < floor:
         load = peak.get("load_1min")
         busy = f" at load {load:.1f} on {peak.get('cpu_count') or '?'} CPUs" if isinstance(load, (int, float)) else ""
-        return (f"{peak['peak_tflops']:.4g} TFLOP/s{busy} is below the {floor:.4g} any CPU of this kind reaches at "
-                f"{peak['threads']} threads (helpers/facts/cpu_roof_floor.csv): measured on a busy machine")
+        return (
+            f"{peak['peak_tflops']:.4g} TFLOP/s{busy} is below the {floor:.4g} any CPU of this kind reaches at "
+            f"{peak['threads']} threads (helpers/facts/cpu_roof_floor.csv): measured on a busy machine"
+        )
     return None
 
 
@@ -159,16 +178,23 @@ def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> d
         fresh = measure_peak(dtype)
         why = roof_problem(fresh, device_key, dtype)
         if why:
-            return {**fresh, "peak_tflops": None, "mem_bw_gbps": None,
-                    "source": f"measured on this machine now, not trusted and not kept: {why}",
-                    "reason": f"no trusted {dtype} roof: the one measured now, {why}; measure it on a quiet "
-                              "machine: python -m helpers.measure.peaks"}
+            return {
+                **fresh,
+                "peak_tflops": None,
+                "mem_bw_gbps": None,
+                "source": f"measured on this machine now, not trusted and not kept: {why}",
+                "reason": f"no trusted {dtype} roof: the one measured now, {why}; measure it on a quiet "
+                "machine: python -m helpers.measure.peaks",
+            }
         known[key] = fresh
         kept = keep(path, known)
     peak = known[key]
     where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a report never names a checkout's path
-    return {**peak, "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "
-                              f"model shapes ({peak['shape']}) at {peak['threads']} threads{where}"}
+    return {
+        **peak,
+        "source": f"measured on this machine: best {dtype} matmul of {len(peak['by_shape'])} "
+        f"model shapes ({peak['shape']}) at {peak['threads']} threads{where}",
+    }
 
 
 def forget(device_key: str, dtype: str, threads: int, peaks_dir: str | Path | None) -> None:
@@ -199,8 +225,10 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(threads)
         for dtype in args.dtype:
             peak = measure_peak(dtype)
-            line = (f"{dtype}, {threads} threads: {peak['peak_tflops']:.3f} TFLOP/s ({peak['shape']}), "
-                    f"{peak['mem_bw_gbps']:.1f} GB/s, load {peak['load_1min']:.2f}")
+            line = (
+                f"{dtype}, {threads} threads: {peak['peak_tflops']:.3f} TFLOP/s ({peak['shape']}), "
+                f"{peak['mem_bw_gbps']:.1f} GB/s, load {peak['load_1min']:.2f}"
+            )
             why = roof_problem(peak, dev.key, dtype)
             if why:
                 untrusted += 1

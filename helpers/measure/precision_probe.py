@@ -12,6 +12,7 @@ ratio), the median of the per-round ratios. It runs once per machine and thread 
 and is kept in `<results>/_peaks/<device>.precision.json` (peaks.py keeps the roofs there the same way).
 A CPU with no bf16 instructions is not probed: fp32, as before.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,15 @@ from helpers.run.records import PEAKS, now
 
 MARGIN = 1.10  # bf16 autocast must make steps >= 10% faster than fp32 to be chosen: less is within drift
 # MiniLM-L6-H384 (models.py's `minilm`), random weights: the shape the CPU runs of the study train
-PROBE_SHAPE = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                   intermediate_size=1536, max_position_embeddings=512, num_labels=6)
+PROBE_SHAPE = dict(
+    vocab_size=30522,
+    hidden_size=384,
+    num_hidden_layers=6,
+    num_attention_heads=12,
+    intermediate_size=1536,
+    max_position_embeddings=512,
+    num_labels=6,
+)
 BATCH, SEQ_LEN = 32, 32
 ROUNDS, MIN_ROUNDS, CAP_S = 5, 3, 5.0  # rounds after MIN_ROUNDS start only within CAP_S seconds (warm-up included)
 NO_BF16 = "fp32: this CPU has no bf16 instructions (no AMX, no AVX512-BF16): bf16 would be emulated; not probed"
@@ -51,8 +59,9 @@ class PrecisionChoice:
     probe: dict | None = None
 
 
-def paired_probe(shape: dict | None = None, batch: int = BATCH, seq_len: int = SEQ_LEN, rounds: int = ROUNDS,
-                 cap_s: float = CAP_S) -> dict:
+def paired_probe(
+    shape: dict | None = None, batch: int = BATCH, seq_len: int = SEQ_LEN, rounds: int = ROUNDS, cap_s: float = CAP_S
+) -> dict:
     """Return the median fp32 and bf16-autocast step times (s) of a BERT classifier of `shape` (PROBE_SHAPE's
     fields overridden) and their ratio fp32 / bf16 (> 1: bf16 is faster), from paired rounds."""
     from transformers import BertConfig
@@ -70,9 +79,11 @@ def _paired_rounds(cfg, batch: int, seq_len: int, rounds: int, cap_s: float) -> 
     model = BertForSequenceClassification(cfg).train()  # one model: both precisions step the same weights
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(0)
-    inputs = {"input_ids": torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=g),
-              "attention_mask": torch.ones(batch, seq_len, dtype=torch.long),
-              "labels": torch.randint(0, cfg.num_labels, (batch,), generator=g)}
+    inputs = {
+        "input_ids": torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=g),
+        "attention_mask": torch.ones(batch, seq_len, dtype=torch.long),
+        "labels": torch.randint(0, cfg.num_labels, (batch,), generator=g),
+    }
 
     def step(precision: str) -> float:
         t0 = time.perf_counter()  # the CPU finishes its ops before they return: no sync needed
@@ -93,20 +104,29 @@ def _paired_rounds(cfg, batch: int, seq_len: int, rounds: int, cap_s: float) -> 
         for precision in ("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32"):  # order alternates
             times_s[precision].append(step(precision))
     per_round = [f / b for f, b in zip(times_s["fp32"], times_s["bf16"])]
-    return {"ratio": statistics.median(per_round), "fp32_step_s": statistics.median(times_s["fp32"]),
-            "bf16_step_s": statistics.median(times_s["bf16"]), "per_round": per_round, "rounds": len(per_round),
-            "workload": f"BERT classifier {cfg.num_hidden_layers}x{cfg.hidden_size} (MiniLM-shaped, random "
-                        f"weights), batch {batch}, L={seq_len}, AdamW, one step a precision a round",
-            "cpu": cpu_name(), "cpu_capability": cpu_capability(), "threads": torch.get_num_threads(),
-            "measured_at": now(), "load_1min": os.getloadavg()[0],
-            "seconds": round(time.perf_counter() - start, 2)}
+    return {
+        "ratio": statistics.median(per_round),
+        "fp32_step_s": statistics.median(times_s["fp32"]),
+        "bf16_step_s": statistics.median(times_s["bf16"]),
+        "per_round": per_round,
+        "rounds": len(per_round),
+        "workload": f"BERT classifier {cfg.num_hidden_layers}x{cfg.hidden_size} (MiniLM-shaped, random "
+        f"weights), batch {batch}, L={seq_len}, AdamW, one step a precision a round",
+        "cpu": cpu_name(),
+        "cpu_capability": cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "measured_at": now(),
+        "load_1min": os.getloadavg()[0],
+        "seconds": round(time.perf_counter() - start, 2),
+    }
 
 
 def _complete(probe: object) -> bool:
     """True when a kept probe has the figures the choice reads (older or hand-edited files may not)."""
     return isinstance(probe, dict) and all(
         isinstance(probe.get(k), (int, float)) and not isinstance(probe.get(k), bool) and probe[k] > 0
-        for k in ("ratio", "fp32_step_s", "bf16_step_s", "rounds", "threads"))
+        for k in ("ratio", "fp32_step_s", "bf16_step_s", "rounds", "threads")
+    )
 
 
 def probe_key(threads: int) -> str:
@@ -139,15 +159,22 @@ def choose(probe: dict | None, has_bf16: bool) -> tuple[str, str]:
     rounds = f"median of {probe.get('rounds')} paired rounds at {probe.get('threads')} threads"
     if ratio >= MARGIN:
         return "bf16", f"bf16 autocast: probe {ratio:.2f}x faster than fp32 on this CPU ({rounds})"
-    return "fp32", (f"fp32: bf16 autocast probe {ratio:.2f}x fp32's speed on this CPU ({rounds}; bf16 needs "
-                    f">= {MARGIN:.2f}x)")
+    return "fp32", (
+        f"fp32: bf16 autocast probe {ratio:.2f}x fp32's speed on this CPU ({rounds}; bf16 needs >= {MARGIN:.2f}x)"
+    )
 
 
 def resolve(requested: str, dev: DeviceInfo, neuron: NeuronArgs, peaks_dir: str | Path | None) -> PrecisionChoice:
     """Return the run's precision: device.resolve_precision's, except `auto` on a CPU, which the probe decides."""
     used, reason, probe = decide(requested, dev, neuron.bf16_mode, peaks_dir)
-    return PrecisionChoice(requested, used, compute_dtype(used, neuron.bf16_mode, neuron.extra_cc_flags),
-                           prec.mechanism(used, dev.type, dev.neuron, neuron.bf16_mode), reason, probe)
+    return PrecisionChoice(
+        requested,
+        used,
+        compute_dtype(used, neuron.bf16_mode, neuron.extra_cc_flags),
+        prec.mechanism(used, dev.type, dev.neuron, neuron.bf16_mode),
+        reason,
+        probe,
+    )
 
 
 def decide(requested: str, dev: DeviceInfo, bf16_mode: str, peaks_dir: str | Path | None) -> tuple:
@@ -182,8 +209,10 @@ def main(argv: list[str] | None = None) -> None:
     for threads in args.threads:
         torch.set_num_threads(threads)
         known[probe_key(threads)] = probe = paired_probe()
-        print(f"{threads} threads: fp32 {probe['fp32_step_s']:.3f} s, bf16 autocast {probe['bf16_step_s']:.3f} s a "
-              f"step; {choose(probe, dev.bf16_fast)[1]}")
+        print(
+            f"{threads} threads: fp32 {probe['fp32_step_s']:.3f} s, bf16 autocast {probe['bf16_step_s']:.3f} s a "
+            f"step; {choose(probe, dev.bf16_fast)[1]}"
+        )
     print(f"wrote {path}{keep(path, known) or ''}")
 
 

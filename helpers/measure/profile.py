@@ -27,24 +27,40 @@ CLASSES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_dat
 HOST_GAP_DEFINITION = (
     "cuda: profiled window wall time minus the union of device kernel/memcpy intervals; "
     "cpu: window wall time minus the summed self time of all operators (record_function labels "
-    "excluded), i.e. time the host spent outside any operator (Python, data loading, profiler)")
+    "excluded), i.e. time the host spent outside any operator (Python, data loading, profiler)"
+)
 
 # ----------------------------------------------------------------------------- classification
 _ATTENTION = ("scaled_dot_product", "attention", "flash", "fmha", "sdpa")
 _OPTIMIZER_PREFIX = ("optimizer",)  # record_function("optimizer") and torch's "Optimizer.step#AdamW.step"
 _OPTIMIZER = ("_foreach_", "adam", "multi_tensor_apply")
-_MATMUL_OPS = {"mm", "addmm", "bmm", "matmul", "linear", "baddbmm", "addbmm", "addmv", "mv",
-               "_addmm_activation"}
+_MATMUL_OPS = {"mm", "addmm", "bmm", "matmul", "linear", "baddbmm", "addbmm", "addmv", "mv", "_addmm_activation"}
 _MATMUL_KERNELS = ("gemm", "gemv", "cublas", "cutlass", "xmma", "nvjet", "splitkreduce")
-_COPY_OPS = {"to", "_to_copy", "copy_", "contiguous", "clone", "cat", "stack", "index_select",
-             "embedding", "embedding_backward", "embedding_dense_backward", "gather", "scatter",
-             "index", "index_put_", "_index_put_impl_"}
+_COPY_OPS = {
+    "to",
+    "_to_copy",
+    "copy_",
+    "contiguous",
+    "clone",
+    "cat",
+    "stack",
+    "index_select",
+    "embedding",
+    "embedding_backward",
+    "embedding_dense_backward",
+    "gather",
+    "scatter",
+    "index",
+    "index_put_",
+    "_index_put_impl_",
+}
 _COPY_KERNELS = ("memcpy", "memset", "copy", "catarray", "indexselect", "index_select", "embedding")
 # Whole words of an aten name ("exp" must not catch "expand", a view), substrings of kernel names.
 _ELEMENTWISE_OPS = re.compile(
     r"(^|_)(add|sub|rsub|mul|div|addcdiv|addcmul|lerp|gelu|relu|tanh|silu|sigmoid|threshold|norm|"
     r"dropout|bernoulli|softmax|nll_loss|cross_entropy|sum|mean|where|masked_fill|fill|zero|pow|"
-    r"sqrt|rsqrt|exp|log|neg|clamp|clamp_min|clamp_max|maximum|minimum)(_|$)")
+    r"sqrt|rsqrt|exp|log|neg|clamp|clamp_min|clamp_max|maximum|minimum)(_|$)"
+)
 _ELEMENTWISE_KERNELS = ("elementwise", "reduce_kernel", "softmax", "norm", "dropout", "gelu")
 _AUTOGRAD_NODE = re.compile(r"[A-Z]\w*Backward\d*")
 
@@ -69,8 +85,9 @@ def classify_op(name: str) -> str:
     return "other"
 
 
-def summarize_events(events: list[dict], device: str = "cpu", wall_time_us: float | None = None,
-                     device_busy_us: float | None = None) -> dict:
+def summarize_events(
+    events: list[dict], device: str = "cpu", wall_time_us: float | None = None, device_busy_us: float | None = None
+) -> dict:
     """Time per op class (ms), shares, top-10 ops by self time, from plain event dicts.
 
     An event is {"name", "self_time_us", "calls", "device", optional "scope"}; only events on
@@ -99,19 +116,21 @@ def summarize_events(events: list[dict], device: str = "cpu", wall_time_us: floa
     total = sum(numeric.values())
     share = {k: (round(v / total, 4) if total else 0.0) for k, v in numeric.items()}
     top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:10]
-    top_ops = [{"name": name[:160], "self_time_ms": round(us / 1e3, 3), "calls": calls}
-               for name, (us, calls) in top]
+    top_ops = [{"name": name[:160], "self_time_ms": round(us / 1e3, 3), "calls": calls} for name, (us, calls) in top]
     return {"class_time_ms": class_ms, "class_share": share, "top_ops": top_ops}
 
 
 # ----------------------------------------------------------------------------- torch.profiler
 def _is_annotation(ev) -> bool:
-    return (getattr(ev, "is_user_annotation", False) or ev.name.startswith("ProfilerStep#")
-            or "annotation" in str(getattr(ev, "activity_type", "")).lower())
+    return (
+        getattr(ev, "is_user_annotation", False)
+        or ev.name.startswith("ProfilerStep#")
+        or "annotation" in str(getattr(ev, "activity_type", "")).lower()
+    )
 
 
 def _scope(ev) -> str | None:
-    """"optimizer" or "attention" when ev or one of its CPU ancestors is such an op or label."""
+    """ "optimizer" or "attention" when ev or one of its CPU ancestors is such an op or label."""
     classes = set()
     while ev is not None:
         classes.add(classify_op(ev.name))
@@ -143,14 +162,25 @@ def events_from_profiler(prof, device: str) -> tuple[list[dict], float | None]:
         if _is_annotation(e):
             continue
         if device == "cpu" and e.device_type == DeviceType.CPU and not e.is_async:
-            out.append({"name": e.name, "self_time_us": e.self_cpu_time_total, "calls": 1,
-                        "device": "cpu", "scope": _scope(e)})
-        elif (device == "cuda" and e.device_type == DeviceType.CUDA
-              and (getattr(e, "activity_type", None) or "kernel") in _DEVICE_WORK):  # torch < 2.13: none
+            out.append(
+                {"name": e.name, "self_time_us": e.self_cpu_time_total, "calls": 1, "device": "cpu", "scope": _scope(e)}
+            )
+        elif (
+            device == "cuda"
+            and e.device_type == DeviceType.CUDA
+            and (getattr(e, "activity_type", None) or "kernel") in _DEVICE_WORK
+        ):  # torch < 2.13: none
             # A kernel's linked correlation id is the id of the CPU op that launched it.
             launcher = cpu_by_id.get(getattr(e, "linked_correlation_id", 0))
-            out.append({"name": e.name, "self_time_us": e.time_range.elapsed_us(), "calls": 1,
-                        "device": "cuda", "scope": _scope(launcher)})
+            out.append(
+                {
+                    "name": e.name,
+                    "self_time_us": e.time_range.elapsed_us(),
+                    "calls": 1,
+                    "device": "cuda",
+                    "scope": _scope(launcher),
+                }
+            )
             intervals.append((e.time_range.start, e.time_range.end))
     return out, (_union_us(intervals) if device == "cuda" else None)
 
@@ -158,8 +188,15 @@ def events_from_profiler(prof, device: str) -> tuple[list[dict], float | None]:
 class StepProfiler:
     """Profiles profile_steps optimizer steps after warmup_steps; summary() is None until done or if disabled."""
 
-    def __init__(self, enabled: bool, out_dir: Path, warmup_steps: int, profile_steps: int = 5,
-                 device_type: str = "cpu", matmul_flops_per_step: float | None = None) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        out_dir: Path,
+        warmup_steps: int,
+        profile_steps: int = 5,
+        device_type: str = "cpu",
+        matmul_flops_per_step: float | None = None,
+    ) -> None:
         if device_type not in ("cpu", "cuda", "xla", "neuron"):
             raise ValueError(f"device_type must be one of cpu, cuda, xla, neuron; got {device_type!r}")
         self.enabled, self.out_dir, self.device_type = enabled, Path(out_dir), device_type
@@ -188,6 +225,7 @@ class StepProfiler:
     def _sync(self) -> None:
         if self.device_type == "cuda":
             import torch
+
             torch.cuda.synchronize()
 
     def _start(self) -> None:
@@ -196,6 +234,7 @@ class StepProfiler:
             self._xla_deltas = self._xla_window.__enter__()
         else:
             from torch.profiler import ProfilerActivity, profile
+
             activities = [ProfilerActivity.CPU]
             if self.device_type == "cuda":
                 activities.append(ProfilerActivity.CUDA)
@@ -211,28 +250,42 @@ class StepProfiler:
         if self._xla_window is not None:
             self._xla_window.__exit__(None, None, None)
             self._xla_window = None
-            self._summary = {**base, "backend": "torch_xla.debug.metrics", "trace_path": None,
-                             "class_time_ms": None, "class_share": None,
-                             "top_ops": [], "matmul_achieved_tflops": None,
-                             # Device time on Neuron comes from neuron-profile, not the XLA profiler.
-                             "xla_profiler_trace": "not supported on this backend",
-                             "xla_metrics": self._xla_deltas}
+            self._summary = {
+                **base,
+                "backend": "torch_xla.debug.metrics",
+                "trace_path": None,
+                "class_time_ms": None,
+                "class_share": None,
+                "top_ops": [],
+                "matmul_achieved_tflops": None,
+                # Device time on Neuron comes from neuron-profile, not the XLA profiler.
+                "xla_profiler_trace": "not supported on this backend",
+                "xla_metrics": self._xla_deltas,
+            }
             return
         prof, self._prof = self._prof, None  # stopped once, whatever the summary below does
         prof.stop()
         try:
             summary, trace_path = self._summarize(prof, wall_us)
         except Exception as err:  # noqa: BLE001 - a profile that cannot be read must not cost the run
-            self._summary = {**base, "backend": "torch.profiler",
-                             "reason": f"profile not summarized: {type(err).__name__}: {err}"}
+            self._summary = {
+                **base,
+                "backend": "torch.profiler",
+                "reason": f"profile not summarized: {type(err).__name__}: {err}",
+            }
             return
         matmul_s = summary["class_time_ms"]["matmul"] / 1e3
         tflops = None
         if self.matmul_flops_per_step and matmul_s > 0:
             tflops = float(f"{self.matmul_flops_per_step * self._profiled / matmul_s / 1e12:.4g}")
-        self._summary = {**base, "backend": "torch.profiler", "trace_path": str(trace_path),
-                         **summary, "matmul_achieved_tflops": tflops,
-                         "host_gap_definition": HOST_GAP_DEFINITION}
+        self._summary = {
+            **base,
+            "backend": "torch.profiler",
+            "trace_path": str(trace_path),
+            **summary,
+            "matmul_achieved_tflops": tflops,
+            "host_gap_definition": HOST_GAP_DEFINITION,
+        }
 
     def _summarize(self, prof, wall_us: float) -> tuple[dict, Path]:
         """Return the stopped profiler's summary by op class and the chrome trace it wrote."""

@@ -14,11 +14,13 @@ events on GPUs, and the window's mean on XLA (host times there are tracing, not 
 energy meter) hear of each window's opening and closing at the timer's own instants, so what they measure
 covers the same windows.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -48,9 +50,16 @@ class WindowWatcher(Protocol):
 class StepTimer:
     """Times optimizer steps in windows; the first `warmup_steps` are kept apart from the steady state."""
 
-    def __init__(self, sync: Callable[[], None] = lambda: None, warmup_steps: int = 3,
-                 window_steps: int = 50, per_step: str = "host", clock: Callable[[], float] = time.perf_counter,
-                 event: Callable[[], object] | None = None, watchers: tuple[WindowWatcher, ...] = ()):
+    def __init__(
+        self,
+        sync: Callable[[], None] = lambda: None,
+        warmup_steps: int = 3,
+        window_steps: int = 50,
+        per_step: str = "host",
+        clock: Callable[[], float] = time.perf_counter,
+        event: Callable[[], object] | None = None,
+        watchers: tuple[WindowWatcher, ...] = (),
+    ):
         if per_step not in PER_STEP:
             raise ValueError(f"per_step={per_step!r}: expected one of {', '.join(PER_STEP)}")
         self.sync, self.warmup_steps, self.window_steps = sync, warmup_steps, max(1, window_steps)
@@ -75,8 +84,14 @@ class StepTimer:
         """Mark the start of an optimizer step (its first micro-batch); opens a window when none is open."""
         if self._open is None:
             self.sync()  # work queued before the window (evaluation, set-up) is not billed to it
-            self._open = {"t0": self.clock(), "first": self.steps, "samples": 0, "tokens": 0, "marks": [],
-                          "warmup": self.in_warmup}
+            self._open = {
+                "t0": self.clock(),
+                "first": self.steps,
+                "samples": 0,
+                "tokens": 0,
+                "marks": [],
+                "warmup": self.in_warmup,
+            }
             for watcher in self.watchers:
                 watcher.window_opened(self._open["t0"])
         self._step_t0 = self.clock()
@@ -132,7 +147,7 @@ class StepTimer:
         self.close_window()
         steady = [w for w in self.windows if not w.warmup]
         times = np.array(self.step_times_s)
-        steady_times = times[self.warmup_steps:] if len(times) > self.warmup_steps else times
+        steady_times = times[self.warmup_steps :] if len(times) > self.warmup_steps else times
         steady_s = sum(w.seconds for w in steady)
         rates = [ranks * w.samples / w.seconds for w in steady if w.seconds > 0]
         out = {
@@ -149,15 +164,20 @@ class StepTimer:
             "steady_samples": sum(w.samples for w in steady),
             "samples_processed": int(sum(self.samples)),
             "windows": len(steady),
-            "window_samples_per_s": {"min": min(rates), "median": float(np.median(rates)),
-                                     "max": max(rates)} if rates else None,
+            "window_samples_per_s": {"min": min(rates), "median": float(np.median(rates)), "max": max(rates)}
+            if rates
+            else None,
             # each steady window: [optimizer steps done at its end, its samples/s] (the notebook draws them)
-            "window_series": [[int(np.sum([v.steps for v in self.windows[:i + 1]])),
-                               ranks * w.samples / w.seconds]
-                              for i, w in enumerate(self.windows) if not w.warmup and w.seconds > 0],
-            "step_time_source": {"host": "host clock per step (the CPU finishes its ops before they return)",
-                                 "events": "CUDA events per step",
-                                 "window": "window time / steps (XLA: host times are tracing)"}[self.per_step],
+            "window_series": [
+                [int(np.sum([v.steps for v in self.windows[: i + 1]])), ranks * w.samples / w.seconds]
+                for i, w in enumerate(self.windows)
+                if not w.warmup and w.seconds > 0
+            ],
+            "step_time_source": {
+                "host": "host clock per step (the CPU finishes its ops before they return)",
+                "events": "CUDA events per step",
+                "window": "window time / steps (XLA: host times are tracing)",
+            }[self.per_step],
             "step_time_median_s": float(np.median(steady_times)) if len(steady_times) else None,
             "step_time_p10_s": float(np.percentile(steady_times, 10)) if len(steady_times) else None,
             "step_time_p90_s": float(np.percentile(steady_times, 90)) if len(steady_times) else None,

@@ -3,10 +3,11 @@
 A source that cannot measure says why (`reason`); its summary then carries None
 for each value, never 0.
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import psutil
@@ -71,9 +72,11 @@ class PsutilSource(Source):
         self._proc.cpu_percent(None)
 
     def sample(self) -> dict | None:
-        return {"cpu_util_pct": psutil.cpu_percent(None),
-                "proc_cpu_util_pct": self._proc.cpu_percent(None),
-                "rss_gib": self._proc.memory_info().rss / GIB}
+        return {
+            "cpu_util_pct": psutil.cpu_percent(None),
+            "proc_cpu_util_pct": self._proc.cpu_percent(None),
+            "rss_gib": self._proc.memory_info().rss / GIB,
+        }
 
 
 def current_cuda_handle(nvml):
@@ -125,8 +128,7 @@ def open_gpm(nvml, handle) -> tuple[object, str | None]:
     """Return (a first GPM sample, None) where the device supports GPM, else (None, why not)."""
     try:
         if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
-            return None, ("NVML GPM (SM and tensor-pipe activity)"
-                          " is not supported on this GPU: Hopper or later")
+            return None, ("NVML GPM (SM and tensor-pipe activity) is not supported on this GPU: Hopper or later")
         return gpm_sample(nvml, handle, nvml.nvmlGpmSampleAlloc()), None
     except (nvml.NVMLError, AttributeError) as err:  # an older driver or nvidia-ml-py without GPM
         return None, f"NVML GPM (SM and tensor-pipe activity) unavailable: {err}"
@@ -137,8 +139,7 @@ def gpm_sample(nvml, handle, sample):
     return nvml.nvmlGpmSampleGet(handle, sample)
 
 
-GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL",
-               "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
+GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL", "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
 
 
 def gpm_metrics(nvml, older, newer) -> dict[str, float]:
@@ -176,8 +177,7 @@ class NvmlSource(Source):
     def __init__(self) -> None:
         self.errors = 0
         self._nvml, self._handle, self.reason = open_nvml()
-        self._gpm, self.gpm_reason = ((None, self.reason) if self._nvml is None
-                                      else open_gpm(self._nvml, self._handle))
+        self._gpm, self.gpm_reason = (None, self.reason) if self._nvml is None else open_gpm(self._nvml, self._handle)
 
     def reset(self) -> None:
         if self._gpm is not None:
@@ -190,8 +190,12 @@ class NvmlSource(Source):
         except self._nvml.NVMLError:
             self.errors += 1
             return None
-        return {"sm_util_pct": float(util.gpu), **self._gpm_activity(), "mem_util_pct": float(util.memory),
-                "mem_used_gib": mem.used / GIB}
+        return {
+            "sm_util_pct": float(util.gpu),
+            **self._gpm_activity(),
+            "mem_util_pct": float(util.memory),
+            "mem_used_gib": mem.used / GIB,
+        }
 
     def _gpm_activity(self) -> dict[str, float | None]:
         """GPM SM and tensor-pipe activity (%) since the previous sample, None each without GPM."""
@@ -218,5 +222,3 @@ class NvmlSource(Source):
                 self._gpm = None
             close_nvml(self._nvml)
             self._nvml = None
-
-

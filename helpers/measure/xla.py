@@ -6,6 +6,7 @@ is a cache miss that compiles: `UncachedCompile` counts them, `CompileTime` sums
 counters are process-wide, so a CompileLog takes snapshots at marks (start, end of training, end) and
 the record carries the differences.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,23 +15,38 @@ import os
 from helpers.run.args import RunArgs, repo_path
 from helpers.run.schema import Timing
 
-XLA_ENV = ("PJRT_DEVICE", "XLA_FLAGS", "XLA_PERSISTENT_CACHE_PATH", "NEURON_CC_FLAGS",
-           "NEURON_RT_STOCHASTIC_ROUNDING_EN",
-           "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "XLA_USE_BF16", "NEURON_COMPILE_CACHE_URL",
-           "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES")
+XLA_ENV = (
+    "PJRT_DEVICE",
+    "XLA_FLAGS",
+    "XLA_PERSISTENT_CACHE_PATH",
+    "NEURON_CC_FLAGS",
+    "NEURON_RT_STOCHASTIC_ROUNDING_EN",
+    "NEURON_RT_STOCHASTIC_ROUNDING_SEED",
+    "XLA_USE_BF16",
+    "NEURON_COMPILE_CACHE_URL",
+    "NEURON_RT_NUM_CORES",
+    "NEURON_RT_VISIBLE_CORES",
+)
 
 
 def init_cache(args: RunArgs, dev) -> dict:
     """Open torch-xla's persistent compilation cache where asked (before any XLA computation); return
     what the record says of it. On Neuron the compiler's NEFF cache is the one that counts."""
     if dev.neuron:
-        return {"kind": "Neuron compile cache (neuronx-cc)",
-                "dir": args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache"}
+        return {
+            "kind": "Neuron compile cache (neuronx-cc)",
+            "dir": args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache",
+        }
     if not args.neuron.xla_cache_dir:
         # torch-xla 2.9's CPU backend writes entries it can never load back (tests/test_xla.py shows it)
-        return {"kind": "torch-xla persistent compilation cache", "state": "off", "reason": (
-            "torch-xla 2.9's CPU backend cannot load a serialized executable, so a cache would only be "
-            "written; set xla_cache_dir to use it where the backend can")}
+        return {
+            "kind": "torch-xla persistent compilation cache",
+            "state": "off",
+            "reason": (
+                "torch-xla 2.9's CPU backend cannot load a serialized executable, so a cache would only be "
+                "written; set xla_cache_dir to use it where the backend can"
+            ),
+        }
     import torch_xla.runtime as xr
 
     folder = repo_path(args.neuron.xla_cache_dir)
@@ -58,8 +74,10 @@ def snapshot() -> dict:
     """Return the process's compile/execute counters so far: counts and seconds."""
     import torch_xla.debug.metrics as met
 
-    out = {"uncached_compiles": met.counter_value("UncachedCompile") or 0,
-           "cached_compiles": met.counter_value("CachedCompile") or 0}
+    out = {
+        "uncached_compiles": met.counter_value("UncachedCompile") or 0,
+        "cached_compiles": met.counter_value("CachedCompile") or 0,
+    }
     for metric, key in (("CompileTime", "compile"), ("ExecuteTime", "execute")):
         data = met.metric_data(metric)  # (count, accumulated ns, samples), None before first use
         out[f"{key}_count"] = data[0] if data else 0
@@ -68,8 +86,11 @@ def snapshot() -> dict:
     # are graphs a warm cache saved from compiling. On XLA-CPU with torch-xla 2.9 every existing entry
     # fails to load ("Deserializing serialized executable not supported") and is compiled again: these
     # counters show that as load failures, not hits. Neuron's NEFF cache is the compiler's own.
-    for counter, key in (("PersistentCacheHit", "hits"), ("PersistentCacheMiss", "misses"),
-                         ("PersistentCacheDeserializeFailure", "load_failures")):
+    for counter, key in (
+        ("PersistentCacheHit", "hits"),
+        ("PersistentCacheMiss", "misses"),
+        ("PersistentCacheDeserializeFailure", "load_failures"),
+    ):
         out[f"persistent_cache_{key}"] = met.counter_value(counter) or 0
     return out
 
@@ -139,8 +160,9 @@ class CompileLog:
             yield
         finally:
             spent = delta(before, settled_snapshot())
-            self.periodic = spent if self.periodic is None else {k: round(self.periodic[k] + v, 6)
-                                                                  for k, v in spent.items()}
+            self.periodic = (
+                spent if self.periodic is None else {k: round(self.periodic[k] + v, 6) for k, v in spent.items()}
+            )
             if self.loader is not None:
                 self.loader.set_aside += spent["uncached_compiles"]
 
@@ -158,9 +180,13 @@ class CompileLog:
         if self.periodic:  # evaluations during training: evaluation's, not the training steps'
             train = {k: round(v - self.periodic[k], 6) for k, v in train.items()}
             evaluation = {k: round(v + self.periodic[k], 6) for k, v in evaluation.items()}
-        out = {"graph_compilations": end["uncached_compiles"] - start["uncached_compiles"],
-               "compile_time_s": round(end["compile_time_s"] - start["compile_time_s"], 6),
-               "run": delta(start, end), "train": train, "eval": evaluation}
+        out = {
+            "graph_compilations": end["uncached_compiles"] - start["uncached_compiles"],
+            "compile_time_s": round(end["compile_time_s"] - start["compile_time_s"], 6),
+            "run": delta(start, end),
+            "train": train,
+            "eval": evaluation,
+        }
         if self.periodic:
             out["periodic_eval"] = self.periodic  # included in eval
         if self.loader is not None:

@@ -15,19 +15,28 @@ instance holds a bad value. `build_args` refuses unknown names (suggesting the c
 preset *under* the names the caller gave, and turns pydantic's error into a ConfigError naming the
 parameter, its value, what is allowed and what the parameter means.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import math
 import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
-from pydantic import (BeforeValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
-                      StringConstraints)
+from pydantic import (
+    BeforeValidator,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    StringConstraints,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = "Experiment/results"
@@ -76,8 +85,9 @@ def lora_roles(targets: str) -> tuple[str, ...]:
         return LORA_ROLES
     names = {n.strip() for n in targets.split(",") if n.strip()}
     if names - set(LORA_ROLES) or not names:
-        raise ConfigError(f"lora_targets={targets!r} is invalid: expected 'all-linear' or a comma list of "
-                          f"{', '.join(LORA_ROLES)}")
+        raise ConfigError(
+            f"lora_targets={targets!r} is invalid: expected 'all-linear' or a comma list of {', '.join(LORA_ROLES)}"
+        )
     return tuple(r for r in LORA_ROLES if r in names)
 
 
@@ -85,30 +95,38 @@ def lora_roles(targets: str) -> tuple[str, ...]:
 class TaskArgs:
     """What is trained: the model, the data and how it is cut into tokens."""
 
-    model_name: str = arg("bert-base-uncased", "hub id, local folder, or offline alias minilm / "
-                          "bert-base-random", ("--model_name_or_path",))
-    data_dir: Maybe[str] = arg(None, "folder of train/validation/test.jsonl; None: $EMOTION_DATA_DIR, else "
-                               "the hub")
-    train_subset: Maybe[PositiveInt] = arg(None, "first N training rows; None: all 16,000",
-                                           ("--max_train_samples",))
-    eval_subset: Maybe[PositiveInt] = arg(None, "first N validation and test rows; None: all 2,000",
-                                          ("--max_eval_samples",))
+    model_name: str = arg(
+        "bert-base-uncased",
+        "hub id, local folder, or offline alias minilm / bert-base-random",
+        ("--model_name_or_path",),
+    )
+    data_dir: Maybe[str] = arg(None, "folder of train/validation/test.jsonl; None: $EMOTION_DATA_DIR, else the hub")
+    train_subset: Maybe[PositiveInt] = arg(None, "first N training rows; None: all 16,000", ("--max_train_samples",))
+    eval_subset: Maybe[PositiveInt] = arg(
+        None, "first N validation and test rows; None: all 2,000", ("--max_eval_samples",)
+    )
     shuffle_subset: bool = arg(False, "take the subsets after a seeded shuffle instead of the first rows")
     drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
     max_length: Annotated[int, Field(gt=2)] = arg(
-        128, "tokens per sequence, > 2 ([CLS] and [SEP] take two) and at most the model's position limit; "
-             "static padding pads every batch to it", ("--max_seq_length", "--train_max_length"))
-    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to the longest row of each "
-                           "batch")
+        128,
+        "tokens per sequence, > 2 ([CLS] and [SEP] take two) and at most the model's position limit; "
+        "static padding pads every batch to it",
+        ("--max_seq_length", "--train_max_length"),
+    )
+    padding: Padding = arg("static", "static: pad to max_length; dynamic: pad to the longest row of each batch")
     pad_to_multiple_of: Maybe[PositiveInt] = arg(None, "dynamic padding only: round each batch's length up")
-    group_by_length: bool = arg(False, "dynamic padding only: batches of rows of similar length "
-                                "(transformers' LengthGroupedSampler), less padding")
+    group_by_length: bool = arg(
+        False,
+        "dynamic padding only: batches of rows of similar length (transformers' LengthGroupedSampler), less padding",
+    )
     # issue 28: LoRA through peft (helpers/run/lora.py)
     lora_r: NonNegativeInt = arg(0, "LoRA rank; 0: full fine-tuning")
     lora_alpha: PositiveInt = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
     lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input")
-    lora_targets: str = arg("query,value", "linears given adapters: all-linear, or a comma list of query, "
-                            "key, value, attention_output, ffn_up, ffn_down")
+    lora_targets: str = arg(
+        "query,value",
+        "linears given adapters: all-linear, or a comma list of query, key, value, attention_output, ffn_up, ffn_down",
+    )
 
     @pydantic.field_validator("lora_targets")
     @classmethod
@@ -120,105 +138,143 @@ class TaskArgs:
     def __post_init__(self) -> None:
         """Refuse padding settings that have no effect with static padding."""
         if self.padding == "static" and self.group_by_length:
-            raise ConfigError("group_by_length=True applies to padding='dynamic' only: static batches are "
-                              "all max_length long, so grouping saves nothing")
+            raise ConfigError(
+                "group_by_length=True applies to padding='dynamic' only: static batches are "
+                "all max_length long, so grouping saves nothing"
+            )
         if self.padding == "static" and self.pad_to_multiple_of is not None:
-            raise ConfigError("pad_to_multiple_of applies to padding='dynamic' only; static padding always "
-                              "pads to max_length")
+            raise ConfigError(
+                "pad_to_multiple_of applies to padding='dynamic' only; static padding always pads to max_length"
+            )
 
     def check_positions(self, max_positions: int) -> None:
         """Raise ConfigError when the sequences pad past the model's position embeddings (max_positions)."""
         if self.max_length > max_positions:
-            raise ConfigError(f"max_length={self.max_length} is above {self.model_name}'s position "
-                              f"limit ({max_positions}): allowed 3..{max_positions}")
+            raise ConfigError(
+                f"max_length={self.max_length} is above {self.model_name}'s position "
+                f"limit ({max_positions}): allowed 3..{max_positions}"
+            )
         multiple = self.pad_to_multiple_of
         padded = math.ceil(self.max_length / multiple) * multiple if multiple else self.max_length
         if padded > max_positions:
-            raise ConfigError(f"pad_to_multiple_of={multiple} rounds max_length={self.max_length} up to "
-                              f"{padded}, above {self.model_name}'s position limit ({max_positions}): give a "
-                              f"multiple that divides {max_positions}")
+            raise ConfigError(
+                f"pad_to_multiple_of={multiple} rounds max_length={self.max_length} up to "
+                f"{padded}, above {self.model_name}'s position limit ({max_positions}): give a "
+                f"multiple that divides {max_positions}"
+            )
 
 
 @pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class TrainArgs:
     """How it trains: batch, optimizer, schedule, precision, device."""
 
-    batch: PositiveInt = arg(8, "training batch per device (per torchrun rank)",
-                             ("--per_device_train_batch_size",))
+    batch: PositiveInt = arg(8, "training batch per device (per torchrun rank)", ("--per_device_train_batch_size",))
     lr: PositiveFloat = arg(2e-5, "peak AdamW learning rate", ("--learning_rate",))
     llrd_decay: Maybe[Annotated[float, Field(gt=0, le=1)]] = arg(
-        None, "layer-wise LR decay in (0, 1]: head at lr, layer i at lr*d^(N-i), embeddings at lr*d^(N+1); "
-              "None: one flat LR")
+        None,
+        "layer-wise LR decay in (0, 1]: head at lr, layer i at lr*d^(N-i), embeddings at lr*d^(N+1); None: one flat LR",
+    )
     epochs: PositiveInt = arg(3, "passes over the training split", ("--num_train_epochs",))
     max_steps: Maybe[PositiveInt] = arg(None, "stop after this many optimizer steps")
     weight_decay: NonNegativeFloat = arg(0.01, "AdamW weight decay (not on biases and LayerNorm)")
     warmup_ratio: Share = arg(0.1, "share of the steps with a linear LR warm-up")
     max_grad_norm: Maybe[PositiveFloat] = arg(1.0, "gradient clipping norm; None: no clipping")
-    gradient_accumulation_steps: PositiveInt = arg(1, "micro-batches per optimizer step; an epoch's last "
-                                                      "batches that do not fill a step are left out")
-    gradient_checkpointing: bool = arg(False, "recompute activations in backward (on XLA and Neuron through "
-                                               "torch_xla.utils.checkpoint)")
+    gradient_accumulation_steps: PositiveInt = arg(
+        1, "micro-batches per optimizer step; an epoch's last batches that do not fill a step are left out"
+    )
+    gradient_checkpointing: bool = arg(
+        False, "recompute activations in backward (on XLA and Neuron through torch_xla.utils.checkpoint)"
+    )
     # fused by default, as Trainer's is with torch >= 2.8 (#38): the for-loop's update to float tolerance
     # (tests/run/test_optim.py); its optimizer step alone 4.6x as fast on MiniLM, the whole step's gain not
     # resolved on a loaded machine (BENCHMARKS.md, "Where a run's wall goes")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
-        "adamw_torch_fused", "AdamW implementation (fused / foreach: CPU and CUDA only)")
-    precision: Precision = arg("auto", "auto: bf16 on GPUs with bf16 and on Neuron, else fp16 on GPUs; on "
-                               "a CPU bf16 autocast where a paired probe finds it at least 1.1x as fast as "
-                               "fp32, else fp32")
+        "adamw_torch_fused", "AdamW implementation (fused / foreach: CPU and CUDA only)"
+    )
+    precision: Precision = arg(
+        "auto",
+        "auto: bf16 on GPUs with bf16 and on Neuron, else fp16 on GPUs; on "
+        "a CPU bf16 autocast where a paired probe finds it at least 1.1x as fast as "
+        "fp32, else fp32",
+    )
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = arg(  # numpy's seed range
-        42, "seed of the head, the data order and everything random")
+        42, "seed of the head, the data order and everything random"
+    )
     preset: Literal["none", "baseline", "optimized"] = arg(
-        "none", "the study's configurations; fill in only the parameters not given")
+        "none", "the study's configurations; fill in only the parameters not given"
+    )
     device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     num_devices: PositiveInt = arg(1, "> 1: data parallel, one torchrun rank per device")
     # issue 29: more CPU ranks than cores only when asked, and the record says so
-    allow_oversubscribe: bool = arg(False, "on a CPU, allow num_devices above the cores (ranks then share "
-                                    "cores; the record is marked oversubscribed)")
+    allow_oversubscribe: bool = arg(
+        False,
+        "on a CPU, allow num_devices above the cores (ranks then share cores; the record is marked oversubscribed)",
+    )
 
 
 @pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class MeasureArgs:
     """How the run is measured and where it reports."""
 
-    log_every: PositiveInt = arg(50, "optimizer steps per timing window: the loss is read and the device "
-                                 "synced once per window", ("--logging_steps",))
-    timing_warmup_steps: NonNegativeInt = arg(3, "first steps timed apart from the steady state "
-                                              "(compilation, allocator warm-up)")
-    eval_every: Maybe[PositiveInt] = arg(None, "evaluate on `curve_rows` validation rows every N optimizer "
-                                         "steps (outside the timed windows): time to accuracy")
-    curve_rows: Maybe[PositiveInt] = arg(None, "validation rows of each periodic evaluation (eval_every); "
-                                         "None: the whole split (2,000 rows: time to accuracy is read on it)")
+    log_every: PositiveInt = arg(
+        50,
+        "optimizer steps per timing window: the loss is read and the device synced once per window",
+        ("--logging_steps",),
+    )
+    timing_warmup_steps: NonNegativeInt = arg(
+        3, "first steps timed apart from the steady state (compilation, allocator warm-up)"
+    )
+    eval_every: Maybe[PositiveInt] = arg(
+        None,
+        "evaluate on `curve_rows` validation rows every N optimizer "
+        "steps (outside the timed windows): time to accuracy",
+    )
+    curve_rows: Maybe[PositiveInt] = arg(
+        None,
+        "validation rows of each periodic evaluation (eval_every); "
+        "None: the whole split (2,000 rows: time to accuracy is read on it)",
+    )
     stop_at_accuracy: Maybe[Annotated[float, Field(gt=0, le=1)]] = arg(
-        None, "end training at the first periodic evaluation (eval_every) at or above this validation "
-              "accuracy, in (0, 1]; None: never stop early")
-    diverge_factor: Annotated[float, Field(gt=1)] = arg(10.0, "a window's loss above this many times the "
-                                                        "first window's ends the run as diverged")
+        None,
+        "end training at the first periodic evaluation (eval_every) at or above this validation "
+        "accuracy, in (0, 1]; None: never stop early",
+    )
+    diverge_factor: Annotated[float, Field(gt=1)] = arg(
+        10.0, "a window's loss above this many times the first window's ends the run as diverged"
+    )
     profile: bool = arg(False, "profile a steady-state window (trace + time per op class)")
     profile_steps: PositiveInt = arg(5, "optimizer steps in the profiled window")
     profile_dir: str = arg("Experiment/profiles", "traces go to <profile_dir>/<run_name>/")
-    progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead "
-                         "(logs)")
+    progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead (logs)")
     results_path: Annotated[str, StringConstraints(pattern=r"\S")] = arg(
-        RESULTS_DIR, "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json "
-                     "(an old .../runs.jsonl value means its folder)")
-    run_name: Maybe[SafeName] = arg(None, "name of the run (letters, digits, the equals sign and . _ , + - "
-                                    "only, at most 200, not starting with '.': it becomes a file name); "
-                                    "None: built from the parameters")
-    suite: Maybe[SafeName] = arg(None, "suite the run belongs to (set by the sweep; a file name, as "
-                                 "run_name)")
+        RESULTS_DIR,
+        "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json "
+        "(an old .../runs.jsonl value means its folder)",
+    )
+    run_name: Maybe[SafeName] = arg(
+        None,
+        "name of the run (letters, digits, the equals sign and . _ , + - "
+        "only, at most 200, not starting with '.': it becomes a file name); "
+        "None: built from the parameters",
+    )
+    suite: Maybe[SafeName] = arg(None, "suite the run belongs to (set by the sweep; a file name, as run_name)")
     save_dir: Maybe[str] = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
     # issue 29: one run per name at a time
-    replace_record: bool = arg(False, "run even though a finished record of this run_name exists on this "
-                               "device (it is replaced); False: refused before training")
+    replace_record: bool = arg(
+        False,
+        "run even though a finished record of this run_name exists on this "
+        "device (it is replaced); False: refused before training",
+    )
 
     def __post_init__(self) -> None:
         """Refuse an early stop that no periodic evaluation could trigger."""
         if self.stop_at_accuracy is not None and not self.eval_every:
-            raise ConfigError(f"stop_at_accuracy={self.stop_at_accuracy} is invalid without eval_every (it "
-                              "is read at the periodic evaluations): give eval_every, or None: never stop "
-                              "early")
+            raise ConfigError(
+                f"stop_at_accuracy={self.stop_at_accuracy} is invalid without eval_every (it "
+                "is read at the periodic evaluations): give eval_every, or None: never stop "
+                "early"
+            )
 
 
 @pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
@@ -227,21 +283,27 @@ class NeuronArgs:
 
     optlevel: Literal[1, 2, 3] = arg(2, "neuronx-cc --optlevel")
     model_type: Literal["transformer", "none"] = arg("transformer", "neuronx-cc --model-type")
-    distribution_strategy: Literal["llm-training", "none"] = arg("none", "neuronx-cc "
-                                                                 "--distribution-strategy")
+    distribution_strategy: Literal["llm-training", "none"] = arg("none", "neuronx-cc --distribution-strategy")
     extra_cc_flags: str = arg("", "appended to NEURON_CC_FLAGS as is")
     stochastic_rounding: bool = arg(False, "NEURON_RT_STOCHASTIC_ROUNDING_EN (on for bf16-pure-sr too)")
     bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
-        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 "
-                    "(all bf16: not AdamW, its second moment never decays); fp32")
+        "autocast",
+        "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 "
+        "(all bf16: not AdamW, its second moment never decays); fp32",
+    )
     num_cores: PositiveInt = arg(1, "NeuronCores: one per process; more cores: num_devices torchrun ranks")
-    neuron_cache_dir: Maybe[str] = arg(None, "Neuron compile cache (--cache_dir); None: "
-                                       "/var/tmp/neuron-compile-cache")
-    xla_cache_dir: Maybe[str] = arg(None, "torch-xla persistent compilation cache (XLA without Neuron); "
-                                    "None: off (torch-xla 2.9's CPU backend cannot load what it writes)")
-    xla_fast_compile: bool = arg(False, "XLA on the CPU (no Neuron): compile at "
-                                 "--xla_backend_optimization_level 0: graphs compile ~2x faster but run 4-6x "
-                                 "slower, a gain for tiny models only (same graphs, same results)")
+    neuron_cache_dir: Maybe[str] = arg(None, "Neuron compile cache (--cache_dir); None: /var/tmp/neuron-compile-cache")
+    xla_cache_dir: Maybe[str] = arg(
+        None,
+        "torch-xla persistent compilation cache (XLA without Neuron); "
+        "None: off (torch-xla 2.9's CPU backend cannot load what it writes)",
+    )
+    xla_fast_compile: bool = arg(
+        False,
+        "XLA on the CPU (no Neuron): compile at "
+        "--xla_backend_optimization_level 0: graphs compile ~2x faster but run 4-6x "
+        "slower, a gain for tiny models only (same graphs, same results)",
+    )
 
     @pydantic.field_validator("extra_cc_flags")
     @classmethod
@@ -250,23 +312,35 @@ class NeuronArgs:
         try:
             shlex.split(flags)
         except ValueError as err:
-            raise ConfigError(f"extra_cc_flags={flags!r} is invalid: {err} (the flags are split as a shell "
-                              "would: close each quote, or escape it)") from None
+            raise ConfigError(
+                f"extra_cc_flags={flags!r} is invalid: {err} (the flags are split as a shell "
+                "would: close each quote, or escape it)"
+            ) from None
         return flags
 
 
 GROUPS = {"task": TaskArgs, "train": TrainArgs, "measure": MeasureArgs, "neuron": NeuronArgs}
 FIELDS: dict[str, tuple[str, dataclasses.Field]] = {
-    f.name: (group, f) for group, cls in GROUPS.items() for f in fields(cls)}
+    f.name: (group, f) for group, cls in GROUPS.items() for f in fields(cls)
+}
 ALIASES = {a.lstrip("-"): name for name, (_, f) in FIELDS.items() for a in f.metadata.get("aliases", ())}
 
 # The study's two configurations (report 5.8): merged under the names the caller gave.
 PRESETS: dict[str, dict[str, Any]] = {
     "none": {},
-    "baseline": dict(batch=8, max_length=128, lr=2e-5, llrd_decay=None, padding="static",
-                     precision="fp32", optim="adamw_torch"),
-    "optimized": dict(batch=64, max_length=32, lr=1.5e-4, llrd_decay=0.95, padding="static",
-                      precision="auto", optim="adamw_torch_fused", log_every=100),
+    "baseline": dict(
+        batch=8, max_length=128, lr=2e-5, llrd_decay=None, padding="static", precision="fp32", optim="adamw_torch"
+    ),
+    "optimized": dict(
+        batch=64,
+        max_length=32,
+        lr=1.5e-4,
+        llrd_decay=0.95,
+        padding="static",
+        precision="auto",
+        optim="adamw_torch_fused",
+        log_every=100,
+    ),
 }
 
 
@@ -284,23 +358,26 @@ class RunArgs:
         """Refuse values of different groups that are fine alone but not together (each checks its own)."""
         settings = sorted({"lora_alpha", "lora_dropout", "lora_targets"} & self.given)
         if self.task.lora_r == 0 and settings:
-            raise ConfigError(f"{settings[0]} is given with lora_r=0 (full fine-tuning), which has no "
-                              f"adapters: give lora_r > 0 for LoRA, or leave out {', '.join(settings)}")
+            raise ConfigError(
+                f"{settings[0]} is given with lora_r=0 (full fine-tuning), which has no "
+                f"adapters: give lora_r > 0 for LoRA, or leave out {', '.join(settings)}"
+            )
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
-            raise ConfigError(f"num_cores={num_cores} is invalid with num_devices={self.train.num_devices}: "
-                              f"one process drives one NeuronCore, so a single process would hold "
-                              f"{num_cores} cores and use one; set num_devices={num_cores} (one torchrun "
-                              "rank per core)")
+            raise ConfigError(
+                f"num_cores={num_cores} is invalid with num_devices={self.train.num_devices}: "
+                f"one process drives one NeuronCore, so a single process would hold "
+                f"{num_cores} cores and use one; set num_devices={num_cores} (one torchrun "
+                "rank per core)"
+            )
 
     def flat(self) -> dict[str, Any]:
         """Return every argument by name (the notebooks' parameter names), JSON-serialisable."""
         return {f.name: getattr(getattr(self, g), f.name) for g, cls in GROUPS.items() for f in fields(cls)}
 
-    def with_values(self, **values: Any) -> "RunArgs":
+    def with_values(self, **values: Any) -> RunArgs:
         """Return a copy with `values` given (by parameter name), checked like the rest."""
-        return build_args({**{k: self.flat()[k] for k in self.given}, **values},
-                          given=self.given | set(values))
+        return build_args({**{k: self.flat()[k] for k in self.given}, **values}, given=self.given | set(values))
 
 
 def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) -> RunArgs:
@@ -313,8 +390,9 @@ def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) ->
     preset = PRESETS.get(values.get("preset", "none"), {})  # an unknown one is refused by TrainArgs
     merged = {**values, **{k: v for k, v in preset.items() if k not in given}}
     try:
-        groups = {group: cls(**{k: v for k, v in merged.items() if FIELDS[k][0] == group})
-                  for group, cls in GROUPS.items()}
+        groups = {
+            group: cls(**{k: v for k, v in merged.items() if FIELDS[k][0] == group}) for group, cls in GROUPS.items()
+        }
     except pydantic.ValidationError as err:
         raise config_error(err) from None
     return RunArgs(**groups, given=frozenset(given & set(FIELDS)))
@@ -327,15 +405,18 @@ def config_error(err: pydantic.ValidationError) -> ConfigError:
     if isinstance(first.get("ctx", {}).get("error"), ConfigError):
         return first["ctx"]["error"]
     name = first["loc"][0]
-    return ConfigError(f"{name}={first['input']!r} is invalid: {first['msg']}. {name}: "
-                       f"{FIELDS[name][1].metadata['help']}")
+    return ConfigError(
+        f"{name}={first['input']!r} is invalid: {first['msg']}. {name}: {FIELDS[name][1].metadata['help']}"
+    )
 
 
 def unknown_message(name: str) -> str:
     """Return the error for an unknown parameter name, with the closest known name."""
     if name in ALIASES:
-        return (f"unknown parameter {name!r}: that is the scripts' (Hugging Face) name for "
-                f"{ALIASES[name]!r}; in a notebook or a suite write {ALIASES[name]!r}")
+        return (
+            f"unknown parameter {name!r}: that is the scripts' (Hugging Face) name for "
+            f"{ALIASES[name]!r}; in a notebook or a suite write {ALIASES[name]!r}"
+        )
     close = difflib.get_close_matches(name, list(FIELDS) + list(ALIASES), n=1, cutoff=0.6)
     hint = f" did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
     return f"unknown parameter {name!r}:{hint} (every parameter: python Nvidia/train.py --help)"

@@ -8,11 +8,13 @@ transformers' HfArgumentParser makes the flags (every field as --name, the Huggi
 --no_progress, the choices, the help); the argument dataclasses (pydantic) convert the text of a number
 and read "None" as None, as they do for a suite's TOML value.
 """
+
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from helpers.run.args import FIELDS, GROUPS, RunArgs, build_args, unknown_message
 
@@ -35,13 +37,13 @@ def named_flags(argv: list[str] | None, description: str = "") -> dict[str, Any]
     parsed, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would say only "unrecognized arguments": name the closest parameter instead
         flag = next((u for u in unknown if u.startswith("-")), None)
-        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag
-                     else f"unexpected argument {unknown[0]!r}")
+        parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag else f"unexpected argument {unknown[0]!r}")
     return {name: value for name, value in vars(parsed).items() if value is not absent}
 
 
-def parse_cli(argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None,
-              description: str = "") -> RunArgs:
+def parse_cli(
+    argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None, description: str = ""
+) -> RunArgs:
     """Return the arguments of a command line; the flags it names (and `defaults`, under them) are given."""
     return build_args({**(defaults or {}), **named_flags(argv, description)})
 
@@ -61,8 +63,13 @@ def papermill_given(history: Any) -> set[str] | None:
         return None
     for source in reversed(history):
         if isinstance(source, str) and source.startswith("# Parameters"):  # the kernel ran it: it parses
-            return {t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
-                    for t in node.targets if isinstance(t, ast.Name)}
+            return {
+                t.id
+                for node in ast.parse(source).body
+                if isinstance(node, ast.Assign)
+                for t in node.targets
+                if isinstance(t, ast.Name)
+            }
     return None
 
 
@@ -73,9 +80,11 @@ def notebook_args(namespace: Mapping[str, Any]) -> RunArgs:
     so a misspelled `-p` name is refused, not ignored. Given = the names papermill injected; in a
     hand-run notebook (no injected cell), the values that differ from the defaults.
     """
-    params = {k: str(v) if isinstance(v, Path) else v for k, v in namespace.items()
-              if not k.startswith("_") and k not in IPYTHON_NAMES
-              and isinstance(v, (type(None), bool, int, float, str, Path))}
+    params = {
+        k: str(v) if isinstance(v, Path) else v
+        for k, v in namespace.items()
+        if not k.startswith("_") and k not in IPYTHON_NAMES and isinstance(v, (type(None), bool, int, float, str, Path))
+    }
     given = papermill_given(namespace.get("In"))
     if given is None:
         defaults = RunArgs().flat()

@@ -1,8 +1,9 @@
 """The dair-ai/emotion dataset: from the hub by name, or from a local folder of JSONL files.
 
-    python -m helpers.run.data export DIR      # on a machine with hub access: write DIR/{split}.jsonl
-    python -m helpers.run.data check [DIR]     # validate a folder and print row and label counts
+python -m helpers.run.data export DIR      # on a machine with hub access: write DIR/{split}.jsonl
+python -m helpers.run.data check [DIR]     # validate a folder and print row and label counts
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,17 @@ def read_split(path: Path, drop_bad_rows: bool = False) -> tuple[list[dict], int
                 if drop_bad_rows:
                     dropped += 1
                     continue
-                raise DataError(f"{path}:{lineno}: {err} "
-                                f"(pass drop_bad_rows=True to drop and count such rows)") from None
+                raise DataError(
+                    f"{path}:{lineno}: {err} (pass drop_bad_rows=True to drop and count such rows)"
+                ) from None
             if row is not None:
                 rows.append(row)
     if not rows:
-        raise DataError(f"{path}: every one of its {dropped} rows was malformed and dropped (drop_bad_rows=True)"
-                        if dropped else f"{path}: no rows (empty file)")
+        raise DataError(
+            f"{path}: every one of its {dropped} rows was malformed and dropped (drop_bad_rows=True)"
+            if dropped
+            else f"{path}: no rows (empty file)"
+        )
     return rows, dropped
 
 
@@ -86,20 +91,28 @@ def load_hub() -> DatasetDict:
     try:
         ds = load_dataset(HUB_ID)
     except Exception as err:  # the hub raises many types (ConnectionError, OfflineModeIsEnabled, ...)
-        raise DataError(f"could not load {HUB_ID} from the hub ({type(err).__name__}: {err}). "
-                        f"{_how_to_provide()}") from err
+        raise DataError(
+            f"could not load {HUB_ID} from the hub ({type(err).__name__}: {err}). {_how_to_provide()}"
+        ) from err
     return DatasetDict({s: ds[s].select_columns(["text", "label"]) for s in SPLITS})
 
 
 def _how_to_provide() -> str:
-    return (f"Offline, give a folder with {', '.join(s + '.jsonl' for s in SPLITS)} (fields text, label) "
-            f"as data_dir or in ${ENV_VAR}; write one on a connected machine with "
-            "`python -m helpers.run.data export DIR`.")
+    return (
+        f"Offline, give a folder with {', '.join(s + '.jsonl' for s in SPLITS)} (fields text, label) "
+        f"as data_dir or in ${ENV_VAR}; write one on a connected machine with "
+        "`python -m helpers.run.data export DIR`."
+    )
 
 
-def load_emotion(data_dir: str | None = None, train_subset: int | None = None,
-                 eval_subset: int | None = None, shuffle_subset: bool = False, seed: int = 42,
-                 drop_bad_rows: bool = False) -> tuple[DatasetDict, dict]:
+def load_emotion(
+    data_dir: str | None = None,
+    train_subset: int | None = None,
+    eval_subset: int | None = None,
+    shuffle_subset: bool = False,
+    seed: int = 42,
+    drop_bad_rows: bool = False,
+) -> tuple[DatasetDict, dict]:
     """Return the emotion splits (local folder, else $EMOTION_DATA_DIR, else hub) and a provenance dict."""
     data_dir = data_dir or os.environ.get(ENV_VAR) or None
     if data_dir:
@@ -107,15 +120,21 @@ def load_emotion(data_dir: str | None = None, train_subset: int | None = None,
         source = str(Path(data_dir).resolve())
     else:
         ds, dropped, source = load_hub(), {s: 0 for s in SPLITS}, f"hub:{HUB_ID}"
-    ds = DatasetDict({
-        split: _subset(part, train_subset if split == "train" else eval_subset, shuffle_subset, seed)
-        for split, part in ds.items()
-    })
+    ds = DatasetDict(
+        {
+            split: _subset(part, train_subset if split == "train" else eval_subset, shuffle_subset, seed)
+            for split, part in ds.items()
+        }
+    )
     counts = {s: Counter(ds[s]["label"]) for s in SPLITS}
-    info = {"source": source, "rows": {s: len(ds[s]) for s in SPLITS}, "dropped_rows": dropped,
-            "subset_shuffled": shuffle_subset,
-            # the accuracy of always answering the commonest label: what a run that learned nothing scores
-            "majority_share": {s: max(c.values()) / len(ds[s]) for s, c in counts.items()}}
+    info = {
+        "source": source,
+        "rows": {s: len(ds[s]) for s in SPLITS},
+        "dropped_rows": dropped,
+        "subset_shuffled": shuffle_subset,
+        # the accuracy of always answering the commonest label: what a run that learned nothing scores
+        "majority_share": {s: max(c.values()) / len(ds[s]) for s, c in counts.items()},
+    }
     return ds, info
 
 
@@ -138,8 +157,9 @@ def export(out_dir: str | Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m helpers.run.data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.run.data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("export", help="write the hub dataset as JSONL").add_argument("out_dir")
     check = sub.add_parser("check", help="validate a data folder")

@@ -9,6 +9,7 @@ ranks is helpers/launch.py's; a rank runs the ordinary run path (helpers/steps.p
 Several nodes need nothing extra: torchrun sets RANK, WORLD_SIZE and LOCAL_RANK on every node, e.g.
 `torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 ...`.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,12 @@ def torchrun_env() -> Rank | None:
     if not all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
         return None
     world = int(os.environ["WORLD_SIZE"])
-    return Rank(int(os.environ["RANK"]), world, int(os.environ["LOCAL_RANK"]),
-                nodes=world // max(int(os.environ.get("LOCAL_WORLD_SIZE", world)), 1))
+    return Rank(
+        int(os.environ["RANK"]),
+        world,
+        int(os.environ["LOCAL_RANK"]),
+        nodes=world // max(int(os.environ.get("LOCAL_WORLD_SIZE", world)), 1),
+    )
 
 
 def init_process_group(rank: Rank, device_type: str) -> None:
@@ -58,7 +63,8 @@ def init_process_group(rank: Rank, device_type: str) -> None:
             f"the {backend!r} process group has world size {dist.get_world_size()} (this process is "
             f"rank {dist.get_rank()}) but torchrun started {rank.world_size} processes: with "
             f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE')} torch-xla cannot join processes (its CPU "
-            "backend is single-process). Use num_devices=1 on the CPU, or NeuronCores")
+            "backend is single-process). Use num_devices=1 on the CPU, or NeuronCores"
+        )
     rank.backend = backend
 
 
@@ -96,6 +102,7 @@ def reducer(world_size: int, device_type: str):
         t = t.clone()
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t
+
     return reduce
 
 
@@ -117,15 +124,17 @@ def shard_check(sampler, rank: Rank, device_type: str) -> dict:
     gathered: list = [None] * rank.world_size
     dist.all_gather_object(gathered, mine)
     rows = [len(g) for g in gathered]
-    return {"rows_per_rank": rows, "overlap_rows": sum(rows) - len(set().union(*map(set, gathered))),
-            "padded_rows": sum(rows) - len(sampler.dataset)}  # DistributedSampler repeats rows to even out
+    return {
+        "rows_per_rank": rows,
+        "overlap_rows": sum(rows) - len(set().union(*map(set, gathered))),
+        "padded_rows": sum(rows) - len(sampler.dataset),
+    }  # DistributedSampler repeats rows to even out
 
 
 def allreduce_share(model: torch.nn.Module, step_s: float | None, device_type: str) -> dict:
     """Return the gradient all-reduce time and its share of the median step, from DDP's own timers."""
     if not hasattr(model, "_get_ddp_logging_data"):
-        reason = ("inside the compiled XLA graph: see neuron-profile" if device_type == "xla"
-                  else "no DDP wrapper")
+        reason = "inside the compiled XLA graph: see neuron-profile" if device_type == "xla" else "no DDP wrapper"
         return {"status": None, "reason": reason}
     try:
         data = model._get_ddp_logging_data()  # a private API: sampled iterations, times in ns
@@ -134,8 +143,10 @@ def allreduce_share(model: torch.nn.Module, step_s: float | None, device_type: s
     comm_s = data.get("avg_backward_comm_time", 0) / 1e9
     if not comm_s or not step_s:
         return {"status": None, "reason": "DDP recorded no sampled iteration"}
-    return {"source": "DistributedDataParallel._get_ddp_logging_data (sampled steps)",
-            "comm_s": comm_s,
-            "overlap_with_backward_s": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e9,
-            "backward_compute_s": data.get("avg_backward_compute_time", 0) / 1e9,
-            "share_of_step": comm_s / step_s}
+    return {
+        "source": "DistributedDataParallel._get_ddp_logging_data (sampled steps)",
+        "comm_s": comm_s,
+        "overlap_with_backward_s": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e9,
+        "backward_compute_s": data.get("avg_backward_compute_time", 0) / 1e9,
+        "share_of_step": comm_s / step_s,
+    }

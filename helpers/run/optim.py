@@ -1,4 +1,5 @@
 """Optimizer parameter groups (flat or layer-wise LR decay), the AdamW builder and the LR schedule."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,7 @@ def _depth(name: str, num_layers: int) -> int:
     return 0  # pooler, classifier: the task head trains at the full rate
 
 
-def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None,
-                      weight_decay: float) -> list[dict]:
+def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None, weight_decay: float) -> list[dict]:
     """Return AdamW groups: head at lr, layer i at lr*decay**(N-i), embeddings at lr*decay**(N+1)."""
     num_layers = model.config.num_hidden_layers
     groups: dict[tuple[int, bool], dict] = {}
@@ -32,17 +32,26 @@ def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None,
         no_decay = any(name.endswith(nd) for nd in NO_DECAY)
         key = (depth, no_decay)
         if key not in groups:
-            groups[key] = {"params": [], "names": [],
-                           "lr": lr * (decay ** depth if decay is not None else 1.0),
-                           "weight_decay": 0.0 if no_decay else weight_decay}
+            groups[key] = {
+                "params": [],
+                "names": [],
+                "lr": lr * (decay**depth if decay is not None else 1.0),
+                "weight_decay": 0.0 if no_decay else weight_decay,
+            }
         groups[key]["params"].append(param)
         groups[key]["names"].append(name)
     return [groups[k] for k in sorted(groups)]
 
 
-def build_optimizer(model: torch.nn.Module, lr: float, llrd_decay: float | None, weight_decay: float,
-                    optim: str = "adamw_torch", device_type: str = "cpu",
-                    precision: str = "fp32") -> torch.optim.Optimizer:
+def build_optimizer(
+    model: torch.nn.Module,
+    lr: float,
+    llrd_decay: float | None,
+    weight_decay: float,
+    optim: str = "adamw_torch",
+    device_type: str = "cpu",
+    precision: str = "fp32",
+) -> torch.optim.Optimizer:
     """Return AdamW over the LLRD groups; `precision='bf16-pure-sr'` rounds the update stochastically:
     torchao's AdamW on CPU/CUDA, plain AdamW on XLA (the Neuron runtime rounds, NEURON_RT_STOCHASTIC_ROUNDING_EN)."""
     groups = llrd_param_groups(model, lr, llrd_decay, weight_decay)
@@ -82,15 +91,23 @@ class XlaAdamW(torch.optim.Optimizer):
     written back in the weights' dtype.
     """
 
-    def __init__(self, params, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.01):
+    def __init__(
+        self,
+        params,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
         self.steps_done = 0  # on the host: never rounds, never a device constant
         for group in self.param_groups:
             for p in group["params"]:
                 # built on the host and copied: device data, not a zeros op inside the first step's graph
-                self.state[p] = {"exp_avg": torch.zeros(p.shape, dtype=p.dtype).to(p.device),
-                                 "exp_avg_sq": torch.zeros(p.shape, dtype=p.dtype).to(p.device)}
+                self.state[p] = {
+                    "exp_avg": torch.zeros(p.shape, dtype=p.dtype).to(p.device),
+                    "exp_avg_sq": torch.zeros(p.shape, dtype=p.dtype).to(p.device),
+                }
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -104,8 +121,10 @@ class XlaAdamW(torch.optim.Optimizer):
                 continue
             beta1, beta2 = group["betas"]
             # step size (lr / bias correction 1), sqrt(bias correction 2), decay factor: host fp64, sent as data
-            scalars = torch.tensor([group["lr"] / (1 - beta1 ** t), math.sqrt(1 - beta2 ** t),
-                                    1 - group["lr"] * group["weight_decay"]], dtype=torch.float32)
+            scalars = torch.tensor(
+                [group["lr"] / (1 - beta1**t), math.sqrt(1 - beta2**t), 1 - group["lr"] * group["weight_decay"]],
+                dtype=torch.float32,
+            )
             size, root, decay = scalars.to(params[0].device).unbind()
             for p in params:
                 state, grad = self.state[p], p.grad.float()
@@ -118,8 +137,9 @@ class XlaAdamW(torch.optim.Optimizer):
         return loss
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,
-                    warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Return the linear warm-up then linear decay-to-zero schedule over `total_steps`."""
     # imported here: transformers.optimization imports torch_xla (trainer_pt_utils), which must start after
     # neuron.apply_env has set its environment

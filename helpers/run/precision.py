@@ -8,6 +8,7 @@ stochastic rounding of the weight update.
 | bf16-pure     | bf16    | bf16    | bf16             | round to nearest even     |
 | bf16-pure-sr  | bf16    | bf16    | bf16             | stochastic (torchao; Neuron runtime on trn1) |
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,10 +48,12 @@ def sr_adamw(param_groups: list[dict], lr: float) -> torch.optim.Optimizer:
 
 # XLA_USE_BF16=1 makes every float tensor bf16 on the device (fp64 too): there is no fp32 left to hold the
 # optimizer in, so the mode is labelled as what it is rather than called AdamW
-XLA_USE_BF16 = ("XLA_USE_BF16=1: every float tensor is bf16 on the device (weights, gradients, optimizer "
-                "state) and not AdamW: beta2 = 0.999 and the decay factor 1 - lr * wd round to 1.0 in bf16, "
-                "and a bf16 state cannot hold a 0.1% change, so the second moment never decays and weight "
-                "decay does nothing")
+XLA_USE_BF16 = (
+    "XLA_USE_BF16=1: every float tensor is bf16 on the device (weights, gradients, optimizer "
+    "state) and not AdamW: beta2 = 0.999 and the decay factor 1 - lr * wd round to 1.0 in bf16, "
+    "and a bf16 state cannot hold a 0.1% change, so the second moment never decays and weight "
+    "decay does nothing"
+)
 
 
 def mechanism(precision: str, device_type: str, neuron: bool = False, bf16_mode: str = "autocast") -> str:
@@ -60,9 +63,12 @@ def mechanism(precision: str, device_type: str, neuron: bool = False, bf16_mode:
     adamw = "optim.XlaAdamW (update in fp32, written back in bf16)" if device_type == "xla" else "torch AdamW"
     if precision == "bf16-pure-sr":
         if device_type == "xla":
-            return (f"Neuron runtime stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), {adamw}"
-                    if neuron else f"none on XLA's CPU backend: {adamw}, round-to-nearest-even (the "
-                    "Neuron runtime's rounding exists only on NeuronCores)")
+            return (
+                f"Neuron runtime stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), {adamw}"
+                if neuron
+                else f"none on XLA's CPU backend: {adamw}, round-to-nearest-even (the "
+                "Neuron runtime's rounding exists only on NeuronCores)"
+            )
         return "torchao.optim._AdamW(bf16_stochastic_round=True)"
     if precision == "bf16-pure":
         return f"model.to(bfloat16), {adamw}, round-to-nearest-even"

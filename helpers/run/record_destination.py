@@ -4,6 +4,7 @@ length, and one run per name at a time (an exclusive lock on a claim file beside
     check_destination(path)            # raises RecordWriteError / ConfigError naming the path
     claim = claim_name(path, replace)  # raises ConfigError when the name is taken; release(claim) at the end
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -26,13 +27,17 @@ def check_destination(path: Path) -> None:
     longest = len(path.name.encode()) + TEMP_EXTRA
     if longest > NAME_MAX:
         name = path.name.split("@")[0]
-        raise ConfigError(f"run_name is too long: the record file {path.name!r} needs a {longest}-byte "
-                          f"temporary name, over the {NAME_MAX} a file system allows; give a run_name of at most "
-                          f"{len(name.encode()) - (longest - NAME_MAX)} characters")
+        raise ConfigError(
+            f"run_name is too long: the record file {path.name!r} needs a {longest}-byte "
+            f"temporary name, over the {NAME_MAX} a file system allows; give a run_name of at most "
+            f"{len(name.encode()) - (longest - NAME_MAX)} characters"
+        )
     if path.exists() and not path.is_file():
         kind = "folder" if path.is_dir() else "FIFO" if stat.S_ISFIFO(path.lstat().st_mode) else "non-file"
-        raise RecordWriteError(f"a {kind} is at the record's path {path}: the record is a file written there "
-                               f"at the end; move the {kind} away or give another run_name")
+        raise RecordWriteError(
+            f"a {kind} is at the record's path {path}: the record is a file written there "
+            f"at the end; move the {kind} away or give another run_name"
+        )
     folder = check_writable(path.parent)  # the suite's own folder, not just the results root
     tag = f".{os.getpid()}.{secrets.token_hex(4)}."  # its own name: torchrun's ranks probe the same folder at once
     probe = folder / (tag + "p" * max(0, len(path.name) + TEMP_EXTRA - len(tag)))
@@ -77,8 +82,10 @@ def _lock(claim: Path) -> int | None:
                 raise ConfigError(f"a folder is at the claim path {claim}: remove it (it is not this code's)") from None
             continue
         except OSError as err:
-            raise ConfigError(f"cannot open the claim file {claim} ({err.strerror or err}): remove it if no run "
-                              "holds it, or give another results_path") from err
+            raise ConfigError(
+                f"cannot open the claim file {claim} ({err.strerror or err}): remove it if no run "
+                "holds it, or give another results_path"
+            ) from err
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -86,8 +93,10 @@ def _lock(claim: Path) -> int | None:
             return None
         except OSError as err:
             os.close(fd)
-            raise ConfigError(f"cannot lock the claim file {claim} ({err.strerror or err}): give a results_path "
-                              "on a file system with locks (a local disk, EBS, EFS)") from err
+            raise ConfigError(
+                f"cannot lock the claim file {claim} ({err.strerror or err}): give a results_path "
+                "on a file system with locks (a local disk, EBS, EFS)"
+            ) from err
         try:
             same = os.stat(claim).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
@@ -105,15 +114,19 @@ def claim_name(path: Path, replace: bool = False) -> Path:
     reused, it may be empty) and is taken over; two processes taking one over at once get one lock."""
     done = read_record(path)
     if done is not None and done.get("status") in DONE and not replace:
-        raise ConfigError(f"a {done['status']} run named {done['run_name']!r} is already recorded on this device "
-                          f"({path}): give another run_name, or replace_record=True to run it again")
+        raise ConfigError(
+            f"a {done['status']} run named {done['run_name']!r} is already recorded on this device "
+            f"({path}): give another run_name, or replace_record=True to run it again"
+        )
     claim = _claim_path(path)
     if _HELD.get(claim, (None,))[0] == os.getpid():  # this process's own (a notebook cell run again)
         return claim
     fd = _lock(claim)
     if fd is None:
-        raise ConfigError(f"a run named {path.stem.split('@')[0]!r} is running on this device now (claimed by "
-                          f"{_holder(claim)}; claim file {claim}): wait for it, or give another run_name")
+        raise ConfigError(
+            f"a run named {path.stem.split('@')[0]!r} is running on this device now (claimed by "
+            f"{_holder(claim)}; claim file {claim}): wait for it, or give another run_name"
+        )
     mine = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": now()})
     os.ftruncate(fd, 0)
     os.pwrite(fd, mine.encode(), 0)

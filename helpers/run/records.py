@@ -9,6 +9,7 @@ copying folders. Old `runs.jsonl` files (one record per line) are still read.
 
     python -m helpers.run.records [PATH]     # headline figures of a record (default: the newest)
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,8 +35,18 @@ ADHOC = "adhoc"  # the folder of runs that belong to no suite
 PEAKS = "_peaks"  # the per-machine roofs and precision probe, beside the suites' folders
 # how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
 OOM_MARKERS = ("out of memory", "memoryerror", "outofmemoryerror", "resource_exhausted")
-LIBRARIES = ("torch", "transformers", "datasets", "peft", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla",
-             "torchao", "nvidia-ml-py")
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "datasets",
+    "peft",
+    "torch-xla",
+    "torch-neuronx",
+    "neuronx-cc",
+    "libneuronxla",
+    "torchao",
+    "nvidia-ml-py",
+)
 MIN_FREE_BYTES = 1 << 20  # room for a record (a few KiB) with a wide margin
 # a record nests a few levels (sections, curve points, loss pairs); a file nested deeper is not one, and
 # past about 1,000 levels the json module itself fails with a RecursionError that names no file
@@ -100,7 +111,7 @@ def failure_status(error_text: str) -> str:
 
 def now() -> str:
     """Return the current UTC time as an ISO-8601 string."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def library_versions() -> dict[str, str]:
@@ -129,14 +140,21 @@ def peaks_dir(record_file: str | Path) -> Path:
     return Path(record_file).parent.parent / PEAKS
 
 
-def run_record(params: dict, given: list[str], status: schema.Status = "failed",
-               **fields: Any) -> schema.RunRecord:
+def run_record(params: dict, given: list[str], status: schema.Status = "failed", **fields: Any) -> schema.RunRecord:
     """Return the record of a run of `params` that starts now (its id, host and Python; failed until it
     says otherwise); `fields` are its other sections, checked by the schema (an unknown one is refused)."""
-    return schema.RunRecord(run_id=uuid.uuid4().hex[:12], run_name=params.get("run_name"),
-                            suite=params.get("suite"), status=status, started_at=now(),
-                            host=socket.gethostname(), python=platform.python_version(), params=params,
-                            params_given=sorted(given), **fields)
+    return schema.RunRecord(
+        run_id=uuid.uuid4().hex[:12],
+        run_name=params.get("run_name"),
+        suite=params.get("suite"),
+        status=status,
+        started_at=now(),
+        host=socket.gethostname(),
+        python=platform.python_version(),
+        params=params,
+        params_given=sorted(given),
+        **fields,
+    )
 
 
 def jsonable(obj: Any) -> Any:
@@ -163,18 +181,27 @@ def check_writable(folder: str | Path, what: str = "results_path") -> Path:
             pass
         free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
     except OSError as err:
-        raise RecordWriteError(f"{what}={str(folder)!r} cannot hold run records ({err.strerror or err}): "
-                               "give a writable folder") from err
+        raise RecordWriteError(
+            f"{what}={str(folder)!r} cannot hold run records ({err.strerror or err}): give a writable folder"
+        ) from err
     if free < MIN_FREE_BYTES:
-        raise RecordWriteError(f"{what}={str(folder)!r} has {free} bytes free, below the "
-                               f"{MIN_FREE_BYTES} a record needs: free some space or give another folder")
+        raise RecordWriteError(
+            f"{what}={str(folder)!r} has {free} bytes free, below the "
+            f"{MIN_FREE_BYTES} a record needs: free some space or give another folder"
+        )
     return folder
 
 
 def json_text(obj: Any) -> str:
     """Return `obj` as the JSON text a record file holds (sorted keys, NaN as null)."""
-    return json.dumps(jsonable({k: v for k, v in obj.items() if not k.startswith("_")}
-                               if isinstance(obj, dict) else obj), indent=1, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            jsonable({k: v for k, v in obj.items() if not k.startswith("_")} if isinstance(obj, dict) else obj),
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
 
 def _umask() -> int:
@@ -201,8 +228,9 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     except OSError as err:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
-        raise RecordWriteError(f"could not write {path} ({err.strerror or err}); the file there, if "
-                               "any, is unchanged") from err
+        raise RecordWriteError(
+            f"could not write {path} ({err.strerror or err}); the file there, if any, is unchanged"
+        ) from err
     return path
 
 
@@ -243,10 +271,17 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
     root = Path(root)
     found: list[dict] = []
     skipped: Counter = Counter()
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*")
-                                                  if p.suffix in (".json", ".jsonl") and p.is_file()
-                                                  and not any(part.startswith(("_", ".")) for part in
-                                                              p.relative_to(root).parts))
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(
+            p
+            for p in root.rglob("*")
+            if p.suffix in (".json", ".jsonl")
+            and p.is_file()
+            and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+        )
+    )
     for path in files:
         name = path.name if root.is_file() else str(path.relative_to(root))
         try:
@@ -279,13 +314,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
     parser.add_argument("path", nargs="?", default=RESULTS_DIR, help="a record file or a results folder")
     parser.add_argument("--run", help="only records of this run name")
-    parser.add_argument("--since", type=float, help="only records whose file was written after this Unix time "
-                        "(`make baseline`: its own start, so another machine's older record is never shown)")
+    parser.add_argument(
+        "--since",
+        type=float,
+        help="only records whose file was written after this Unix time "
+        "(`make baseline`: its own start, so another machine's older record is never shown)",
+    )
     args = parser.parse_args(argv)
     path = repo_path(args.path)
     found, skipped = read_records(path)
-    found = [r for r in found if args.run in (None, r["run_name"])
-             and (args.since is None or Path(r["_source"]).stat().st_mtime >= args.since)]
+    found = [
+        r
+        for r in found
+        if args.run in (None, r["run_name"])
+        and (args.since is None or Path(r["_source"]).stat().st_mtime >= args.since)
+    ]
     if not found:
         unread = "".join(f"\n  skipped {what}" for what in skipped)
         since = " written by this run" if args.since is not None else ""

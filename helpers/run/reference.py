@@ -7,6 +7,7 @@
 Tests check the committed page and the notebooks' `parameters` cells equal what this writes, so neither
 drifts from the code (and papermill parses every line of the cells: one `=` a line, help as a comment).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,14 +19,18 @@ from pathlib import Path
 from helpers.run.args import GROUPS, REPO_ROOT
 
 # each notebook's parameters cell: its argument groups and the defaults it changes on purpose
-NOTEBOOKS = {"Nvidia/baseline.ipynb": (("task", "train", "measure"), {}),
-             "Trainium/baseline.ipynb": (("task", "train", "measure", "neuron"), {"device": "xla"})}
-HEADER = ("<!-- Written by `python -m helpers.run.reference --write docs/PARAMETERS.md` from helpers/run/args.py; "
-          "do not edit by hand. -->\n# Parameters\n\n"
-          "Every parameter of a run, one table per dataclass of `helpers/run/args.py`. The notebooks' `parameters` "
-          "cells (`papermill ... -p NAME VALUE`), the scripts (`--NAME VALUE`, or the Hugging Face examples' "
-          "name in brackets) and the suites' TOML files all take these names. A `preset` fills in only the "
-          "parameters that were not given.\n")
+NOTEBOOKS = {
+    "Nvidia/baseline.ipynb": (("task", "train", "measure"), {}),
+    "Trainium/baseline.ipynb": (("task", "train", "measure", "neuron"), {"device": "xla"}),
+}
+HEADER = (
+    "<!-- Written by `python -m helpers.run.reference --write docs/PARAMETERS.md` from helpers/run/args.py; "
+    "do not edit by hand. -->\n# Parameters\n\n"
+    "Every parameter of a run, one table per dataclass of `helpers/run/args.py`. The notebooks' `parameters` "
+    "cells (`papermill ... -p NAME VALUE`), the scripts (`--NAME VALUE`, or the Hugging Face examples' "
+    "name in brackets) and the suites' TOML files all take these names. A `preset` fills in only the "
+    "parameters that were not given.\n"
+)
 
 
 def shown(value: object) -> str:
@@ -43,8 +48,11 @@ def type_text(hint: object) -> str:
 def table(cls: type) -> str:
     """Return one dataclass's parameters as a markdown table."""
     hints = typing.get_type_hints(cls)
-    rows = [f"## {cls.__name__}\n\n{(cls.__doc__ or '').strip()}\n",
-            "| parameter | default | type or choices | meaning |", "|---|---|---|---|"]
+    rows = [
+        f"## {cls.__name__}\n\n{(cls.__doc__ or '').strip()}\n",
+        "| parameter | default | type or choices | meaning |",
+        "|---|---|---|---|",
+    ]
     for f in fields(cls):
         aliases = ", ".join(f"`{a}`" for a in f.metadata.get("aliases", ()))
         name = f"`{f.name}`" + (f" [{aliases}]" if aliases else "")

@@ -9,6 +9,7 @@ the reason.
 
     python -m helpers.run.schema --write     # regenerate helpers/facts/record.schema.json after a change
 """
+
 from __future__ import annotations
 
 import argparse
@@ -142,8 +143,9 @@ class Timing(Section):
     steady_samples: Count = None  # rank 0's, as samples_processed
     samples_processed: Count = None
     skipped_steps: Count = None
-    window_samples_per_s: dict[str, Num] | None = Field(None, description="min/median/max over the steady "
-                                                        "windows, " + JOB_RATE)
+    window_samples_per_s: dict[str, Num] | None = Field(
+        None, description="min/median/max over the steady windows, " + JOB_RATE
+    )
     # each steady window: [optimizer steps done at its end, its samples/s]
     window_series: list[tuple[int, Num]] | None = None
     step_time_source: str | None = None  # what clock the per-step times come from, in words
@@ -226,8 +228,14 @@ class Energy(Section):
 UTILIZATION_FIGURES = {
     "psutil": ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib"),
     "nvml": ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib"),
-    "neuron-monitor": ("neuroncore_util_pct", "achieved_tflops", "device_mem_used_gib",
-                       "runtime_host_mem_used_gib", "host_vcpu_util_pct", "host_mem_used_gib"),
+    "neuron-monitor": (
+        "neuroncore_util_pct",
+        "achieved_tflops",
+        "device_mem_used_gib",
+        "runtime_host_mem_used_gib",
+        "host_vcpu_util_pct",
+        "host_mem_used_gib",
+    ),
 }
 
 
@@ -247,10 +255,17 @@ class UtilizationBase(Section):
 
 
 Utilization = create_model(
-    "Utilization", __base__=UtilizationBase, __doc__="Utilization over the steady windows (measure.monitor): "
+    "Utilization",
+    __base__=UtilizationBase,
+    __doc__="Utilization over the steady windows (measure.monitor): "
     "each figure's mean and p90, None where the source sampled none.",
-    **{f"{figure}_{stat}": (Num, None) for figures in UTILIZATION_FIGURES.values() for figure in figures
-       for stat in ("mean", "p90")})
+    **{
+        f"{figure}_{stat}": (Num, None)
+        for figures in UTILIZATION_FIGURES.values()
+        for figure in figures
+        for stat in ("mean", "p90")
+    },
+)
 
 
 class Shapes(Section):
@@ -462,8 +477,6 @@ class TokenStats(BaseModel):
     chosen_pow2: int
 
 
-
-
 class Runner(BaseModel):
     """How the sweep ran a point that ended without writing its own record."""
 
@@ -604,10 +617,13 @@ def upgrade(record: dict) -> dict:
     record = dict(record)
     if version < 2:
         # schema 1 kept timings and metrics at top level; schema 2 nests them
-        record.setdefault("timing", {k: record.pop(k) for k in list(record)
-                                     if k in ("train_time_s", "samples_per_s", "step_time_median_s")})
-        record.setdefault("metrics", {k: record.pop(k) for k in list(record)
-                                      if k in ("test_accuracy", "test_macro_f1", "final_loss")})
+        record.setdefault(
+            "timing",
+            {k: record.pop(k) for k in list(record) if k in ("train_time_s", "samples_per_s", "step_time_median_s")},
+        )
+        record.setdefault(
+            "metrics", {k: record.pop(k) for k in list(record) if k in ("test_accuracy", "test_macro_f1", "final_loss")}
+        )
         record.setdefault("status", "finished")
     if version < 4:
         record["run_id"] = record.get("run_id") or f"v{version}-{record.get('run_name')}"

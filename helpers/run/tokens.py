@@ -1,4 +1,5 @@
 """Tokenization with static or dynamic padding, the data loaders, and token-length statistics."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,7 @@ from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase, defau
 COLUMNS = ["input_ids", "token_type_ids", "attention_mask", "labels"]
 
 
-def tokenize(ds: DatasetDict, tokenizer: PreTrainedTokenizerBase, max_length: int,
-             padding: str) -> DatasetDict:
+def tokenize(ds: DatasetDict, tokenizer: PreTrainedTokenizerBase, max_length: int, padding: str) -> DatasetDict:
     """Return the splits tokenized to at most `max_length` tokens, padded to it when `padding='static'`."""
     pad = "max_length" if padding == "static" else False
 
@@ -22,8 +22,14 @@ def tokenize(ds: DatasetDict, tokenizer: PreTrainedTokenizerBase, max_length: in
         out["labels"] = batch["label"]
         return out
 
-    out = ds.map(encode, batched=True, batch_size=2000, remove_columns=ds["train"].column_names,
-                 desc="tokenize", load_from_cache_file=False)
+    out = ds.map(
+        encode,
+        batched=True,
+        batch_size=2000,
+        remove_columns=ds["train"].column_names,
+        desc="tokenize",
+        load_from_cache_file=False,
+    )
     return out.with_format("torch", columns=[c for c in COLUMNS if c in out["train"].column_names])
 
 
@@ -31,17 +37,33 @@ def collator(tokenizer: PreTrainedTokenizerBase, padding: str, pad_to_multiple_o
     """Return the batch collator: stacking for static padding, pad-to-longest for dynamic."""
     if padding == "static":
         return default_data_collator
-    return DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=pad_to_multiple_of,
-                                   return_tensors="pt")
+    return DataCollatorWithPadding(
+        tokenizer, padding="longest", pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"
+    )
 
 
-def loader(split: Dataset, batch: int, collate, shuffle: bool, seed: int, drop_last: bool = False,
-           sampler=None, pin_memory: bool = False) -> DataLoader:
+def loader(
+    split: Dataset,
+    batch: int,
+    collate,
+    shuffle: bool,
+    seed: int,
+    drop_last: bool = False,
+    sampler=None,
+    pin_memory: bool = False,
+) -> DataLoader:
     """Return a DataLoader over `split`; seeded shuffling so every run sees the same order."""
     generator = torch.Generator().manual_seed(seed)
-    return DataLoader(split, batch_size=batch, shuffle=shuffle and sampler is None, sampler=sampler,
-                      collate_fn=collate, drop_last=drop_last, generator=generator,
-                      pin_memory=pin_memory)
+    return DataLoader(
+        split,
+        batch_size=batch,
+        shuffle=shuffle and sampler is None,
+        sampler=sampler,
+        collate_fn=collate,
+        drop_last=drop_last,
+        generator=generator,
+        pin_memory=pin_memory,
+    )
 
 
 def length_grouped_sampler(split: Dataset, batch: int, seed: int):
@@ -58,14 +80,18 @@ def token_lengths(texts, tokenizer: PreTrainedTokenizerBase) -> np.ndarray:
     return np.array([len(ids) for ids in enc["input_ids"]], dtype=np.int64)
 
 
-def length_stats(lengths, coverages: tuple[float, ...] = (0.9, 0.95, 0.99),
-                 choose_coverage: float = 0.95) -> dict:
+def length_stats(lengths, coverages: tuple[float, ...] = (0.9, 0.95, 0.99), choose_coverage: float = 0.95) -> dict:
     """Return min, max, mean, median, the length covering each fraction of rows, and the power of two chosen."""
     arr = np.sort(np.asarray(lengths, dtype=np.int64))
     if arr.size == 0:
         raise ValueError("length_stats needs at least one length")
-    stats = {"rows": int(arr.size), "min": int(arr[0]), "max": int(arr[-1]),
-             "mean": float(arr.mean()), "median": float(np.median(arr))}
+    stats = {
+        "rows": int(arr.size),
+        "min": int(arr[0]),
+        "max": int(arr[-1]),
+        "mean": float(arr.mean()),
+        "median": float(np.median(arr)),
+    }
     for c in coverages:
         stats[f"p{round(c * 100)}"] = covering_length(arr, c)
     need = covering_length(arr, choose_coverage)

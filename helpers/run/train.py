@@ -7,20 +7,22 @@ and is read once per timing window (`log_every` steps), which is when a NaN/inf 
 `diverge_factor` times the first window's, stops the run. Timing and the hooks around the loop (monitor,
 profiler, periodic evaluation) come in as `timer` and `callbacks`.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from helpers.run import models, precision as prec
+from helpers.run import models
+from helpers.run import precision as prec
 from helpers.run.device import DeviceInfo
 
 
@@ -86,11 +88,26 @@ def _xla_sync() -> None:
     torch_xla.sync()  # cut the graph here: one compiled graph per step (or batch) shape
 
 
-def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, scheduler,
-        dev: DeviceInfo, precision: str, epochs: int, *, timer, max_steps: int | None = None,
-        grad_accum: int = 1, max_grad_norm: float | None = 1.0, log_every: int = 50,
-        diverge_factor: float = 10.0, progress: bool = True, log_lines: bool = False,
-        callbacks: tuple[Callable[[int], None], ...] = (), sampler=None) -> FitResult:
+def fit(
+    model: torch.nn.Module,
+    train_loader,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    dev: DeviceInfo,
+    precision: str,
+    epochs: int,
+    *,
+    timer,
+    max_steps: int | None = None,
+    grad_accum: int = 1,
+    max_grad_norm: float | None = 1.0,
+    log_every: int = 50,
+    diverge_factor: float = 10.0,
+    progress: bool = True,
+    log_lines: bool = False,
+    callbacks: tuple[Callable[[int], None], ...] = (),
+    sampler=None,
+) -> FitResult:
     """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes.
 
     `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each,
@@ -181,8 +198,10 @@ def fit(model: torch.nn.Module, train_loader, optimizer: torch.optim.Optimizer, 
     bar.close()
     if result.steps == 0 and result.status == "finished":
         result.status = "failed"
-        result.reason = (f"no optimizer step: {len(train_loader)} batches per epoch with "
-                         f"gradient_accumulation_steps={grad_accum} (too few training rows for the batch)")
+        result.reason = (
+            f"no optimizer step: {len(train_loader)} batches per epoch with "
+            f"gradient_accumulation_steps={grad_accum} (too few training rows for the batch)"
+        )
     return result
 
 
@@ -203,9 +222,11 @@ def _check_loss(result: FitResult, value: float, first: float | None, factor: fl
     if math.isfinite(value) and (first is None or value <= factor * first):
         return True
     result.status, result.diverged_at_step = "diverged", result.steps
-    result.reason = (f"loss became {value} at step {result.steps}" if not math.isfinite(value) else
-                     f"loss {value:.4g} at step {result.steps} is above {factor:g} x the first window's "
-                     f"{first:.4g}")
+    result.reason = (
+        f"loss became {value} at step {result.steps}"
+        if not math.isfinite(value)
+        else f"loss {value:.4g} at step {result.steps} is above {factor:g} x the first window's {first:.4g}"
+    )
     return False
 
 
@@ -220,8 +241,16 @@ def pad_rows(batch: dict, rows: int) -> dict:
     return out
 
 
-def evaluate(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, num_labels: int = 6,
-             progress: bool = False, reduce=None, rows_per_batch: int | None = None) -> dict:
+def evaluate(
+    model: torch.nn.Module,
+    loader,
+    dev: DeviceInfo,
+    precision: str,
+    num_labels: int = 6,
+    progress: bool = False,
+    reduce=None,
+    rows_per_batch: int | None = None,
+) -> dict:
     """Return accuracy, macro-F1 and mean loss of `model` on `loader`; `reduce` sums tensors across ranks.
 
     Forward only, in the training precision's autocast, under inference mode (no_grad on XLA, as before:
@@ -233,8 +262,16 @@ def evaluate(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, nu
         return evaluate_batches(model, loader, dev, precision, num_labels, progress, reduce, rows_per_batch)
 
 
-def evaluate_batches(model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, num_labels: int = 6,
-                     progress: bool = False, reduce=None, rows_per_batch: int | None = None) -> dict:
+def evaluate_batches(
+    model: torch.nn.Module,
+    loader,
+    dev: DeviceInfo,
+    precision: str,
+    num_labels: int = 6,
+    progress: bool = False,
+    reduce=None,
+    rows_per_batch: int | None = None,
+) -> dict:
     """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad, as
     evaluation ran before issue 38, against evaluate's inference mode)."""
     xla = dev.type == "xla"
@@ -271,7 +308,9 @@ def metrics_from_confusion(confusion: torch.Tensor) -> dict:
     tp = cm.diag()
     precision = tp / cm.sum(0).clamp(min=1)
     recall = tp / cm.sum(1).clamp(min=1)
-    f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall),
-                     torch.zeros_like(tp))
-    return {"accuracy": float(tp.sum() / total) if total else float("nan"),
-            "macro_f1": float(f1.mean()), "rows": int(total)}
+    f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall), torch.zeros_like(tp))
+    return {
+        "accuracy": float(tp.sum() / total) if total else float("nan"),
+        "macro_f1": float(f1.mean()),
+        "rows": int(total),
+    }

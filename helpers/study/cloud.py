@@ -14,6 +14,7 @@ home with rsync over the SSH alias SkyPilot writes (into Experiment/results/<sui
 `<run>@<device>.json`) and the cluster is torn down; the task's autostop tears it down anyway 15 idle
 minutes after its job ends. `local` runs the same setup and run on this machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,10 +71,12 @@ TARGETS = {
     "l4": Target("cloud/gpu.yaml", {"instance_type": "g6.xlarge", "accelerators": "L4:1"}, "g6.xlarge", True),
     # AWS sells A100s and H100s eight to an instance (the facts' rows): one GPU from whichever cloud SkyPilot
     # reaches (`sky check`)
-    "a100": Target("cloud/gpu.yaml", {"infra": None, "instance_type": None, "accelerators": "A100:1"},
-                   "p4d.24xlarge", False),
-    "h100": Target("cloud/gpu.yaml", {"infra": None, "instance_type": None, "accelerators": "H100:1"},
-                   "p5.48xlarge", False),
+    "a100": Target(
+        "cloud/gpu.yaml", {"infra": None, "instance_type": None, "accelerators": "A100:1"}, "p4d.24xlarge", False
+    ),
+    "h100": Target(
+        "cloud/gpu.yaml", {"infra": None, "instance_type": None, "accelerators": "H100:1"}, "p5.48xlarge", False
+    ),
     # this machine: gpu.yaml's setup and run, no cloud; m6i.large is the facts' stand-in for a 2-vCPU CPU
     "local": Target("cloud/gpu.yaml", {}, "m6i.large", True),
 }
@@ -89,8 +92,14 @@ def load_task(target: str) -> dict:
     return yaml.safe_load((REPO_ROOT / TARGETS[target].task).read_text())
 
 
-def render(target: str, suites: str = DEFAULT_SUITES, variant: str = "quick", image_id: str | None = None,
-           region: str | None = None, lab: bool = False) -> dict:
+def render(
+    target: str,
+    suites: str = DEFAULT_SUITES,
+    variant: str = "quick",
+    image_id: str | None = None,
+    region: str | None = None,
+    lab: bool = False,
+) -> dict:
     """Return the task a target launches: resources, SUITES and VARIANT set; the lab's run is JupyterLab."""
     config = load_task(target)
     resources = config["resources"]
@@ -114,8 +123,10 @@ class _TaskDumper(yaml.SafeDumper):
     """YAML as the task files are written: scripts (setup, run) as literal blocks."""
 
 
-_TaskDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+_TaskDumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None),
+)
 
 
 def task_text(*configs: dict) -> str:
@@ -127,8 +138,9 @@ def validate(*configs: dict) -> str:
     """Check the tasks against SkyPilot's own schemas (offline, in .venv-cloud); return what passed."""
     if not (REPO_ROOT / CLOUD_BIN / "python").exists():
         raise CloudError(f"{CLOUD_BIN}/python is missing: `make cloud-venv` builds it")
-    out = subprocess.run([str(CLOUD_BIN / "python"), VALIDATOR], input=task_text(*configs),
-                         capture_output=True, text=True, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [str(CLOUD_BIN / "python"), VALIDATOR], input=task_text(*configs), capture_output=True, text=True, cwd=REPO_ROOT
+    )
     if out.returncode != 0:
         raise CloudError(f"the task fails SkyPilot's schema: {out.stderr.strip()[-2000:]}")
     return out.stdout.strip()
@@ -143,8 +155,10 @@ def suites_of(config: dict) -> list[Suite]:
 def plan_text(config: dict, instance: str) -> str:
     """Return the sweep's plan of the task's suites and variant on `instance` (a model: nothing runs)."""
     env = config["envs"]
-    command = (f"python -m helpers.study.sweep SUITE --variant {env['VARIANT']} --target "
-               f"{env['SWEEP_TARGET']} --plan --instance {instance}` for each SUITE of `{env['SUITES']}")
+    command = (
+        f"python -m helpers.study.sweep SUITE --variant {env['VARIANT']} --target "
+        f"{env['SWEEP_TARGET']} --plan --instance {instance}` for each SUITE of `{env['SUITES']}"
+    )
     return plan.plan_text(suites_of(config), env["VARIANT"], env["SWEEP_TARGET"], instance, command)
 
 
@@ -164,26 +178,44 @@ def cost_text(target: str, config: dict) -> str:
     price = cost.instance_price(spec.instance)
     bound = f"{hours:.1f} h, should each of its {points} points run until its timeout"
     if target == "local":
-        return (f"Cost: nothing, this machine (the plan prices {spec.instance}, the facts' 2-vCPU stand-in). "
-                f"At most {bound}.")
+        return (
+            f"Cost: nothing, this machine (the plan prices {spec.instance}, the facts' 2-vCPU stand-in). "
+            f"At most {bound}."
+        )
     if spec.pinned:
-        return (f"Cost: {spec.instance} at ${price:g}/h on demand (helpers/facts/instance_prices.csv): the "
-                f"plan's dollars above (a model), and at most ${price * hours:.2f}, {bound}, plus the "
-                f"instance's start and `setup` (not estimated). The task tears itself down {IDLE_MINUTES} "
-                "idle minutes after its job ends, should this command not get to `sky down`.")
+        return (
+            f"Cost: {spec.instance} at ${price:g}/h on demand (helpers/facts/instance_prices.csv): the "
+            f"plan's dollars above (a model), and at most ${price * hours:.2f}, {bound}, plus the "
+            f"instance's start and `setup` (not estimated). The task tears itself down {IDLE_MINUTES} "
+            "idle minutes after its job ends, should this command not get to `sky down`."
+        )
     gpus = round(price / cost.price_per_accelerator_hour(spec.instance))
-    return (f"Cost: SkyPilot picks the cheapest {spec.resources['accelerators']} offer among the clouds `sky "
-            f"check` enables and prints its price before it asks again. The plan's dollars price AWS's "
-            f"{spec.instance}, the whole {gpus}-GPU instance at ${price:g}/h: an upper bound. At most "
-            f"{bound}.")
+    return (
+        f"Cost: SkyPilot picks the cheapest {spec.resources['accelerators']} offer among the clouds `sky "
+        f"check` enables and prints its price before it asks again. The plan's dollars price AWS's "
+        f"{spec.instance}, the whole {gpus}-GPU instance at ${price:g}/h: an upper bound. At most "
+        f"{bound}."
+    )
 
 
 def ami_command(region: str) -> list[str]:
     """Return the AWS CLI call that prints the newest Neuron DLAMI of SDK 2.31 (Ubuntu 24.04) in `region`."""
-    return [str(CLOUD_BIN / "aws"), "ec2", "describe-images", "--region", region, "--owners", "amazon",
-            "--filters", f"Name=name,Values={DLAMI_NAME}",
-            f"Name=description,Values=*Neuron SDK {NEURON_SDK}*",
-            "--query", "sort_by(Images, &CreationDate)[-1].ImageId", "--output", "text"]
+    return [
+        str(CLOUD_BIN / "aws"),
+        "ec2",
+        "describe-images",
+        "--region",
+        region,
+        "--owners",
+        "amazon",
+        "--filters",
+        f"Name=name,Values={DLAMI_NAME}",
+        f"Name=description,Values=*Neuron SDK {NEURON_SDK}*",
+        "--query",
+        "sort_by(Images, &CreationDate)[-1].ImageId",
+        "--output",
+        "text",
+    ]
 
 
 def region_of(config: dict) -> str:
@@ -196,9 +228,11 @@ def neuron_ami(region: str) -> str:
     out = subprocess.run(ami_command(region), capture_output=True, text=True, cwd=REPO_ROOT)
     ami = out.stdout.strip()
     if out.returncode != 0 or not ami.startswith("ami-"):
-        raise CloudError(f"no Neuron DLAMI of SDK {NEURON_SDK} found in {region} "
-                         f"({out.stderr.strip() or ami}); name one with IMAGE_ID=ami-... (docs/HARDWARE.md, "
-                         "\"First run in the cloud\")")
+        raise CloudError(
+            f"no Neuron DLAMI of SDK {NEURON_SDK} found in {region} "
+            f"({out.stderr.strip() or ami}); name one with IMAGE_ID=ami-... (docs/HARDWARE.md, "
+            '"First run in the cloud")'
+        )
     return ami
 
 
@@ -206,29 +240,54 @@ def commands(target: str, config: dict, task_file: str, lab: bool = False, yes: 
     """Return the commands of a cloud run: launch, fetch (the records home), down, and the lab's tunnel."""
     cluster, sky = config["name"], str(CLOUD_BIN / "sky")
     # asked here already; where SkyPilot picks the offer, its own prompt shows the price of what it found
-    launch = [sky, "launch", "-c", cluster, task_file, *(["--detach-run"] if lab else []),
-              *(["-y"] if yes or TARGETS[target].pinned else [])]
+    launch = [
+        sky,
+        "launch",
+        "-c",
+        cluster,
+        task_file,
+        *(["--detach-run"] if lab else []),
+        *(["-y"] if yes or TARGETS[target].pinned else []),
+    ]
     remote = f"{cluster}:{REMOTE_WORKDIR}"
-    fetch = [["rsync", "-avz", "--update", "--prune-empty-dirs", "--include=*/", "--include=*.json",
-              "--exclude=*", f"{remote}/{RESULTS}/", f"{RESULTS}/"],
-             ["rsync", "-avz", "--update", f"{remote}/{RUNS}/", f"{RUNS}/"]]
-    return {"launch": launch, "fetch": fetch, "down": [sky, "down", "-y", cluster],
-            "tunnel": ["ssh", "-N", "-L", f"{LAB_PORT}:localhost:{LAB_PORT}", cluster]}
+    fetch = [
+        [
+            "rsync",
+            "-avz",
+            "--update",
+            "--prune-empty-dirs",
+            "--include=*/",
+            "--include=*.json",
+            "--exclude=*",
+            f"{remote}/{RESULTS}/",
+            f"{RESULTS}/",
+        ],
+        ["rsync", "-avz", "--update", f"{remote}/{RUNS}/", f"{RUNS}/"],
+    ]
+    return {
+        "launch": launch,
+        "fetch": fetch,
+        "down": [sky, "down", "-y", cluster],
+        "tunnel": ["ssh", "-N", "-L", f"{LAB_PORT}:localhost:{LAB_PORT}", cluster],
+    }
 
 
 def commands_text(target: str, config: dict, lab: bool) -> str:
     """Return what the command does after asking, as the shell lines it runs."""
     if target == "local":
         return "Runs here, from the repository's root, as SkyPilot runs it on the instance:\n" + "\n".join(
-            f"  {step}:\n{textwrap.indent(config[step].rstrip(), '    ')}" for step in ("setup", "run"))
+            f"  {step}:\n{textwrap.indent(config[step].rstrip(), '    ')}" for step in ("setup", "run")
+        )
     cmd = commands(target, config, "TASK.yaml", lab)
     lines = ["Then (TASK.yaml: the task above, in a temporary file):"]
     if target == "trn1" and "image_id" not in config["resources"]:
         lines.append(f"  image_id=$({shlex.join(ami_command(region_of(config)))})")
     lines.append(f"  {shlex.join(cmd['launch'])}")
     if lab:
-        lines.append(f"  {shlex.join(cmd['tunnel'])}  # http://localhost:{LAB_PORT}/lab?token=... (the URL: "
-                     f"`sky logs {config['name']}`); Ctrl-C ends it")
+        lines.append(
+            f"  {shlex.join(cmd['tunnel'])}  # http://localhost:{LAB_PORT}/lab?token=... (the URL: "
+            f"`sky logs {config['name']}`); Ctrl-C ends it"
+        )
     return "\n".join(lines + [f"  {shlex.join(c)}" for c in [*cmd["fetch"], cmd["down"]]])
 
 
@@ -257,17 +316,17 @@ def bring_home(target: str, config: dict) -> None:
     """Copy the cluster's records (and executed notebooks) into this repository; say where they went."""
     for command in commands(target, config, "")["fetch"]:
         if subprocess.run(command, cwd=REPO_ROOT).returncode != 0:
-            print(f"cloud: could not copy {command[-2]} (is the cluster gone?): {shlex.join(command)}",
-                  file=sys.stderr)
-    print(f"cloud: records in {RESULTS}/<suite>/<run>@<device>.json; `python -m helpers.study.report` "
-          "merges them")
+            print(f"cloud: could not copy {command[-2]} (is the cluster gone?): {shlex.join(command)}", file=sys.stderr)
+    print(f"cloud: records in {RESULTS}/<suite>/<run>@<device>.json; `python -m helpers.study.report` merges them")
 
 
 def tunnel(target: str, config: dict) -> None:
     """Hold the SSH tunnel to the instance's JupyterLab until Ctrl-C."""
-    print(f"cloud: JupyterLab at http://localhost:{LAB_PORT}/lab?token=... (the URL: `{CLOUD_BIN}/sky logs "
-          f"{config['name']}`); Ctrl-C ends the tunnel, brings the records home, asks to tear it down",
-          flush=True)
+    print(
+        f"cloud: JupyterLab at http://localhost:{LAB_PORT}/lab?token=... (the URL: `{CLOUD_BIN}/sky logs "
+        f"{config['name']}`); Ctrl-C ends the tunnel, brings the records home, asks to tear it down",
+        flush=True,
+    )
     try:
         subprocess.run(commands(target, config, "")["tunnel"], cwd=REPO_ROOT)
     except KeyboardInterrupt:
@@ -283,18 +342,20 @@ def launch(target: str, config: dict, yes: bool, keep: bool, lab: bool) -> int:
         task.write(task_text(config))
     status = 1
     try:
-        status = subprocess.run(commands(target, config, task.name, lab, yes)["launch"],
-                                cwd=REPO_ROOT).returncode
+        status = subprocess.run(commands(target, config, task.name, lab, yes)["launch"], cwd=REPO_ROOT).returncode
         if lab and status == 0:
             tunnel(target, config)
     finally:
         Path(task.name).unlink(missing_ok=True)
         bring_home(target, config)
-        keep = keep or (lab and not confirm(f"tear {config['name']} down now?", yes or not sys.stdin.isatty(),
-                                            default=True))
+        keep = keep or (
+            lab and not confirm(f"tear {config['name']} down now?", yes or not sys.stdin.isatty(), default=True)
+        )
         if keep:
-            print(f"cloud: {config['name']} is up; it tears itself down {IDLE_MINUTES} idle minutes after "
-                  f"its job ends; now: make cloud-down TARGET={target}{' LAB=1' if lab else ''}")
+            print(
+                f"cloud: {config['name']} is up; it tears itself down {IDLE_MINUTES} idle minutes after "
+                f"its job ends; now: make cloud-down TARGET={target}{' LAB=1' if lab else ''}"
+            )
         else:
             subprocess.run(commands(target, config, "")["down"], cwd=REPO_ROOT)
     return status
@@ -305,10 +366,15 @@ def show(target: str, config: dict, lab: bool) -> None:
     spec = TARGETS[target]
     print(f"# The task ({spec.task}, as rendered)\n{task_text(config)}{validate(config)}\n")
     if lab:
-        price = (f"{spec.instance} at ${cost.instance_price(spec.instance):g}/h on demand" if spec.pinned else
-                 f"the {spec.resources['accelerators']} offer SkyPilot picks, at the price it shows")
-        print(f"Cost: {price} while it is up: kernels idle for 60 min are culled, the server stops after 30 "
-              f"min without one, and the instance tears itself down {IDLE_MINUTES} idle minutes later.\n")
+        price = (
+            f"{spec.instance} at ${cost.instance_price(spec.instance):g}/h on demand"
+            if spec.pinned
+            else f"the {spec.resources['accelerators']} offer SkyPilot picks, at the price it shows"
+        )
+        print(
+            f"Cost: {price} while it is up: kernels idle for 60 min are culled, the server stops after 30 "
+            f"min without one, and the instance tears itself down {IDLE_MINUTES} idle minutes later.\n"
+        )
     else:
         print(f"{plan_text(config, spec.instance)}\n\n{cost_text(target, config)}\n")
     print(commands_text(target, config, lab), flush=True)

@@ -5,13 +5,25 @@ the same samples/s within the noise between independent runs; the largest gap be
 of one configuration is the drift a machine shows between suites, a noise the range between back-to-back
 runs does not show. The report tabulates it; a timing claim resolves only beyond it.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
 # what sets a static-padding step's time; train_subset, epochs and the curve do not (same shapes every step)
-SAME = ("device_key", "threads", "model_name", "batch", "max_length", "padding", "pad_to_multiple_of",
-        "precision", "num_devices", "gradient_checkpointing", "gradient_accumulation_steps")
+SAME = (
+    "device_key",
+    "threads",
+    "model_name",
+    "batch",
+    "max_length",
+    "padding",
+    "pad_to_multiple_of",
+    "precision",
+    "num_devices",
+    "gradient_checkpointing",
+    "gradient_accumulation_steps",
+)
 
 
 def agreement(df: pd.DataFrame) -> pd.DataFrame:
@@ -21,10 +33,20 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
     if timed.empty:
         return pd.DataFrame(columns=["config", "suite", "runs", "median", "lo", "hi", "device"])
     timed = timed.assign(config=[" ".join(map(str, row)) for row in timed[list(SAME)].itertuples(index=False)])
-    rows = timed.groupby(["config", "suite"]).agg(
-        runs=("samples_per_s", "count"), median=("samples_per_s", "median"), lo=("samples_per_s", "min"),
-        hi=("samples_per_s", "max"), device=("device", "first"), batch=("batch", "first"),
-        max_length=("max_length", "first"), model=("model_name", "first")).reset_index()
+    rows = (
+        timed.groupby(["config", "suite"])
+        .agg(
+            runs=("samples_per_s", "count"),
+            median=("samples_per_s", "median"),
+            lo=("samples_per_s", "min"),
+            hi=("samples_per_s", "max"),
+            device=("device", "first"),
+            batch=("batch", "first"),
+            max_length=("max_length", "first"),
+            model=("model_name", "first"),
+        )
+        .reset_index()
+    )
     shared = rows.groupby("config")["suite"].transform("nunique") > 1
     return rows[shared].reset_index(drop=True)
 

@@ -9,6 +9,7 @@ the latest record per (suite, run name, device), and adds the named columns belo
 the record's own (`systems.mfu`, `systems.peak_tflops`: computed once, where the run was recorded), so the
 notebook's summary, the report and the benchmark show the same figure.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,8 @@ import pydantic
 from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job_cost import number
 from helpers.run import records
-from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS, expand, retarget
+from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS
+from helpers.study.sweep.suites import expand, retarget
 
 # named column: (record paths tried in order, scale)
 METRICS = {
@@ -60,28 +62,48 @@ METRICS = {
     "trainable": (("model.trainable_parameters",), 1),
     "optimizer_mib": (("model.optimizer_state_bytes",), 1 / 2**20),
 }
-SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other",
-          "host_gap")
+SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other", "host_gap")
 # what each device's utilization column measures, in words, best first; True: a figure of the tensor units,
 # comparable across devices (a GPU's tensor pipes, a NeuronCore's tensor engine), which the small-batch claim
 # needs on both sides; SM activity counts SMs busy with any work, so it is not the tensor engine's counterpart
-UTILIZATION = {"cuda": (("utilization.tensor_active_pct_mean",
-                         "tensor pipes active % (NVML GPM ANY_TENSOR_UTIL)", True),
-                        ("utilization.sm_active_pct_mean", "SM activity: % of SMs busy (NVML GPM)", False),
-                        ("utilization.sm_util_pct_mean",
-                         "NVML utilization.gpu: % of time a kernel ran", False)),
-               "xla": (("neuron_profile.tensor_engine_active_pct",
-                        "tensor engine active % (Neuron profiler)", True),
-                       ("utilization.neuroncore_util_pct_mean",
-                        "NeuronCore utilization (neuron-monitor)", False)),
-               "cpu": (("utilization.proc_cpu_util_pct_mean",
-                        "process CPU % of the run's threads (psutil)", False),)}
-PARAMS = ("model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
-          "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy", "epochs",
-          "train_subset", "eval_subset", "gradient_accumulation_steps", "gradient_checkpointing",
-          "group_by_length", "eval_every", "lora_r", "lora_targets")
-TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy",
-               "lora_targets")
+UTILIZATION = {
+    "cuda": (
+        ("utilization.tensor_active_pct_mean", "tensor pipes active % (NVML GPM ANY_TENSOR_UTIL)", True),
+        ("utilization.sm_active_pct_mean", "SM activity: % of SMs busy (NVML GPM)", False),
+        ("utilization.sm_util_pct_mean", "NVML utilization.gpu: % of time a kernel ran", False),
+    ),
+    "xla": (
+        ("neuron_profile.tensor_engine_active_pct", "tensor engine active % (Neuron profiler)", True),
+        ("utilization.neuroncore_util_pct_mean", "NeuronCore utilization (neuron-monitor)", False),
+    ),
+    "cpu": (("utilization.proc_cpu_util_pct_mean", "process CPU % of the run's threads (psutil)", False),),
+}
+PARAMS = (
+    "model_name",
+    "batch",
+    "max_length",
+    "lr",
+    "llrd_decay",
+    "seed",
+    "padding",
+    "pad_to_multiple_of",
+    "preset",
+    "num_devices",
+    "precision",
+    "optlevel",
+    "model_type",
+    "distribution_strategy",
+    "epochs",
+    "train_subset",
+    "eval_subset",
+    "gradient_accumulation_steps",
+    "gradient_checkpointing",
+    "group_by_length",
+    "eval_every",
+    "lora_r",
+    "lora_targets",
+)
+TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
 FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
@@ -117,15 +139,37 @@ def variant_of(suite, run_name: str) -> str | None:
 def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
     if not found:  # the same columns as a frame of records, none of them filled
-        columns = (["suite", "run_name", "variant", "status", "fixture", "device_type", "device",
-                    "device_key",
-                    "device.neuron", "instance", "threads", "compute_dtype", "optimizer", "finished_at",
-                    *PARAMS, *METRICS,
-                    *(f"share_{s}" for s in SHARES), "util_pct", "util_metric", "util_like_study",
-                    "near_majority",
-                    "curve", "energy_method", "energy_window", "source", "peak_tflops", "peak_source",
-                    "peak_bw_gbps",
-                    "mfu_pct"])
+        columns = [
+            "suite",
+            "run_name",
+            "variant",
+            "status",
+            "fixture",
+            "device_type",
+            "device",
+            "device_key",
+            "device.neuron",
+            "instance",
+            "threads",
+            "compute_dtype",
+            "optimizer",
+            "finished_at",
+            *PARAMS,
+            *METRICS,
+            *(f"share_{s}" for s in SHARES),
+            "util_pct",
+            "util_metric",
+            "util_like_study",
+            "near_majority",
+            "curve",
+            "energy_method",
+            "energy_window",
+            "source",
+            "peak_tflops",
+            "peak_source",
+            "peak_bw_gbps",
+            "mfu_pct",
+        ]
         return pd.DataFrame(columns=list(dict.fromkeys(columns)))
     raw = pd.json_normalize(found, sep=".")
     df = pd.DataFrame(index=raw.index)
@@ -149,8 +193,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["optimizer"] = raw.get("optimizer.class")
     df["finished_at"] = raw.get("finished_at", raw.get("started_at"))
     for name in PARAMS:  # from the records themselves: a column with a gap would turn 64 into 64.0
-        df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index,
-                             dtype=object)
+        df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index, dtype=object)
     df["precision"] = raw.get("precision.used", df["precision"])
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():
@@ -161,7 +204,8 @@ def frame(found: list[dict]) -> pd.DataFrame:
         df[f"share_{share}"] = _column(raw, (f"profile.class_share.{share}",), 100)
     util = [utilization(raw.loc[i], t) for i, t in zip(raw.index, df["device_type"])]
     df["util_pct"] = pd.Series([u[0] for u in util], index=raw.index) / np.where(
-        df["device_type"] == "cpu", df["threads"].fillna(1).astype(float), 1.0)
+        df["device_type"] == "cpu", df["threads"].fillna(1).astype(float), 1.0
+    )
     df["util_metric"] = [u[1] for u in util]
     df["util_like_study"] = [u[2] for u in util]
     df["near_majority"] = (df["test_acc"] - df["majority"]) < NEAR_MAJORITY
@@ -178,8 +222,10 @@ def frame(found: list[dict]) -> pd.DataFrame:
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)
     missing = pd.Series(None, index=raw.index)
-    df["peak_source"] = [peak_label(s, d) for s, d in zip(raw.get("systems.peak_source", missing),
-                                                         raw.get("systems.peak_measured_at", missing))]
+    df["peak_source"] = [
+        peak_label(s, d)
+        for s, d in zip(raw.get("systems.peak_source", missing), raw.get("systems.peak_measured_at", missing))
+    ]
     # a CPU's measured copy bandwidth (the CPU, and XLA on it); GPUs' and NeuronCores' come from the facts
     host = (df["device_type"] == "cpu") | ((df["device_type"] == "xla") & ~df["device.neuron"].astype(bool))
     df["peak_bw_gbps"] = _column(raw, ("systems.mem_bw_gbps",), 1).where(host)
@@ -209,9 +255,12 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
 
 # the type a record must hold in each parameter a table groups by (a foreign record may hold anything)
 GROUPABLE = pydantic.create_model(
-    "GroupableParams", __config__=pydantic.ConfigDict(strict=True, allow_inf_nan=False),
-    **{name: ((str if name in TEXT_PARAMS else bool if name in FLAG_PARAMS else float) | None, None)
-       for name in PARAMS})
+    "GroupableParams",
+    __config__=pydantic.ConfigDict(strict=True, allow_inf_nan=False),
+    **{
+        name: ((str if name in TEXT_PARAMS else bool if name in FLAG_PARAMS else float) | None, None) for name in PARAMS
+    },
+)
 
 
 def params_problem(record: dict) -> str | None:
@@ -244,9 +293,11 @@ def load(root: str | Path, include_fixtures: bool = False) -> tuple[pd.DataFrame
 
 def current_names(found: list) -> dict[str, set[str]]:
     """Return, per suite, the run names its file expands to today (either target, either variant)."""
-    return {s.name: {p.run_name for t in NOTEBOOK_TARGETS for v in ("quick", "full")
-                     for p in expand(retarget(s, t), v)}
-            for s in found if s.kind != "derived"}
+    return {
+        s.name: {p.run_name for t in NOTEBOOK_TARGETS for v in ("quick", "full") for p in expand(retarget(s, t), v)}
+        for s in found
+        if s.kind != "derived"
+    }
 
 
 def current_points(df: pd.DataFrame, found: list) -> pd.DataFrame:

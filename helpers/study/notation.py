@@ -1,5 +1,6 @@
 """How the study writes a value in a table or a sentence: numbers to 4 significant digits, the dash for
 none, and a device's name short enough for a column header."""
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,14 @@ def fmt(value) -> str:
 
 def short_device(name: str) -> str:
     """Return a device name short enough for a column header."""
-    for long, short in (("Intel(R) Xeon(R) Processor", "Xeon"), ("(R)", ""), ("(TM)", ""), ("NVIDIA ", ""),
-                        ("Processor", ""), ("AMD EPYC", "EPYC")):
+    for long, short in (
+        ("Intel(R) Xeon(R) Processor", "Xeon"),
+        ("(R)", ""),
+        ("(TM)", ""),
+        ("NVIDIA ", ""),
+        ("Processor", ""),
+        ("AMD EPYC", "EPYC"),
+    ):
         name = name.replace(long, short)
     return " ".join(name.split())
 

@@ -5,6 +5,7 @@ Colours follow the device, never the suite, so a device reads the same in every 
 published figures reuse their device's colour with their own marker (X), dashed lines and hatched bars,
 and are labelled "published (device)".
 """
+
 from __future__ import annotations
 
 import itertools
@@ -24,20 +25,40 @@ from helpers.study.notation import short_device
 
 PALETTE = sns.color_palette("colorblind").as_hex()  # Okabe-Ito's hues: told apart by colour-blind readers too
 DARK = sns.color_palette("dark").as_hex()  # for devices beyond the families: never mistaken for one of them
-THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", rc={"axes.titlesize": 11}),
-         "axes.prop_cycle": matplotlib.cycler(color=PALETTE), "savefig.dpi": 110, "legend.frameon": False,
-         "errorbar.capsize": 3}
+THEME = {
+    **sns.axes_style("whitegrid"),
+    **sns.plotting_context("paper", rc={"axes.titlesize": 11}),
+    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+    "savefig.dpi": 110,
+    "legend.frameon": False,
+    "errorbar.capsize": 3,
+}
 FOOTER_IN = 0.22  # height of the footer line, inches
 # (colour, marker) by device family; a family not listed, or a second device of a family, takes the next of
 # SPARE, in device key order
 # every marker has an inside: a hollow one (fp32 runs, a range's ends) must read apart from a filled one,
 # which a thin plus, cross or star cannot show
-FAMILIES = {"h100": (PALETTE[0], "s"), "h200": (PALETTE[0], "s"), "trn1": (PALETTE[1], "D"),
-            "a100-40gb": (PALETTE[2], "p"), "a100-80gb": (PALETTE[2], "p"), "t4": (PALETTE[3], "^"),
-            "l4": (PALETTE[4], "v"), "cpu": (PALETTE[9], "o"), "xla-cpu": (DARK[7], "v")}
+FAMILIES = {
+    "h100": (PALETTE[0], "s"),
+    "h200": (PALETTE[0], "s"),
+    "trn1": (PALETTE[1], "D"),
+    "a100-40gb": (PALETTE[2], "p"),
+    "a100-80gb": (PALETTE[2], "p"),
+    "t4": (PALETTE[3], "^"),
+    "l4": (PALETTE[4], "v"),
+    "cpu": (PALETTE[9], "o"),
+    "xla-cpu": (DARK[7], "v"),
+}
 SPARE = ((DARK[4], "h"), (DARK[5], "d"), (DARK[6], "8"), (DARK[8], "<"), (DARK[9], ">"))
-CUDA_SHORT = {"a100-40gb": "A100 40GB", "a100-80gb": "A100 80GB", "t4": "T4", "l4": "L4", "a10g": "A10G",
-              "h100": "H100", "h200": "H200"}
+CUDA_SHORT = {
+    "a100-40gb": "A100 40GB",
+    "a100-80gb": "A100 80GB",
+    "t4": "T4",
+    "l4": "L4",
+    "a10g": "A10G",
+    "h100": "H100",
+    "h200": "H200",
+}
 MODELS = {"minilm": "MiniLM", "bert-base-uncased": "bert-base", "bert-base-random": "bert-base (random init)"}
 # a published line; a published bar is hatched
 PUBLISHED = {"marker": "X", "linestyle": "--", "markersize": 9}

@@ -1,5 +1,6 @@
 """The original study's published figures (Experiment/published/*.csv, described in its README.md), read as
 printed: the report shows them beside the records, the claims feed them through their rules."""
+
 from __future__ import annotations
 
 import pandas as pd

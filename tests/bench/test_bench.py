@@ -1,21 +1,23 @@
 """bench/ (harness, cases, render, __main__): the timed windows, the sections on a tiny model, the
 Markdown."""
+
 import argparse
-from pathlib import Path
 import json
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
-from helpers.measure.timing import StepTimer
-from helpers.run import precision as prec, train
-from helpers.run.device import resolve_device
+from bench import cases as sections
 from bench import harness as bench
 from bench import render
-from bench import cases as sections
+from helpers.measure.timing import StepTimer
+from helpers.run import precision as prec
+from helpers.run import train
+from helpers.run.device import resolve_device
 from helpers.run.optim import build_optimizer, build_scheduler
-from conftest import tiny_bert_config
 
 CPU = resolve_device("cpu")
 
@@ -37,11 +39,13 @@ def test_alternate_rotates_order_skips_warmup_and_takes_medians():
             order.append(name)
             clock.t += seconds[name][sum(1 for n in order if n == name) - 1]
             return {"samples": 8, "flops": 80}
+
         return run
 
     syncs = []
-    rates = bench.alternate({"a": workload("a"), "b": workload("b")}, windows=5, warmup=1,
-                            sync=lambda: syncs.append(1), clock=clock)
+    rates = bench.alternate(
+        {"a": workload("a"), "b": workload("b")}, windows=5, warmup=1, sync=lambda: syncs.append(1), clock=clock
+    )
     assert order == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b", "b", "a"]  # rotated each round
     assert len(syncs) == 2 * len(order)  # the device is synced before every clock read
     assert [w["seconds"] for w in rates["a"]] == [1.0, 2.0, 4.0, 2.0, 1.0]  # warm-up window dropped
@@ -75,9 +79,14 @@ def _model():
 
 def _batches(n, batch=4, length=12):
     g = torch.Generator().manual_seed(0)
-    return [{"input_ids": torch.randint(1, 200, (batch, length), generator=g),
-             "attention_mask": torch.ones(batch, length, dtype=torch.long),
-             "labels": torch.randint(0, 6, (batch,), generator=g)} for _ in range(n)]
+    return [
+        {
+            "input_ids": torch.randint(1, 200, (batch, length), generator=g),
+            "attention_mask": torch.ones(batch, length, dtype=torch.long),
+            "labels": torch.randint(0, 6, (batch,), generator=g),
+        }
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])  # fp16: both scale the loss (GradScaler)
@@ -87,57 +96,128 @@ def test_bare_loop_and_fit_do_the_same_work(precision):
     opts = [build_optimizer(m, 1e-3, 0.9, 0.01) for m in (harness, bare)]
     scheds = [build_scheduler(o, 6, 0.5) for o in opts]
     torch.manual_seed(1)
-    train.fit(harness, batches, opts[0], scheds[0], CPU, precision, epochs=1, log_every=2,
-              progress=False, max_grad_norm=0.5, timer=StepTimer())
+    train.fit(
+        harness,
+        batches,
+        opts[0],
+        scheds[0],
+        CPU,
+        precision,
+        epochs=1,
+        log_every=2,
+        progress=False,
+        max_grad_norm=0.5,
+        timer=StepTimer(),
+    )
     torch.manual_seed(1)
-    bench.bare_loop(bare, batches, opts[1], scheds[1], precision, "cpu", max_grad_norm=0.5,
-                    scaler=prec.grad_scaler(precision, "cpu"))  # as bench.bare_window passes it
+    bench.bare_loop(
+        bare,
+        batches,
+        opts[1],
+        scheds[1],
+        precision,
+        "cpu",
+        max_grad_norm=0.5,
+        scaler=prec.grad_scaler(precision, "cpu"),
+    )  # as bench.bare_window passes it
     for (name, a), (_, b) in zip(harness.named_parameters(), bare.named_parameters()):
         assert torch.equal(a, b), name
     assert not torch.equal(harness.classifier.weight, _model().classifier.weight)  # it did train
 
 
 def _fake_results():
-    rates = lambda a, b: {"x": [{"samples": a, "flops": 1e12 * a, "seconds": 1.0}] * 5,  # noqa: E731
-                          "y": [{"samples": b, "flops": 1e12 * b, "seconds": 1.0}] * 5}
+    rates = lambda a, b: {
+        "x": [{"samples": a, "flops": 1e12 * a, "seconds": 1.0}] * 5,  # noqa: E731
+        "y": [{"samples": b, "flops": 1e12 * b, "seconds": 1.0}] * 5,
+    }
     ov = rates(99.0, 100.0)
     ov = {"fit (harness)": ov["x"], "bare loop": ov["y"], "Trainer": ov["y"]}
     sp = rates(120.0, 10.0)
-    sp = {"optimized preset": sp["x"], "baseline preset": sp["y"],
-          "matmul peak": [{"flops": 2e14, "seconds": 1.0}] * 5}
+    sp = {"optimized preset": sp["x"], "baseline preset": sp["y"], "matmul peak": [{"flops": 2e14, "seconds": 1.0}] * 5}
     return {
-        "overhead": {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": ov,
-                     "steps_per_window": 3},
-        "speedup": {"model": "bert-base-random", "baseline": {}, "optimized": {}, "precision": "bf16",
-                    "rates": sp, "steps_per_window": 3,
-                    "peak": {"precision": "bf16", "source": "measured", "scan": {"square 1024": 0.2}},
-                    "stall": {"micro_batches": 15, "wait_median_ms": 1.0, "wait_max_ms": 2.0,
-                              "step_median_ms": 500.0, "stall_fraction": 0.002}},
-        "accuracy": {"rows": 100, "epochs": 1, "runs": {
-            p: {"status": "finished", "test_accuracy": acc, "test_macro_f1": 0.5, "val_accuracy": acc,
-                "samples_per_s": 10.0, "train_time_s": 5.0, "steps": 4, "precision": "bf16"}
-            for p, acc in (("baseline", 0.6), ("optimized", 0.7))}},
+        "overhead": {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": ov, "steps_per_window": 3},
+        "speedup": {
+            "model": "bert-base-random",
+            "baseline": {},
+            "optimized": {},
+            "precision": "bf16",
+            "rates": sp,
+            "steps_per_window": 3,
+            "peak": {"precision": "bf16", "source": "measured", "scan": {"square 1024": 0.2}},
+            "stall": {
+                "micro_batches": 15,
+                "wait_median_ms": 1.0,
+                "wait_max_ms": 2.0,
+                "step_median_ms": 500.0,
+                "stall_fraction": 0.002,
+            },
+        },
+        "accuracy": {
+            "rows": 100,
+            "epochs": 1,
+            "runs": {
+                p: {
+                    "status": "finished",
+                    "test_accuracy": acc,
+                    "test_macro_f1": 0.5,
+                    "val_accuracy": acc,
+                    "samples_per_s": 10.0,
+                    "train_time_s": 5.0,
+                    "steps": 4,
+                    "precision": "bf16",
+                }
+                for p, acc in (("baseline", 0.6), ("optimized", 0.7))
+            },
+        },
         "data": {"rows": 16000, "max_length": 32, "padding": "static", "tokenize_s": [1.0, 2.0, 3.0]},
-        "levers": {"steps_per_window": 3, "reference": {}, "levers": [
-            {"name": "bf16 autocast vs fp32", "control": {}, "variant": {}, "control_samples_per_s": 1.0,
-             "variant_samples_per_s": 3.0, "ratio": 3.0, "warmup_s": 9.0,
-             "rates": {"control": [{"samples": 1.0}] * 5, "variant": [{"samples": 3.0}] * 5}}]},
+        "levers": {
+            "steps_per_window": 3,
+            "reference": {},
+            "levers": [
+                {
+                    "name": "bf16 autocast vs fp32",
+                    "control": {},
+                    "variant": {},
+                    "control_samples_per_s": 1.0,
+                    "variant_samples_per_s": 3.0,
+                    "ratio": 3.0,
+                    "warmup_s": 9.0,
+                    "rates": {"control": [{"samples": 1.0}] * 5, "variant": [{"samples": 3.0}] * 5},
+                }
+            ],
+        },
     }
 
 
-META = {"command": "python -m bench", "date": "2026-01-01 00:00", "machine": "cpu (AVX2)",
-        "torch": "2", "transformers": "5", "threads": 2, "load_start": 0.5, "load_end": 0.7}
+META = {
+    "command": "python -m bench",
+    "date": "2026-01-01 00:00",
+    "machine": "cpu (AVX2)",
+    "torch": "2",
+    "transformers": "5",
+    "threads": 2,
+    "load_start": 0.5,
+    "load_end": 0.7,
+}
 
 
 def test_report_has_every_section_and_its_verdict():
     blocks = render.render(_fake_results(), META)
     main = blocks["main"]
     assert main.startswith("_Written by `python -m bench`")
-    for heading in ("### 1. Harness overhead", "### 2. `fit` vs Hugging Face `Trainer`",
-                    "### 3. Optimized preset", "### 4. MFU", "### 5. Data pipeline", "### Accuracy"):
+    for heading in (
+        "### 1. Harness overhead",
+        "### 2. `fit` vs Hugging Face `Trainer`",
+        "### 3. Optimized preset",
+        "### 4. MFU",
+        "### 5. Data pipeline",
+        "### Accuracy",
+    ):
         assert heading in main
-    assert ("**fit / bare loop = 0.990x (median of 5 per-round ratios, range 0.990 .. 0.990; ratio of "
-            "medians 0.990x)** (target >= 0.97x: met)") in main
+    assert (
+        "**fit / bare loop = 0.990x (median of 5 per-round ratios, range 0.990 .. 0.990; ratio of "
+        "medians 0.990x)** (target >= 0.97x: met)"
+    ) in main
     assert "**fit / Trainer = 0.990x (median of 5" in main and "(target >= 1.0x: **not met**)" in main
     assert "**optimized / baseline samples/s = 12.000x (median of 5" in main
     assert "**MFU = 60.0%**" in main  # 120 TFLOP/s of a 200 TFLOP/s peak timed in the same rounds
@@ -147,14 +227,22 @@ def test_report_has_every_section_and_its_verdict():
     assert empty.count("Not measured in this run") == 5 and "levers" not in render.render({}, META)
 
 
-@pytest.mark.parametrize("fit, verdict", [((0.98, 0.99, 1.0), "met"), ((0.90, 0.92, 0.95), "**not met**"),
-                                          ((0.90, 0.99, 1.06), "**not resolved**: its rounds fall on both "
-                                                               "sides (0.900 .. 1.060)")])
+@pytest.mark.parametrize(
+    "fit, verdict",
+    [
+        ((0.98, 0.99, 1.0), "met"),
+        ((0.90, 0.92, 0.95), "**not met**"),
+        ((0.90, 0.99, 1.06), "**not resolved**: its rounds fall on both sides (0.900 .. 1.060)"),
+    ],
+)
 def test_a_verdict_follows_the_rounds_and_says_when_they_span_the_target(fit, verdict):
     """fit / bare loop against 0.97: every round above, every round below, and rounds on both sides (a
     median of 0.99 alone would say met)."""
-    rates = {"fit (harness)": [{"samples": f} for f in fit], "bare loop": [{"samples": 1.0}] * 3,
-             "Trainer": [{"samples": 1.0}] * 3}
+    rates = {
+        "fit (harness)": [{"samples": f} for f in fit],
+        "bare loop": [{"samples": 1.0}] * 3,
+        "Trainer": [{"samples": 1.0}] * 3,
+    }
     ov = {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": rates, "steps_per_window": 3}
     main = render.render({"overhead": ov}, META)["main"]
     assert f"(target >= 0.97x: {verdict})." in main
@@ -163,8 +251,7 @@ def test_a_verdict_follows_the_rounds_and_says_when_they_span_the_target(fit, ve
 def test_paired_ratios_cancel_a_drifting_machine():
     # the machine slows down 2x over the run; the harness is always 10% slower than the bare loop
     speed = [1.0, 1.5, 2.0, 2.0, 2.0]
-    rates = {"fit": [{"samples": 9.0 / s} for s in speed],
-             "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
+    rates = {"fit": [{"samples": 9.0 / s} for s in speed], "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
     assert bench.paired_ratios(rates, "fit", "bare")[0] == pytest.approx(0.9 * 1.5)  # rounds misaligned
     rates["bare"] = [{"samples": 10.0 / s} for s in speed]
     assert bench.paired_ratios(rates, "fit", "bare") == pytest.approx([0.9] * 5)
@@ -175,13 +262,19 @@ def test_paired_ratios_cancel_a_drifting_machine():
 def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(tmp_path):
     results = _fake_results()
     raw = tmp_path / "bench.jsonl"
-    stale = {**results["overhead"], "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5
-                                              for k in results["overhead"]["rates"]}}
+    stale = {
+        **results["overhead"],
+        "rates": {k: [{"samples": 1.0, "seconds": 1.0}] * 5 for k in results["overhead"]["rates"]},
+    }
     later = {**META, "command": "python -m bench --sections overhead", "date": "2026-01-02 00:00"}
     old_lever = {**results["levers"]["levers"][0], "name": "batch 128 vs 64"}
-    rows = [(META, "overhead", stale), (META, "speedup", results["speedup"]),
-            (META, "levers", {**results["levers"], "levers": [old_lever, results["levers"]["levers"][0]]}),
-            (later, "overhead", results["overhead"]), (later, "levers", results["levers"])]
+    rows = [
+        (META, "overhead", stale),
+        (META, "speedup", results["speedup"]),
+        (META, "levers", {**results["levers"], "levers": [old_lever, results["levers"]["levers"][0]]}),
+        (later, "overhead", results["overhead"]),
+        (later, "levers", results["levers"]),
+    ]
     with open(raw, "w") as f:
         for meta, section, result in rows:
             f.write(json.dumps({"meta": meta, "section": section, "result": result}) + "\n")
@@ -193,8 +286,11 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
     # the lever measured again later is shown once, from the later run; the other one from the first
     levers = blocks["levers"]
     assert levers.count("| bf16 autocast vs fp32 |") == 1 and levers.count("| batch 128 vs 64 |") == 1
-    assert levers.index("| batch 128 vs 64 |") < levers.index("--sections overhead") < levers.index(
-        "| bf16 autocast vs fp32 |")
+    assert (
+        levers.index("| batch 128 vs 64 |")
+        < levers.index("--sections overhead")
+        < levers.index("| bf16 autocast vs fp32 |")
+    )
 
 
 def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
@@ -223,8 +319,9 @@ def test_another_machines_raw_windows_render_beside_this_machines_blocks(tmp_pat
 
 def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch):
     monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
-    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2,
-                              warmup=1, steps=2, model=str(tiny_model_dir), gate=None)
+    args = argparse.Namespace(
+        data_dir=str(tiny_data_dir), device="cpu", windows=2, warmup=1, steps=2, model=str(tiny_model_dir), gate=None
+    )
     out = sections.overhead_section(args, sync=lambda: None)
     assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     for windows in out["rates"].values():
@@ -250,14 +347,34 @@ def test_mfu_is_per_round_against_the_peak_timed_beside_it_else_the_published_on
     assert "Peak: unknown GPU" in unknown
 
 
-def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch,
-                                                            tmp_path):
+def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch, tmp_path):
     from bench.__main__ import main
 
     monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
-    main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
-          "overhead", "--windows", "2", "--warmup", "1", "--steps", "2", "--max-other-cores", "0",
-          "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
+    main(
+        [
+            "--device",
+            "cpu",
+            "--model",
+            str(tiny_model_dir),
+            "--data-dir",
+            str(tiny_data_dir),
+            "--sections",
+            "overhead",
+            "--windows",
+            "2",
+            "--warmup",
+            "1",
+            "--steps",
+            "2",
+            "--max-other-cores",
+            "0",
+            "--out",
+            str(tmp_path / "BENCH.md"),
+            "--results",
+            str(tmp_path / "results"),
+        ]
+    )
     raw = tmp_path / "results" / "_bench" / "bench.jsonl"
     (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
     assert row["section"] == "overhead"
@@ -270,8 +387,15 @@ def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny
 def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
     """Evaluation before and after issue 38, alternated: both sides count every row, agree on accuracy and on
     every row's prediction, and the section renders its ratio with the verdict."""
-    args = argparse.Namespace(data_dir=str(tiny_data_dir), device="cpu", windows=2, warmup=0, gate=None,
-                              eval_model=str(tiny_model_dir), eval_train_steps=4)
+    args = argparse.Namespace(
+        data_dir=str(tiny_data_dir),
+        device="cpu",
+        windows=2,
+        warmup=0,
+        gate=None,
+        eval_model=str(tiny_model_dir),
+        eval_train_steps=4,
+    )
     out = sections.eval_section(args, sync=lambda: None)
     assert [len(w) for w in out["rates"].values()] == [2, 2]
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
@@ -312,9 +436,31 @@ def test_two_lever_sections_in_one_call_are_one_table_with_both(tiny_model_dir, 
     alone though both were measured; both levers are in the one block now."""
     from bench.__main__ import main
 
-    main(["--device", "cpu", "--model", str(tiny_model_dir), "--data-dir", str(tiny_data_dir), "--sections",
-          "attention", "threads", "--windows", "1", "--warmup", "0", "--steps", "1", "--max-other-cores", "0",
-          "--out", str(tmp_path / "BENCH.md"), "--results", str(tmp_path / "results")])
+    main(
+        [
+            "--device",
+            "cpu",
+            "--model",
+            str(tiny_model_dir),
+            "--data-dir",
+            str(tiny_data_dir),
+            "--sections",
+            "attention",
+            "threads",
+            "--windows",
+            "1",
+            "--warmup",
+            "0",
+            "--steps",
+            "1",
+            "--max-other-cores",
+            "0",
+            "--out",
+            str(tmp_path / "BENCH.md"),
+            "--results",
+            str(tmp_path / "results"),
+        ]
+    )
     block = (tmp_path / "BENCH.md").read_text()
     assert "bench:levers-attention-threads begin" in block
     assert "SDPA vs eager attention" in block and "torch threads: all vs half of them" in block

@@ -1,5 +1,6 @@
 """bench/trainer_tta.py: time to a validation accuracy through the project's run path and through
 Hugging Face Trainer (run_glue.py's defaults, the project's recipe), each on a tiny slice here."""
+
 import argparse
 import json
 import re
@@ -12,13 +13,20 @@ from bench import trainer_tta as tta
 from helpers.run.args import build_args
 
 REPO = Path(__file__).resolve().parents[2]
-META = {"command": "python -m bench --sections tta", "date": "2026-01-01 00:00", "machine": "cpu",
-        "torch": "2", "transformers": "5", "threads": 1, "load_start": 0.5, "load_end": 0.7}
+META = {
+    "command": "python -m bench --sections tta",
+    "date": "2026-01-01 00:00",
+    "machine": "cpu",
+    "torch": "2",
+    "transformers": "5",
+    "threads": 1,
+    "load_start": 0.5,
+    "load_end": 0.7,
+}
 
 
 def _tiny(tiny_model_dir, **kw):
-    return tta.Sizes(**{"model": str(tiny_model_dir), "train_rows": 64, "eval_every": 2, "max_steps": 4,
-                        **kw})
+    return tta.Sizes(**{"model": str(tiny_model_dir), "train_rows": 64, "eval_every": 2, "max_steps": 4, **kw})
 
 
 def _args(tiny_data_dir):
@@ -26,8 +34,11 @@ def _args(tiny_data_dir):
 
 
 def test_the_recipe_is_make_baselines():
-    params = dict(re.findall(r"-p (\w+) (\S+)", (REPO / "Makefile").read_text().split("BASELINE_PARAMS ?=")[1]
-                             .split("\nbaseline:")[0]))
+    params = dict(
+        re.findall(
+            r"-p (\w+) (\S+)", (REPO / "Makefile").read_text().split("BASELINE_PARAMS ?=")[1].split("\nbaseline:")[0]
+        )
+    )
     # the Makefile's text as papermill's -p reads it
     made = build_args({k: params[k] for k in tta.RECIPE}).flat()
     assert {k: made[k] for k in tta.RECIPE} == tta.RECIPE
@@ -53,7 +64,8 @@ def test_each_configuration_trains_and_records_its_time_to_target(tiny_model_dir
 
 
 def test_short_of_the_target_every_configuration_trains_to_its_end_and_says_the_target_was_not_reached(
-        tiny_model_dir, tiny_data_dir):
+    tiny_model_dir, tiny_data_dir
+):
     out = tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1.0, rounds=2, max_steps=None))
     steps = {name: [w["steps"] for w in windows] for name, windows in out["rates"].items()}
     # 64 rows of batch 32: 2 steps an epoch; run_glue's 3 epochs, the recipe's 1 on both sides
@@ -62,15 +74,17 @@ def test_short_of_the_target_every_configuration_trains_to_its_end_and_says_the_
     assert [p["step"] for p in out["rates"][tta.TRAINER_DEFAULTS][0]["curve"]] == [2, 4, 6]
     for windows in out["rates"].values():
         assert all(w["time_to_target_s"] is None and w["reason"].startswith("not reached") for w in windows)
-    assert all(r == {"median": None, "per_round": [None, None], "at_least": [None, None]}
-               for r in out["ratios"].values())
+    assert all(
+        r == {"median": None, "per_round": [None, None], "at_least": [None, None]} for r in out["ratios"].values()
+    )
     block = render.render({"tta": out}, META)["tta"]
     assert "(a minimum: not reached) |" in block
     assert "**Trainer, run_glue defaults / project run path: not measured**" in block
 
 
 def test_a_budget_ends_a_trainer_configuration_short_of_the_target_at_its_first_evaluation_past_it(
-        tiny_model_dir, tiny_data_dir):
+    tiny_model_dir, tiny_data_dir
+):
     # an unreachable target: without the budget each would train 4 steps (max_steps; an epoch of 128 rows);
     # with 0 s the Trainer's stop at their first evaluation, step 2
     sizes = _tiny(tiny_model_dir, target=1.0, budget_s=0.0, train_rows=128)
@@ -83,27 +97,55 @@ def test_a_budget_ends_a_trainer_configuration_short_of_the_target_at_its_first_
 
 
 def _fake(times: dict, beyond: float | None = None) -> dict:
-    rates = {name: [{"time_to_target_s": t, "target_step": 100 if t else None, "steps": 400,
-                     "train_time_s": 300.0, "samples": 40.0, "seconds": 300.0, "precision": "fp32",
-                     "best_val_accuracy": 0.91, "curve": [], "beyond_s": None if t else beyond} for t in ts]
-             for name, ts in times.items()}
-    return {"sizes": {**tta.Sizes().__dict__}, "configs": tta.CONFIGS, "rates": rates,
-            "ratios": {f"{a} / {b}": tta.ratios(rates, a, b) for a, b in tta.RATIOS}}
+    rates = {
+        name: [
+            {
+                "time_to_target_s": t,
+                "target_step": 100 if t else None,
+                "steps": 400,
+                "train_time_s": 300.0,
+                "samples": 40.0,
+                "seconds": 300.0,
+                "precision": "fp32",
+                "best_val_accuracy": 0.91,
+                "curve": [],
+                "beyond_s": None if t else beyond,
+            }
+            for t in ts
+        ]
+        for name, ts in times.items()
+    }
+    return {
+        "sizes": {**tta.Sizes().__dict__},
+        "configs": tta.CONFIGS,
+        "rates": rates,
+        "ratios": {f"{a} / {b}": tta.ratios(rates, a, b) for a, b in tta.RATIOS},
+    }
 
 
 def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path):
-    t = _fake({tta.TRAINER_DEFAULTS: [600.0, 900.0, None], tta.TRAINER_RECIPE: [330.0, 360.0, 300.0],
-               tta.PROJECT: [300.0, 300.0, 200.0]})
+    t = _fake(
+        {
+            tta.TRAINER_DEFAULTS: [600.0, 900.0, None],
+            tta.TRAINER_RECIPE: [330.0, 360.0, 300.0],
+            tta.PROJECT: [300.0, 300.0, 200.0],
+        }
+    )
     assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {
-        "median": 2.5, "per_round": [2.0, 3.0, None], "at_least": [2.0, 3.0, None]}
+        "median": 2.5,
+        "per_round": [2.0, 3.0, None],
+        "at_least": [2.0, 3.0, None],
+    }
     assert t["ratios"][f"{tta.TRAINER_RECIPE} / {tta.PROJECT}"]["median"] == pytest.approx(1.2)
     block = render.render({"tta": t}, META)["tta"]
     assert "| 750 (2 of 3) |" in block
     assert "= 1.20x** (median of 3 per-round ratios, range 1.10 .. 1.50)" in block
     # a round that did not reach the target and has no bound: no ratio is claimed, the reached rounds are
     # named
-    assert "run_glue defaults / project run path: not measured** (a side did not reach 90% in every " \
-           "round); where both did, median 2.50x" in block
+    assert (
+        "run_glue defaults / project run path: not measured** (a side did not reach 90% in every "
+        "round); where both did, median 2.50x" in block
+    )
     raw = tmp_path / "bench.jsonl"
     old = _fake({name: [1.0] for name in tta.CONFIGS})
     rows = (json.dumps({"meta": META, "section": "tta", "result": r}) for r in (old, t))
@@ -113,17 +155,23 @@ def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path
 
 
 def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and_only_that():
-    t = _fake({tta.TRAINER_DEFAULTS: [None, 900.0], tta.TRAINER_RECIPE: [330.0, 360.0],
-               tta.PROJECT: [150.0, 200.0]}, beyond=600.0)
+    t = _fake(
+        {tta.TRAINER_DEFAULTS: [None, 900.0], tta.TRAINER_RECIPE: [330.0, 360.0], tta.PROJECT: [150.0, 200.0]},
+        beyond=600.0,
+    )
     assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {
-        "median": 4.5, "per_round": [None, 4.5], "at_least": [4.0, 4.5]}
+        "median": 4.5,
+        "per_round": [None, 4.5],
+        "at_least": [4.0, 4.5],
+    }
     block = render.render({"tta": t}, META)["tta"]
     # one round reached it
     assert "| ≥ 600 (a minimum: not reached) |" not in block and "| 900 (1 of 2) |" in block
-    assert "**Trainer, run_glue defaults / project run path >= 4.00x** in each of 2 round(s) (a lower " \
-           "bound: the Trainer did not reach 90% in 1 of them" in block
-    never = _fake({tta.TRAINER_DEFAULTS: [None], tta.TRAINER_RECIPE: [330.0], tta.PROJECT: [300.0]},
-                  beyond=600.0)
+    assert (
+        "**Trainer, run_glue defaults / project run path >= 4.00x** in each of 2 round(s) (a lower "
+        "bound: the Trainer did not reach 90% in 1 of them" in block
+    )
+    never = _fake({tta.TRAINER_DEFAULTS: [None], tta.TRAINER_RECIPE: [330.0], tta.PROJECT: [300.0]}, beyond=600.0)
     block = render.render({"tta": never}, META)["tta"]
     assert "| ≥ 600 (a minimum: not reached) |" in block
     assert "time to 90% (s, median; ≥: a minimum)" in block
@@ -135,10 +183,32 @@ def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny
 
     out = tmp_path / "BENCH.md"
     out.write_text("# Benchmarks\n\n<!-- bench:main begin -->\nkept\n<!-- bench:main end -->\n")
-    main(["--device", "cpu", "--data-dir", str(tiny_data_dir), "--sections", "tta", "--tta-model",
-          str(tiny_model_dir), "--tta-rows", "64", "--tta-eval-every", "2", "--tta-max-steps", "4",
-          "--tta-target", "0.000001", "--max-other-cores", "0", "--out", str(out), "--results",
-          str(tmp_path / "results")])
+    main(
+        [
+            "--device",
+            "cpu",
+            "--data-dir",
+            str(tiny_data_dir),
+            "--sections",
+            "tta",
+            "--tta-model",
+            str(tiny_model_dir),
+            "--tta-rows",
+            "64",
+            "--tta-eval-every",
+            "2",
+            "--tta-max-steps",
+            "4",
+            "--tta-target",
+            "0.000001",
+            "--max-other-cores",
+            "0",
+            "--out",
+            str(out),
+            "--results",
+            str(tmp_path / "results"),
+        ]
+    )
     raw = tmp_path / "results" / "_bench" / "bench.jsonl"
     (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
     assert row["section"] == "tta" and len(row["result"]["rates"][tta.PROJECT]) == 1

@@ -1,4 +1,5 @@
 """FLOPs and parameters of a LoRA step and of the other encoders, against torch.utils.flop_counter."""
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -8,15 +9,32 @@ from helpers.calc import flops
 from helpers.run import encoders, lora
 from helpers.run.args import build_args
 
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=500,
-            max_position_embeddings=64, num_labels=6, attn_implementation="eager")
+TINY = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=128,
+    vocab_size=500,
+    max_position_embeddings=64,
+    num_labels=6,
+    attn_implementation="eager",
+)
 
 
 def tiny(model_type: str):
     """Return a tiny config of an encoder family (eager attention: FlopCounterMode counts its bmm)."""
     if model_type == "distilbert":
-        return AutoConfig.for_model("distilbert", dim=64, n_layers=2, n_heads=2, hidden_dim=128, vocab_size=500,
-                                    max_position_embeddings=64, num_labels=6, attn_implementation="eager")
+        return AutoConfig.for_model(
+            "distilbert",
+            dim=64,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=128,
+            vocab_size=500,
+            max_position_embeddings=64,
+            num_labels=6,
+            attn_implementation="eager",
+        )
     return AutoConfig.for_model(model_type, **TINY)
 
 

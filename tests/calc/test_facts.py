@@ -1,28 +1,48 @@
 """helpers/calc/facts.py: published device peaks and instance prices, with their sources."""
+
 import pytest
 
 from helpers.calc import facts as roofline
 
 
-@pytest.mark.parametrize("name,key", [
-    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", None), ("NVIDIA H200", "h200"),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
-    ("Tesla T4", "t4"), ("NVIDIA L4", "l4"), ("NVIDIA L40S", None), ("NVIDIA A10G", "a10g"),
-    ("NVIDIA GeForce RTX 4090", None), ("NVIDIA A10", "a10"), ("NVIDIA A100 80GB PCIe", None),
-    # other products whose names contain a known one: their own roof, or none rather than a borrowed one
-    ("NVIDIA H200 NVL", "h200-nvl"), ("NVIDIA GH200 480GB", None), ("NVIDIA GH200 144G HBM3e", None),
-    ("NVIDIA H100 NVL", None),
-])
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H100 PCIe", None),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("Tesla T4", "t4"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA L40S", None),
+        ("NVIDIA A10G", "a10g"),
+        ("NVIDIA GeForce RTX 4090", None),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA A100 80GB PCIe", None),
+        # other products whose names contain a known one: their own roof, or none rather than a borrowed one
+        ("NVIDIA H200 NVL", "h200-nvl"),
+        ("NVIDIA GH200 480GB", None),
+        ("NVIDIA GH200 144G HBM3e", None),
+        ("NVIDIA H100 NVL", None),
+    ],
+)
 def test_cuda_device_key(name, key):
     assert roofline.cuda_device_key(name) == key
 
 
 def test_device_peaks_csv_has_every_device_with_a_source():
     peaks = roofline.load_device_peaks()
-    assert list(peaks.columns) == ["device", "key", "peak_bf16_tflops", "peak_fp32_tflops", "mem_bw_gbps",
-                                   "memory_gib", "source"]
-    assert {"trn1-core", "trn1-chip", "t4", "l4", "a10g", "a100-40gb", "a100-80gb", "h100",
-            "h200"} <= set(peaks["key"])
+    assert list(peaks.columns) == [
+        "device",
+        "key",
+        "peak_bf16_tflops",
+        "peak_fp32_tflops",
+        "mem_bw_gbps",
+        "memory_gib",
+        "source",
+    ]
+    assert {"trn1-core", "trn1-chip", "t4", "l4", "a10g", "a100-40gb", "a100-80gb", "h100", "h200"} <= set(peaks["key"])
     assert (peaks["source"].str.strip().str.len() > 0).all()
     assert peaks["key"].is_unique
     # every key the name mapping can return has a roof
@@ -30,9 +50,9 @@ def test_device_peaks_csv_has_every_device_with_a_source():
         roof = roofline.device_roof(key, "bf16")
         assert roof["peak_tflops"] > roofline.device_roof(key, "fp32")["peak_tflops"] > 0
         assert roof["mem_bw_gbps"] > 0 and roof["source"]
-    assert roofline.device_roof("trn1-chip", "bf16")["peak_tflops"] == 2 * roofline.device_roof(
-        "trn1-core", "bf16")["peak_tflops"]
+    assert (
+        roofline.device_roof("trn1-chip", "bf16")["peak_tflops"]
+        == 2 * roofline.device_roof("trn1-core", "bf16")["peak_tflops"]
+    )
     with pytest.raises(ValueError):
         roofline.device_roof("host", "fp32")  # measured at run time, not published
-
-

@@ -1,10 +1,11 @@
 """helpers/calc/flops.py: FLOPs of a training step (checked against FlopCounterMode), parameters, MFU."""
+
 import pytest
 import torch
+from conftest import tiny_bert_config
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertForSequenceClassification
 
-from conftest import tiny_bert_config
 from helpers.calc import flops as roofline
 
 

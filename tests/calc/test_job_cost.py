@@ -1,4 +1,5 @@
 """helpers/calc/job_cost.py: a job's seconds, dollars and joules, checked against hand-computed values."""
+
 import math
 
 import pytest
@@ -6,10 +7,12 @@ import pytest
 from helpers.calc import job_cost as job
 
 # validation accuracy every 4,000 samples of a 16,000-row run: 94% is first reached at 12,000 samples
-CURVE = [{"step": 63, "train_time_s": 7.0, "samples": 4000, "val_accuracy": 0.80},
-         {"step": 125, "train_time_s": 14.0, "samples": 8000, "val_accuracy": 0.92},
-         {"step": 188, "train_time_s": 21.0, "samples": 12000, "val_accuracy": 0.945},
-         {"step": 250, "train_time_s": 28.0, "samples": 16000, "val_accuracy": 0.95}]
+CURVE = [
+    {"step": 63, "train_time_s": 7.0, "samples": 4000, "val_accuracy": 0.80},
+    {"step": 125, "train_time_s": 14.0, "samples": 8000, "val_accuracy": 0.92},
+    {"step": 188, "train_time_s": 21.0, "samples": 12000, "val_accuracy": 0.945},
+    {"step": 250, "train_time_s": 28.0, "samples": 16000, "val_accuracy": 0.95},
+]
 
 
 def test_one_off_is_the_larger_of_compile_time_and_first_step_excess():

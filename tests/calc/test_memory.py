@@ -7,16 +7,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_bert_config
 from transformers import BertConfig, BertForSequenceClassification
 
-from conftest import tiny_bert_config
-from helpers.calc import facts, flops as roofline, memory
+from helpers.calc import facts, memory
+from helpers.calc import flops as roofline
 
 # Small enough to train in a second, big enough that activations dominate the peak. The vocabulary is
 # cut to 2,048 so the AdamW step's temporaries (two copies of the largest parameter, the word
 # embeddings) stay below the forward/backward peak that the estimate describes.
-MEASURE_CONFIG = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
-                      vocab_size=2048, max_position_embeddings=256, num_labels=6, attn_implementation="eager")
+MEASURE_CONFIG = dict(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=512,
+    vocab_size=2048,
+    max_position_embeddings=256,
+    num_labels=6,
+    attn_implementation="eager",
+)
 MEASURE_POINTS = [(4, 64), (8, 128), (32, 64), (4, 256)]
 
 # Runs in a fresh interpreter: warm up (lazy oneDNN/allocator initialisation lands in the baseline),
@@ -66,9 +75,14 @@ def measured_peaks_bytes() -> list[int]:
     # glibc otherwise keeps freed blocks below a moving 128 KiB-32 MiB threshold in its heap, so RSS
     # would lag the live tensors; a fixed 64 KiB threshold gives every tensor its own mmap, returned on free.
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, json.dumps([MEASURE_CONFIG, MEASURE_POINTS])],
-                         capture_output=True, text=True, env=env, timeout=300,
-                         cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, json.dumps([MEASURE_CONFIG, MEASURE_POINTS])],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -153,13 +167,14 @@ def test_lora_keeps_gradients_and_adamw_moments_for_the_trainable_parameters_onl
         assert lora[same] == full[same], same
     # 3 x 4 bytes fewer per frozen parameter: about 1.3 GB of bert-base's, a larger batch on the same device
     assert full["total"] - lora["total"] == 12 * (roofline.param_count(cfg) - trainable)
-    assert memory.largest_batch_that_fits(cfg, 16, 32, "bf16", trainable=trainable) > \
-        memory.largest_batch_that_fits(cfg, 16, 32, "bf16")
+    assert memory.largest_batch_that_fits(cfg, 16, 32, "bf16", trainable=trainable) > memory.largest_batch_that_fits(
+        cfg, 16, 32, "bf16"
+    )
 
 
 def test_largest_batch_that_fits_is_the_edge():
     cfg = BertConfig(num_labels=6)
-    gib = 1024 ** 3
+    gib = 1024**3
     for capacity_gib, precision in ((16, "bf16"), (80, "fp32"), (16, "bf16-pure")):
         batch = memory.largest_batch_that_fits(cfg, capacity_gib, 128, precision, reserve_gib=1.0)
         budget = (capacity_gib - 1.0) * gib

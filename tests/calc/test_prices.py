@@ -17,10 +17,24 @@ def test_instance_prices_and_per_accelerator_price():
 
 def test_price_csv_has_required_instances_and_sources():
     prices = cost.load_instance_prices()
-    assert list(prices.columns) == ["instance", "device", "accelerators", "price_per_hour_usd", "region",
-                                    "date", "source"]
-    assert {"trn1.2xlarge", "trn1.32xlarge", "g4dn.xlarge", "g6.xlarge", "g5.xlarge", "p4d.24xlarge",
-            "p5.48xlarge"} <= set(prices["instance"])
+    assert list(prices.columns) == [
+        "instance",
+        "device",
+        "accelerators",
+        "price_per_hour_usd",
+        "region",
+        "date",
+        "source",
+    ]
+    assert {
+        "trn1.2xlarge",
+        "trn1.32xlarge",
+        "g4dn.xlarge",
+        "g6.xlarge",
+        "g5.xlarge",
+        "p4d.24xlarge",
+        "p5.48xlarge",
+    } <= set(prices["instance"])
     assert (prices["source"].str.strip().str.len() > 0).all()
     assert (prices["price_per_hour_usd"] > 0).all()
     assert (prices["region"] == "us-east-1").all()

@@ -1,13 +1,14 @@
 """helpers/calc/roofline.py: bytes per step, arithmetic intensity, the roofline point, a run's systems figures."""
+
 from collections import Counter
 
 import pytest
+from conftest import tiny_bert_config
 from transformers import BertConfig
 
-from conftest import tiny_bert_config
 from helpers.calc import flops, roofline
-from helpers.measure import peaks
 from helpers.calc.flops import PRECISION_BYTES
+from helpers.measure import peaks
 
 
 @pytest.mark.parametrize("precision", list(PRECISION_BYTES))
@@ -37,12 +38,14 @@ def test_step_bytes_tiny_by_hand():
     # last hidden state, tanh output, bool mask, dropped pooled output, log-softmax
     head = 16 * 64 * 4 + 2 * 64 * 4 + 2 * 64 + 2 * 64 * 4 + 2 * 6 * 4
     activations = 2 * per_layer + embeddings + head  # 122,672
-    expected = ((matmul_weights + small) * 4  # weights read in forward
-                + 3 * 16 * 64 * 4  # embedding rows gathered
-                + matmul_weights * 4  # matmul weights read again in backward
-                + n * 4  # gradients written
-                + 7 * n * 4  # AdamW: read p, g, m, v; write p, m, v
-                + 2 * activations)  # saved activations written, then read back
+    expected = (
+        (matmul_weights + small) * 4  # weights read in forward
+        + 3 * 16 * 64 * 4  # embedding rows gathered
+        + matmul_weights * 4  # matmul weights read again in backward
+        + n * 4  # gradients written
+        + 7 * n * 4  # AdamW: read p, g, m, v; write p, m, v
+        + 2 * activations
+    )  # saved activations written, then read back
     got = roofline.step_bytes(cfg, 2, 8, "fp32")
     assert got["total"] == expected
     assert got["attention_probs_written_forward"] == 2 * (512 * 4 + 512 + 512 * 4)
@@ -61,8 +64,9 @@ def test_step_bytes_autocast_counts_weight_casts():
 
 def test_roofline_point_memory_and_compute_side():
     # ridge of a 100 TFLOP/s, 1000 GB/s device: 100 FLOP/byte
-    low = roofline.roofline_point(flops_per_step=1e12, bytes_per_step=1e11, step_time_s=0.5,
-                                  peak_tflops=100.0, mem_bw_gbps=1000.0)
+    low = roofline.roofline_point(
+        flops_per_step=1e12, bytes_per_step=1e11, step_time_s=0.5, peak_tflops=100.0, mem_bw_gbps=1000.0
+    )
     assert low["arithmetic_intensity"] == pytest.approx(10.0)
     assert low["ridge_point"] == pytest.approx(100.0)
     assert low["bound"] == "memory"
@@ -76,8 +80,7 @@ def test_roofline_point_memory_and_compute_side():
 
 
 def test_cli_prints_intensity_table(capsys):
-    roofline.main(["--model", "bert-base", "--batch", "8", "64", "--seq-len", "32", "128",
-                   "--precision", "bf16"])
+    roofline.main(["--model", "bert-base", "--batch", "8", "64", "--seq-len", "32", "128", "--precision", "bf16"])
     out = capsys.readouterr().out
     assert out.startswith("<!-- written by: python -m helpers.calc.roofline")
     rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
@@ -89,8 +92,9 @@ def test_cli_prints_intensity_table(capsys):
 def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
     cfg = BertConfig(num_labels=6)
     gpu = {"type": "cuda", "name": "NVIDIA A100-SXM4-40GB", "key": "cuda-nvidia-a100-sxm4-40gb"}
-    out = roofline.systems_section(cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None,
-                                   fused_attention=True)
+    out = roofline.systems_section(
+        cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None, fused_attention=True
+    )
     model_tflops = 10 * flops.model_flops(cfg, 64, 32) / 1.0 / 1e12
     assert out["achieved_tflops"] == pytest.approx(model_tflops) and out["peak_tflops"] == 312
     assert out["mfu"] == pytest.approx(model_tflops / 312) and "datasheet" in out["peak_source"]
@@ -98,8 +102,15 @@ def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
     unfused = roofline.systems_section(cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None)
     assert fused < unfused["bytes_per_step"]  # SDPA never stores the L^2 probabilities
     cpu = {"type": "cpu", "name": "some cpu", "key": "cpu-test"}
-    monkeypatch.setattr(roofline, "machine_peak", lambda key, dtype, where: {
-        "peak_tflops": 2.0, "mem_bw_gbps": 20.0, "source": f"measured {key} {dtype} in {where}"})
+    monkeypatch.setattr(
+        roofline,
+        "machine_peak",
+        lambda key, dtype, where: {
+            "peak_tflops": 2.0,
+            "mem_bw_gbps": 20.0,
+            "source": f"measured {key} {dtype} in {where}",
+        },
+    )
     out = roofline.systems_section(cfg, Counter({(8, 32): 4}), 2.0, 4, "fp32", "fp32", cpu, tmp_path)
     assert out["mfu"] == pytest.approx(4 * flops.model_flops(cfg, 8, 32) / 2.0 / 2e12)
     assert out["peak_source"] == f"measured cpu-test fp32 in {tmp_path}"
@@ -119,16 +130,24 @@ def test_a_lora_run_is_held_against_the_flops_of_a_lora_step_its_arguments_name(
     assert lora["flops_per_step"] < 0.8 * full["flops_per_step"] and not hasattr(cfg, "lora_r")
 
 
-@pytest.mark.parametrize("instance, key, bf16", [("trn1.2xlarge", "trn1-core", 95.0), ("trn1n.32xlarge", "trn1-core", 95.0),
-                                                 ("trn2.48xlarge", "trn2-core", 83.375), ("inf2.xlarge", "inf2-core", 95.0),
-                                                 (None, "trn1-core", 95.0)])
+@pytest.mark.parametrize(
+    "instance, key, bf16",
+    [
+        ("trn1.2xlarge", "trn1-core", 95.0),
+        ("trn1n.32xlarge", "trn1-core", 95.0),
+        ("trn2.48xlarge", "trn2-core", 83.375),
+        ("inf2.xlarge", "inf2-core", 95.0),
+        (None, "trn1-core", 95.0),
+    ],
+)
 def test_a_neuron_runs_mfu_is_against_its_own_neuroncore(instance, key, bf16):
     peak = roofline.device_peak({"type": "xla", "neuron": True, "instance": instance, "key": "x"}, "bf16")
     assert roofline.neuron_core_key(instance) == key and peak["peak_tflops"] == bf16
 
 
-@pytest.mark.parametrize("name, bf16", [("NVIDIA A10G", 70.0), ("NVIDIA A10", 125.0), ("NVIDIA H200", 989.4),
-                                        ("NVIDIA H200 NVL", 835.5)])
+@pytest.mark.parametrize(
+    "name, bf16", [("NVIDIA A10G", 70.0), ("NVIDIA A10", 125.0), ("NVIDIA H200", 989.4), ("NVIDIA H200 NVL", 835.5)]
+)
 def test_a_gpu_is_held_against_its_own_peak_not_a_relatives(name, bf16):
     """The A10G (AWS G5) is not the A10: 125 TFLOP/s would put every A10G MFU ~1.8x low."""
     assert roofline.device_peak({"type": "cuda", "name": name, "key": "x"}, "bf16")["peak_tflops"] == bf16

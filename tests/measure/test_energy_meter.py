@@ -31,8 +31,14 @@ def test_unknown_device_type_is_an_error():
 
 
 # ----------------------------------------------------------------------------- the steady windows
-def train_like_fit(gpus: FakeGpus, warmup_watts: float, steady_watts: float, eval_watts: float,
-                   interval_s: float | None = None, meter=None):
+def train_like_fit(
+    gpus: FakeGpus,
+    warmup_watts: float,
+    steady_watts: float,
+    eval_watts: float,
+    interval_s: float | None = None,
+    meter=None,
+):
     """One warm-up step (its compilation: 5 s at warmup_watts), 4 steady steps of 1 s, an evaluation pause of
     10 s at eval_watts (outside the windows, as the curve callback makes it), 2 more steady steps; return the
     meter's section and the timer's summary."""
@@ -122,9 +128,17 @@ def test_a_window_that_ended_without_a_step_is_not_counted(zeus_gpus):
 
 
 def test_nodes_are_summed_into_the_job_figure():
-    node = {"method": "measured", "joules": 600.0, "seconds": 6.0, "mean_watts": 100.0, "peak_watts": 120.0,
-            "covers": "2 GPU(s) of this node", "device_count": 2, "devices": {"cuda:0": {"joules": 300.0}},
-            "whole_run": {"joules": 1000.0, "seconds": 20.0, "mean_watts": 50.0, "peak_watts": 300.0}}
+    node = {
+        "method": "measured",
+        "joules": 600.0,
+        "seconds": 6.0,
+        "mean_watts": 100.0,
+        "peak_watts": 120.0,
+        "covers": "2 GPU(s) of this node",
+        "device_count": 2,
+        "devices": {"cuda:0": {"joules": 300.0}},
+        "whole_run": {"joules": 1000.0, "seconds": 20.0, "mean_watts": 50.0, "peak_watts": 300.0},
+    }
     # two node leads measured 600 J and 900 J in the same steady windows
     totals = [a + b for a, b in zip(energy_meter.node_totals(node), [900.0, 1500.0, 1.0])]
     out = energy_meter.sum_nodes(node, totals, 2)

@@ -7,13 +7,12 @@ import types
 from pathlib import Path
 
 import pytest
+from zeus_fakes import Clock, zeus_gpus  # noqa: F401 - a fixture
 
 from helpers.calc.job_cost import samples_per_joule
 from helpers.measure.energy_meter import NO_STEADY, start_energy
-from helpers.measure.energy_readers import (NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization,
-                                            published_max_watts)
+from helpers.measure.energy_readers import NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts
 from helpers.run import schema
-from zeus_fakes import Clock, zeus_gpus  # noqa: F401 - a fixture
 
 
 def steady_window(seconds: float):
@@ -78,9 +77,11 @@ def test_without_zeus_a_gpu_run_imports_and_records_its_energy_as_not_measured()
     import json
     import subprocess
 
-    code = ("import json, sys\nsys.modules['zeus'] = None  # as if not installed\n"
-            "from helpers.measure.energy_meter import start_energy\n"
-            "print(json.dumps(start_energy('cuda', start_thread=False).stop()))")
+    code = (
+        "import json, sys\nsys.modules['zeus'] = None  # as if not installed\n"
+        "from helpers.measure.energy_meter import start_energy\n"
+        "print(json.dumps(start_energy('cuda', start_thread=False).stop()))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     out = json.loads(done.stdout.splitlines()[-1])
     assert out["joules"] is None and "zeus is not installed" in out["reason"]
@@ -112,8 +113,7 @@ def write(path: Path, text) -> None:
 
 def rapl_tree(root: Path, counters: dict[str, int]) -> None:
     """Fake /sys/class/powercap: two packages, one core subzone, one psys domain; max range 10 J."""
-    names = {"intel-rapl:0": "package-0", "intel-rapl:1": "package-1", "intel-rapl:0:0": "core",
-             "intel-rapl:2": "psys"}
+    names = {"intel-rapl:0": "package-0", "intel-rapl:1": "package-1", "intel-rapl:0:0": "core", "intel-rapl:2": "psys"}
     for zone, uj in counters.items():
         write(root / zone / "name", names[zone])
         write(root / zone / "energy_uj", uj)
@@ -121,17 +121,25 @@ def rapl_tree(root: Path, counters: dict[str, int]) -> None:
 
 
 def test_rapl_two_packages_with_wraparound(tmp_path):
-    rapl_tree(tmp_path, {"intel-rapl:0": 1_000, "intel-rapl:1": 9_000_000,
-                         "intel-rapl:0:0": 0, "intel-rapl:2": 0})
+    rapl_tree(tmp_path, {"intel-rapl:0": 1_000, "intel-rapl:1": 9_000_000, "intel-rapl:0:0": 0, "intel-rapl:2": 0})
     clock = Clock()
     meter = start_energy("cpu", interval_s=1, rapl_root=tmp_path, clock=clock, start_thread=False)
     meter.window_opened(0.0)
-    rapl_tree(tmp_path, {"intel-rapl:0": 2_001_000, "intel-rapl:1": 9_500_000,
-                         "intel-rapl:0:0": 5_000_000, "intel-rapl:2": 9_000_000})
+    rapl_tree(
+        tmp_path,
+        {"intel-rapl:0": 2_001_000, "intel-rapl:1": 9_500_000, "intel-rapl:0:0": 5_000_000, "intel-rapl:2": 9_000_000},
+    )
     clock.t = 1.0
     meter.poll()
-    rapl_tree(tmp_path, {"intel-rapl:0": 4_001_000, "intel-rapl:1": 500_000,  # package-1 wrapped
-                         "intel-rapl:0:0": 9_000_000, "intel-rapl:2": 1_000})
+    rapl_tree(
+        tmp_path,
+        {
+            "intel-rapl:0": 4_001_000,
+            "intel-rapl:1": 500_000,  # package-1 wrapped
+            "intel-rapl:0:0": 9_000_000,
+            "intel-rapl:2": 1_000,
+        },
+    )
     clock.t = 2.0
     meter.window_closed(steady_window(2.0), 2.0)
     out = meter.stop()
@@ -161,26 +169,46 @@ def neuron_tree(root: Path, lines: dict[str, str]) -> None:
 
 
 def facts(path: Path, max_watts: str) -> Path:
-    path.write_text("device,key,max_watts,date,source\n"
-                    f'Test chip,trn1-chip,{max_watts},2026-01-01,"test datasheet, p. 3"\n')
+    path.write_text(
+        f'device,key,max_watts,date,source\nTest chip,trn1-chip,{max_watts},2026-01-01,"test datasheet, p. 3"\n'
+    )
     return path
 
 
 def neuron_meter(tmp_path, facts_csv):
-    neuron_tree(tmp_path, {"neuron0": "POWER_STATUS_VALID,990,10.00,20.00,15.00",  # before the window
-                           "neuron1": "POWER_STATUS_VALID,990,10.00,20.00,15.00"})
+    neuron_tree(
+        tmp_path,
+        {
+            "neuron0": "POWER_STATUS_VALID,990,10.00,20.00,15.00",  # before the window
+            "neuron1": "POWER_STATUS_VALID,990,10.00,20.00,15.00",
+        },
+    )
     clock = Clock()
-    meter = start_energy("neuron", interval_s=5, neuron_root=tmp_path, facts_csv=facts_csv, clock=clock,
-                         wall_clock=lambda: 1000.0, start_thread=False)
+    meter = start_energy(
+        "neuron",
+        interval_s=5,
+        neuron_root=tmp_path,
+        facts_csv=facts_csv,
+        clock=clock,
+        wall_clock=lambda: 1000.0,
+        start_thread=False,
+    )
     meter.window_opened(30.0)
-    neuron_tree(tmp_path, {"neuron0": "POWER_STATUS_VALID,1030,40.00,60.00,50.00",
-                           "neuron1": "POWER_STATUS_NO_DATA,1030,0.00,0.00,0.00"})
+    neuron_tree(
+        tmp_path,
+        {"neuron0": "POWER_STATUS_VALID,1030,40.00,60.00,50.00", "neuron1": "POWER_STATUS_NO_DATA,1030,0.00,0.00,0.00"},
+    )
     clock.t = 60.0
     meter.poll()
     meter.poll()  # the same record twice counts once
     meter.window_closed(steady_window(60.0), 90.0)
-    neuron_tree(tmp_path, {"neuron0": "POWER_STATUS_VALID,1090,60.00,80.00,70.00",
-                           "neuron1": "POWER_STATUS_VALID,1090,20.00,40.00,30.00"})
+    neuron_tree(
+        tmp_path,
+        {
+            "neuron0": "POWER_STATUS_VALID,1090,60.00,80.00,70.00",
+            "neuron1": "POWER_STATUS_VALID,1090,20.00,40.00,30.00",
+        },
+    )
     clock.t = 120.0
     return meter.stop()
 
@@ -219,8 +247,14 @@ def test_repo_facts_have_no_invented_trainium_figure():
 def test_neuron_window_without_a_new_record_is_not_measured(tmp_path):
     neuron_tree(tmp_path, {"neuron0": "POWER_STATUS_VALID,990,10.00,20.00,15.00"})
     clock = Clock()
-    meter = start_energy("xla", neuron_root=tmp_path, facts_csv=facts(tmp_path / "p.csv", "200"), clock=clock,
-                         wall_clock=lambda: 1000.0, start_thread=False)
+    meter = start_energy(
+        "xla",
+        neuron_root=tmp_path,
+        facts_csv=facts(tmp_path / "p.csv", "200"),
+        clock=clock,
+        wall_clock=lambda: 1000.0,
+        start_thread=False,
+    )
     clock.t = 30.0
     out = meter.stop()
     assert out["method"] == NOT_MEASURED and "a minute" in out["reason"]
@@ -234,8 +268,9 @@ def test_parse_power_utilization_malformed_is_none(text):
 # ----------------------------------------------------------------------------- nothing there
 @pytest.mark.parametrize("device_type", ["cpu", "xla", "neuron"])
 def test_missing_everything_is_not_measured(tmp_path, device_type):
-    out = start_energy(device_type, rapl_root=tmp_path / "none", neuron_root=tmp_path / "none",
-                       start_thread=False).stop()
+    out = start_energy(
+        device_type, rapl_root=tmp_path / "none", neuron_root=tmp_path / "none", start_thread=False
+    ).stop()
     assert out["method"] == NOT_MEASURED
     assert out["joules"] == NOT_MEASURED and out["mean_watts"] == NOT_MEASURED
     assert out["reason"] and out["power_samples"] == 0

@@ -38,9 +38,16 @@ def test_parse_line_reads_documented_fields():
     assert report["pids"] == [4242]
 
 
-@pytest.mark.parametrize("line", ["", "not json", "[1, 2]", '{"other": 1}',
-                                  '{"neuron_runtime_data": [{"report": {"neuroncore_counters": '
-                                  '{"neuroncores_in_use": [1, 2]}}}]}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "not json",
+        "[1, 2]",
+        '{"other": 1}',
+        '{"neuron_runtime_data": [{"report": {"neuroncore_counters": {"neuroncores_in_use": [1, 2]}}}]}',
+    ],
+)
 def test_parse_line_malformed_is_none(line):
     assert parse_neuron_monitor_line(line) is None
 
@@ -79,9 +86,14 @@ def test_summarize_nothing_parseable_is_not_measured():
 
 def _report(runtimes: list[tuple[int, dict]]) -> str:
     """One neuron-monitor line with a runtime per (pid, counters of core "0")."""
-    return json.dumps({"neuron_runtime_data": [
-        {"pid": pid, "report": {"neuroncore_counters": {"neuroncores_in_use": {str(i): c}}}}
-        for i, (pid, c) in enumerate(runtimes)]})
+    return json.dumps(
+        {
+            "neuron_runtime_data": [
+                {"pid": pid, "report": {"neuroncore_counters": {"neuroncores_in_use": {str(i): c}}}}
+                for i, (pid, c) in enumerate(runtimes)
+            ]
+        }
+    )
 
 
 def test_only_this_runs_cores_count():
@@ -120,8 +132,10 @@ def test_neuron_monitor_stream_from_fake_binary(monkeypatch, tmp_path):
     # A stand-in neuron-monitor: waits for the test's go-file, then streams the fixture.
     go = tmp_path / "go"
     fake = tmp_path / "neuron-monitor"
-    fake.write_text(f"#!/bin/sh\nwhile [ ! -f '{go}' ]; do sleep 0.02; done\n"
-                    f"cat '{FIXTURES / 'one_malformed.jsonl'}'\nexec sleep 30\n")
+    fake.write_text(
+        f"#!/bin/sh\nwhile [ ! -f '{go}' ]; do sleep 0.02; done\n"
+        f"cat '{FIXTURES / 'one_malformed.jsonl'}'\nexec sleep 30\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(neuron_monitor, "run_pids", lambda: {4242})  # the fixture's runtime is "ours"
@@ -134,5 +148,3 @@ def test_neuron_monitor_stream_from_fake_binary(monkeypatch, tmp_path):
     out = mon.stop()
     assert out["samples"] == 3 and out["malformed_lines"] == 1
     assert out["neuroncore_util_pct_mean"] == pytest.approx((60 + 70 + 40) / 3, abs=1e-3)
-
-

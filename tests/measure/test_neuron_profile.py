@@ -1,4 +1,5 @@
 """helpers/measure/neuron_profile.py: the Neuron profiler's summary, in its shapes, and its faults named."""
+
 import json
 from pathlib import Path
 
@@ -50,10 +51,11 @@ def test_neuron_profile_summary_malformed_names_file_and_fields(tmp_path):
 
 
 def test_an_attached_profile_becomes_the_records_tensor_engine_utilization(tmp_path):
+    from record_fixtures import record, write
+
     from helpers.measure.neuron_profile import main
     from helpers.run import records
     from helpers.study.frame import frame
-    from record_fixtures import record, write
 
     path = tmp_path / "small_batch-full-batch8@trn1.json"
     write(path, record("trn1", "small_batch", {"batch": 8}, run_name="small_batch-full-batch8"))
@@ -67,5 +69,6 @@ def test_an_attached_profile_becomes_the_records_tensor_engine_utilization(tmp_p
 
 def test_attaching_to_a_missing_record_says_so(tmp_path):
     from helpers.measure.neuron_profile import attach
+
     with pytest.raises(ValueError, match="no valid record"):
         attach(tmp_path / "none.json", FIXTURES / "summary_good.json")

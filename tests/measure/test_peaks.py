@@ -1,4 +1,5 @@
 """helpers/measure/peaks.py: the CPU's roof measured once per machine, dtype and threads, within a cap."""
+
 import json
 import math
 
@@ -9,9 +10,23 @@ from helpers.measure import peaks
 
 def test_a_peak_is_measured_once_then_read(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: calls.append(dtype) or {
-        "peak_tflops": 1.5, "mem_bw_gbps": 9.0, "shape": "square 2048", "by_shape": {"square 2048": 1.5},
-        "threads": 2, "measured_at": "now", "load_1min": 0.1, "seconds": 1.0})
+    monkeypatch.setattr(
+        peaks,
+        "measure_peak",
+        lambda dtype: (
+            calls.append(dtype)
+            or {
+                "peak_tflops": 1.5,
+                "mem_bw_gbps": 9.0,
+                "shape": "square 2048",
+                "by_shape": {"square 2048": 1.5},
+                "threads": 2,
+                "measured_at": "now",
+                "load_1min": 0.1,
+                "seconds": 1.0,
+            }
+        ),
+    )
     first = peaks.machine_peak("cpu-test", "bf16", tmp_path)
     again = peaks.machine_peak("cpu-test", "bf16", tmp_path)
     assert first == again and first["peak_tflops"] == 1.5 and calls == ["bf16"]
@@ -22,8 +37,11 @@ def test_a_peak_is_measured_once_then_read(tmp_path, monkeypatch):
 
 def test_a_file_cut_short_is_measured_again_not_trusted(tmp_path, monkeypatch):
     (tmp_path / "cpu-test.json").write_text('{"fp32, 2 threads": {"peak_t')
-    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: {"peak_tflops": 1.0, "mem_bw_gbps": 1.0,
-                                                             "shape": "s", "by_shape": {"s": 1.0}, "threads": 2})
+    monkeypatch.setattr(
+        peaks,
+        "measure_peak",
+        lambda dtype: {"peak_tflops": 1.0, "mem_bw_gbps": 1.0, "shape": "s", "by_shape": {"s": 1.0}, "threads": 2},
+    )
     assert peaks.machine_peak("cpu-test", "fp32", tmp_path)["peak_tflops"] == 1.0
     assert json.loads((tmp_path / "cpu-test.json").read_text())  # rewritten whole
 
@@ -35,12 +53,15 @@ def test_a_slow_dtype_stops_at_the_time_cap():
 
 def test_microbenchmarks_return_positive_numbers():
     assert peaks.matmul_tflops(128, 128, 128, peaks.DTYPES["fp32"], seconds=0.05) > 0
-    assert peaks.copy_gbps(n_bytes=2 ** 22, seconds=0.05) > 0
+    assert peaks.copy_gbps(n_bytes=2**22, seconds=0.05) > 0
 
 
 def test_a_roof_that_cannot_be_kept_says_why_without_naming_the_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(peaks, "measure_peak", lambda dtype: {"peak_tflops": 1.0, "mem_bw_gbps": 1.0,
-                                                             "shape": "s", "by_shape": {"s": 1.0}, "threads": 2})
+    monkeypatch.setattr(
+        peaks,
+        "measure_peak",
+        lambda dtype: {"peak_tflops": 1.0, "mem_bw_gbps": 1.0, "shape": "s", "by_shape": {"s": 1.0}, "threads": 2},
+    )
 
     def full_disk(path, data):
         raise OSError(28, "No space left on device", str(path))
@@ -52,14 +73,28 @@ def test_a_roof_that_cannot_be_kept_says_why_without_naming_the_path(tmp_path, m
 
 
 def _roof(tflops: float, load: float = 0.1) -> dict:
-    return {"peak_tflops": tflops, "mem_bw_gbps": 10.0, "shape": "s", "by_shape": {"s": tflops}, "threads": 2,
-            "measured_at": "now", "load_1min": load, "cpu_count": 2, "seconds": 1.0}
+    return {
+        "peak_tflops": tflops,
+        "mem_bw_gbps": 10.0,
+        "shape": "s",
+        "by_shape": {"s": tflops},
+        "threads": 2,
+        "measured_at": "now",
+        "load_1min": load,
+        "cpu_count": 2,
+        "seconds": 1.0,
+    }
 
 
-@pytest.mark.parametrize("key, dtype, floor", [("cpu-amd-epyc-avx512-avx512-bf16", "bf16", 0.04),
-                                               ("cpu-intel-xeon-processor-2.80ghz-avx512", "bf16", 0.0048),
-                                               ("xla-xla-cpu-intel-xeon-processor-2.80ghz-avx512", "fp32", 0.02),
-                                               ("cpu-test", "fp16", None)])
+@pytest.mark.parametrize(
+    "key, dtype, floor",
+    [
+        ("cpu-amd-epyc-avx512-avx512-bf16", "bf16", 0.04),
+        ("cpu-intel-xeon-processor-2.80ghz-avx512", "bf16", 0.0048),
+        ("xla-xla-cpu-intel-xeon-processor-2.80ghz-avx512", "fp32", 0.02),
+        ("cpu-test", "fp16", None),
+    ],
+)
 def test_each_cpu_kind_has_the_floor_of_its_data_file(key, dtype, floor):
     assert peaks.floor_tflops(key, dtype, 2) == (pytest.approx(floor) if floor else None)
 
@@ -82,8 +117,9 @@ def test_a_roof_measured_on_a_busy_machine_is_never_kept_and_says_why(tmp_path, 
     assert "python -m helpers.measure.peaks" in peak["reason"]
 
 
-@pytest.mark.parametrize("broken, why", [("[]", "not a JSON object"), ('{"fp32, 1 thr', "cut short or not JSON"),
-                                         ("", "empty")])
+@pytest.mark.parametrize(
+    "broken, why", [("[]", "not a JSON object"), ('{"fp32, 1 thr', "cut short or not JSON"), ("", "empty")]
+)
 def test_the_peaks_command_repairs_a_broken_cache_naming_the_file(tmp_path, monkeypatch, capsys, broken, why):
     from helpers.run.device import resolve_device
 

@@ -1,12 +1,14 @@
 """helpers/measure/precision_probe.py: precision=auto on a CPU follows a paired bf16-vs-fp32 probe, kept once
 per machine and thread count beside the roofs."""
+
 import json
 
 import pytest
 import torch
 
 from helpers.measure import precision_probe as pp
-from helpers.measure.precision_probe import cpu_probe as real_cache, paired_probe as real_probe  # before conftest's
+from helpers.measure.precision_probe import cpu_probe as real_cache  # before conftest's
+from helpers.measure.precision_probe import paired_probe as real_probe
 from helpers.run.args import NeuronArgs
 from helpers.run.device import DeviceInfo
 
@@ -23,8 +25,15 @@ def _cpu(bf16: bool) -> DeviceInfo:
 
 
 def _probe(ratio: float, **kw) -> dict:
-    return {"ratio": ratio, "fp32_step_s": 0.66, "bf16_step_s": 0.66 / ratio, "per_round": [ratio] * 5,
-            "rounds": 5, "threads": 2, **kw}
+    return {
+        "ratio": ratio,
+        "fp32_step_s": 0.66,
+        "bf16_step_s": 0.66 / ratio,
+        "per_round": [ratio] * 5,
+        "rounds": 5,
+        "threads": 2,
+        **kw,
+    }
 
 
 def _counting(monkeypatch, ratio: float) -> list:
@@ -33,11 +42,14 @@ def _counting(monkeypatch, ratio: float) -> list:
     return calls
 
 
-@pytest.mark.parametrize("ratio, used, words", [
-    (1.4, "bf16", "bf16 autocast: probe 1.40x faster than fp32 on this CPU"),
-    (0.8, "fp32", "fp32: bf16 autocast probe 0.80x fp32's speed"),  # the Xeon with avx512_bf16, no AMX
-    (1.05, "fp32", "needs >= 1.10x"),  # faster, but within the margin
-])
+@pytest.mark.parametrize(
+    "ratio, used, words",
+    [
+        (1.4, "bf16", "bf16 autocast: probe 1.40x faster than fp32 on this CPU"),
+        (0.8, "fp32", "fp32: bf16 autocast probe 0.80x fp32's speed"),  # the Xeon with avx512_bf16, no AMX
+        (1.05, "fp32", "needs >= 1.10x"),  # faster, but within the margin
+    ],
+)
 def test_auto_on_a_cpu_follows_the_probe(ratio, used, words, monkeypatch, tmp_path):
     calls = _counting(monkeypatch, ratio)
     choice = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
@@ -84,6 +96,7 @@ def test_a_file_cut_short_is_probed_again_and_a_failing_probe_means_fp32(monkeyp
 
     def broken():
         raise RuntimeError("oneDNN has no bf16 kernel")
+
     monkeypatch.setattr(pp, "paired_probe", broken)
     choice = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path / "elsewhere")
     assert choice.used == "fp32" and "probe failed (RuntimeError: oneDNN" in choice.auto_reason

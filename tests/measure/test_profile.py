@@ -14,28 +14,46 @@ from helpers.run import schema
 
 
 # ----------------------------------------------------------------------------- classification
-@pytest.mark.parametrize("name, cls", [
-    ("aten::mm", "matmul"), ("aten::addmm", "matmul"), ("aten::bmm", "matmul"),
-    ("aten::linear", "matmul"), ("aten::baddbmm", "matmul"),
-    ("ampere_sgemm_128x64_tn", "matmul"), ("nvjet_hsh_128x256_64x4_1x2_h_bz_coopB_NNT", "matmul"),
-    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8>", "matmul"),
-    ("aten::scaled_dot_product_attention", "attention"),
-    ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", "attention"),
-    ("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "attention"),
-    ("aten::add", "elementwise_norm_act"), ("aten::mul_", "elementwise_norm_act"),
-    ("aten::gelu_backward", "elementwise_norm_act"), ("aten::native_layer_norm", "elementwise_norm_act"),
-    ("aten::native_dropout", "elementwise_norm_act"), ("aten::_softmax", "elementwise_norm_act"),
-    ("void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>", "elementwise_norm_act"),
-    ("Optimizer.step#AdamW.step", "optimizer"), ("optimizer", "optimizer"),
-    ("aten::_foreach_addcdiv_", "optimizer"), ("aten::_fused_adamw_", "optimizer"),
-    ("void multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
-    ("aten::copy_", "copy_data_movement"), ("aten::to", "copy_data_movement"),
-    ("aten::contiguous", "copy_data_movement"), ("aten::cat", "copy_data_movement"),
-    ("aten::embedding", "copy_data_movement"), ("Memcpy HtoD (Pageable -> Device)", "copy_data_movement"),
-    ("aten::expand", "other"), ("aten::view", "other"), ("AddmmBackward0", "other"),
-    ("autograd::engine::evaluate_function: AddmmBackward0", "other"), ("aten::empty", "other"),
-])
+@pytest.mark.parametrize(
+    "name, cls",
+    [
+        ("aten::mm", "matmul"),
+        ("aten::addmm", "matmul"),
+        ("aten::bmm", "matmul"),
+        ("aten::linear", "matmul"),
+        ("aten::baddbmm", "matmul"),
+        ("ampere_sgemm_128x64_tn", "matmul"),
+        ("nvjet_hsh_128x256_64x4_1x2_h_bz_coopB_NNT", "matmul"),
+        ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8>", "matmul"),
+        ("aten::scaled_dot_product_attention", "attention"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", "attention"),
+        ("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "attention"),
+        ("aten::add", "elementwise_norm_act"),
+        ("aten::mul_", "elementwise_norm_act"),
+        ("aten::gelu_backward", "elementwise_norm_act"),
+        ("aten::native_layer_norm", "elementwise_norm_act"),
+        ("aten::native_dropout", "elementwise_norm_act"),
+        ("aten::_softmax", "elementwise_norm_act"),
+        ("void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>", "elementwise_norm_act"),
+        ("Optimizer.step#AdamW.step", "optimizer"),
+        ("optimizer", "optimizer"),
+        ("aten::_foreach_addcdiv_", "optimizer"),
+        ("aten::_fused_adamw_", "optimizer"),
+        ("void multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
+        ("aten::copy_", "copy_data_movement"),
+        ("aten::to", "copy_data_movement"),
+        ("aten::contiguous", "copy_data_movement"),
+        ("aten::cat", "copy_data_movement"),
+        ("aten::embedding", "copy_data_movement"),
+        ("Memcpy HtoD (Pageable -> Device)", "copy_data_movement"),
+        ("aten::expand", "other"),
+        ("aten::view", "other"),
+        ("AddmmBackward0", "other"),
+        ("autograd::engine::evaluate_function: AddmmBackward0", "other"),
+        ("aten::empty", "other"),
+    ],
+)
 def test_classify_op(name, cls):
     assert classify_op(name) == cls
 
@@ -71,8 +89,7 @@ def test_summarize_events_classes_scope_and_host_gap():
 
 
 def test_summarize_events_cuda_uses_device_busy_and_top10():
-    events = [{"name": f"kernel_{i}", "self_time_us": 100.0 * (i + 1), "calls": 1, "device": "cuda"}
-              for i in range(12)]
+    events = [{"name": f"kernel_{i}", "self_time_us": 100.0 * (i + 1), "calls": 1, "device": "cuda"} for i in range(12)]
     events.append({"name": "aten::mm", "self_time_us": 5.0, "calls": 1, "device": "cpu"})  # launch only
     out = summarize_events(events, device="cuda", wall_time_us=10000, device_busy_us=7000)
     assert out["class_time_ms"]["host_gap"] == pytest.approx(3.0)
@@ -83,6 +100,7 @@ def test_summarize_events_cuda_uses_device_busy_and_top10():
 # ----------------------------------------------------------------------------- real CPU window
 def _tiny_bert():
     from transformers import BertForSequenceClassification
+
     torch.manual_seed(0)
     return BertForSequenceClassification(tiny_bert_config(vocab_size=1000))
 
@@ -92,8 +110,9 @@ def test_step_profiler_on_tiny_bert_cpu(tmp_path):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     input_ids = torch.randint(0, 1000, (4, 16))
     labels = torch.randint(0, 6, (4,))
-    prof = StepProfiler(True, tmp_path / "prof", warmup_steps=2, profile_steps=3,
-                        device_type="cpu", matmul_flops_per_step=1e6)
+    prof = StepProfiler(
+        True, tmp_path / "prof", warmup_steps=2, profile_steps=3, device_type="cpu", matmul_flops_per_step=1e6
+    )
     for step in range(8):
         loss = model(input_ids=input_ids, labels=labels).loss
         loss.backward()
@@ -157,12 +176,10 @@ def test_cuda_kernels_are_read_from_a_torch_whose_events_have_no_activity_type()
     from helpers.measure.profile import events_from_profiler
 
     launch = FunctionEvent(1, "aten::mm", 1, 0, 10)
-    kernel = FunctionEvent(2, "sm90_xmma_gemm_bf16", 1, 5, 25, device_type=DeviceType.CUDA,
-                           linked_correlation_id=1)
+    kernel = FunctionEvent(2, "sm90_xmma_gemm_bf16", 1, 5, 25, device_type=DeviceType.CUDA, linked_correlation_id=1)
     del kernel.activity_type
     found, busy_us = events_from_profiler(types.SimpleNamespace(events=lambda: [launch, kernel]), "cuda")
-    assert [(e["name"], e["device"], e["self_time_us"]) for e in found] == [
-        ("sm90_xmma_gemm_bf16", "cuda", 20)]
+    assert [(e["name"], e["device"], e["self_time_us"]) for e in found] == [("sm90_xmma_gemm_bf16", "cuda", 20)]
     assert busy_us == 20
 
 
@@ -180,8 +197,10 @@ def _fake_torch_xla(monkeypatch, state):
 
 
 def test_xla_metrics_window_deltas(monkeypatch):
-    state = {"metrics": {"CompileTime": (2, 3e9, []), "ExecuteTime": (10, 5e8, [])},
-             "counters": {"UncachedCompile": 2}}  # CachedCompile not yet created: None
+    state = {
+        "metrics": {"CompileTime": (2, 3e9, []), "ExecuteTime": (10, 5e8, [])},
+        "counters": {"UncachedCompile": 2},
+    }  # CachedCompile not yet created: None
     _fake_torch_xla(monkeypatch, state)
     with xla_metrics_window() as deltas:
         state["metrics"] = {"CompileTime": (3, 4.5e9, []), "ExecuteTime": (15, 1e9, [])}

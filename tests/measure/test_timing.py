@@ -1,4 +1,5 @@
 """Step timing in windows: one device sync per window, warm-up apart, spread over the steady windows."""
+
 import pytest
 
 from helpers.measure.timing import StepTimer
@@ -26,8 +27,12 @@ def test_the_device_is_synced_once_per_window_not_per_step():
     run_steps(timer, clock, [10.0, 5.0] + [1.0] * 8)
     s = timer.summary()
     # windows: [step 0] [step 1] [steps 2-5] [steps 6-9]; each opened and closed with one sync
-    assert [(w.first_step, w.steps, w.warmup) for w in timer.windows] == [(0, 1, True), (1, 1, True),
-                                                                          (2, 4, False), (6, 4, False)]
+    assert [(w.first_step, w.steps, w.warmup) for w in timer.windows] == [
+        (0, 1, True),
+        (1, 1, True),
+        (2, 4, False),
+        (6, 4, False),
+    ]
     assert len(syncs) == 2 * len(timer.windows)
     assert s["first_step_s"] == 10.0 and s["warmup_time_s"] == 15.0
     assert s["samples_per_s"] == pytest.approx(64 / 8.0) and s["windows"] == 2

@@ -1,6 +1,7 @@
 """NVML's SM activity (GPM, Hopper and later) beside utilization.gpu, on a fake NVML: the two are different
 figures, and without GPM the summary says why instead of copying utilization.gpu; the GPU sampled is the
 current CUDA device, found by its UUID."""
+
 from __future__ import annotations
 
 import sys
@@ -24,18 +25,37 @@ class FakeNvml(types.ModuleType):
     def __init__(self, gpm: bool, sm_active: list[float], tensor_active: list[float] = ()) -> None:
         super().__init__("pynvml")
         self.gpm, self.counter, self.freed, self.uuids = gpm, 0, 0, []
-        self.values = {self.NVML_GPM_METRIC_SM_UTIL: list(sm_active),
-                       self.NVML_GPM_METRIC_ANY_TENSOR_UTIL: list(tensor_active) or [0.0] * len(sm_active)}
+        self.values = {
+            self.NVML_GPM_METRIC_SM_UTIL: list(sm_active),
+            self.NVML_GPM_METRIC_ANY_TENSOR_UTIL: list(tensor_active) or [0.0] * len(sm_active),
+        }
 
-    def nvmlInit(self): pass
-    def nvmlShutdown(self): pass
-    def nvmlDeviceGetHandleByIndex(self, index): return f"gpu{index}"
-    def nvmlDeviceGetHandleByUUID(self, uuid): return self.uuids.append(uuid) or f"gpu {uuid}"
-    def nvmlDeviceGetUtilizationRates(self, handle): return types.SimpleNamespace(gpu=100, memory=40)
-    def nvmlDeviceGetMemoryInfo(self, handle): return types.SimpleNamespace(used=2**30)
-    def nvmlGpmQueryDeviceSupport(self, handle): return types.SimpleNamespace(isSupportedDevice=int(self.gpm))
-    def nvmlGpmSampleAlloc(self): return types.SimpleNamespace(at=None)
-    def nvmlGpmSampleFree(self, sample): self.freed += 1
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"gpu{index}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return self.uuids.append(uuid) or f"gpu {uuid}"
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return types.SimpleNamespace(gpu=100, memory=40)
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return types.SimpleNamespace(used=2**30)
+
+    def nvmlGpmQueryDeviceSupport(self, handle):
+        return types.SimpleNamespace(isSupportedDevice=int(self.gpm))
+
+    def nvmlGpmSampleAlloc(self):
+        return types.SimpleNamespace(at=None)
+
+    def nvmlGpmSampleFree(self, sample):
+        self.freed += 1
 
     def nvmlGpmSampleGet(self, handle, sample):
         self.counter += 1
@@ -43,12 +63,13 @@ class FakeNvml(types.ModuleType):
         return sample
 
     def c_nvmlGpmMetricsGet_t(self):
-        return types.SimpleNamespace(metrics=[types.SimpleNamespace(metricId=None, nvmlReturn=0, value=None)
-                                              for _ in range(8)])
+        return types.SimpleNamespace(
+            metrics=[types.SimpleNamespace(metricId=None, nvmlReturn=0, value=None) for _ in range(8)]
+        )
 
     def nvmlGpmMetricsGet(self, query):
         assert query.sample2.at > query.sample1.at  # an interval between two samples, oldest first
-        for metric in query.metrics[:query.numMetrics]:
+        for metric in query.metrics[: query.numMetrics]:
             metric.value = self.values[metric.metricId].pop(0)
         return query
 
@@ -97,8 +118,11 @@ def test_without_gpm_sm_activity_is_none_with_the_reason(nvml):
 @pytest.mark.parametrize("nvml", [(False, [])], indirect=True)
 def test_the_current_cuda_device_is_looked_up_by_its_uuid(nvml, monkeypatch):
     """CUDA_VISIBLE_DEVICES renumbers CUDA's devices, not NVML's: CUDA device 1 is found by its UUID."""
-    cuda = types.SimpleNamespace(is_available=lambda: True, current_device=lambda: 1,
-                                 get_device_properties=lambda i: types.SimpleNamespace(uuid=f"abc-{i}"))
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        current_device=lambda: 1,
+        get_device_properties=lambda i: types.SimpleNamespace(uuid=f"abc-{i}"),
+    )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     _, handle, reason = open_nvml()
     assert reason is None and handle == "gpu GPU-abc-1" and nvml.uuids == ["GPU-abc-1"]

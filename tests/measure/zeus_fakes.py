@@ -1,6 +1,7 @@
 """zeus's GPUs faked for the energy tests: energy counters that integrate the power a test sets, on a clock
 the test advances (helpers/measure/energy_readers.py reads them through zeus's ZeusMonitor). A test module
 takes the fixture by importing it: `from zeus_fakes import zeus_gpus`."""
+
 from __future__ import annotations
 
 import pytest
@@ -76,8 +77,9 @@ def zeus_gpus(monkeypatch):
         gpus = FakeGpus(clock or Clock(), n, counter)
         monkeypatch.setattr(zeus.device.gpu, "_gpus", gpus)  # zeus's singleton: get_gpus() returns it
         monkeypatch.setattr(zeus.monitor.energy, "time", gpus.clock)  # zeus's window ends on the test's clock
-        monkeypatch.setattr(zeus.monitor.energy, "PowerMonitor",
-                            lambda gpu_indices, update_period: FakePowerMonitor(gpus, gpu_indices))
+        monkeypatch.setattr(
+            zeus.monitor.energy, "PowerMonitor", lambda gpu_indices, update_period: FakePowerMonitor(gpus, gpu_indices)
+        )
         return gpus
 
     return make

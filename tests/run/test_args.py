@@ -1,14 +1,26 @@
 """helpers/run/args.py: the argument dataclasses convert and check every value (pydantic), presets fill in
 only what was not given, and build_args refuses a bad or unknown name with a message naming it."""
+
 import typing
 
 import pydantic
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.run import args as run_args
-from helpers.run.args import (FIELDS, ConfigError, MeasureArgs, NeuronArgs, RunArgs, TaskArgs, TrainArgs,
-                              build_args, lora_roles, results_dir)
+from helpers.run.args import (
+    FIELDS,
+    ConfigError,
+    MeasureArgs,
+    NeuronArgs,
+    RunArgs,
+    TaskArgs,
+    TrainArgs,
+    build_args,
+    lora_roles,
+    results_dir,
+)
 
 
 def test_defaults_build_and_are_frozen():
@@ -19,28 +31,39 @@ def test_defaults_build_and_are_frozen():
         args.train.batch = 16  # frozen: checked once, never changed behind the checker's back
 
 
-@pytest.mark.parametrize("name,value,needle", [
-    ("batch", 0, "greater than 0"), ("batch", -4, "greater than 0"),
-    ("max_length", 2, "greater than 2"),
-    ("padding", "ragged", "'static' or 'dynamic'"),
-    ("precision", "int8", "'auto', 'bf16'"),
-    ("device", "tpu", "'auto', 'cuda'"),
-    ("lr", 0, "greater than 0"), ("lr", -1e-5, "greater than 0"),
-    ("llrd_decay", 0, "greater than 0"), ("llrd_decay", 1.5, "less than or equal to 1"),
-    ("epochs", 0, "greater than 0"),
-    ("weight_decay", -0.1, "greater than or equal to 0"),
-    ("warmup_ratio", 1.0, "less than 1"),
-    ("seed", 2**32, "less than or equal to 4294967295"), ("seed", -1, "greater than or equal to 0"),
-    ("diverge_factor", 1.0, "greater than 1"),
-    ("timing_warmup_steps", -1, "greater than or equal to 0"),
-    ("results_path", " ", "pattern"),
-    ("optlevel", 4, "1, 2 or 3"),
-    ("bf16_mode", "fp8", "'autocast'"),
-    ("lora_r", -1, "greater than or equal to 0"), ("lora_dropout", 1.0, "less than 1"),
-    ("run_name", "../../../escape/pwn", "letters, digits"), ("run_name", "/abs/path", "letters, digits"),
-    ("suite", ".hidden", "file name"),
-    ("batch", "big", "valid integer"), ("batch", "None", "valid integer"), ("lr", None, "valid number"),
-])
+@pytest.mark.parametrize(
+    "name,value,needle",
+    [
+        ("batch", 0, "greater than 0"),
+        ("batch", -4, "greater than 0"),
+        ("max_length", 2, "greater than 2"),
+        ("padding", "ragged", "'static' or 'dynamic'"),
+        ("precision", "int8", "'auto', 'bf16'"),
+        ("device", "tpu", "'auto', 'cuda'"),
+        ("lr", 0, "greater than 0"),
+        ("lr", -1e-5, "greater than 0"),
+        ("llrd_decay", 0, "greater than 0"),
+        ("llrd_decay", 1.5, "less than or equal to 1"),
+        ("epochs", 0, "greater than 0"),
+        ("weight_decay", -0.1, "greater than or equal to 0"),
+        ("warmup_ratio", 1.0, "less than 1"),
+        ("seed", 2**32, "less than or equal to 4294967295"),
+        ("seed", -1, "greater than or equal to 0"),
+        ("diverge_factor", 1.0, "greater than 1"),
+        ("timing_warmup_steps", -1, "greater than or equal to 0"),
+        ("results_path", " ", "pattern"),
+        ("optlevel", 4, "1, 2 or 3"),
+        ("bf16_mode", "fp8", "'autocast'"),
+        ("lora_r", -1, "greater than or equal to 0"),
+        ("lora_dropout", 1.0, "less than 1"),
+        ("run_name", "../../../escape/pwn", "letters, digits"),
+        ("run_name", "/abs/path", "letters, digits"),
+        ("suite", ".hidden", "file name"),
+        ("batch", "big", "valid integer"),
+        ("batch", "None", "valid integer"),
+        ("lr", None, "valid number"),
+    ],
+)
 def test_a_bad_value_is_refused_naming_the_parameter_what_is_allowed_and_what_it_means(name, value, needle):
     with pytest.raises(ConfigError) as err:
         build_args({name: value})
@@ -49,29 +72,39 @@ def test_a_bad_value_is_refused_naming_the_parameter_what_is_allowed_and_what_it
     assert FIELDS[name][1].metadata["help"] in said  # the meaning of the parameter, from its help text
 
 
-@pytest.mark.parametrize("values, needle", [
-    ({"group_by_length": True}, "padding='dynamic' only"),  # with the default static padding
-    ({"pad_to_multiple_of": 8}, "padding='dynamic' only"),
-    ({"stop_at_accuracy": 0.9}, "without eval_every"),
-    ({"num_cores": 2}, "num_cores=2 is invalid with num_devices=1"),
-    ({"lora_targets": "query,ffn"}, "lora_targets='query,ffn' is invalid"),
-    ({"extra_cc_flags": '"--unbalanced'}, "No closing quotation"),
-])
+@pytest.mark.parametrize(
+    "values, needle",
+    [
+        ({"group_by_length": True}, "padding='dynamic' only"),  # with the default static padding
+        ({"pad_to_multiple_of": 8}, "padding='dynamic' only"),
+        ({"stop_at_accuracy": 0.9}, "without eval_every"),
+        ({"num_cores": 2}, "num_cores=2 is invalid with num_devices=1"),
+        ({"lora_targets": "query,ffn"}, "lora_targets='query,ffn' is invalid"),
+        ({"extra_cc_flags": '"--unbalanced'}, "No closing quotation"),
+    ],
+)
 def test_the_checks_across_fields_say_their_own_message(values, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
         build_args(values)
 
 
-@pytest.mark.parametrize("build, field", [
-    (lambda: TaskArgs(max_length=2), "max_length"), (lambda: TaskArgs(padding="ragged"), "padding"),
-    (lambda: TaskArgs(train_subset=0), "train_subset"),
-    (lambda: TaskArgs(group_by_length=True), "group_by_length"),
-    (lambda: TrainArgs(batch=0), "batch"), (lambda: TrainArgs(lr=None), "lr"),
-    (lambda: TrainArgs(precision="int8"), "precision"), (lambda: TrainArgs(llrd_decay=1.5), "llrd_decay"),
-    (lambda: MeasureArgs(run_name="../escape"), "run_name"),
-    (lambda: MeasureArgs(diverge_factor=1.0), "diverge"),
-    (lambda: NeuronArgs(optlevel=4), "optlevel"), (lambda: NeuronArgs(num_cores=0), "num_cores"),
-])
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: TaskArgs(max_length=2), "max_length"),
+        (lambda: TaskArgs(padding="ragged"), "padding"),
+        (lambda: TaskArgs(train_subset=0), "train_subset"),
+        (lambda: TaskArgs(group_by_length=True), "group_by_length"),
+        (lambda: TrainArgs(batch=0), "batch"),
+        (lambda: TrainArgs(lr=None), "lr"),
+        (lambda: TrainArgs(precision="int8"), "precision"),
+        (lambda: TrainArgs(llrd_decay=1.5), "llrd_decay"),
+        (lambda: MeasureArgs(run_name="../escape"), "run_name"),
+        (lambda: MeasureArgs(diverge_factor=1.0), "diverge"),
+        (lambda: NeuronArgs(optlevel=4), "optlevel"),
+        (lambda: NeuronArgs(num_cores=0), "num_cores"),
+    ],
+)
 def test_each_dataclass_refuses_a_bad_value_when_built_directly(build, field):
     with pytest.raises(pydantic.ValidationError, match=field):
         build()
@@ -84,9 +117,19 @@ def test_directly_built_groups_with_good_values_pass():
 
 def test_text_and_toml_values_are_read_in_their_fields_types():
     # a suite's TOML has no null ("None") and may write 64.0; papermill's API passes such values on as is
-    args = build_args({"batch": "64", "lr": "5e-5", "llrd_decay": "None", "gradient_checkpointing": "True",
-                       "train_subset": "none", "max_steps": 10.0, "stop_at_accuracy": "null", "run_name": 42,
-                       "data_dir": " "})
+    args = build_args(
+        {
+            "batch": "64",
+            "lr": "5e-5",
+            "llrd_decay": "None",
+            "gradient_checkpointing": "True",
+            "train_subset": "none",
+            "max_steps": 10.0,
+            "stop_at_accuracy": "null",
+            "run_name": 42,
+            "data_dir": " ",
+        }
+    )
     tr = args.train
     assert (tr.batch, tr.lr, tr.llrd_decay, args.task.train_subset) == (64, 5e-5, None, None)
     assert tr.gradient_checkpointing is True and tr.max_steps == 10 and type(tr.max_steps) is int
@@ -103,16 +146,26 @@ def test_the_text_none_is_none_only_where_none_is_allowed():
         build_args({"model_name": None})
 
 
-@pytest.mark.parametrize("name", ["lr", "weight_decay", "warmup_ratio", "llrd_decay", "max_grad_norm",
-                                  "diverge_factor", "stop_at_accuracy", "lora_dropout"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "lr",
+        "weight_decay",
+        "warmup_ratio",
+        "llrd_decay",
+        "max_grad_norm",
+        "diverge_factor",
+        "stop_at_accuracy",
+        "lora_dropout",
+    ],
+)
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_non_finite_numbers_are_refused(name, bad):
     with pytest.raises(ConfigError, match=f"^{name}=.*finite"):
         build_args({name: bad, "eval_every": 1})
 
 
-@pytest.mark.parametrize("name,suggestion", [("learnin_rate", "lr"), ("bach", "batch"),
-                                             ("max_lenght", "max_length")])
+@pytest.mark.parametrize("name,suggestion", [("learnin_rate", "lr"), ("bach", "batch"), ("max_lenght", "max_length")])
 def test_unknown_names_are_refused_with_the_closest_known_one(name, suggestion):
     with pytest.raises(ConfigError, match=f"unknown parameter {name!r}: did you mean {suggestion!r}"):
         build_args({name: 1})
@@ -208,11 +261,21 @@ def test_the_sequences_may_not_pad_past_the_models_positions():
         dynamic.task.check_positions(512)
 
 
-ANY = st.one_of(st.none(), st.booleans(), st.integers(-10, 600), st.floats(allow_nan=True),
-                st.text(max_size=8), st.sampled_from(["None", "True", "64", "5e-5", "static", "dynamic",
-                                                      "bf16", "auto", "cpu", "xla", "optimized", "../x"]))
-NAMES = st.one_of(st.sampled_from(sorted(FIELDS)), st.sampled_from(["learning_rate", "bach", "lrr"]),
-                  st.from_regex(r"[a-z][a-z_]{0,12}", fullmatch=True))
+ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 600),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.sampled_from(
+        ["None", "True", "64", "5e-5", "static", "dynamic", "bf16", "auto", "cpu", "xla", "optimized", "../x"]
+    ),
+)
+NAMES = st.one_of(
+    st.sampled_from(sorted(FIELDS)),
+    st.sampled_from(["learning_rate", "bach", "lrr"]),
+    st.from_regex(r"[a-z][a-z_]{0,12}", fullmatch=True),
+)
 
 
 @settings(max_examples=500, deadline=None)

@@ -1,5 +1,6 @@
 """#29's limits that need more than the arguments (the machine's cores, a data file, the decision's inputs):
 each refused before anything runs, with an error that names what to change."""
+
 import json
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from helpers.run.args import ConfigError, build_args
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
-def test_more_cpu_ranks_than_cores_need_allow_oversubscribe_and_the_record_says_so(tiny_model_dir, tmp_path,
-                                                                                    monkeypatch):
+def test_more_cpu_ranks_than_cores_need_allow_oversubscribe_and_the_record_says_so(
+    tiny_model_dir, tmp_path, monkeypatch
+):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     base = dict(model_name=str(tiny_model_dir), device="cpu", num_devices=3, results_path=str(tmp_path))
     with pytest.raises(ConfigError, match="num_devices=3 is above this CPU's 2 cores"):
@@ -41,10 +43,16 @@ def test_an_empty_text_is_a_bad_row_and_an_all_dropped_split_says_so(tmp_path):
         data.read_split(empty, drop_bad_rows=True)
 
 
-@pytest.mark.parametrize("argv, says", [(["--results", "no/such/folder"], "no such folder of run records"),
-                                        (["--epochs", "inf"], "a finite 0 < --epochs <= 1,000,000"),
-                                        (["--write", "README.md"], "--write README.md: cannot write there")])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--results", "no/such/folder"], "no such folder of run records"),
+        (["--epochs", "inf"], "a finite 0 < --epochs <= 1,000,000"),
+        (["--write", "README.md"], "--write README.md: cannot write there"),
+    ],
+)
 def test_decide_refuses_what_it_cannot_use_naming_it(argv, says):
-    out = subprocess.run([sys.executable, "-m", "helpers.study.decide", *argv], capture_output=True, text=True,
-                         cwd=REPO, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "helpers.study.decide", *argv], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr[-2000:]

@@ -1,5 +1,6 @@
 """helpers/run/argv.py: the arguments from a command line (HfArgumentParser's flags, pydantic's types) and
 from a notebook's globals (papermill's injected names are the given ones)."""
+
 import typing
 
 import pytest
@@ -10,15 +11,42 @@ from helpers.run.argv import cli_parser, notebook_args, parse_cli, to_argv
 
 
 def test_cli_takes_hugging_face_names_and_none():
-    args = parse_cli(["--per_device_train_batch_size", "32", "--learning_rate", "1e-4", "--max_seq_length",
-                      "64", "--model_name_or_path", "minilm", "--llrd_decay", "None", "--max_grad_norm",
-                      "none", "--max_steps", "7", "--gradient_checkpointing", "--output_dir", "ckpt"])
+    args = parse_cli(
+        [
+            "--per_device_train_batch_size",
+            "32",
+            "--learning_rate",
+            "1e-4",
+            "--max_seq_length",
+            "64",
+            "--model_name_or_path",
+            "minilm",
+            "--llrd_decay",
+            "None",
+            "--max_grad_norm",
+            "none",
+            "--max_steps",
+            "7",
+            "--gradient_checkpointing",
+            "--output_dir",
+            "ckpt",
+        ]
+    )
     assert (args.train.batch, args.train.lr, args.task.max_length) == (32, 1e-4, 64)
     assert args.task.model_name == "minilm"
     assert args.train.llrd_decay is None and args.train.max_grad_norm is None and args.train.max_steps == 7
     assert args.train.gradient_checkpointing is True and args.measure.save_dir == "ckpt"
-    assert args.given == {"batch", "lr", "max_length", "model_name", "llrd_decay", "max_grad_norm",
-                          "max_steps", "gradient_checkpointing", "save_dir"}
+    assert args.given == {
+        "batch",
+        "lr",
+        "max_length",
+        "model_name",
+        "llrd_decay",
+        "max_grad_norm",
+        "max_steps",
+        "gradient_checkpointing",
+        "save_dir",
+    }
 
 
 def test_given_is_every_flag_named_in_any_spelling_even_at_its_default_and_nothing_else():
@@ -27,8 +55,9 @@ def test_given_is_every_flag_named_in_any_spelling_even_at_its_default_and_nothi
     assert nothing.given == frozenset() and nothing.flat() == defaults  # no "not given" marker left behind
     # the Hugging Face name, name=value, a bare flag, an abbreviation argparse accepts: each at its default
     batch, lr, length = defaults["batch"], defaults["lr"], defaults["max_length"]
-    args = parse_cli(["--per_device_train_batch_size", str(batch), f"--learning_rate={lr}", "--progress",
-                      "--max_len", str(length)])
+    args = parse_cli(
+        ["--per_device_train_batch_size", str(batch), f"--learning_rate={lr}", "--progress", "--max_len", str(length)]
+    )
     assert args.given == {"batch", "lr", "progress", "max_length"} and args.flat() == defaults
 
 
@@ -43,8 +72,17 @@ def test_cli_preset_with_an_explicit_default_value():
     assert args.train.batch == 8 and args.task.max_length == 32
 
 
-@pytest.mark.parametrize("name, value", [("batch", "0"), ("max_length", "2"), ("diverge_factor", "1.0"),
-                                         ("num_cores", "0"), ("batch", "None"), ("lr", "fast")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("batch", "0"),
+        ("max_length", "2"),
+        ("diverge_factor", "1.0"),
+        ("num_cores", "0"),
+        ("batch", "None"),
+        ("lr", "fast"),
+    ],
+)
 def test_a_bad_value_is_refused_by_the_dataclasses_as_from_a_notebook(name, value):
     with pytest.raises(ConfigError) as from_cli:
         parse_cli([f"--{name}", value])
@@ -77,9 +115,10 @@ def test_cli_defaults_from_text_are_typed_and_unknown_ones_refused():
 
 
 def test_argv_rebuilds_the_same_arguments():
-    for values in ({"preset": "optimized", "batch": 8, "llrd_decay": None, "model_name": "minilm"},
-                   {"extra_cc_flags": "--auto-cast=none", "optlevel": 1, "progress": False,
-                    "run_name": "a=b,c"}):
+    for values in (
+        {"preset": "optimized", "batch": 8, "llrd_decay": None, "model_name": "minilm"},
+        {"extra_cc_flags": "--auto-cast=none", "optlevel": 1, "progress": False, "run_name": "a=b,c"},
+    ):
         args = build_args(values)
         assert parse_cli(to_argv(args)) == args
 
@@ -108,28 +147,35 @@ def test_eval_args_choices_are_the_training_literals():
 def test_the_eval_scripts_flags_are_typed_by_its_dataclass():
     (ev,) = cli_parser((cli.EvalArgs,)).parse_args_into_dataclasses(
         ["--checkpoint", "ckpt", "--max_eval_samples", "null", "--per_device_eval_batch_size", "64"],
-        look_for_args_file=False)
+        look_for_args_file=False,
+    )
     assert (ev.model_name, ev.eval_subset, ev.batch) == ("ckpt", None, 64)
 
 
 def test_notebook_globals_take_papermills_injected_names_as_given():
-    namespace = {"batch": 8, "lr": 2e-5, "preset": "optimized", "In": ["", "batch = 8\nlr = 2e-05\n",
-                 '# Parameters\nbatch = 8\npreset = "optimized"\n'], "Out": {}, "steps": object(),
-                 "_": None, "get_ipython": print}
+    namespace = {
+        "batch": 8,
+        "lr": 2e-5,
+        "preset": "optimized",
+        "In": ["", "batch = 8\nlr = 2e-05\n", '# Parameters\nbatch = 8\npreset = "optimized"\n'],
+        "Out": {},
+        "steps": object(),
+        "_": None,
+        "get_ipython": print,
+    }
     args = notebook_args(namespace)
     assert args.train.batch == 8 and args.train.lr == 1.5e-4  # batch injected, lr left to the preset
     assert args.given == {"batch", "preset"}
 
 
 def test_a_misspelled_notebook_parameter_is_refused():
-    namespace = {"batch": 8, "learning_rate": 0.5, "In": ['# Parameters\nlearning_rate = 0.5\n']}
+    namespace = {"batch": 8, "learning_rate": 0.5, "In": ["# Parameters\nlearning_rate = 0.5\n"]}
     with pytest.raises(ConfigError, match="learning_rate"):
         notebook_args(namespace)
 
 
 def test_a_hand_run_notebook_takes_changed_values_as_given_and_paths_as_text(tmp_path):
-    args = notebook_args({"batch": 16, "lr": 2e-5, "preset": "optimized", "data_dir": tmp_path,
-                          "In": ["batch = 16"]})
+    args = notebook_args({"batch": 16, "lr": 2e-5, "preset": "optimized", "data_dir": tmp_path, "In": ["batch = 16"]})
     assert args.train.batch == 16 and args.train.lr == 1.5e-4 and args.task.data_dir == str(tmp_path)
     assert args.given == {"batch", "preset", "data_dir"}
 

@@ -35,13 +35,16 @@ def _folder(tmp_path, train_lines):
     return tmp_path
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b'{"text": "fine", "label": 0}\n{"label": 3}\n', "train.jsonl:2: row has no string 'text'"),
-    (b'{"text": "fine", "label": 9}\n', "train.jsonl:1: label 9 is not an integer in 0..5"),
-    (b'{"text": "fine", "label": 0}\n\xff\xfe bad\n', "train.jsonl:2: not UTF-8"),
-    (b'{"text": "fine", "label": 0}\n{not json\n', "train.jsonl:2: not valid JSON"),
-    (b"", "train.jsonl: no rows (empty file)"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b'{"text": "fine", "label": 0}\n{"label": 3}\n', "train.jsonl:2: row has no string 'text'"),
+        (b'{"text": "fine", "label": 9}\n', "train.jsonl:1: label 9 is not an integer in 0..5"),
+        (b'{"text": "fine", "label": 0}\n\xff\xfe bad\n', "train.jsonl:2: not UTF-8"),
+        (b'{"text": "fine", "label": 0}\n{not json\n', "train.jsonl:2: not valid JSON"),
+        (b"", "train.jsonl: no rows (empty file)"),
+    ],
+)
 def test_malformed_rows_name_file_and_line(tmp_path, content, needle):
     with pytest.raises(data.DataError) as err:
         data.load_emotion(str(_folder(tmp_path, content)))

@@ -1,4 +1,5 @@
 """helpers/run/ddp.py: how ranks share the evaluation rows and what one rank reduces."""
+
 import pytest
 
 from helpers.run import ddp

@@ -1,5 +1,6 @@
 """LoRA through peft: only the adapters and the head train, the record says what trained and what it costs,
 a bad setting is refused before a model is built, and save_dir holds plain merged weights."""
+
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
@@ -9,9 +10,21 @@ from helpers.run.args import ConfigError, build_args
 
 
 def _args(tiny_model_dir, tiny_data_dir, results, **kw):
-    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=32, max_length=16, epochs=1,
-                max_steps=3, lr=5e-3, warmup_ratio=0.0, results_path=str(results), progress=False, log_every=1,
-                precision="fp32", lora_r=4)
+    base = dict(
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        batch=32,
+        max_length=16,
+        epochs=1,
+        max_steps=3,
+        lr=5e-3,
+        warmup_ratio=0.0,
+        results_path=str(results),
+        progress=False,
+        log_every=1,
+        precision="fp32",
+        lora_r=4,
+    )
     return build_args({**base, **kw})
 
 
@@ -32,9 +45,14 @@ def test_a_lora_step_trains_the_adapters_and_the_head_and_nothing_else(tiny_mode
     assert info["lora"]["r"] == 4 and info["lora"]["roles"] == ["query", "value"]
 
 
-@pytest.mark.parametrize("bad, match", [({"lora_targets": "query,ffn"}, "lora_targets='query,ffn' is invalid"),
-                                        ({"lora_r": -1}, "lora_r=-1 is invalid"),
-                                        ({"lora_dropout": 1.0}, "lora_dropout=1.0 is invalid")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"lora_targets": "query,ffn"}, "lora_targets='query,ffn' is invalid"),
+        ({"lora_r": -1}, "lora_r=-1 is invalid"),
+        ({"lora_dropout": 1.0}, "lora_dropout=1.0 is invalid"),
+    ],
+)
 def test_a_bad_lora_setting_is_refused_before_anything_is_built(tiny_model_dir, tiny_data_dir, tmp_path, bad, match):
     with pytest.raises(ConfigError, match=match):
         steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, **bad))
@@ -65,18 +83,32 @@ def test_lora_on_an_encoder_without_a_layer_map_is_refused_from_its_config_alone
     from transformers import AlbertConfig
 
     folder = tmp_path / "albert"
-    AlbertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128,
-                 embedding_size=32).save_pretrained(folder)  # a config and no weights: nothing else is read
-    args = build_args(dict(model_name=str(folder), data_dir=str(tmp_path / "no-data"), lora_r=4, max_length=16,
-                           results_path=str(tmp_path / "r")))
+    AlbertConfig(
+        hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128, embedding_size=32
+    ).save_pretrained(folder)  # a config and no weights: nothing else is read
+    args = build_args(
+        dict(
+            model_name=str(folder),
+            data_dir=str(tmp_path / "no-data"),
+            lora_r=4,
+            max_length=16,
+            results_path=str(tmp_path / "r"),
+        )
+    )
     with pytest.raises(ConfigError, match="model_type 'albert' is not mapped"):
         steps.start(args)
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("*"))
 
 
 def test_save_dir_holds_merged_weights_any_transformers_client_reads(tiny_model_dir, tiny_data_dir, tmp_path):
-    args = _args(tiny_model_dir, tiny_data_dir, tmp_path / "r", run_name="merged", save_dir=str(tmp_path / "saved"),
-                 lora_targets="all-linear")
+    args = _args(
+        tiny_model_dir,
+        tiny_data_dir,
+        tmp_path / "r",
+        run_name="merged",
+        save_dir=str(tmp_path / "saved"),
+        lora_targets="all-linear",
+    )
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)

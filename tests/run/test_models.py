@@ -13,8 +13,14 @@ def test_minilm_alias_loads_pretrained_offline():
 
 def test_bert_base_random_is_the_bert_base_architecture():
     cfg = models.load_config("bert-base-random")
-    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size,
-            cfg.vocab_size, cfg.max_position_embeddings) == (768, 12, 12, 3072, 30522, 512)
+    assert (
+        cfg.hidden_size,
+        cfg.num_hidden_layers,
+        cfg.num_attention_heads,
+        cfg.intermediate_size,
+        cfg.vocab_size,
+        cfg.max_position_embeddings,
+    ) == (768, 12, 12, 3072, 30522, 512)
 
 
 def test_local_folder_loads(tiny_model_dir):
@@ -37,13 +43,13 @@ def test_unknown_model_error_lists_offline_aliases(name, monkeypatch):
         models.load_config(name)
     assert name in str(err.value) and "minilm" in str(err.value) and "bert-base-random" in str(err.value)
 
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_static_attention_mask_gives_the_same_outputs_as_the_2d_mask(attn):
     """The 4D mask XLA runs hand the model (no host read of the padding mask) changes nothing."""
     import torch
-    from transformers import BertForSequenceClassification
-
     from conftest import tiny_bert_config
+    from transformers import BertForSequenceClassification
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(tiny_bert_config(vocab_size=200, attn_implementation=attn)).eval()
@@ -58,22 +64,24 @@ def test_static_attention_mask_gives_the_same_outputs_as_the_2d_mask(attn):
 
 
 @pytest.mark.parametrize("device_type, static", [("cuda", True), ("xla", True), ("cpu", False)])
-def test_cuda_and_xla_steps_hand_the_model_a_4d_mask_so_the_forward_never_reads_it_back(device_type, static,
-                                                                                           monkeypatch):
+def test_cuda_and_xla_steps_hand_the_model_a_4d_mask_so_the_forward_never_reads_it_back(
+    device_type, static, monkeypatch
+):
     """transformers checks `padding_mask.all()` on the host every forward unless the mask is already 4D: on
     CUDA a sync per forward, on XLA an extra graph. The batch the step runs has the 4D mask there (checked
     on CPU tensors: only the device type decides), and the model never evaluates `.all()` on it."""
     import torch
+    from conftest import tiny_bert_config
     from transformers import BertForSequenceClassification
 
-    from conftest import tiny_bert_config
     from helpers.run import train
     from helpers.run.device import DeviceInfo
 
     model = BertForSequenceClassification(tiny_bert_config(vocab_size=200))
     dev = DeviceInfo(type=device_type, torch_device="cpu", name="test", cpu_capability="", bf16_fast=False)
-    batch = train._to_device({"input_ids": torch.randint(1, 200, (2, 8)),
-                              "attention_mask": torch.ones(2, 8, dtype=torch.long)}, model, dev)
+    batch = train._to_device(
+        {"input_ids": torch.randint(1, 200, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}, model, dev
+    )
     assert (batch["attention_mask"].dim() == 4) is static
     reads = []
     original = torch.Tensor.all

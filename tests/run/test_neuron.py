@@ -1,4 +1,5 @@
 """The Neuron environment built from run parameters (no torch_xla needed)."""
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,20 @@ from helpers.run.args import ConfigError, build_args
 
 
 def test_cc_flags_from_parameters():
-    cfg = build_args(dict(optlevel=3, model_type="transformer", distribution_strategy="llm-training",
-                    extra_cc_flags="--verbose=info", neuron_cache_dir="/tmp/neuron-cache"))
-    assert neuron.neuron_cc_flags(cfg) == ("--model-type=transformer --distribution-strategy=llm-training "
-                                           "--optlevel=3 --auto-cast=none --cache_dir=/tmp/neuron-cache "
-                                           "--verbose=info")
+    cfg = build_args(
+        dict(
+            optlevel=3,
+            model_type="transformer",
+            distribution_strategy="llm-training",
+            extra_cc_flags="--verbose=info",
+            neuron_cache_dir="/tmp/neuron-cache",
+        )
+    )
+    assert neuron.neuron_cc_flags(cfg) == (
+        "--model-type=transformer --distribution-strategy=llm-training "
+        "--optlevel=3 --auto-cast=none --cache_dir=/tmp/neuron-cache "
+        "--verbose=info"
+    )
 
 
 def test_cc_flags_defaults_and_none_values():

@@ -1,9 +1,9 @@
 import pytest
 import torch
+from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
 from helpers.run import optim
-from conftest import tiny_bert_config
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +21,8 @@ def test_llrd_lrs_for_two_layer_model(model):
     assert _lr_of(groups, "classifier.weight") == pytest.approx(lr)
     assert _lr_of(groups, "bert.pooler.dense.weight") == pytest.approx(lr)
     assert _lr_of(groups, "bert.encoder.layer.1.attention.self.query.weight") == pytest.approx(lr * d)
-    assert _lr_of(groups, "bert.encoder.layer.0.output.dense.weight") == pytest.approx(lr * d ** 2)
-    assert _lr_of(groups, "bert.embeddings.word_embeddings.weight") == pytest.approx(lr * d ** 3)
+    assert _lr_of(groups, "bert.encoder.layer.0.output.dense.weight") == pytest.approx(lr * d**2)
+    assert _lr_of(groups, "bert.embeddings.word_embeddings.weight") == pytest.approx(lr * d**3)
 
 
 def test_every_parameter_in_exactly_one_group(model):
@@ -52,7 +52,8 @@ def test_optimizer_variants_and_schedule(model):
     lrs = []
     for _ in range(10):
         lrs.append(opt.param_groups[0]["lr"])
-        opt.step(); sched.step()
+        opt.step()
+        sched.step()
     assert lrs[0] == 0 and lrs[2] == pytest.approx(1e-3) and lrs[-1] < lrs[3]
 
 

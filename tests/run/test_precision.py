@@ -1,16 +1,18 @@
 """Precision modes: stochastic rounding is unbiased, every mode trains, SR moves weights RTN stalls."""
+
 import pytest
 import torch
+from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
 from helpers.measure.timing import StepTimer
-from helpers.run import precision as prec, train
+from helpers.run import precision as prec
+from helpers.run import train
 from helpers.run.device import resolve_device
 from helpers.run.optim import build_optimizer, build_scheduler
-from conftest import tiny_bert_config
 
 CPU = resolve_device("cpu")
-BF16_ULP_AT_1 = 2.0 ** -7
+BF16_ULP_AT_1 = 2.0**-7
 
 
 def test_stochastic_rounding_is_unbiased_where_nearest_is_not():
@@ -26,9 +28,14 @@ def test_stochastic_rounding_is_unbiased_where_nearest_is_not():
 
 def _batches(n=6, batch=8, length=12):
     g = torch.Generator().manual_seed(0)
-    data = [{"input_ids": torch.randint(1, 200, (batch, length), generator=g),
-             "attention_mask": torch.ones(batch, length, dtype=torch.long),
-             "labels": torch.randint(0, 6, (batch,), generator=g)} for _ in range(n)]
+    data = [
+        {
+            "input_ids": torch.randint(1, 200, (batch, length), generator=g),
+            "attention_mask": torch.ones(batch, length, dtype=torch.long),
+            "labels": torch.randint(0, 6, (batch,), generator=g),
+        }
+        for _ in range(n)
+    ]
     return data * 8
 
 
@@ -38,8 +45,18 @@ def test_every_mode_trains(mode):
     model = prec.prepare_model(BertForSequenceClassification(tiny_bert_config(vocab_size=200)), mode)
     opt = build_optimizer(model, 2e-3, None, 0.0, precision=mode)
     sched = build_scheduler(opt, 48, 0.0)
-    result = train.fit(model, _batches(), opt, sched, CPU, mode, epochs=1, log_every=12,
-                       timer=StepTimer(warmup_steps=0), progress=False)
+    result = train.fit(
+        model,
+        _batches(),
+        opt,
+        sched,
+        CPU,
+        mode,
+        epochs=1,
+        log_every=12,
+        timer=StepTimer(warmup_steps=0),
+        progress=False,
+    )
     first, last = result.loss_curve[0][1], result.loss_curve[-1][1]
     assert result.status == "finished" and last < 0.8 * first, result.loss_curve
     expected = torch.bfloat16 if mode.startswith("bf16-pure") else torch.float32

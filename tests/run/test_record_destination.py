@@ -1,6 +1,7 @@
 """The record's destination is checked before anything is built, and a run name is claimed by one process at
 a time: a claim nobody holds (its run died, ran on another host, left an empty file, its pid reused) is taken
 over, by exactly one of the processes that try at once."""
+
 import json
 import multiprocessing
 import os
@@ -10,9 +11,11 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from helpers.run import record_destination as destination, records
+from helpers.run import record_destination as destination
+from helpers.run import records
 from helpers.run.args import ConfigError
 
 WORKERS, TRIALS = 8, 40
@@ -70,8 +73,9 @@ def test_a_claim_held_by_a_live_run_is_refused_naming_its_holder_and_freed_when_
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(ConfigError, match=f"is running on this device now .claimed by pid {holder.pid} on "
-                                              f"{socket.gethostname()}"):
+        with pytest.raises(
+            ConfigError, match=f"is running on this device now .claimed by pid {holder.pid} on {socket.gethostname()}"
+        ):
             destination.claim_name(path)
     finally:
         holder.kill()
@@ -109,9 +113,15 @@ def test_a_folder_or_fifo_with_the_records_name_is_refused_before_the_run(tmp_pa
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(st.binary(max_size=40), st.text(max_size=40).map(str.encode),
-                 st.fixed_dictionaries({"host": st.text(max_size=8), "pid": st.integers(-5, 2**22),
-                                        "since": st.text(max_size=8)}).map(lambda d: json.dumps(d).encode())))
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        st.text(max_size=40).map(str.encode),
+        st.fixed_dictionaries(
+            {"host": st.text(max_size=8), "pid": st.integers(-5, 2**22), "since": st.text(max_size=8)}
+        ).map(lambda d: json.dumps(d).encode()),
+    )
+)
 def test_any_claim_file_nobody_holds_is_taken_over_and_a_held_one_never_is(tmp_path, content):
     path = tmp_path / "r@cpu.json"
     claim = destination._claim_path(path)

@@ -1,4 +1,5 @@
 """Record files: written whole, read back whatever a crash or a full disk left, bad input skipped."""
+
 import json
 import os
 import signal
@@ -23,8 +24,9 @@ def _umask() -> int:
 def test_write_and_read_back(tmp_path):
     path = records.record_path(tmp_path, "suite", "a", "cpu-x")
     assert path == tmp_path / "suite" / "a@cpu-x.json"
-    records.write_record(path, records.run_record({"run_name": "a"}, [], status="finished",
-                                                  metrics={"final_loss": float("nan")}))
+    records.write_record(
+        path, records.run_record({"run_name": "a"}, [], status="finished", metrics={"final_loss": float("nan")})
+    )
     rec = records.read_record(path)
     assert rec["run_name"] == "a" and rec["metrics"]["final_loss"] is None  # NaN: null, never invalid JSON
     assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # readable by others (0644), not 0600
@@ -41,13 +43,21 @@ def test_reading_skips_what_is_not_a_record_and_counts_it(tmp_path):
     (tmp_path / "_peaks" / "cpu.json").write_text("{}")  # not a record folder: never read as one
     legacy = tmp_path / "old" / "runs.jsonl"
     legacy.parent.mkdir()
-    legacy.write_text(json.dumps({"run_name": "old", "train_time_s": 12.0, "test_accuracy": 0.9}) + "\n"
-                      + "[3]\n" + '{"run_name": "half", "st\n')
+    legacy.write_text(
+        json.dumps({"run_name": "old", "train_time_s": 12.0, "test_accuracy": 0.9})
+        + "\n"
+        + "[3]\n"
+        + '{"run_name": "half", "st\n'
+    )
     found, skipped = records.read_records(tmp_path)
     assert sorted(r["run_name"] for r in found) == ["ok", "old"]
-    assert skipped == {"s/list@d.json: not a JSON object": 1, "s/noname@d.json: run_name: Field required (1 problem(s))": 1,
-                       "s/cut@d.json: cut short or not JSON": 1, "old/runs.jsonl: not a JSON object": 1,
-                       "old/runs.jsonl: cut short or not JSON": 1}
+    assert skipped == {
+        "s/list@d.json: not a JSON object": 1,
+        "s/noname@d.json: run_name: Field required (1 problem(s))": 1,
+        "s/cut@d.json: cut short or not JSON": 1,
+        "old/runs.jsonl: not a JSON object": 1,
+        "old/runs.jsonl: cut short or not JSON": 1,
+    }
     old = next(r for r in found if r["run_name"] == "old")
     assert old["timing"]["train_time_s"] == 12.0 and old["metrics"]["test_accuracy"] == 0.9
     assert old["schema_version"] == records.SCHEMA_VERSION and old["_source"] == str(legacy)
@@ -138,8 +148,11 @@ def test_an_empty_file_and_a_deeply_nested_one_are_named_with_the_reason(tmp_pat
     (tmp_path / "s" / "deepish@d.json").write_text('{"run_name": "x", "a": ' + "[" * 500 + "]" * 500 + "}")
     found, skipped = records.read_records(tmp_path)
     deep = f"nested more than {records.MAX_DEPTH} levels deep: not a record"
-    assert not found and dict(skipped) == {"s/empty@d.json: empty (0 bytes)": 1, f"s/deep@d.json: {deep}": 1,
-                                           f"s/deepish@d.json: {deep}": 1}
+    assert not found and dict(skipped) == {
+        "s/empty@d.json: empty (0 bytes)": 1,
+        f"s/deep@d.json: {deep}": 1,
+        f"s/deepish@d.json: {deep}": 1,
+    }
     assert records.read_record(tmp_path / "s" / "deep@d.json") is None
     with pytest.raises(records.RecordReadError, match=f"deep@d.json: {deep}"):
         records.read_json(tmp_path / "s" / "deep@d.json")
@@ -184,8 +197,13 @@ def test_a_written_record_says_its_schema_version_so_it_is_never_upgraded_again(
     """A data-parallel run's window rates are the job's already (schema 5): written without its version, the
     record would read as schema 1 and have them multiplied by its ranks on the way in."""
     rates = {"min": 190.0, "median": 200.0, "max": 210.0}
-    rec = records.run_record({"run_name": "ddp"}, [], status="finished", world_size=2, timing={
-        "samples_per_s": 200.0, "samples_per_s_per_device": 100.0, "window_samples_per_s": rates})
+    rec = records.run_record(
+        {"run_name": "ddp"},
+        [],
+        status="finished",
+        world_size=2,
+        timing={"samples_per_s": 200.0, "samples_per_s_per_device": 100.0, "window_samples_per_s": rates},
+    )
     path = tmp_path / "ddp@cpu.json"
     records.write_record(path, rec)
     assert json.loads(path.read_text())["schema_version"] == records.SCHEMA_VERSION

@@ -1,4 +1,5 @@
 """docs/PARAMETERS.md is what helpers.run.reference writes from the argument dataclasses, and says something."""
+
 import logging
 from dataclasses import fields
 from pathlib import Path
@@ -22,7 +23,7 @@ def test_every_parameter_has_a_row_with_its_help_and_choices():
             assert f.metadata.get("help"), f"{cls.__name__}.{f.name} has no help text for the reference"
             row = next(line for line in page.splitlines() if line.startswith(f"| `{f.name}`"))
             assert f.metadata["help"].replace("|", "\\|") in row
-    assert "| `precision` | `\"auto\"` | `auto` / `bf16`" in page
+    assert '| `precision` | `"auto"` | `auto` / `bf16`' in page
 
 
 @pytest.mark.parametrize("notebook", sorted(reference.NOTEBOOKS))

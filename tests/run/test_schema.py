@@ -1,20 +1,22 @@
 """The typed record: every committed record validates, older files upgrade, bad or newer ones are skipped by
 name with the reason, and no JSON value in any field crashes reading the records or building the report's frame."""
+
 import importlib.util
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
+from record_fixtures import record
 
 from helpers.measure import peak_memory
 from helpers.measure.neuron_monitor import NeuronMonitorSource
 from helpers.measure.utilization_sources import NvmlSource, PsutilSource, not_measured
 from helpers.run import records, schema
 from helpers.study import frame
-from record_fixtures import record
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SECTIONS = ("timing", "systems", "energy", "metrics", "device", "precision", "data", "model", "memory", "xla")
@@ -64,9 +66,14 @@ def test_the_committed_json_schema_is_the_models():
 
 
 def test_an_old_records_sentinel_strings_and_nan_become_none_with_the_reason_kept():
-    old = {"schema_version": 3, "run_name": "old", "status": "finished", "profile": None,
-           "energy": {"joules": "not measured", "mean_watts": "nan", "seconds": 20.0, "reason": "no RAPL"},
-           "systems": {"mfu": float("nan"), "peak_tflops": 1.0}}
+    old = {
+        "schema_version": 3,
+        "run_name": "old",
+        "status": "finished",
+        "profile": None,
+        "energy": {"joules": "not measured", "mean_watts": "nan", "seconds": 20.0, "reason": "no RAPL"},
+        "systems": {"mfu": float("nan"), "peak_tflops": 1.0},
+    }
     rec, why = schema.validate(old)
     assert why is None and rec["schema_version"] == schema.SCHEMA_VERSION and rec["run_id"]
     assert rec["energy"]["joules"] is None and rec["energy"]["mean_watts"] is None
@@ -76,11 +83,13 @@ def test_an_old_records_sentinel_strings_and_nan_become_none_with_the_reason_kep
 
 def test_a_schema_4_data_parallel_records_window_rates_become_the_jobs():
     """Schema 4 kept a two-rank run's window rates per rank beside the job's samples_per_s."""
-    timing = {"samples_per_s": 200.0, "samples_per_s_per_device": 100.0,
-              "window_series": [[10, 98.0], [20, 102.0]],
-              "window_samples_per_s": {"min": 98.0, "median": 100.0, "max": 102.0}}
-    old = {**record("cpu", "scaling", {"num_devices": 2}, run_name="ddp"), "schema_version": 4,
-           "timing": timing}
+    timing = {
+        "samples_per_s": 200.0,
+        "samples_per_s_per_device": 100.0,
+        "window_series": [[10, 98.0], [20, 102.0]],
+        "window_samples_per_s": {"min": 98.0, "median": 100.0, "max": 102.0},
+    }
+    old = {**record("cpu", "scaling", {"num_devices": 2}, run_name="ddp"), "schema_version": 4, "timing": timing}
     single = {**record("cpu", "scaling", {"num_devices": 1}, run_name="one"), "schema_version": 4}
     rec, why = schema.validate(old)
     assert why is None and rec["timing"]["samples_per_s"] == 200.0
@@ -106,16 +115,20 @@ def test_a_wrong_type_and_a_newer_schema_are_skipped_by_file_with_the_reason(tmp
 
 def test_a_misspelled_key_is_refused_at_the_top_and_in_the_typed_sections():
     good = record("cpu", "time_to_accuracy", {"batch": 8}, run_name="typed")
-    good.update(optimizer={"class": "torch.optim.adamw.AdamW"},
-                time_to_accuracy={"0.90": {"train_time_s": 95.0, "step": 300, "rows": 2000, "val_accuracy": 0.9}})
+    good.update(
+        optimizer={"class": "torch.optim.adamw.AdamW"},
+        time_to_accuracy={"0.90": {"train_time_s": 95.0, "step": 300, "rows": 2000, "val_accuracy": 0.9}},
+    )
     rec, why = schema.validate(good)
     assert why is None and rec["optimizer"] == {"class": "torch.optim.adamw.AdamW"}
     assert rec["time_to_accuracy"]["0.90"]["step"] == 300
-    for key, value, where in (("time_to_acuracy", good["time_to_accuracy"], "time_to_acuracy"),
-                              ("optimizer", {"klass": "AdamW"}, "optimizer.class"),
-                              ("time_to_accuracy", {"0.90": {"seconds": 95.0}}, "time_to_accuracy.0.90.seconds"),
-                              ("time_to_accuracy", {"0.90": {"step": "many"}}, "time_to_accuracy.0.90.step"),
-                              ("token_stats", {"split": "train", "rows": 10, "mean": 2.0}, "token_stats.min")):
+    for key, value, where in (
+        ("time_to_acuracy", good["time_to_accuracy"], "time_to_acuracy"),
+        ("optimizer", {"klass": "AdamW"}, "optimizer.class"),
+        ("time_to_accuracy", {"0.90": {"seconds": 95.0}}, "time_to_accuracy.0.90.seconds"),
+        ("time_to_accuracy", {"0.90": {"step": "many"}}, "time_to_accuracy.0.90.step"),
+        ("token_stats", {"split": "train", "rows": 10, "mean": 2.0}, "token_stats.min"),
+    ):
         rec, why = schema.validate({**good, key: value})
         assert rec is None and why.startswith(where + ":"), (key, why)
 
@@ -126,32 +139,74 @@ def every_section() -> dict:
     rec["precision"]["probe"] = {"ratio": 1.2, "fp32_step_s": 0.6, "bf16_step_s": 0.5, "rounds": 3}
     lora = {"r": 8, "alpha": 16, "dropout": 0.0, "targets": "query,value", "roles": ["query", "value"]}
     rec["model"] = {"name": "minilm", "parameters": 22_000_000, "lora": lora}
-    rec["energy"].update(devices={"intel-rapl:0": {"name": "package-0"}},
-                         whole_run={"window": "the whole run", "seconds": 30.0, "joules": None})
-    rec.update(curve=[{"step": 50, "train_time_s": 10.0, "samples": 400, "val_accuracy": 0.5, "rows": 2000}],
-               shapes={"distinct": 1, "counts": {"8x64": 50}},
-               xla={"graph_compilations": 2, "run": {"uncached_compiles": 2, "compile_time_s": 3.0},
-                    "cache": {"kind": "torch-xla persistent compilation cache", "state": "off"}},
-               distributed={"world_size": 2, "shards": {"rows_per_rank": [8, 8], "overlap_rows": 0},
-                            "allreduce": {"status": None, "reason": "no DDP wrapper"},
-                            "rank_errors": [{"rank": 1, "exception": "OSError", "message": "disk",
-                                             "written_ns": 1}]},
-               profile={"backend": "torch.profiler", "class_time_ms": {"matmul": 1.0, "host_gap": 0.5},
-                        "top_ops": [{"name": "aten::mm", "self_time_ms": 1.0, "calls": 2}],
-                        "xla_metrics": {"backend": "torch_xla.debug.metrics", "compile_count": 0}},
-               neuron_profile={"backend": "neuron-profile", "tensor_engine_active_pct": 40.0},
-               bench={"section": "tta", "configuration": "run path", "windows": [
-                   {"seconds": 1.0, "samples": 2.0, "curve": [{"step": 50, "val_accuracy": 0.5}]}]})
+    rec["energy"].update(
+        devices={"intel-rapl:0": {"name": "package-0"}},
+        whole_run={"window": "the whole run", "seconds": 30.0, "joules": None},
+    )
+    rec.update(
+        curve=[{"step": 50, "train_time_s": 10.0, "samples": 400, "val_accuracy": 0.5, "rows": 2000}],
+        shapes={"distinct": 1, "counts": {"8x64": 50}},
+        xla={
+            "graph_compilations": 2,
+            "run": {"uncached_compiles": 2, "compile_time_s": 3.0},
+            "cache": {"kind": "torch-xla persistent compilation cache", "state": "off"},
+        },
+        distributed={
+            "world_size": 2,
+            "shards": {"rows_per_rank": [8, 8], "overlap_rows": 0},
+            "allreduce": {"status": None, "reason": "no DDP wrapper"},
+            "rank_errors": [{"rank": 1, "exception": "OSError", "message": "disk", "written_ns": 1}],
+        },
+        profile={
+            "backend": "torch.profiler",
+            "class_time_ms": {"matmul": 1.0, "host_gap": 0.5},
+            "top_ops": [{"name": "aten::mm", "self_time_ms": 1.0, "calls": 2}],
+            "xla_metrics": {"backend": "torch_xla.debug.metrics", "compile_count": 0},
+        },
+        neuron_profile={"backend": "neuron-profile", "tensor_engine_active_pct": 40.0},
+        bench={
+            "section": "tta",
+            "configuration": "run path",
+            "windows": [{"seconds": 1.0, "samples": 2.0, "curve": [{"step": 50, "val_accuracy": 0.5}]}],
+        },
+    )
     return rec
 
 
 # every section that took any key before #36, by where it sits in a record
-OPEN_BEFORE = ("device", "precision", "precision.probe", "data", "model", "model.lora", "timing", "systems",
-               "memory", "energy", "energy.devices.intel-rapl:0", "energy.whole_run", "utilization",
-               "metrics", "curve.0", "phases", "shapes", "xla", "xla.run", "xla.cache", "distributed",
-               "distributed.shards", "distributed.allreduce", "distributed.rank_errors.0", "profile",
-               "profile.class_time_ms", "profile.top_ops.0", "profile.xla_metrics", "neuron_profile",
-               "bench.windows.0", "bench.windows.0.curve.0")
+OPEN_BEFORE = (
+    "device",
+    "precision",
+    "precision.probe",
+    "data",
+    "model",
+    "model.lora",
+    "timing",
+    "systems",
+    "memory",
+    "energy",
+    "energy.devices.intel-rapl:0",
+    "energy.whole_run",
+    "utilization",
+    "metrics",
+    "curve.0",
+    "phases",
+    "shapes",
+    "xla",
+    "xla.run",
+    "xla.cache",
+    "distributed",
+    "distributed.shards",
+    "distributed.allreduce",
+    "distributed.rank_errors.0",
+    "profile",
+    "profile.class_time_ms",
+    "profile.top_ops.0",
+    "profile.xla_metrics",
+    "neuron_profile",
+    "bench.windows.0",
+    "bench.windows.0.curve.0",
+)
 
 
 @pytest.mark.parametrize("where", OPEN_BEFORE)
@@ -181,8 +236,7 @@ def test_a_record_with_a_misspelled_key_in_a_section_is_named_and_skipped_by_the
         (tmp_path / "s" / f"{rec['run_name']}@cpu.json").write_text(json.dumps(rec))
     found, skipped = records.read_records(tmp_path)
     assert [r["run_name"] for r in found] == ["good"]
-    assert list(skipped) == ["s/typo@cpu.json: memory.host_peak_rss_gb: Extra inputs are not permitted "
-                             "(1 problem(s))"]
+    assert list(skipped) == ["s/typo@cpu.json: memory.host_peak_rss_gb: Extra inputs are not permitted (1 problem(s))"]
     assert records.read_record(tmp_path / "s" / "typo@cpu.json") is None
 
 
@@ -208,14 +262,19 @@ def test_a_record_that_does_not_match_is_refused_when_built_and_never_written(tm
     assert not list(tmp_path.iterdir())
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
-                    max_leaves=8)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(section=st.sampled_from(SECTIONS + ("status", "curve", "params", "phases", "run_name")), value=JSON,
-       field=st.sampled_from(("samples_per_s", "mfu", "joules", "test_accuracy", "name", "rows", "type", "x")))
+@given(
+    section=st.sampled_from(SECTIONS + ("status", "curve", "params", "phases", "run_name")),
+    value=JSON,
+    field=st.sampled_from(("samples_per_s", "mfu", "joules", "test_accuracy", "name", "rows", "type", "x")),
+)
 def test_no_json_value_in_any_field_crashes_reading_or_the_frame(tmp_path, section, value, field):
     rec = record("cpu", "batch_scaling", {"batch": 8}, run_name="fuzz")
     if isinstance(rec.get(section), dict):
@@ -236,8 +295,9 @@ def test_a_schema_version_that_is_not_a_positive_integer_is_refused(tmp_path, ve
     assert schema.validate(rec) == (None, f"schema_version {version!r} is not a schema version (an integer from 1)")
     (tmp_path / "odd@cpu.json").write_text(json.dumps(rec))
     found, skipped = records.read_records(tmp_path)
-    assert not found and list(skipped) == [f"odd@cpu.json: schema_version {version!r} is not a schema version "
-                                           "(an integer from 1)"]
+    assert not found and list(skipped) == [
+        f"odd@cpu.json: schema_version {version!r} is not a schema version (an integer from 1)"
+    ]
 
 
 def test_a_curve_that_reaches_its_targets_is_recorded_with_its_crossings(tmp_path):
@@ -245,8 +305,18 @@ def test_a_curve_that_reaches_its_targets_is_recorded_with_its_crossings(tmp_pat
     refused by the schema and its record fell back to the working folder."""
     from helpers.calc.accuracy_time import crossings
 
-    curve = [{"step": 50 * i, "train_time_s": 10.0 * i, "wall_s": 12.0 * i, "samples": 1600 * i, "rows": 2000,
-              "val_accuracy": 0.3 + 0.2 * i, "eval_s": 1.5} for i in range(1, 4)]
+    curve = [
+        {
+            "step": 50 * i,
+            "train_time_s": 10.0 * i,
+            "wall_s": 12.0 * i,
+            "samples": 1600 * i,
+            "rows": 2000,
+            "val_accuracy": 0.3 + 0.2 * i,
+            "eval_s": 1.5,
+        }
+        for i in range(1, 4)
+    ]
     curve[-1]["test_accuracy"] = 0.9
     rec = record("cpu", "time_to_accuracy", {"batch": 32}, run_name="crossed")
     points = [schema.CurvePoint(**p) for p in curve]

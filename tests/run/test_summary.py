@@ -1,18 +1,32 @@
 """helpers/run/summary.py: the lines a finished run prints, from its record."""
+
 from helpers.run.summary import headline, wall_line
 
-RECORD = {"run_name": "r", "status": "finished", "device": {"name": "cpu", "cpu_capability": "AVX512"},
-          "precision": {"used": "bf16"}, "timing": {"train_time_s": 100.0, "samples_per_s": 160.0,
-                                                    "step_time_median_s": 0.2},
-          "metrics": {"test_accuracy": 0.91, "test_macro_f1": 0.87, "final_loss": 0.2}}
+RECORD = {
+    "run_name": "r",
+    "status": "finished",
+    "device": {"name": "cpu", "cpu_capability": "AVX512"},
+    "precision": {"used": "bf16"},
+    "timing": {"train_time_s": 100.0, "samples_per_s": 160.0, "step_time_median_s": 0.2},
+    "metrics": {"test_accuracy": 0.91, "test_macro_f1": 0.87, "final_loss": 0.2},
+}
 
 
 def test_the_wall_line_adds_the_phases_in_order_and_says_the_multiple_of_training():
-    phases = {"wall": 130.0, "train": 100.0, "startup": 4.0, "periodic_eval": 20.0, "periodic_evals": 10,
-              "evaluate": 2.0, "other": 4.0}
+    phases = {
+        "wall": 130.0,
+        "train": 100.0,
+        "startup": 4.0,
+        "periodic_eval": 20.0,
+        "periodic_evals": 10,
+        "evaluate": 2.0,
+        "other": 4.0,
+    }
     line = wall_line(phases)
-    assert line == ("  wall 130.0 s = start-up 4.0, training 100.0, periodic evaluation 20.0 (10), final "
-                    "evaluation 2.0, other 4.0; 1.30x the training seconds")
+    assert line == (
+        "  wall 130.0 s = start-up 4.0, training 100.0, periodic evaluation 20.0 (10), final "
+        "evaluation 2.0, other 4.0; 1.30x the training seconds"
+    )
     assert not wall_line({"wall": 3.0, "startup": 3.0}).endswith("training seconds")  # no training: no ratio
 
 

@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 
 from helpers.run import data, models, tokens

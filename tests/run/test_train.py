@@ -2,13 +2,13 @@ import copy
 
 import pytest
 import torch
+from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
 from helpers.measure.timing import StepTimer
 from helpers.run import records, train
 from helpers.run.device import resolve_device
 from helpers.run.optim import build_optimizer, build_scheduler
-from conftest import tiny_bert_config
 
 CPU = resolve_device("cpu")
 
@@ -22,9 +22,14 @@ def _model(seed=0, **cfg):
 
 def _batches(n, batch, length=12, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [{"input_ids": torch.randint(1, 200, (batch, length), generator=g),
-             "attention_mask": torch.ones(batch, length, dtype=torch.long),
-             "labels": torch.randint(0, 6, (batch,), generator=g)} for _ in range(n)]
+    return [
+        {
+            "input_ids": torch.randint(1, 200, (batch, length), generator=g),
+            "attention_mask": torch.ones(batch, length, dtype=torch.long),
+            "labels": torch.randint(0, 6, (batch,), generator=g),
+        }
+        for _ in range(n)
+    ]
 
 
 def _fit(model, loader, **kw):
@@ -32,13 +37,14 @@ def _fit(model, loader, **kw):
     sched = build_scheduler(opt, 100, 0.0)
     kw.setdefault("log_every", 1)
     timer = StepTimer(warmup_steps=0, window_steps=kw["log_every"])
-    return train.fit(model, loader, opt, sched, CPU, kw.pop("precision", "fp32"), epochs=1, progress=False,
-                     timer=timer, **kw)
+    return train.fit(
+        model, loader, opt, sched, CPU, kw.pop("precision", "fp32"), epochs=1, progress=False, timer=timer, **kw
+    )
 
 
 def test_gradient_accumulation_equals_bigger_batch():
     big = _batches(2, 8)
-    small = [{k: v[i:i + 4] for k, v in b.items()} for b in big for i in (0, 4)]
+    small = [{k: v[i : i + 4] for k, v in b.items()} for b in big for i in (0, 4)]
     a, b = _model(), _model()
     _fit(a, big, max_grad_norm=None)
     _fit(b, small, grad_accum=2, max_grad_norm=None)
@@ -56,8 +62,19 @@ def test_an_optimizer_step_never_spans_two_epochs():
     epoch = _batches(4, 4) + _batches(1, 4, length=7)
     model = _model()
     opt = build_optimizer(model, 1e-3, None, 0.0)
-    result = train.fit(model, epoch, opt, build_scheduler(opt, 100, 0.0), CPU, "fp32", epochs=2, grad_accum=2,
-                       progress=False, timer=StepTimer(warmup_steps=0), log_every=1)
+    result = train.fit(
+        model,
+        epoch,
+        opt,
+        build_scheduler(opt, 100, 0.0),
+        CPU,
+        "fp32",
+        epochs=2,
+        grad_accum=2,
+        progress=False,
+        timer=StepTimer(warmup_steps=0),
+        log_every=1,
+    )
     assert result.steps == 2 * (len(epoch) // 2) == 4
     assert result.shapes == {(4, 12): 8}  # each step's micro-batches from one epoch, the leftover never run
 
@@ -122,10 +139,15 @@ def test_gradient_checkpointing_saves_activation_memory():
     assert _saved_activation_bytes(ckpt, batch) < 0.6 * _saved_activation_bytes(plain, batch)
 
 
-@pytest.mark.parametrize("err,status", [
-    (MemoryError(), "oom"), (torch.OutOfMemoryError("CUDA out of memory"), "oom"),
-    (RuntimeError("RESOURCE_EXHAUSTED: XLA ran out of device memory"), "oom"),
-    (ValueError("bad"), "failed")])
+@pytest.mark.parametrize(
+    "err,status",
+    [
+        (MemoryError(), "oom"),
+        (torch.OutOfMemoryError("CUDA out of memory"), "oom"),
+        (RuntimeError("RESOURCE_EXHAUSTED: XLA ran out of device memory"), "oom"),
+        (ValueError("bad"), "failed"),
+    ],
+)
 def test_error_classification(err, status):
     assert records.failure_status(f"{type(err).__name__}: {err}") == status
 
@@ -160,8 +182,18 @@ def test_gradscaler_skipped_steps_are_counted_and_do_not_advance_the_schedule(mo
     opt = build_optimizer(model, 1e-3, None, 0.0)
     sched = build_scheduler(opt, 100, 0.1)
     monkeypatch.setattr(train.prec, "grad_scaler", lambda precision, device: SkippingScaler({1, 2}))
-    result = train.fit(model, _batches(6, 4), opt, sched, CPU, "fp16", epochs=1, progress=False,
-                       timer=StepTimer(warmup_steps=0), log_every=3)
+    result = train.fit(
+        model,
+        _batches(6, 4),
+        opt,
+        sched,
+        CPU,
+        "fp16",
+        epochs=1,
+        progress=False,
+        timer=StepTimer(warmup_steps=0),
+        log_every=3,
+    )
     assert result.steps == 6 and result.skipped_steps == 2
     assert sched.last_epoch == 4  # 6 steps, 2 of them skipped by the scaler: 4 schedule steps
 
@@ -188,13 +220,25 @@ def test_ddp_accumulation_syncs_only_on_the_last_micro_batch():
 
         def no_sync(self):
             import contextlib
+
             entered.append(1)
             return contextlib.nullcontext()
 
     wrapped = NoSync(model)
     opt = build_optimizer(model, 1e-3, None, 0.0)
-    train.fit(wrapped, _batches(8, 2), opt, build_scheduler(opt, 100, 0.0), CPU, "fp32", epochs=1,
-              progress=False, timer=StepTimer(warmup_steps=0), grad_accum=4, log_every=1)
+    train.fit(
+        wrapped,
+        _batches(8, 2),
+        opt,
+        build_scheduler(opt, 100, 0.0),
+        CPU,
+        "fp32",
+        epochs=1,
+        progress=False,
+        timer=StepTimer(warmup_steps=0),
+        grad_accum=4,
+        log_every=1,
+    )
     assert len(entered) == 2 * 3  # two steps, three of four micro-batches each without the all-reduce
 
 

@@ -3,6 +3,7 @@
 The notebook end to end, graph compilations with static and dynamic padding, Trainium/train.py and
 eval.py, and what torchrun can and cannot do with XLA on the CPU.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,31 @@ def notebook_record(tmp_path_factory, tiny_model_dir, tiny_data_dir):
     """Trainium/baseline.ipynb through papermill: tiny model, static padding, 5 steps (3 of warm-up)."""
     tmp = tmp_path_factory.mktemp("trn-nb")
     results = tmp / "results"
-    params = dict(model_name=tiny_model_dir, data_dir=tiny_data_dir, batch=8, max_length=32,
-                  padding="static", max_steps=5, lr=5e-3, precision="fp32", eval_subset=16, optlevel=1,
-                  extra_cc_flags="--verbose=info", results_path=results, run_name="trn-nb",
-                  xla_cache_dir=tmp / "xla-cache")
-    args = [sys.executable, "-m", "papermill", str(REPO / "Trainium/baseline.ipynb"), str(tmp / "out.ipynb"),
-            "--cwd", str(tmp)]
+    params = dict(
+        model_name=tiny_model_dir,
+        data_dir=tiny_data_dir,
+        batch=8,
+        max_length=32,
+        padding="static",
+        max_steps=5,
+        lr=5e-3,
+        precision="fp32",
+        eval_subset=16,
+        optlevel=1,
+        extra_cc_flags="--verbose=info",
+        results_path=results,
+        run_name="trn-nb",
+        xla_cache_dir=tmp / "xla-cache",
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "papermill",
+        str(REPO / "Trainium/baseline.ipynb"),
+        str(tmp / "out.ipynb"),
+        "--cwd",
+        str(tmp),
+    ]
     for k, v in params.items():
         args += ["-p", k, str(v)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
@@ -67,9 +87,9 @@ def test_notebook_record_carries_the_xla_section(notebook_record):
 def small_model_dir(tmp_path_factory) -> Path:
     """conftest's tiny BERT with one layer (half the graph to compile) and the MiniLM tokenizer."""
     import torch
+    from conftest import tiny_bert_config
     from transformers import BertForSequenceClassification
 
-    from conftest import tiny_bert_config
     from helpers.run import models
 
     root = tmp_path_factory.mktemp("tiny-bert-1layer")
@@ -83,8 +103,11 @@ def synthetic_loader(tokenizer, lengths: list[int], steps: int, batch: int = 4):
     """Batches of `batch` rows, batch i padded (dynamic collator) to lengths[i % len(lengths)] tokens."""
     from helpers.run import tokens
 
-    rows = [{"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
-            for i in range(steps) for j in range(batch)]
+    rows = [
+        {"input_ids": [101] + [1000 + j] * (lengths[i % len(lengths)] - 2) + [102], "labels": j % 6}
+        for i in range(steps)
+        for j in range(batch)
+    ]
     return tokens.loader(rows, batch, tokens.collator(tokenizer, "dynamic"), shuffle=False, seed=0)
 
 
@@ -97,8 +120,19 @@ def sgd_fit(model, loader, dev, steps: int):
 
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    return train.fit(model, loader, optimizer, scheduler, dev, "fp32", 1, max_steps=steps, log_every=steps,
-                     timer=StepTimer(warmup_steps=3, per_step="window"), progress=False)
+    return train.fit(
+        model,
+        loader,
+        optimizer,
+        scheduler,
+        dev,
+        "fp32",
+        1,
+        max_steps=steps,
+        log_every=steps,
+        timer=StepTimer(warmup_steps=3, per_step="window"),
+        progress=False,
+    )
 
 
 # ---------------------------------------------------------------- compilations against shapes
@@ -107,9 +141,9 @@ def compiles_by_lengths(small_model_dir):
     """Return a function: train on batches of the given lengths (cycled) and return per-step compilations."""
     import torch
     import torch_xla.debug.metrics as met
+    from conftest import tiny_bert_config
     from transformers import BertForSequenceClassification
 
-    from conftest import tiny_bert_config
     from helpers.measure import xla
     from helpers.run.device import resolve_device
     from helpers.run.models import load_tokenizer
@@ -124,6 +158,7 @@ def compiles_by_lengths(small_model_dir):
         loader = xla.CountingLoader(synthetic_loader(tokenizer, lengths, steps))
         sgd_fit(model, loader, dev, steps)
         return loader.per_batch(final=met.counter_value("UncachedCompile"))
+
     return run
 
 
@@ -150,8 +185,9 @@ def test_dynamic_padding_compilations_grow_with_distinct_lengths(static_and_dyna
 def test_dynamic_padding_on_xla_warns(tiny_model_dir, tmp_path):
     from helpers import steps
 
-    args = build_args(dict(model_name=str(tiny_model_dir), device="xla", padding="dynamic",
-                           results_path=str(tmp_path / "r")))
+    args = build_args(
+        dict(model_name=str(tiny_model_dir), device="xla", padding="dynamic", results_path=str(tmp_path / "r"))
+    )
     with pytest.warns(UserWarning, match="every new .* shape compiles a new graph"):
         steps.start(args)
 
@@ -164,8 +200,16 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
     from helpers import steps
     from helpers.run.models import load_tokenizer
 
-    args = build_args(dict(model_name=str(small_model_dir), device="xla", precision="fp32", max_length=16,
-                           gradient_checkpointing=True, results_path=str(tmp_path / "r")))
+    args = build_args(
+        dict(
+            model_name=str(small_model_dir),
+            device="xla",
+            precision="fp32",
+            max_length=16,
+            gradient_checkpointing=True,
+            results_path=str(tmp_path / "r"),
+        )
+    )
     run = steps.start(args)
     model = steps.build_model(run)
     before = model.classifier.weight.detach().cpu().clone()
@@ -173,8 +217,11 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
     result = sgd_fit(model, loader, run.dev, 5)
     loader.note()
     executed, compiled = loader.per_batch()
-    funcs = {getattr(m._gradient_checkpointing_func, "func", None) for m in model.modules()
-             if getattr(m, "gradient_checkpointing", False)}
+    funcs = {
+        getattr(m._gradient_checkpointing_func, "func", None)
+        for m in model.modules()
+        if getattr(m, "gradient_checkpointing", False)
+    }
     assert {f.__module__ for f in funcs} == {"torch_xla.utils.checkpoint"}
     assert result.steps == 5 and torch.isfinite(torch.tensor(result.final_loss))
     assert not torch.equal(before, model.classifier.weight.detach().cpu())
@@ -186,12 +233,37 @@ def test_gradient_checkpointing_trains_on_xla_cpu(small_model_dir, tmp_path):
 def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, small_model_dir, tiny_data_dir):
     """Trainium/train.py (Hugging Face argument names), single process, then eval.py on its checkpoint."""
     results, ckpt, metrics = tmp_path / "results", tmp_path / "ckpt", tmp_path / "test_metrics.json"
-    monkeypatch.setattr(sys, "argv", [
-        "train.py", "--model_name_or_path", str(small_model_dir), "--data_dir", str(tiny_data_dir),
-        "--per_device_train_batch_size", "8", "--max_seq_length", "32", "--learning_rate", "5e-3",
-        "--max_steps", "4", "--max_eval_samples", "16", "--precision", "fp32",
-        "--output_dir", str(ckpt), "--results_path", str(results), "--run_name", "trn-script",
-        "--progress", "False"])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "train.py",
+            "--model_name_or_path",
+            str(small_model_dir),
+            "--data_dir",
+            str(tiny_data_dir),
+            "--per_device_train_batch_size",
+            "8",
+            "--max_seq_length",
+            "32",
+            "--learning_rate",
+            "5e-3",
+            "--max_steps",
+            "4",
+            "--max_eval_samples",
+            "16",
+            "--precision",
+            "fp32",
+            "--output_dir",
+            str(ckpt),
+            "--results_path",
+            str(results),
+            "--run_name",
+            "trn-script",
+            "--progress",
+            "False",
+        ],
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch_xla is already imported in this process: expected here
         with pytest.raises(SystemExit) as done:
@@ -202,9 +274,25 @@ def test_train_script_then_eval_script_single_process(tmp_path, monkeypatch, sma
     assert rec["device"]["type"] == "xla" and rec["xla"]["graph_compilations"] > 0
     assert (ckpt / "config.json").exists()
 
-    monkeypatch.setattr(sys, "argv", ["eval.py", "--model_name_or_path", str(ckpt), "--data_dir",
-                                      str(tiny_data_dir), "--max_seq_length", "32", "--max_eval_samples",
-                                      "16", "--precision", "fp32", "--output_file", str(metrics)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "eval.py",
+            "--model_name_or_path",
+            str(ckpt),
+            "--data_dir",
+            str(tiny_data_dir),
+            "--max_seq_length",
+            "32",
+            "--max_eval_samples",
+            "16",
+            "--precision",
+            "fp32",
+            "--output_file",
+            str(metrics),
+        ],
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runpy.run_path(str(REPO / "Trainium/eval.py"), run_name="__main__")
@@ -219,9 +307,21 @@ def test_torchrun_on_xla_cpu_cannot_join_processes(tmp_path, small_model_dir, ti
     from helpers import launch, steps
 
     results = tmp_path / "results"
-    args = build_args(dict(model_name=str(small_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
-                           max_length=32, max_steps=2, precision="fp32", num_devices=2,
-                           results_path=str(results), run_name="trn-torchrun", progress=False))
+    args = build_args(
+        dict(
+            model_name=str(small_model_dir),
+            data_dir=str(tiny_data_dir),
+            device="xla",
+            batch=8,
+            max_length=32,
+            max_steps=2,
+            precision="fp32",
+            num_devices=2,
+            results_path=str(results),
+            run_name="trn-torchrun",
+            progress=False,
+        )
+    )
     with pytest.raises(launch.DistributedRunError, match="'trn-torchrun' failed"):
         steps.hand_over(args)  # num_devices=2: the run is handed to torchrun
     (rec,), _ = records.read_records(results)  # one record: rank 0's, read by the launcher by name
@@ -259,8 +359,10 @@ class GraphCountingLoader:
 
     def per_batch(self) -> tuple[list[int], list[int]]:
         """Return (graphs executed, graphs compiled) during each batch; call note() once after the last."""
+
         def diff(xs):
             return [b - a for a, b in zip(xs, xs[1:])]
+
         return diff(self.executed), diff(self.compiled)
 
 
@@ -269,16 +371,35 @@ def xla_run(tiny_model_dir, tiny_data_dir, tmp_path_factory):
     """A started XLA run on conftest's tiny BERT (L=32, batch 8), its tokenized splits and model."""
     from helpers import steps
 
-    args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
-                           max_length=32, padding="static", precision="fp32", progress=False,
-                           results_path=str(tmp_path_factory.mktemp("graphs"))))
+    args = build_args(
+        dict(
+            model_name=str(tiny_model_dir),
+            data_dir=str(tiny_data_dir),
+            device="xla",
+            batch=8,
+            max_length=32,
+            padding="static",
+            precision="fp32",
+            progress=False,
+            results_path=str(tmp_path_factory.mktemp("graphs")),
+        )
+    )
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     return run, splits, steps.build_model(run)
 
 
-def graphs_per_step(run, model, splits, lr: float, llrd: float | None, steps_n: int, warmup_ratio: float,
-                    warmup_steps: int, log_every: int):
+def graphs_per_step(
+    run,
+    model,
+    splits,
+    lr: float,
+    llrd: float | None,
+    steps_n: int,
+    warmup_ratio: float,
+    warmup_steps: int,
+    log_every: int,
+):
     """Train `steps_n` steps with the run's loader and the XLA AdamW; return (result, graphs executed and
     graphs compiled during each step)."""
     from helpers import steps
@@ -288,9 +409,19 @@ def graphs_per_step(run, model, splits, lr: float, llrd: float | None, steps_n: 
     loader = GraphCountingLoader(steps.prepare_training(run, model, splits).loader)
     optimizer = optim.build_optimizer(model, lr, llrd, 0.01, device_type="xla")
     scheduler = optim.build_scheduler(optimizer, steps_n, warmup_ratio)
-    result = train.fit(model, loader, optimizer, scheduler, run.dev, "fp32", 1, max_steps=steps_n,
-                       log_every=log_every, progress=False,
-                       timer=StepTimer(warmup_steps=warmup_steps, window_steps=log_every, per_step="window"))
+    result = train.fit(
+        model,
+        loader,
+        optimizer,
+        scheduler,
+        run.dev,
+        "fp32",
+        1,
+        max_steps=steps_n,
+        log_every=log_every,
+        progress=False,
+        timer=StepTimer(warmup_steps=warmup_steps, window_steps=log_every, per_step="window"),
+    )
     loader.note()
     return (result, *loader.per_batch())
 
@@ -313,9 +444,20 @@ def test_a_lora_step_is_one_graph_and_never_recompiles(tiny_model_dir, tiny_data
     """LoRA (peft) on XLA: the same one graph a steady step as full fine-tuning, nothing compiled after warm-up."""
     from helpers import steps
 
-    args = build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
-                           max_length=32, padding="static", precision="fp32", progress=False, lora_r=4,
-                           results_path=str(tmp_path)))
+    args = build_args(
+        dict(
+            model_name=str(tiny_model_dir),
+            data_dir=str(tiny_data_dir),
+            device="xla",
+            batch=8,
+            max_length=32,
+            padding="static",
+            precision="fp32",
+            progress=False,
+            lora_r=4,
+            results_path=str(tmp_path),
+        )
+    )
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
@@ -329,8 +471,10 @@ def test_a_lora_step_is_one_graph_and_never_recompiles(tiny_model_dir, tiny_data
 def test_importing_the_run_path_leaves_torch_xla_for_apply_env_to_start():
     """transformers.optimization and transformers' model classes import torch_xla where installed; the run
     path imports them only when it builds a schedule or a model, after neuron.apply_env."""
-    code = ("import sys, importlib.util; from helpers import steps, cli; "
-            "print(importlib.util.find_spec('torch_xla') is not None, 'torch_xla' in sys.modules)")
+    code = (
+        "import sys, importlib.util; from helpers import steps, cli; "
+        "print(importlib.util.find_spec('torch_xla') is not None, 'torch_xla' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["True", "False"], out.stdout  # installed, and not started
 
@@ -341,28 +485,58 @@ def test_every_precision_mode_takes_real_steps_on_xla(tiny_model_dir, tiny_data_
     syncfree AdamW (fp32 found_inf against bf16 weights)."""
     from helpers import steps
 
-    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla",
-                                        batch=8, max_length=16, max_steps=3, eval_subset=16, lr=1e-3,
-                                        precision=precision, progress=False, results_path=str(tmp_path))))
+    rec = steps.run_all(
+        build_args(
+            dict(
+                model_name=str(tiny_model_dir),
+                data_dir=str(tiny_data_dir),
+                device="xla",
+                batch=8,
+                max_length=16,
+                max_steps=3,
+                eval_subset=16,
+                lr=1e-3,
+                precision=precision,
+                progress=False,
+                results_path=str(tmp_path),
+            )
+        )
+    )
     assert rec["status"] == "finished", rec.get("error")
     assert rec["metrics"]["final_loss"] is not None and rec["metrics"]["test_accuracy"] is not None
-    assert rec["optimizer"]["class"] == "helpers.run.optim.XlaAdamW" and "XlaAdamW" in rec["precision"]["mechanism"] \
+    assert (
+        rec["optimizer"]["class"] == "helpers.run.optim.XlaAdamW"
+        and "XlaAdamW" in rec["precision"]["mechanism"]
         or not precision.startswith("bf16-pure")
+    )
 
 
-def test_periodic_evaluation_compiles_are_evaluations_not_a_training_recompile(tiny_model_dir, tiny_data_dir,
-                                                                             tmp_path):
+def test_periodic_evaluation_compiles_are_evaluations_not_a_training_recompile(tiny_model_dir, tiny_data_dir, tmp_path):
     """eval_every=4 after 3 warm-up steps: the evaluation graph compiled in the step-4 callback was charged to
     step 4 (compilations_after_warmup 1, a recompile that did not happen); it is evaluation's."""
     from helpers import steps
 
-    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir),
-                                        # L=20: a shape no other test compiles, so the evaluation graph is new
-                                        # to this process's graph cache whatever ran before
-                                        device="xla", batch=8, max_length=20, max_steps=6, eval_every=4,
-                                        curve_rows=16,
-                                        eval_subset=16, lr=1e-3, precision="fp32", progress=False,
-                                        results_path=str(tmp_path))))
+    rec = steps.run_all(
+        build_args(
+            dict(
+                model_name=str(tiny_model_dir),
+                data_dir=str(tiny_data_dir),
+                # L=20: a shape no other test compiles, so the evaluation graph is new
+                # to this process's graph cache whatever ran before
+                device="xla",
+                batch=8,
+                max_length=20,
+                max_steps=6,
+                eval_every=4,
+                curve_rows=16,
+                eval_subset=16,
+                lr=1e-3,
+                precision="fp32",
+                progress=False,
+                results_path=str(tmp_path),
+            )
+        )
+    )
     x = rec["xla"]
     assert rec["status"] == "finished" and len(rec["curve"]) == 1, rec.get("error")
     assert x["compilations_after_warmup"] == 0 and not any(int(k) >= 3 for k in x["compilations_per_step"]), x
@@ -372,17 +546,31 @@ def test_periodic_evaluation_compiles_are_evaluations_not_a_training_recompile(t
 
 
 @pytest.mark.parametrize("precision", ["bf16", "bf16-pure"])
-def test_periodic_evaluation_leaves_one_training_execution_per_step(tiny_model_dir, tiny_data_dir, tmp_path,
-                                                                    precision):
+def test_periodic_evaluation_leaves_one_training_execution_per_step(tiny_model_dir, tiny_data_dir, tmp_path, precision):
     """Evaluating every 2 steps: the pause's sync ran what the step left pending as a graph of its own, and
     an execution still running at the count was charged to training (`python -m helpers.check` saw 6-7
     executions in 5 steps); both are evaluation's, so training runs one graph per step."""
     from helpers import steps
 
-    rec = steps.run_all(build_args(dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir),
-                                        device="xla", batch=8, max_length=16, max_steps=5, eval_every=2,
-                                        curve_rows=16, eval_subset=16, lr=1e-3, precision=precision,
-                                        progress=False, results_path=str(tmp_path))))
+    rec = steps.run_all(
+        build_args(
+            dict(
+                model_name=str(tiny_model_dir),
+                data_dir=str(tiny_data_dir),
+                device="xla",
+                batch=8,
+                max_length=16,
+                max_steps=5,
+                eval_every=2,
+                curve_rows=16,
+                eval_subset=16,
+                lr=1e-3,
+                precision=precision,
+                progress=False,
+                results_path=str(tmp_path),
+            )
+        )
+    )
     assert rec["status"] == "finished" and len(rec["curve"]) == 2, rec.get("error")
     assert rec["xla"]["train"]["execute_count"] == rec["timing"]["steps"] == 5, rec["xla"]
 
@@ -391,20 +579,27 @@ def test_xla_use_bf16_stays_finite(tiny_model_dir, tiny_data_dir, tmp_path):
     """XLA_USE_BF16 (deprecated) makes every fp32 tensor bf16, where beta2 = 0.999 is 1.0: the bias
     correction is computed on the host, so the update never divides by 0 (NaN by step 2 before); the
     optimizer is then no AdamW (no fp32 is left to hold one), and the record says so."""
-    code = ("import sys; from helpers import steps; from helpers.run.args import build_args; "
-            f"rec = steps.run_all(build_args(dict(model_name={str(tiny_model_dir)!r}, data_dir={str(tiny_data_dir)!r}, "
-            "device='xla', batch=8, max_length=16, max_steps=3, log_every=1, eval_subset=16, lr=1e-3, "
-            f"bf16_mode='xla_use_bf16', progress=False, results_path={str(tmp_path)!r}))); "
-            "print('STATUS', rec['status'], rec['metrics']['loss_curve']); "
-            "print('MECHANISM', rec['precision']['mechanism']); "
-            # what the label claims, on the device: one step with gradient 1, then five with 0
-            "import torch; from helpers.run.optim import XlaAdamW; "
-            "p = torch.nn.Parameter(torch.ones(4).to('xla')); opt = XlaAdamW([{'params': [p]}], lr=1e-3); "
-            "p.grad = torch.ones(4).to('xla'); opt.step(); v1 = float(opt.state[p]['exp_avg_sq'].cpu()[0]); "
-            "p.grad = torch.zeros(4).to('xla'); [opt.step() for _ in range(5)]; "
-            "print('SECOND_MOMENT', v1, float(opt.state[p]['exp_avg_sq'].cpu()[0]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys; from helpers import steps; from helpers.run.args import build_args; "
+        f"rec = steps.run_all(build_args(dict(model_name={str(tiny_model_dir)!r}, data_dir={str(tiny_data_dir)!r}, "
+        "device='xla', batch=8, max_length=16, max_steps=3, log_every=1, eval_subset=16, lr=1e-3, "
+        f"bf16_mode='xla_use_bf16', progress=False, results_path={str(tmp_path)!r}))); "
+        "print('STATUS', rec['status'], rec['metrics']['loss_curve']); "
+        "print('MECHANISM', rec['precision']['mechanism']); "
+        # what the label claims, on the device: one step with gradient 1, then five with 0
+        "import torch; from helpers.run.optim import XlaAdamW; "
+        "p = torch.nn.Parameter(torch.ones(4).to('xla')); opt = XlaAdamW([{'params': [p]}], lr=1e-3); "
+        "p.grad = torch.ones(4).to('xla'); opt.step(); v1 = float(opt.state[p]['exp_avg_sq'].cpu()[0]); "
+        "p.grad = torch.zeros(4).to('xla'); [opt.step() for _ in range(5)]; "
+        "print('SECOND_MOMENT', v1, float(opt.state[p]['exp_avg_sq'].cpu()[0]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert "STATUS finished" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
     # the record says the mode is not AdamW, and the device agrees: the second moment never decays (AdamW's
     # would be 0.999**5 of it)
@@ -427,9 +622,20 @@ def test_batches_come_through_mpdeviceloader_and_accumulation_stays_one_graph_a_
     assert isinstance(prepared.loader, MpDeviceLoader)
     loader = GraphCountingLoader(prepared.loader)
     optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
-    result = train.fit(model, loader, optimizer, optim.build_scheduler(optimizer, 5, 0.0), run.dev, "fp32", 1,
-                       max_steps=5, grad_accum=2, log_every=5, progress=False,
-                       timer=StepTimer(warmup_steps=2, window_steps=5, per_step="window"))
+    result = train.fit(
+        model,
+        loader,
+        optimizer,
+        optim.build_scheduler(optimizer, 5, 0.0),
+        run.dev,
+        "fp32",
+        1,
+        max_steps=5,
+        grad_accum=2,
+        log_every=5,
+        progress=False,
+        timer=StepTimer(warmup_steps=2, window_steps=5, per_step="window"),
+    )
     loader.note()
     executed, _ = loader.per_batch()
     per_step = [a + b for a, b in zip(executed[::2], executed[1::2])]
@@ -444,12 +650,26 @@ def test_accumulation_over_an_epoch_end_compiles_no_extra_graph(xla_run):
 
     run, splits, model = xla_run
     rows = splits["train"].select(range(7 * 8))
-    loader = GraphCountingLoader(device.device_loader(tokens.loader(
-        rows, 8, tokens.collator(run.tokenizer, "static"), shuffle=True, seed=0, drop_last=True), run.dev))
+    loader = GraphCountingLoader(
+        device.device_loader(
+            tokens.loader(rows, 8, tokens.collator(run.tokenizer, "static"), shuffle=True, seed=0, drop_last=True),
+            run.dev,
+        )
+    )
     optimizer = optim.build_optimizer(model, 2e-5, None, 0.01, device_type="xla")
-    result = train.fit(model, loader, optimizer, optim.build_scheduler(optimizer, 4, 0.0), run.dev, "fp32", 2,
-                       grad_accum=3, log_every=4, progress=False,
-                       timer=StepTimer(warmup_steps=1, window_steps=4, per_step="window"))
+    result = train.fit(
+        model,
+        loader,
+        optimizer,
+        optim.build_scheduler(optimizer, 4, 0.0),
+        run.dev,
+        "fp32",
+        2,
+        grad_accum=3,
+        log_every=4,
+        progress=False,
+        timer=StepTimer(warmup_steps=1, window_steps=4, per_step="window"),
+    )
     loader.note()
     _, compiled = loader.per_batch()
     assert sum(compiled[3:]) == 0, compiled
@@ -504,14 +724,15 @@ def test_persistent_cache_on_xla_cpu_is_written_but_never_loaded(tmp_path):
     but cannot load it (PJRT CPU: "Deserializing serialized executable not supported") and compiles
     again. The record's counters (measure.xla.snapshot) tell the three cases apart: cold = misses,
     warm = hits, this = load_failures. If this fails with hits > 0, torch-xla fixed it: use the cache."""
-    script = ("import torch, torch_xla, json; from helpers.measure import xla; "
-              "x = torch.arange(8.).to(torch_xla.device()); float((x * 3 + 1).sum()); "
-              "print(json.dumps(xla.snapshot()))")
+    script = (
+        "import torch, torch_xla, json; from helpers.measure import xla; "
+        "x = torch.arange(8.).to(torch_xla.device()); float((x * 3 + 1).sum()); "
+        "print(json.dumps(xla.snapshot()))"
+    )
     env = {**os.environ, "XLA_PERSISTENT_CACHE_PATH": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     snaps = []
     for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         snaps.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     cold, warm = snaps
@@ -525,8 +746,15 @@ def test_an_unwritable_xla_cache_dir_is_named_at_start_and_leaves_no_claim(tiny_
     from helpers import steps
     from helpers.run import record_destination as destination
 
-    args = build_args(dict(model_name=str(tiny_model_dir), device="xla", results_path=str(tmp_path), run_name="c",
-                           xla_cache_dir="/proc/no-such/cache"))
+    args = build_args(
+        dict(
+            model_name=str(tiny_model_dir),
+            device="xla",
+            results_path=str(tmp_path),
+            run_name="c",
+            xla_cache_dir="/proc/no-such/cache",
+        )
+    )
     with pytest.raises(records.RecordWriteError, match="xla_cache_dir='/proc/no-such/cache' cannot hold"):
         steps.start(args)
     # this run's claims only: another test's run in this process may still hold its own

@@ -1,6 +1,7 @@
 """The cloud run (helpers/study/cloud.py, cloud/*.yaml): task files SkyPilot accepts, a dry run that prints
 the task, the plan and the cost and contacts nothing, and one run command, the same on the instance and here.
 No test contacts a cloud."""
+
 from __future__ import annotations
 
 import importlib
@@ -18,17 +19,19 @@ import yaml
 
 from helpers.calc import prices as cost
 from helpers.calc.facts import load_instance_prices
-from helpers.study import cloud
-from helpers.study import frame
+from helpers.study import cloud, frame
 from helpers.study.sweep import runner
 
 REPO = Path(__file__).resolve().parents[2]
 CLOUD_PYTHON = REPO / cloud.CLOUD_BIN / "python"
-needs_skypilot = pytest.mark.skipif(not CLOUD_PYTHON.exists(), reason=f"{cloud.CLOUD_BIN}/python is missing: "
-                                    "`make cloud-venv` installs SkyPilot there (`make test` builds it first)")
+needs_skypilot = pytest.mark.skipif(
+    not CLOUD_PYTHON.exists(),
+    reason=f"{cloud.CLOUD_BIN}/python is missing: "
+    "`make cloud-venv` installs SkyPilot there (`make test` builds it first)",
+)
 # imported first by every Python process started with this folder on PYTHONPATH: no process can open a network
 # connection, so a dry run that reached for a cloud, a catalog or the hub would fail
-NO_NETWORK = '''
+NO_NETWORK = """
 import socket
 
 def _refuse(*args, **kwargs):
@@ -43,7 +46,7 @@ def _connect_local(self, address):
 
 socket.socket.connect = _connect_local
 socket.getaddrinfo = _refuse
-'''
+"""
 
 
 def task_file(name: str) -> dict:
@@ -54,17 +57,24 @@ def task_file(name: str) -> dict:
 def snapshot() -> dict:
     """Return every file of the checkout (environments, git and caches aside) with its size and mtime."""
     skip = {".git", ".pytest_cache", "__pycache__"}
-    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in REPO.rglob("*")
-            if p.is_file() and not skip & set(p.relative_to(REPO).parts)
-            and not p.relative_to(REPO).parts[0].startswith(".venv")}
+    return {
+        p: (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in REPO.rglob("*")
+        if p.is_file()
+        and not skip & set(p.relative_to(REPO).parts)
+        and not p.relative_to(REPO).parts[0].startswith(".venv")
+    }
 
 
 # ----------------------------------------------------------------------------- SkyPilot's schema
 @needs_skypilot
 def test_every_target_renders_tasks_skypilots_schema_accepts():
     ami = "ami-0123456789abcdef0"
-    tasks = [cloud.render(target, "cloud/smoke.toml padding", "full", lab=lab, image_id=ami)
-             for target in cloud.TARGETS for lab in (False, True)]
+    tasks = [
+        cloud.render(target, "cloud/smoke.toml padding", "full", lab=lab, image_id=ami)
+        for target in cloud.TARGETS
+        for lab in (False, True)
+    ]
     said = cloud.validate(*tasks)
     assert said.startswith("valid: SkyPilot") and said.endswith(f"({len(tasks)} tasks)")
     for config in tasks:
@@ -73,12 +83,16 @@ def test_every_target_renders_tasks_skypilots_schema_accepts():
 
 
 @needs_skypilot
-@pytest.mark.parametrize("break_it, says", [
-    pytest.param(lambda c: c.update(rnu=c.pop("run")), "rnu", id="a misspelled task field"),
-    pytest.param(lambda c: c["resources"].update(autostop={"idle_minute": 15}), "autostop",
-                 id="a misspelled autostop field"),
-    pytest.param(lambda c: c["resources"].update(disk_size="big"), "disk_size", id="a disk size in words"),
-])
+@pytest.mark.parametrize(
+    "break_it, says",
+    [
+        pytest.param(lambda c: c.update(rnu=c.pop("run")), "rnu", id="a misspelled task field"),
+        pytest.param(
+            lambda c: c["resources"].update(autostop={"idle_minute": 15}), "autostop", id="a misspelled autostop field"
+        ),
+        pytest.param(lambda c: c["resources"].update(disk_size="big"), "disk_size", id="a disk size in words"),
+    ],
+)
 def test_a_task_skypilot_would_refuse_is_refused_here(break_it, says):
     config = cloud.render("trn1")
     break_it(config)
@@ -122,9 +136,22 @@ def test_the_run_every_task_launches_is_the_run_the_local_target_runs():
 
 def test_cloud_run_is_the_check_then_each_suite_through_the_sweeps_own_command_line():
     # --no-print-directory: under `make test` (a recursive make) every make prints "Entering directory"
-    out = subprocess.run(["make", "--no-print-directory", "-n", "cloud-run", "SUITES=cloud/smoke.toml padding",
-                          "VARIANT=full", "SWEEP_TARGET=trainium", "SWEEP_PY=python"],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "cloud-run",
+            "SUITES=cloud/smoke.toml padding",
+            "VARIANT=full",
+            "SWEEP_TARGET=trainium",
+            "SWEEP_PY=python",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.splitlines()[0] == "python -m helpers.check"
     assert "for suite in cloud/smoke.toml padding; do" in out
     sweep = re.search(r'sweep="python -m helpers.study.sweep \$suite ([^"]*)"', out).group(1).split()
@@ -136,9 +163,11 @@ def test_cloud_run_is_the_check_then_each_suite_through_the_sweeps_own_command_l
 
 def test_the_lab_settings_are_jupyters_own():
     config = json.loads((REPO / "cloud" / "jupyter" / "jupyter_server_config.json").read_text())
-    where = {"ServerApp": "jupyter_server.serverapp",
-             "MappingKernelManager": "jupyter_server.services.kernels.kernelmanager",
-             "TerminalManager": "jupyter_server_terminals.terminalmanager"}
+    where = {
+        "ServerApp": "jupyter_server.serverapp",
+        "MappingKernelManager": "jupyter_server.services.kernels.kernelmanager",
+        "TerminalManager": "jupyter_server_terminals.terminalmanager",
+    }
     for section, traits in config.items():
         cls = getattr(importlib.import_module(where[section]), section)
         assert set(traits) <= set(cls.class_traits()), (section, set(traits) - set(cls.class_traits()))
@@ -151,8 +180,7 @@ def test_it_asks_on_a_terminal_and_refuses_without_one(monkeypatch):
             return True
 
     monkeypatch.setattr(sys, "stdin", Terminal())
-    for answer, default, expected in (("y", False, True), ("", False, False), ("no", True, False),
-                                      ("", True, True)):
+    for answer, default, expected in (("y", False, True), ("", False, False), ("no", True, False), ("", True, True)):
         monkeypatch.setattr("builtins.input", lambda prompt, a=answer: a)
         assert cloud.confirm("launch?", yes=False, default=default) is expected
     monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
@@ -177,8 +205,13 @@ def test_the_dry_run_prints_the_task_the_plan_and_the_cost_and_touches_nothing(t
     blocked = subprocess.run([sys.executable, "-c", connect], env=env, capture_output=True, text=True)
     assert "network blocked by the test" in blocked.stderr  # the blocker works, in every child process
     before = snapshot()
-    out = subprocess.run([sys.executable, "-m", "helpers.study.cloud", "trn1", "--dry-run"],
-                         cwd=REPO, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "helpers.study.cloud", "trn1", "--dry-run"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert snapshot() == before
     text = out.stdout
@@ -201,8 +234,13 @@ def test_the_local_target_runs_the_task_here_and_its_record_lands_where_the_repo
     # the committed roofs and precision probe of this machine, as in Experiment/results: read, not re-measured
     shutil.copytree(REPO / "Experiment" / "results" / "_peaks", results / "_peaks")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "helpers.study.cloud", "local", "--results", str(results)],
-                         cwd=REPO, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "helpers.study.cloud", "local", "--results", str(results)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     assert f"local run: {task_file('gpu.yaml')['run'].strip()}" in out.stdout
     found = list((results / "smoke").glob("smoke-quick-point-*@*.json"))

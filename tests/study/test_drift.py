@@ -1,5 +1,6 @@
 """helpers/study/drift.py: configurations two suites timed alike are found, and the drift between suites is the
 largest gap between their medians on a device (none where no configuration was timed twice)."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,16 @@ pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 def timed(suite: str, rates: list[float], batch: int = 16, subset: int = 1024) -> list[dict]:
     """Return runs of one minilm configuration in `suite` on this CPU, one per samples/s in `rates`."""
-    return [record("cpu", suite, {"model_name": "minilm", "batch": batch, "train_subset": subset, "seed": i},
-                   run_name=f"{suite}-{batch}-{i}", samples_per_s=r) for i, r in enumerate(rates, 1)]
+    return [
+        record(
+            "cpu",
+            suite,
+            {"model_name": "minilm", "batch": batch, "train_subset": subset, "seed": i},
+            run_name=f"{suite}-{batch}-{i}",
+            samples_per_s=r,
+        )
+        for i, r in enumerate(rates, 1)
+    ]
 
 
 def test_a_configuration_two_suites_timed_is_one_row_per_suite():

@@ -1,5 +1,6 @@
 """helpers/study/frame.py: every record one row with the named columns, the latest finished record per suite
 point and device, another machine's copy of a point its own row, and parameters a table cannot group by named."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,20 @@ pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def test_the_named_columns_read_the_records_sections_in_the_tables_units():
-    df = frame([record("a100", "batch_scaling", {"batch": 8}, run_name="b8", samples_per_s=300.0, step_ms=25.0,
-                       tflops=31.2, test_acc=0.93)])
+    df = frame(
+        [
+            record(
+                "a100",
+                "batch_scaling",
+                {"batch": 8},
+                run_name="b8",
+                samples_per_s=300.0,
+                step_ms=25.0,
+                tflops=31.2,
+                test_acc=0.93,
+            )
+        ]
+    )
     row = df.iloc[0]
     assert row["samples_per_s"] == 300.0 and row["step_ms"] == pytest.approx(25.0)  # seconds in, ms shown
     assert row["mfu_pct"] == pytest.approx(10.0) and row["test_acc"] == 0.93  # the record's own MFU, in %
@@ -46,13 +59,16 @@ def test_a_failure_recorded_by_the_sweep_changes_neither_the_finished_rows_numbe
     assert df.loc["opt-rep2", "device_type"] == "cuda"
 
 
-@pytest.mark.parametrize("params, why", [
-    ({"batch": 8}, None),
-    ({"batch": [8]}, "params.batch: Input should be a valid number"),
-    ({"batch": float("nan")}, "params.batch: Input should be a finite number"),
-    ({"padding": 3}, "params.padding: Input should be a valid string"),
-    ({"group_by_length": "yes"}, "params.group_by_length: Input should be a valid boolean"),
-])
+@pytest.mark.parametrize(
+    "params, why",
+    [
+        ({"batch": 8}, None),
+        ({"batch": [8]}, "params.batch: Input should be a valid number"),
+        ({"batch": float("nan")}, "params.batch: Input should be a finite number"),
+        ({"padding": 3}, "params.padding: Input should be a valid string"),
+        ({"group_by_length": "yes"}, "params.group_by_length: Input should be a valid boolean"),
+    ],
+)
 def test_parameters_a_table_cannot_group_by_are_named(params, why):
     found = params_problem({"params": params})
     assert found == why if why is None else found.startswith(why), found
@@ -66,5 +82,7 @@ def test_a_record_no_table_can_group_is_left_out_and_counted(tmp_path):
         write(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
     df, skipped = load(tmp_path, include_fixtures=True)
     assert list(df["run_name"]) == ["good"]
-    assert [why.split(": ", 1)[1] for why in skipped] == ["params.batch: Input should be a valid number, not list '[16]'"]
+    assert [why.split(": ", 1)[1] for why in skipped] == [
+        "params.batch: Input should be a valid number, not list '[16]'"
+    ]
     assert load(tmp_path)[0].empty  # fixtures are left out unless asked for

@@ -1,4 +1,5 @@
 """helpers/study/published.py: the study's published tables are read as printed, strings kept as strings."""
+
 from helpers.study.published import PUBLISHED_DIR, published
 
 

@@ -5,6 +5,7 @@ Plain statistics over the frame's `test_acc` (a fraction) and `majority` columns
 the binomial one of its test set (it holds test-set noise only; seed-to-seed variation is not measured
 then, and the tables say so); several seeds' is the t-interval of their mean.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,12 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
     """Return (floor as a fraction, where it comes from): FLOOR_POINTS below the best mean test accuracy any
     cell of the arm's model reached on its device at the same or a smaller training budget; None without one."""
     r = arm.iloc[0]
-    done = df[(df["model_name"] == r["model_name"]) & (df["device_key"] == r["device_key"])
-              & (df["status"] == "finished") & df["test_acc"].notna()]
+    done = df[
+        (df["model_name"] == r["model_name"])
+        & (df["device_key"] == r["device_key"])
+        & (df["status"] == "finished")
+        & df["test_acc"].notna()
+    ]
     if done.empty:
         return None
     done = done[trained_rows(done) <= budget_rows(arm)]
@@ -53,12 +58,17 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
     key, best = means["mean"].idxmax(), means["mean"].max()
     shown = ("lr", "llrd_decay", "precision", "max_length", "batch")
     shown += ("lora_r", "lora_targets") if key[CELL.index("lora_r")] else ()
-    where = ", ".join(f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}"  # 32, never 32.0
-                      for k, v in zip(CELL, key) if k in shown and pd.notna(v))
-    return best - FLOOR_POINTS / 100, (f"{FLOOR_POINTS:g} points below {100 * best:.2f}%, the best mean test "
-                                       f"accuracy of {r['model_name']} on this device within "
-                                       f"{budget_rows(arm):,.0f} training rows ({key[0]} {key[1]}: {where}, "
-                                       f"{int(means.at[key, 'count'])} run(s))")
+    where = ", ".join(
+        f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}"  # 32, never 32.0
+        for k, v in zip(CELL, key)
+        if k in shown and pd.notna(v)
+    )
+    return best - FLOOR_POINTS / 100, (
+        f"{FLOOR_POINTS:g} points below {100 * best:.2f}%, the best mean test "
+        f"accuracy of {r['model_name']} on this device within "
+        f"{budget_rows(arm):,.0f} training rows ({key[0]} {key[1]}: {where}, "
+        f"{int(means.at[key, 'count'])} run(s))"
+    )
 
 
 def unlearned(df: pd.DataFrame, arms: dict[str, pd.DataFrame]) -> str:
@@ -104,16 +114,16 @@ def resolvable_difference(values: list[float], rows: int | None) -> float:
     return math.nan
 
 
-def fmt_interval(values: list[float], rows: int | None, scale: float = 100, digits: int = 2,
-                 seeds: int | None = None) -> str:
+def fmt_interval(
+    values: list[float], rows: int | None, scale: float = 100, digits: int = 2, seeds: int | None = None
+) -> str:
     """Return 'mean ± half-width' in percent, with the dash for no values; runs of fewer than 2 distinct
     `seeds` have no spread between seeds: the mean, and the test set's sampling error (90%) where rows are known."""
     mean, half, _ = mean_interval(values, rows)
     if math.isnan(mean):
         return "—"
     if seeds is not None and seeds < 2:
-        error = (f"; test-set sampling error {scale * sampling_error(mean, rows):.{digits}f} points, 90%"
-                 if rows else "")
+        error = f"; test-set sampling error {scale * sampling_error(mean, rows):.{digits}f} points, 90%" if rows else ""
         return f"{scale * mean:.{digits}f} (one seed{error})"
     return f"{scale * mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {scale * half:.{digits}f}")
 
@@ -140,12 +150,17 @@ def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         test_rows = int(g["test_rows"].max()) if "test_rows" in g and g["test_rows"].notna().any() else None
         flagged = g["near_majority"].fillna(False).sum()
         seeds = distinct_seeds(g)
-        rows[key] = {"seeds": str(seeds) + (f" ({len(g)} runs)" if len(g) != seeds else ""),
-                     "test accuracy %": fmt_interval(list(g["test_acc"]), test_rows, seeds=seeds),
-                     "validation accuracy %": fmt_interval(list(g["val_acc"]), None, seeds=seeds),
-                     "final loss": f"{g['final_loss'].mean():.3f}" if g["final_loss"].notna().any() else "—",
-                     "learned?": (f"no: {flagged} of {len(g)} near the majority class "
-                                  f"({100 * g['majority'].max():.1f}%)" if flagged else "yes")}
+        rows[key] = {
+            "seeds": str(seeds) + (f" ({len(g)} runs)" if len(g) != seeds else ""),
+            "test accuracy %": fmt_interval(list(g["test_acc"]), test_rows, seeds=seeds),
+            "validation accuracy %": fmt_interval(list(g["val_acc"]), None, seeds=seeds),
+            "final loss": f"{g['final_loss'].mean():.3f}" if g["final_loss"].notna().any() else "—",
+            "learned?": (
+                f"no: {flagged} of {len(g)} near the majority class ({100 * g['majority'].max():.1f}%)"
+                if flagged
+                else "yes"
+            ),
+        }
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index = pd.MultiIndex.from_tuples(out.index, names=keys) if len(keys) > 1 else out.index.rename(keys[0])
     return out
@@ -162,13 +177,17 @@ def best_cell(df: pd.DataFrame, keys: list[str]) -> str:
     best = means.index[0]
     cells = learned.set_index(keys)["test_acc"]
     resolvable = resolvable_difference(list(cells.loc[[best]]), rows)
-    text = (f"Best cell: {_name(keys, best)} at {100 * means.iloc[0]['mean']:.2f}% test accuracy "
-            f"({int(means.iloc[0]['count'])} seed(s)).")
+    text = (
+        f"Best cell: {_name(keys, best)} at {100 * means.iloc[0]['mean']:.2f}% test accuracy "
+        f"({int(means.iloc[0]['count'])} seed(s))."
+    )
     if len(means) > 1:
         gap = means.iloc[0]["mean"] - means.iloc[1]["mean"]
         verdict = "resolved" if gap > resolvable else "not resolved"
-        text += (f" Runner-up {_name(keys, means.index[1])} is {100 * gap:.2f} points lower; the smallest "
-                 f"difference this sample resolves is {100 * resolvable:.2f} points, so the order is {verdict}.")
+        text += (
+            f" Runner-up {_name(keys, means.index[1])} is {100 * gap:.2f} points lower; the smallest "
+            f"difference this sample resolves is {100 * resolvable:.2f} points, so the order is {verdict}."
+        )
     dropped = len(df) - len(learned)
     if dropped:
         text += f" {dropped} run(s) near the majority class are left out."

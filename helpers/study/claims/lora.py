@@ -2,6 +2,7 @@
 a stated rule from records of full fine-tuning and LoRA on the same device, with seeds; and what makes a
 setting (full fine-tuning or a LoRA rank and targets) and its best learning rate, which the LoRA table shows.
 """
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,22 @@ import math
 import pandas as pd
 
 from helpers.study.claims.accuracy import mean_interval
-from helpers.study.claims.verdict import (PROXY, Finding, band, cells, claim, compare_timed, concluded,
-                                          device, drift, interleaved, listing, noise_note, ratio, who)
+from helpers.study.claims.verdict import (
+    PROXY,
+    Finding,
+    band,
+    cells,
+    claim,
+    compare_timed,
+    concluded,
+    device,
+    drift,
+    interleaved,
+    listing,
+    noise_note,
+    ratio,
+    who,
+)
 
 WITHIN_POINTS = 1.0  # the claim: LoRA's test accuracy within 1 point of full fine-tuning's
 NO_FIGURE = "no published figure: the study names LoRA as future work (§9); the claim tested is ours"
@@ -78,16 +93,17 @@ def budget(g: pd.DataFrame) -> str:
 @claim
 def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether LoRA's best setting reaches full fine-tuning's test accuracy within 1 point."""
-    rule = ("per device, each setting (full fine-tuning and each LoRA one) at its best learning rate, the "
-            f"highest mean validation accuracy among ≥ {MIN_LRS} lrs its runs tried; the LoRA setting with "
-            "the highest mean test accuracy against full fine-tuning, over seeds: the gap (full − LoRA) "
-            f"with its 95% interval; holds if the whole interval is below {WITHIN_POINTS:g} point; does not "
-            "hold if the whole interval is above it; inconclusive otherwise (needs ≥ 2 seeds a cell), and "
-            "inconclusive where the best lr of full fine-tuning or of that LoRA setting is the lowest or the "
-            "highest it tried (the search has not bracketed it: a wider one may move the gap). Both "
-            "train the same epochs on the same rows, so this is accuracy at an equal budget, the one a user "
-            "pays for; LoRA at convergence (many more epochs) is not tested. "
-            + PROXY)
+    rule = (
+        "per device, each setting (full fine-tuning and each LoRA one) at its best learning rate, the "
+        f"highest mean validation accuracy among ≥ {MIN_LRS} lrs its runs tried; the LoRA setting with "
+        "the highest mean test accuracy against full fine-tuning, over seeds: the gap (full − LoRA) "
+        f"with its 95% interval; holds if the whole interval is below {WITHIN_POINTS:g} point; does not "
+        "hold if the whole interval is above it; inconclusive otherwise (needs ≥ 2 seeds a cell), and "
+        "inconclusive where the best lr of full fine-tuning or of that LoRA setting is the lowest or the "
+        "highest it tried (the search has not bracketed it: a wider one may move the gap). Both "
+        "train the same epochs on the same rows, so this is accuracy at an equal budget, the one a user "
+        "pays for; LoRA at convergence (many more epochs) is not tested. " + PROXY
+    )
     signs, parts, groups, widths, blocked, heads = [], [], [], [], [], []
     for g in cells(df, ("lora",)):
         full, lora = _settings(g)
@@ -102,34 +118,50 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         widths.append(half)
         missing = unsearched(full, lora)
         if missing:
-            blocked.append(f"{device(g)}: the learning-rate search has not been run ({', '.join(missing)}: "
-                           f"fewer than {MIN_LRS} lrs); `{SWEEP}`")
+            blocked.append(
+                f"{device(g)}: the learning-rate search has not been run ({', '.join(missing)}: "
+                f"fewer than {MIN_LRS} lrs); `{SWEEP}`"
+            )
         edge = [] if missing else [k for k, c in (("full fine-tuning", full), (best, lora[best])) if at_edge(c)]
         if edge:
-            blocked.append(f"{device(g)}: the best lr of {' and of '.join(edge)} is the edge of the lrs tried "
-                           f"(the search has not bracketed it): add lrs beyond it to the suite, then `{SWEEP}`")
+            blocked.append(
+                f"{device(g)}: the best lr of {' and of '.join(edge)} is the edge of the lrs tried "
+                f"(the search has not bracketed it): add lrs beyond it to the suite, then `{SWEEP}`"
+            )
         unresolved = missing or edge
-        signs.append(0 if unresolved else (1 if diff + half < WITHIN_POINTS
-                                           else (-1 if diff - half > WITHIN_POINTS else 0)))
+        signs.append(
+            0 if unresolved else (1 if diff + half < WITHIN_POINTS else (-1 if diff - half > WITHIN_POINTS else 0))
+        )
         heads.append(f"{device(g)}: gap {diff:+.2f} ± {half:.2f} points")
-        parts.append(f"{who(g)}, {budget(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
-                     f"({len(seeded[best])} seeds vs {len(full_acc)}); lr: full fine-tuning "
-                     f"{searched(full)}; "
-                     + "; ".join(f"{k} {searched(c)}" for k, c in lora.items()))
-    return concluded("LoRA reaches full fine-tuning's accuracy within 1 point at the same budget", NO_FIGURE, parts,
-                     listing(cells(df, ("lora",))), signs, groups, rule,
-                     f"the gap's interval (± {max(widths, default=0):.2f} points) straddles {WITHIN_POINTS:g} point",
-                     "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one device", blocked=blocked,
-                     headline="; ".join(heads[:1]))
+        parts.append(
+            f"{who(g)}, {budget(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
+            f"({len(seeded[best])} seeds vs {len(full_acc)}); lr: full fine-tuning "
+            f"{searched(full)}; " + "; ".join(f"{k} {searched(c)}" for k, c in lora.items())
+        )
+    return concluded(
+        "LoRA reaches full fine-tuning's accuracy within 1 point at the same budget",
+        NO_FIGURE,
+        parts,
+        listing(cells(df, ("lora",))),
+        signs,
+        groups,
+        rule,
+        f"the gap's interval (± {max(widths, default=0):.2f} points) straddles {WITHIN_POINTS:g} point",
+        "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one device",
+        blocked=blocked,
+        headline="; ".join(heads[:1]),
+    )
 
 
 @claim
 def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether every LoRA setting trains more samples per second than full fine-tuning."""
-    rule = ("per device and LoRA setting, samples/s against full fine-tuning's with their spread (the range "
-            "between runs, ≥ 3 each; else the timing windows), and, as the seeds of a cell run back to back, "
-            "beyond the drift between suites: holds if every setting is faster beyond both "
-            "spreads; does not hold if any is slower beyond them; inconclusive otherwise. " + PROXY)
+    rule = (
+        "per device and LoRA setting, samples/s against full fine-tuning's with their spread (the range "
+        "between runs, ≥ 3 each; else the timing windows), and, as the seeds of a cell run back to back, "
+        "beyond the drift between suites: holds if every setting is faster beyond both "
+        "spreads; does not hold if any is slower beyond them; inconclusive otherwise. " + PROXY
+    )
     signs, parts, groups, heads, together, drifts = [], [], [], [], [], []
     for g in cells(df, ("lora",)):
         full, lora = _settings(g)
@@ -144,13 +176,26 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
             drifts.append(drift(df, g))
             signs.append(compare_timed(mine, base, together[-1], drifts[-1]))
             shown.append(f"{name} {ratio(mine, base)}x")
-        parts.append(f"{who(g)}: samples/s over full fine-tuning's {base} (every lr's runs: speed does not "
-                     "depend on it): " + ", ".join(shown))
-        heads.append(f"{device(g)}: " + ", ".join(f"{ratio(band(c, 'samples_per_s'), base).mid:.2f}x"
-                                                  for c in lora.values()) + " full's samples/s")
-    return concluded("LoRA trains faster per step", NO_FIGURE, parts, listing(cells(df, ("lora",))), signs,
-                     groups, rule, "; ".join(["the samples/s spreads overlap"] + [noise_note(together, drifts)]
-                                             * bool(noise_note(together, drifts))),
-                     "needs lora runs: full fine-tuning and at least one LoRA setting on one device",
-                     headline="; ".join(heads[:1]))
-
+        parts.append(
+            f"{who(g)}: samples/s over full fine-tuning's {base} (every lr's runs: speed does not "
+            "depend on it): " + ", ".join(shown)
+        )
+        heads.append(
+            f"{device(g)}: "
+            + ", ".join(f"{ratio(band(c, 'samples_per_s'), base).mid:.2f}x" for c in lora.values())
+            + " full's samples/s"
+        )
+    return concluded(
+        "LoRA trains faster per step",
+        NO_FIGURE,
+        parts,
+        listing(cells(df, ("lora",))),
+        signs,
+        groups,
+        rule,
+        "; ".join(
+            ["the samples/s spreads overlap"] + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
+        ),
+        "needs lora runs: full fine-tuning and at least one LoRA setting on one device",
+        headline="; ".join(heads[:1]),
+    )

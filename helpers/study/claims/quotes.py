@@ -5,6 +5,7 @@ repository adds where a rule tests more than the quote says (labelled ours, neve
 The quotes are checked against the study's text (../shared/reference/study/report.txt) by
 tests/study/claims/test_quotes.py: each is a substring of it once runs of whitespace are one space.
 """
+
 from __future__ import annotations
 
 import re
@@ -49,7 +50,7 @@ def quote(key: str, published_dir: str) -> Quote:
 def study_says(key: str, published_dir: str) -> str:
     """Return '§x: "quote"' and, where the rule tests our own hypothesis, 'Ours, not the study's: ...'."""
     q = quote(key, published_dir)
-    text = f"{q.section}: \"{shown(q.text)}\""
+    text = f'{q.section}: "{shown(q.text)}"'
     return text + (f" Ours, not the study's: {q.ours}." if q.ours else "")
 
 
@@ -57,4 +58,4 @@ def short_says(key: str, published_dir: str) -> str:
     """Return '§x "short part of the quote"' (the section without its gloss), marked '· test: ours' where the
     rule tests our hypothesis."""
     q = quote(key, published_dir)
-    return f"{q.section.split(' (')[0]} \"{shown(q.short)}\"" + (" · test: ours" if q.ours else "")
+    return f'{q.section.split(" (")[0]} "{shown(q.short)}"' + (" · test: ours" if q.ours else "")

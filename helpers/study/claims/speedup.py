@@ -2,14 +2,27 @@
 (a magnitude: real records only) and the cost per task ranking its devices, at this repository's prices
 (helpers/facts/instance_prices.csv), each a function of (frame, published_dir) returning a Finding.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
-from helpers.calc.prices import accelerator_price, price_per_accelerator_hour
 from helpers.calc.facts import cuda_device_key
-from helpers.study.claims.verdict import (Band, Finding, band, cells, claim, compare, device, judged, listing,
-                                          proxies, ratio, who)
+from helpers.calc.prices import accelerator_price, price_per_accelerator_hour
+from helpers.study.claims.verdict import (
+    Band,
+    Finding,
+    band,
+    cells,
+    claim,
+    compare,
+    device,
+    judged,
+    listing,
+    proxies,
+    ratio,
+    who,
+)
 from helpers.study.notation import fmt
 from helpers.study.published import STUDY_KEYS, published
 
@@ -29,10 +42,12 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
     pub = published("speedup.csv", published_dir).set_index("device")["speedup"].astype(float)
     gpus = pub.drop("trn1")
     text = ", ".join(f"{d} {s:.2f}x" for d, s in pub.items()) + " baseline/optimized train time (published)"
-    rule = (f"per device, baseline/optimized train time with the band of the steps' spread: holds if the band "
-            f"meets the study's figure for that device ±{100 * SPEEDUP_TOLERANCE:.0f}% (a GPU it did not measure: "
-            f"its GPUs' range {gpus.min():.2f}–{gpus.max():.2f}x); does not hold if outside on any. A magnitude: "
-            "proxies show only whether optimized is faster and leave it not testable here.")
+    rule = (
+        f"per device, baseline/optimized train time with the band of the steps' spread: holds if the band "
+        f"meets the study's figure for that device ±{100 * SPEEDUP_TOLERANCE:.0f}% (a GPU it did not measure: "
+        f"its GPUs' range {gpus.min():.2f}–{gpus.max():.2f}x); does not hold if outside on any. A magnitude: "
+        "proxies show only whether optimized is faster and leave it not testable here."
+    )
     signs, parts, real, heads = [], [], [], []
     for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu")):
         base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
@@ -45,8 +60,7 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         heads.append(f"{device(g)}: {times.mid:.2f}x")
         name = study_device(g)
         lo, hi = (pub[name], pub[name]) if name else (gpus.min(), gpus.max())
-        signs.append(1 if times.hi >= lo * (1 - SPEEDUP_TOLERANCE) and times.lo <= hi * (1 + SPEEDUP_TOLERANCE)
-                     else -1)
+        signs.append(1 if times.hi >= lo * (1 - SPEEDUP_TOLERANCE) and times.lo <= hi * (1 + SPEEDUP_TOLERANCE) else -1)
         real.append(g)
         parts.append(f"{who(g)}: {times}x against {fmt(lo)}" + (f"–{fmt(hi)}" if hi != lo else "") + "x published")
     verdict, reason, basis = judged(signs, real)
@@ -54,8 +68,16 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         reason = "needs bert-base on a GPU or trn1: baseline and optimized runs of the full variant"
         proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
         reason += f"; the proxies here ({proxy}) show the direction only" if proxy else ""
-    return Finding("The optimized configuration is 3.7–7.3x faster", text, "; ".join(parts) or "no records",
-                   verdict, rule, reason, basis, "; ".join(heads[:1]))
+    return Finding(
+        "The optimized configuration is 3.7–7.3x faster",
+        text,
+        "; ".join(parts) or "no records",
+        verdict,
+        rule,
+        reason,
+        basis,
+        "; ".join(heads[:1]),
+    )
 
 
 def at_our_prices(pub: pd.DataFrame) -> str:
@@ -67,8 +89,10 @@ def at_our_prices(pub: pd.DataFrame) -> str:
         used, per_hour, note = accelerator_price(instance, STUDY_KEYS[r.device])
         costs[r.device] = float(r.sec_per_epoch) * int(r.epochs_in_task) * per_hour / 3600
         if note or abs(per_hour - float(r.cost_per_hour_usd)) > 0.005:
-            notes.append(f"{r.device}: ${r.cost_per_hour_usd}/h printed, ${per_hour:.3f}/h for one on {used}"
-                         + (f" ({note})" if note else ""))
+            notes.append(
+                f"{r.device}: ${r.cost_per_hour_usd}/h printed, ${per_hour:.3f}/h for one on {used}"
+                + (f" ({note})" if note else "")
+            )
     ranked = " < ".join(f"{d} ${c:.4f}" for d, c in sorted(costs.items(), key=lambda x: x[1]))
     return ranked + (f" ({'; '.join(notes)})" if notes else "")
 
@@ -78,12 +102,17 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether the optimized runs' cost per task ranks the study's devices as it did."""
     pub = published("cost.csv", published_dir)
     pub = pub.assign(usd=pub["cost_for_task_usd"].astype(float)).sort_values("usd")
-    text = ("cost per 3-epoch task: " + " < ".join(f"{r.device} ${r.cost_for_task_usd}" for r in pub.itertuples())
-            + f". At this repository's prices its own times rank {at_our_prices(pub)}")
-    rule = ("optimized train time × on-demand price per accelerator-hour (helpers/facts/instance_prices.csv), "
-            "for the study's devices measured with bert-base: holds if every pair adjacent in the study's order "
-            "costs more in that order beyond the steps' spread; does not hold if any pair is reversed beyond it; "
-            "inconclusive otherwise. A ranking: no proxy.")
+    text = (
+        "cost per 3-epoch task: "
+        + " < ".join(f"{r.device} ${r.cost_for_task_usd}" for r in pub.itertuples())
+        + f". At this repository's prices its own times rank {at_our_prices(pub)}"
+    )
+    rule = (
+        "optimized train time × on-demand price per accelerator-hour (helpers/facts/instance_prices.csv), "
+        "for the study's devices measured with bert-base: holds if every pair adjacent in the study's order "
+        "costs more in that order beyond the steps' spread; does not hold if any pair is reversed beyond it; "
+        "inconclusive otherwise. A ranking: no proxy."
+    )
     found: dict[str, tuple[Band, pd.DataFrame]] = {}
     for g in cells(df, ("speedup",), ("gpu", "trn1")):
         g = g[(g["preset"] == "optimized") & ~g["proxy"]]
@@ -101,5 +130,13 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
     if len(order) < 2:
         reason = "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance"
     ranked = " < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else ""
-    return Finding("Cost ranking of the devices", text, measured or listing(cells(df, ("speedup",))), verdict,
-                   rule, reason, basis, ranked)
+    return Finding(
+        "Cost ranking of the devices",
+        text,
+        measured or listing(cells(df, ("speedup",))),
+        verdict,
+        rule,
+        reason,
+        basis,
+        ranked,
+    )

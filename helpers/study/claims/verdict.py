@@ -7,12 +7,14 @@ inconclusive otherwise; with no comparison it is not testable here. The verdict 
 evidence: on a proxy it is "consistent on proxy" / "contradicted on proxy", on a model's estimate
 "consistent with the model" / "contradicted by the model"; "holds" only on records of the claim's own kind.
 """
+
 from __future__ import annotations
 
-import math
 import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -23,30 +25,85 @@ from helpers.study.notation import fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
 # a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
-VERDICTS = ("holds", "does not hold", "consistent on proxy", "contradicted on proxy",
-            "consistent with the model", "contradicted by the model", "inconclusive", "not testable here")
-GRADES = {"proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
-          "estimate": ("consistent with the model", "contradicted by the model")}
+VERDICTS = (
+    "holds",
+    "does not hold",
+    "consistent on proxy",
+    "contradicted on proxy",
+    "consistent with the model",
+    "contradicted by the model",
+    "inconclusive",
+    "not testable here",
+)
+GRADES = {
+    "proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
+    "estimate": ("consistent with the model", "contradicted by the model"),
+}
 REAL_MODEL = "bert-base-uncased"
 CLASSES = {"gpu": "GPU", "trn1": "trn1 NeuronCore", "xla-cpu": "XLA on the CPU", "cpu": "CPU"}
 REAL_CLASSES = ("gpu", "trn1")
 PROXY = "The proxy rule applies (direction only)."
-PROXY_RULE = ("Proxy rule: a record of another model than bert-base-uncased, "
-              "or of the CPU or XLA on the CPU, "
-              "stands in only for the direction of an effect, and the verdict names it; a magnitude, an "
-              "accuracy level or a ranking of devices needs bert-base on a GPU or a trn1 NeuronCore. Where "
-              "any real record is here, proxies are left out.")
+PROXY_RULE = (
+    "Proxy rule: a record of another model than bert-base-uncased, "
+    "or of the CPU or XLA on the CPU, "
+    "stands in only for the direction of an effect, and the verdict names it; a magnitude, an "
+    "accuracy level or a ranking of devices needs bert-base on a GPU or a trn1 NeuronCore. Where "
+    "any real record is here, proxies are left out."
+)
 # None -> NaN
 NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")
 # columns a claim may read; an empty frame lacks most of them
-COLUMNS = ("suite", "variant", "status", "device", "device_key", "device_type", "device.neuron", "instance",
-           "model_name", "batch", "max_length", "lr", "llrd_decay", "seed", "padding", "pad_to_multiple_of",
-           "preset", "num_devices", "precision", "optlevel", "model_type", "distribution_strategy",
-           "gradient_checkpointing", "step_ms", "step_ms_p10", "step_ms_p90", "samples_per_s", "window_min",
-           "window_max", "train_s", "ai", "mfu_pct", "mem_gib", "compilations", "test_acc", "test_rows",
-           "near_majority",
-           "util_pct", "util_metric", "util_like_study", "share_matmul", "share_copy_data_movement", "lora_r",
-           "lora_targets", "train_subset", "epochs", "optimizer", "val_acc", "run_name")
+COLUMNS = (
+    "suite",
+    "variant",
+    "status",
+    "device",
+    "device_key",
+    "device_type",
+    "device.neuron",
+    "instance",
+    "model_name",
+    "batch",
+    "max_length",
+    "lr",
+    "llrd_decay",
+    "seed",
+    "padding",
+    "pad_to_multiple_of",
+    "preset",
+    "num_devices",
+    "precision",
+    "optlevel",
+    "model_type",
+    "distribution_strategy",
+    "gradient_checkpointing",
+    "step_ms",
+    "step_ms_p10",
+    "step_ms_p90",
+    "samples_per_s",
+    "window_min",
+    "window_max",
+    "train_s",
+    "ai",
+    "mfu_pct",
+    "mem_gib",
+    "compilations",
+    "test_acc",
+    "test_rows",
+    "near_majority",
+    "util_pct",
+    "util_metric",
+    "util_like_study",
+    "share_matmul",
+    "share_copy_data_movement",
+    "lora_r",
+    "lora_targets",
+    "train_subset",
+    "epochs",
+    "optimizer",
+    "val_acc",
+    "run_name",
+)
 
 
 @dataclass(frozen=True)
@@ -91,14 +148,22 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     df = df.reindex(columns=list(dict.fromkeys([*df.columns, *COLUMNS])))
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
     neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
-    cls = np.where(df["device_type"] == "cuda", "gpu",
-                   np.where(df["device_type"] == "xla", np.where(neuron, "trn1", "xla-cpu"), "cpu"))
+    cls = np.where(
+        df["device_type"] == "cuda",
+        "gpu",
+        np.where(df["device_type"] == "xla", np.where(neuron, "trn1", "xla-cpu"), "cpu"),
+    )
     df = df.assign(cls=cls, variant=df["variant"].fillna("adhoc"))
     return df.assign(proxy=(df["model_name"] != REAL_MODEL) | ~df["cls"].isin(REAL_CLASSES))
 
 
-def cells(df: pd.DataFrame, suites: tuple[str, ...], classes: tuple[str, ...] = tuple(CLASSES),
-          status: str | None = "finished", prefer_real: bool = True) -> list[pd.DataFrame]:
+def cells(
+    df: pd.DataFrame,
+    suites: tuple[str, ...],
+    classes: tuple[str, ...] = tuple(CLASSES),
+    status: str | None = "finished",
+    prefer_real: bool = True,
+) -> list[pd.DataFrame]:
     """Return the rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is."""
     rows = df[df["suite"].isin(suites) & df["cls"].isin(classes)]
     if status:
@@ -112,14 +177,17 @@ def who(rows: pd.DataFrame) -> str:
     """Return 'device (class), variant suite, model, N runs' for a group of rows."""
     r = rows.iloc[0]
     n = len(rows)
-    return (f"{short_device(str(r['device']))} [{CLASSES[r['cls']]}], {r['variant']} {r['suite']}, "
-            f"{r['model_name']}, {n} run{'s' if n != 1 else ''}")
+    return (
+        f"{short_device(str(r['device']))} [{CLASSES[r['cls']]}], {r['variant']} {r['suite']}, "
+        f"{r['model_name']}, {n} run{'s' if n != 1 else ''}"
+    )
 
 
 def proxies(groups: list[pd.DataFrame]) -> str:
     """Return the proxies among the groups, as 'model on class', or '' when every group is real."""
-    found = dict.fromkeys(f"{g['model_name'].iloc[0]} on {CLASSES[g['cls'].iloc[0]]}"
-                          for g in groups if g["proxy"].iloc[0])
+    found = dict.fromkeys(
+        f"{g['model_name'].iloc[0]} on {CLASSES[g['cls'].iloc[0]]}" for g in groups if g["proxy"].iloc[0]
+    )
     return ", ".join(found)
 
 
@@ -153,8 +221,7 @@ def interleaved(*arms: pd.DataFrame) -> bool:
     which some are repeats (`-rep<r>`: a suite's repeats come every cell once, then every cell again; seeds of
     a cell run back to back)."""
     suites = {s for arm in arms for s in arm["suite"].dropna()}
-    repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any()
-                   for arm in arms)
+    repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any() for arm in arms)
     return len(suites) == 1 and repeated
 
 
@@ -180,8 +247,7 @@ def noise_note(together: list[bool], drifts: list[float | None]) -> str:
     unknown = sum(1 for d, t in zip(drifts, together) if not t and d is None)
     parts = []
     if known:
-        parts.append("arms not interleaved: resolved only beyond the drift between suites "
-                     f"({max(known):.1f}%)")
+        parts.append(f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%)")
     if unknown:
         parts.append("arms not interleaved and the drift between suites not measured on that device")
     return "; ".join(parts)
@@ -210,8 +276,10 @@ def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -
     """Return (verdict, reason, basis) of comparisons made on `groups`; `unresolved` says what the
     sample could have resolved, shown when the verdict is inconclusive."""
     verdict = combine(signs)
-    reason = f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, " \
-             f"{sum(s < 0 for s in signs)} against it"
+    reason = (
+        f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
+        f"{sum(s < 0 for s in signs)} against it"
+    )
     if verdict == "inconclusive" and unresolved:
         reason += f"; {unresolved}"
     proxy = proxies(groups)
@@ -220,9 +288,20 @@ def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -
     return verdict, reason, "none" if not signs else ("proxy (direction only)" if proxy else "measured")
 
 
-def concluded(claim: str, published: str, parts: list[str], empty: str, signs: list[int],
-              groups: list[pd.DataFrame], rule: str, unresolved: str, needs: str,
-              tested: bool | None = None, blocked: list[str] = (), headline: str | list[str] = "") -> Finding:
+def concluded(
+    claim: str,
+    published: str,
+    parts: list[str],
+    empty: str,
+    signs: list[int],
+    groups: list[pd.DataFrame],
+    rule: str,
+    unresolved: str,
+    needs: str,
+    tested: bool | None = None,
+    blocked: list[str] = (),
+    headline: str | list[str] = "",
+) -> Finding:
     """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
     `needs`, what would test it, and the evidence `empty` unless `parts` describe some. `blocked` names the
     comparisons left unresolved because they could not speak (an arm that did not learn, unlike optimizers):
@@ -263,7 +342,9 @@ def isclose(series: pd.Series, value: float) -> pd.Series:
 
 def claim(fn: Callable[[pd.DataFrame, str], Finding]) -> Callable[[pd.DataFrame, str], Finding]:
     """Return a claim function that accepts the plain frame (it prepares it once)."""
+
     @functools.wraps(fn)
     def wrapped(df: pd.DataFrame, published_dir: str) -> Finding:
         return fn(prepare(df), published_dir)
+
     return wrapped

@@ -1,4 +1,5 @@
 """python -m helpers.study.decide"""
+
 from helpers.study.decide.command import main
 
 if __name__ == "__main__":

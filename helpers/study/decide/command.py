@@ -5,6 +5,7 @@ The command sits above the report: `--write` draws the report's decision figure
 (helpers/study/decide/cost_plot.py) and reads the suites' current points as the report does
 (helpers/study/report/build.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,11 +15,10 @@ import sys
 
 from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.study import frame
-from helpers.study.frame import current_points
 from helpers.study.decide import ranking as decide
+from helpers.study.frame import current_points
 from helpers.study.notation import header
 from helpers.study.sweep.suites import SUITES_DIR, find_suites
-
 
 # a job's size is bounded so that its hours and dollars stay finite numbers: a million epochs of a billion
 # rows is past any fine-tuning job, and past it float arithmetic turns costs into inf ("cheapest at $inf")
@@ -39,41 +39,68 @@ def whole_number(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: print the decision table for a job; --write DIR also writes it with its plot into DIR."""
-    p = argparse.ArgumentParser(prog="python -m helpers.study.decide",
-                                description=decide.__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m helpers.study.decide", description=decide.__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=float, default=3, help="epochs of the job")
     p.add_argument("--rows", type=whole_number, default=decide.FULL_ROWS, help="training rows per epoch")
     p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
     p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
     p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
-    p.add_argument("--shared-instance", action="store_true",
-                   help="price one accelerator's share of a multi-accelerator instance "
-                        "(default: the whole instance, "
-                        "what a single user pays)")
-    p.add_argument("--model", default=None,
-                   help="answer from records of this model only (a hub id, e.g. roberta-base; "
-                   "its -random configuration counts, for speed and cost)")
-    p.add_argument("--lora-r", type=int, default=None,
-                   help="answer from LoRA runs of this rank (default: full fine-tuning)")
+    p.add_argument(
+        "--shared-instance",
+        action="store_true",
+        help="price one accelerator's share of a multi-accelerator instance "
+        "(default: the whole instance, "
+        "what a single user pays)",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="answer from records of this model only (a hub id, e.g. roberta-base; "
+        "its -random configuration counts, for speed and cost)",
+    )
+    p.add_argument(
+        "--lora-r", type=int, default=None, help="answer from LoRA runs of this rank (default: full fine-tuning)"
+    )
     p.add_argument("--results", default=RESULTS_DIR, help="folder of run records")
-    p.add_argument("--suites-dir", default=SUITES_DIR,
-                   help="suites whose current points are read (a record of an "
-                   "edited suite's older point, or of no suite, is left out, as in the report)")
-    p.add_argument("--write", metavar="DIR",
-                   help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
-                   "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)")
+    p.add_argument(
+        "--suites-dir",
+        default=SUITES_DIR,
+        help="suites whose current points are read (a record of an "
+        "edited suite's older point, or of no suite, is left out, as in the report)",
+    )
+    p.add_argument(
+        "--write",
+        metavar="DIR",
+        help="also write DIR/decide.md and DIR/decide_cost.png (the report's own, "
+        "for its default job, are Experiment/cost.md and Pictures/decide_cost.png)",
+    )
     args = p.parse_args(argv)
-    if (args.runs_sharing_cache < 1 or not 0 < args.target_accuracy <= 1 or not 0 < args.epochs <= MAX_EPOCHS
-            or not 1 <= args.rows <= MAX_ROWS or (args.lora_r is not None and args.lora_r < 0)):
-        p.error("need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), "
-                "a finite 0 < --epochs <= "
-                f"{MAX_EPOCHS:,.0f}, 1 <= --rows <= {MAX_ROWS:,.0f}, --lora-r >= 0 "
-                f"(got --epochs {args.epochs:g}, "
-                f"--rows {args.rows:,})")
+    if (
+        args.runs_sharing_cache < 1
+        or not 0 < args.target_accuracy <= 1
+        or not 0 < args.epochs <= MAX_EPOCHS
+        or not 1 <= args.rows <= MAX_ROWS
+        or (args.lora_r is not None and args.lora_r < 0)
+    ):
+        p.error(
+            "need --runs-sharing-cache >= 1, 0 < --target-accuracy <= 1 (a fraction), "
+            "a finite 0 < --epochs <= "
+            f"{MAX_EPOCHS:,.0f}, 1 <= --rows <= {MAX_ROWS:,.0f}, --lora-r >= 0 "
+            f"(got --epochs {args.epochs:g}, "
+            f"--rows {args.rows:,})"
+        )
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
-    job = decide.Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache, args.warm_cache,
-                     args.shared_instance, args.model, args.lora_r)
+    job = decide.Job(
+        args.epochs,
+        args.rows,
+        args.target_accuracy,
+        args.runs_sharing_cache,
+        args.warm_cache,
+        args.shared_instance,
+        args.model,
+        args.lora_r,
+    )
     df, skipped = frame.load(repo_path(args.results))
     df = current_points(df, find_suites(args.suites_dir))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
@@ -93,8 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             page.write_text(f"{header(command)}\n\n{text}\n")
             print(f"wrote {page}\nwrote {cost_plot.plot(table, breaks, job, command, figure, decide.PAIRS)}")
         except OSError as err:
-            p.error(f"--write {args.write}: cannot write there "
-                    f"({err.strerror or err}: {err.filename or out})")
+            p.error(f"--write {args.write}: cannot write there ({err.strerror or err}: {err.filename or out})")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ the epochs where a compiled device's one-off is repaid marked. Drawn from helper
 Each line is one-off dollars + epochs x dollars per epoch; published devices dashed. Written with no
 version stamp, so the same table gives the same bytes.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,21 +36,38 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
     measured = style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
     for _, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
-        ax.plot(epochs, np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"], label=label,
-                color=_colour(r, measured), linestyle="--" if r["source"] == "published" else "-")
+        ax.plot(
+            epochs,
+            np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"],
+            label=label,
+            color=_colour(r, measured),
+            linestyle="--" if r["source"] == "published" else "-",
+        )
     shown = crossings[crossings["epochs"] <= top]
     for _, c in shown.iterrows():
         ax.plot(c["epochs"], c["usd_at"], "o", color="black", markersize=4)
-        ax.annotate(f"{c['epochs']:.3g}", (c["epochs"], c["usd_at"]), textcoords="offset points", xytext=(4, -10),
-                    fontsize=7)
+        ax.annotate(
+            f"{c['epochs']:.3g}", (c["epochs"], c["usd_at"]), textcoords="offset points", xytext=(4, -10), fontsize=7
+        )
     ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
-    ax.set(xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})", ylabel="job cost, USD",
-           xlim=(0, top), ylim=(0, None),
-           title=f"{title}\n" + (f"{d['setup'].iloc[0]}\n" if d["setup"].nunique() == 1 else "")
-           + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"))
+    ax.set(
+        xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})",
+        ylabel="job cost, USD",
+        xlim=(0, top),
+        ylim=(0, None),
+        title=f"{title}\n"
+        + (f"{d['setup'].iloc[0]}\n" if d["setup"].nunique() == 1 else "")
+        + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"),
+    )
     if d["lower_bound"].any():
-        ax.text(0.02, 0.97, f"{compiled} compile time not measured:\nits one-off is missing, no break-even drawn",
-                transform=ax.transAxes, fontsize=7, va="top")
+        ax.text(
+            0.02,
+            0.97,
+            f"{compiled} compile time not measured:\nits one-off is missing, no break-even drawn",
+            transform=ax.transAxes,
+            fontsize=7,
+            va="top",
+        )
 
 
 def compared(table: pd.DataFrame, breaks: pd.DataFrame, pair: tuple[str, str]) -> pd.DataFrame:
@@ -76,15 +94,18 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
                 style.key(fig, Patch(facecolor="white", label=why))
         price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
         cache = ", warm cache" if job.warm_cache else ""
-        fig.suptitle(f"Job cost against epochs (dashed: published)\none-off compile shared by "
-                     f"{job.runs_sharing_cache} run(s){cache}, then $ per epoch,\n"
-                     f"priced at {price}: on-demand us-east-1")
+        fig.suptitle(
+            f"Job cost against epochs (dashed: published)\none-off compile shared by "
+            f"{job.runs_sharing_cache} run(s){cache}, then $ per epoch,\n"
+            f"priced at {price}: on-demand us-east-1"
+        )
         style.finish(fig, command, *style.handles(fig))
     return fig
 
 
-def plot(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, path: str | Path,
-         pairs: dict[tuple[str, str], str]) -> Path:
+def plot(
+    table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, path: str | Path, pairs: dict[tuple[str, str], str]
+) -> Path:
     """Write the figure to `path` (PNG) with a footer naming `command`; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

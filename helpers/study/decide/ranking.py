@@ -12,6 +12,7 @@ Prices: the instance the record names when the facts say it carries that device,
 instance that does, per accelerator (helpers/facts/instance_prices.csv); CPU runs: a 2-vCPU stand-in.
 Arithmetic: helpers/calc/job_cost.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from helpers.calc import job_cost as calc, prices as cost
+from helpers.calc import job_cost as calc
+from helpers.calc import prices as cost
 from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
 from helpers.run.args import PRESETS, repo_path
@@ -32,10 +34,11 @@ CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time,
 # in bf16
-STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16",
-               FULL_ROWS)
+STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
 # (compiled family, eager family) for break-even epochs: its panel title
 PAIRS = {("trn1", "gpu"): "trn1 against GPUs", ("xla-cpu", "cpu"): "XLA on this CPU against eager on it"}
+
+
 @dataclass(frozen=True)
 class Job:
     """A user's fine-tuning job: epochs over rows, a target validation accuracy, runs sharing a cache."""
@@ -96,13 +99,13 @@ def representative(df: pd.DataFrame, job: Job | None = None) -> pd.DataFrame:
     the module's rule (`rule`)."""
     if df.empty or "samples_per_s" not in df:
         return df.iloc[0:0].assign(rule=[])
-    d = df[(df["status"] == "finished") & df["samples_per_s"].gt(0) & ~df["fixture"]
-           & matches(df, job or Job())].copy()
+    d = df[(df["status"] == "finished") & df["samples_per_s"].gt(0) & ~df["fixture"] & matches(df, job or Job())].copy()
     rules = [_rule(r) for _, r in d.iterrows()]
     d["tier"], d["rule"] = [t for t, _ in rules], [why for _, why in rules]
     d["has_curve"] = d["curve"].map(lambda c: isinstance(c, list) and len(c) > 0)
-    d = d.sort_values(["tier", "has_curve", "samples_per_s", "finished_at"],
-                      ascending=[True, False, False, False], kind="stable")
+    d = d.sort_values(
+        ["tier", "has_curve", "samples_per_s", "finished_at"], ascending=[True, False, False, False], kind="stable"
+    )
     return d.drop_duplicates("device_key").reset_index(drop=True)
 
 
@@ -126,8 +129,7 @@ def measured_price(row) -> tuple[str | None, float, str, float]:
     return instance, usd_h, note, cost.whole_instances_price(instance, units)
 
 
-def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float,
-            share_s: float) -> tuple[float, str]:
+def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_s: float) -> tuple[float, str]:
     """Return (seconds to the target, in words) from a run's validation curve."""
     if job.target_accuracy is None:
         return math.nan, DASH
@@ -147,8 +149,7 @@ def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float,
 
 def _measured(row, job: Job, trn1_one_off: list) -> dict:
     cacheable = row["device_type"] == "xla"
-    one_off = calc.one_off_s(row.get("compile_s"), row.get("first_step_s"),
-                             row.get("step_ms", math.nan) / 1000)
+    one_off = calc.one_off_s(row.get("compile_s"), row.get("first_step_s"), row.get("step_ms", math.nan) / 1000)
     if row.get("device.neuron") is True and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
         trn1_one_off.append(one_off)  # compile time depends on the model and shapes: only the study's model
     share = calc.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
@@ -158,19 +159,33 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
     instance, usd_share, note, usd_whole = measured_price(row)
     energy = _energy(row, job)
-    config = (f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, "
-              f"{row.get('precision')}, "
-              f"{run_rows:,} rows; {row['rule']}")
+    config = (
+        f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, "
+        f"{row.get('precision')}, "
+        f"{run_rows:,} rows; {row['rule']}"
+    )
     random_weights = str(row.get("model_name")).endswith("-random")
     weights = " (random weights: speed, never accuracy)" if random_weights else ""
     lora = f", LoRA r={int(row['lora_r'])}" if not _missing(row.get("lora_r")) and row.get("lora_r") else ""
-    setup = setup_key(f"{row.get('model_name')}{lora}", row.get("batch"), row.get("max_length"),
-                      row.get("precision"), run_rows)
-    return {"device": short_device(row["device"]), "source": "proxy" if is_proxy(row) else "measured",
-            "family": _family(row), "configuration": config.replace(", ", f"{lora}{weights}, ", 1),
-            "setup": setup,
-            "instance": instance, "usd_share_h": usd_share, "usd_whole_h": usd_whole, "price_note": note,
-            "one_off_s": share, "epoch_s": epoch_s, "target_s": target_s, "target": target, "energy": energy}
+    setup = setup_key(
+        f"{row.get('model_name')}{lora}", row.get("batch"), row.get("max_length"), row.get("precision"), run_rows
+    )
+    return {
+        "device": short_device(row["device"]),
+        "source": "proxy" if is_proxy(row) else "measured",
+        "family": _family(row),
+        "configuration": config.replace(", ", f"{lora}{weights}, ", 1),
+        "setup": setup,
+        "instance": instance,
+        "usd_share_h": usd_share,
+        "usd_whole_h": usd_whole,
+        "price_note": note,
+        "one_off_s": share,
+        "epoch_s": epoch_s,
+        "target_s": target_s,
+        "target": target,
+        "energy": energy,
+    }
 
 
 def _energy(row, job: Job) -> str:
@@ -192,15 +207,27 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
         compiled = r["device"] == "trn1"
         one_off = trn1_one_off[0] if compiled and trn1_one_off else (math.nan if compiled else 0.0)
         share = calc.one_off_share_s(one_off, job.runs_sharing_cache, True, job.warm_cache)
-        rows.append({"device": r["device"], "source": "published", "family": "trn1" if compiled else "gpu",
-                     "configuration": f"study's optimized run: {setup_key(*STUDY_SETUP)}" + (
-                         "; compile from the measured trn1 record" if compiled and trn1_one_off else ""),
-                     "setup": setup_key(*STUDY_SETUP), "instance": instance, "usd_share_h": usd_share,
-                     "usd_whole_h": cost.whole_instances_price(instance, 1), "price_note": note,
-                     "published_usd_per_h": r["cost_per_hour_usd"],
-                     "published_instance": r["instance_as_printed"],
-                     "one_off_s": share, "epoch_s": r["sec_per_epoch"] * job.rows / FULL_ROWS,
-                     "target_s": math.nan, "target": "no curve published", "energy": "not published"})
+        rows.append(
+            {
+                "device": r["device"],
+                "source": "published",
+                "family": "trn1" if compiled else "gpu",
+                "configuration": f"study's optimized run: {setup_key(*STUDY_SETUP)}"
+                + ("; compile from the measured trn1 record" if compiled and trn1_one_off else ""),
+                "setup": setup_key(*STUDY_SETUP),
+                "instance": instance,
+                "usd_share_h": usd_share,
+                "usd_whole_h": cost.whole_instances_price(instance, 1),
+                "price_note": note,
+                "published_usd_per_h": r["cost_per_hour_usd"],
+                "published_instance": r["instance_as_printed"],
+                "one_off_s": share,
+                "epoch_s": r["sec_per_epoch"] * job.rows / FULL_ROWS,
+                "target_s": math.nan,
+                "target": "no curve published",
+                "energy": "not published",
+            }
+        )
     return rows
 
 
@@ -229,8 +256,10 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
             if group[column].notna().sum() < 2:
                 continue
             best = group[column].idxmin()
-            marks[best].append(f"{word} of {group[column].notna().sum()} ({t.loc[best, 'source']}"
-                               f"{', before compile' if t.loc[best, 'lower_bound'] else ''})")
+            marks[best].append(
+                f"{word} of {group[column].notna().sum()} ({t.loc[best, 'source']}"
+                f"{', before compile' if t.loc[best, 'lower_bound'] else ''})"
+            )
     t["mark"] = ["; ".join(m) for m in marks.values()]
     return t
 
@@ -241,29 +270,52 @@ def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
     out = []
     for compiled, eager in PAIRS if len(table) else ():  # keys: (compiled family, eager family)
         for _, a in table[table["family"] == compiled].iterrows():
-            alike = table[(table["family"] == eager) & (table["source"] == a["source"])
-                          & (table["setup"] == a["setup"])]
+            alike = table[
+                (table["family"] == eager) & (table["source"] == a["source"]) & (table["setup"] == a["setup"])
+            ]
             if alike.empty and (table["family"] == eager).any():
-                out.append({"device": f"{a['device']} ({a['source']})",
-                            "against": f"no eager {eager.upper()} run of {a['setup']}",
-                            "$/epoch": page.money(a["epoch_usd"]), "against $/epoch": DASH, "one-off $": DASH,
-                            "reading": "not compared: no eager run of the same configuration",
-                            "family": compiled,
-                            "epochs": math.nan, "usd_at": math.nan})
+                out.append(
+                    {
+                        "device": f"{a['device']} ({a['source']})",
+                        "against": f"no eager {eager.upper()} run of {a['setup']}",
+                        "$/epoch": page.money(a["epoch_usd"]),
+                        "against $/epoch": DASH,
+                        "one-off $": DASH,
+                        "reading": "not compared: no eager run of the same configuration",
+                        "family": compiled,
+                        "epochs": math.nan,
+                        "usd_at": math.nan,
+                    }
+                )
             for _, b in alike.iterrows():
-                epochs = calc.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"],
-                                                b["epoch_usd"])
-                out.append({"device": f"{a['device']} ({a['source']})",
-                            "against": f"{b['device']} ({b['source']})",
-                            "$/epoch": page.money(a["epoch_usd"]),
-                            "against $/epoch": page.money(b["epoch_usd"]),
-                            "one-off $": "not measured" if a["lower_bound"] else page.money(a["one_off_usd"]),
-                            "reading": page.reading(a, b, epochs, job), "family": compiled,
-                            "epochs": math.nan if epochs is None else epochs,
-                            "usd_at": a["one_off_usd"] + (epochs or math.nan) * a["epoch_usd"]})
-    return pd.DataFrame(out, columns=["device", "against", "$/epoch", "against $/epoch", "one-off $",
-                                      "reading", "family", "epochs", "usd_at"])
+                epochs = calc.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"], b["epoch_usd"])
+                out.append(
+                    {
+                        "device": f"{a['device']} ({a['source']})",
+                        "against": f"{b['device']} ({b['source']})",
+                        "$/epoch": page.money(a["epoch_usd"]),
+                        "against $/epoch": page.money(b["epoch_usd"]),
+                        "one-off $": "not measured" if a["lower_bound"] else page.money(a["one_off_usd"]),
+                        "reading": page.reading(a, b, epochs, job),
+                        "family": compiled,
+                        "epochs": math.nan if epochs is None else epochs,
+                        "usd_at": a["one_off_usd"] + (epochs or math.nan) * a["epoch_usd"],
+                    }
+                )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "device",
+            "against",
+            "$/epoch",
+            "against $/epoch",
+            "one-off $",
+            "reading",
+            "family",
+            "epochs",
+            "usd_at",
+        ],
+    )
 
 
 markdown = page.markdown  # the decision page: question, table, break-even, rules, prices, conclusion
-

@@ -5,6 +5,7 @@ the same samples/s within the noise between independent runs; where they do not,
 reader knows the machine drifted between the suites (or a parameter that should not matter does). The rows
 and the drift: helpers/study/drift.py.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -30,28 +31,38 @@ def agreement_markdown(df: pd.DataFrame) -> str:
     table, said_all = [], []
     for _, group in rows.groupby("config", sort=True):
         first = group.iloc[0]
-        what = (f"{first['model']}, batch {first['batch']}, L={first['max_length']} "
-                f"on {short_device(first['device'])}")
+        what = f"{first['model']}, batch {first['batch']}, L={first['max_length']} on {short_device(first['device'])}"
         said = verdict(group)
         said_all.append(said.split(":")[0].split(" beyond")[0].split(" within")[0])
         for _, r in group.iterrows():
-            table.append({"configuration": what, "suite": r["suite"], "runs": int(r["runs"]),
-                          "samples/s (median, range between runs)":
-                              f"{fmt(r['median'])} ({fmt(r['lo'])}–{fmt(r['hi'])})",
-                          "agreement": said})
-    head = ("Identical configurations timed by different suites (static padding, same model, batch, length, "
-            "precision, device and threads, not profiled: train_subset does not change a step) "
-            "should agree within "
-            "the range between their runs.")
+            table.append(
+                {
+                    "configuration": what,
+                    "suite": r["suite"],
+                    "runs": int(r["runs"]),
+                    "samples/s (median, range between runs)": f"{fmt(r['median'])} ({fmt(r['lo'])}–{fmt(r['hi'])})",
+                    "agreement": said,
+                }
+            )
+    head = (
+        "Identical configurations timed by different suites (static padding, same model, batch, length, "
+        "precision, device and threads, not profiled: train_subset does not change a step) "
+        "should agree within "
+        "the range between their runs."
+    )
     counts = pd.Series(said_all).value_counts()
-    tally = (f"Of {len(said_all)} configurations timed by several suites, {counts.get('agree', 0)} agree, "
-             f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved "
-             "(fewer than "
-             f"{MIN_RUNS} runs in a suite).")
+    tally = (
+        f"Of {len(said_all)} configurations timed by several suites, {counts.get('agree', 0)} agree, "
+        f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved "
+        "(fewer than "
+        f"{MIN_RUNS} runs in a suite)."
+    )
     keys = df.drop_duplicates("device").set_index("device")["device_key"]
     drifts = {short_device(d): drift_pct(df, keys[d]) for d in sorted(rows["device"].unique())}
-    drift = (" The drift between suites (the largest gap between two suites' medians of one configuration): "
-             + "; ".join(f"{d} {v:.1f}%" for d, v in drifts.items() if v is not None)
-             + ". A timing verdict whose arms did not run as interleaved repeats of one suite resolves only "
-               "beyond it (helpers/study/claims/verdict.py).")
+    drift = (
+        " The drift between suites (the largest gap between two suites' medians of one configuration): "
+        + "; ".join(f"{d} {v:.1f}%" for d, v in drifts.items() if v is not None)
+        + ". A timing verdict whose arms did not run as interleaved repeats of one suite resolves only "
+        "beyond it (helpers/study/claims/verdict.py)."
+    )
     return "\n\n".join([head, pd.DataFrame(table).to_markdown(index=False), tally + drift])

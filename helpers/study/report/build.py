@@ -8,6 +8,7 @@ keeps the suites' current points (records of an edited suite never mix with new 
 that one frame: the findings, the machines, a section per suite, the accelerator decision. Rendering
 starts no process and runs nothing; a second run on the same records writes the same bytes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,8 @@ def machines(df: pd.DataFrame) -> str:
         key=("device_key", "first"),
         instance=("instance", lambda s: ", ".join(sorted(set(s.dropna()))) or "—"),
         finished=("status", lambda s: f"{(s == 'finished').sum()} / {len(s)}"),
-        dates=("finished_at", lambda s: f"{str(s.min())[:10]} to {str(s.max())[:10]}"))
+        dates=("finished_at", lambda s: f"{str(s.min())[:10]} to {str(s.max())[:10]}"),
+    )
     return table.reset_index().to_markdown(index=False)
 
 
@@ -52,23 +54,31 @@ def first_runs(df: pd.DataFrame) -> str:
     """Return the smoke suite's runs (cloud/smoke.toml, `make cloud`'s first run of a device): one row each."""
     runs = df[(df["suite"] == "smoke") & (df["status"] == "finished")].sort_values(["device", "finished_at"])
     if runs.empty:
-        return ("No smoke run yet: `make cloud TARGET=trn1` (or a GPU) runs `cloud/smoke.toml` "
-                "first on a new "
-                "device.")
-    table = pd.DataFrame({
-        "device": runs["device"], "model": runs["model_name"],
-        "batch × L, precision": [f"{b} × {n}, {p}" for b, n, p in
-                                 zip(runs["batch"], runs["max_length"], runs["compute_dtype"])],
-        "steps": runs["steps"].map(fmt), "samples/s": runs["samples_per_s"].map(fmt),
-        "step ms (median)": runs["step_ms"].map(fmt), "MFU %": runs["mfu_pct"].map(fmt),
-        "utilization %": [f"{fmt(u)} ({m})" for u, m in zip(runs["util_pct"], runs["util_metric"])],
-        "W (mean)": runs["watts"].map(fmt), "samples/J": runs["samples_per_j"].map(fmt),
-        "date": runs["finished_at"].map(lambda t: str(t)[:10])})
-    return ("The smoke suite's one short run per device (`cloud/smoke.toml`; its `full` variant trains "
-            "bert-base's exact shapes with random weights, so it times a step and says nothing of accuracy). "
-            "Read MFU beside the utilization: a low MFU with a busy device is slow kernels; "
-            "with an idle one, "
-            "the device waited on the host (ours).\n\n" + table.to_markdown(index=False))
+        return "No smoke run yet: `make cloud TARGET=trn1` (or a GPU) runs `cloud/smoke.toml` first on a new device."
+    table = pd.DataFrame(
+        {
+            "device": runs["device"],
+            "model": runs["model_name"],
+            "batch × L, precision": [
+                f"{b} × {n}, {p}" for b, n, p in zip(runs["batch"], runs["max_length"], runs["compute_dtype"])
+            ],
+            "steps": runs["steps"].map(fmt),
+            "samples/s": runs["samples_per_s"].map(fmt),
+            "step ms (median)": runs["step_ms"].map(fmt),
+            "MFU %": runs["mfu_pct"].map(fmt),
+            "utilization %": [f"{fmt(u)} ({m})" for u, m in zip(runs["util_pct"], runs["util_metric"])],
+            "W (mean)": runs["watts"].map(fmt),
+            "samples/J": runs["samples_per_j"].map(fmt),
+            "date": runs["finished_at"].map(lambda t: str(t)[:10]),
+        }
+    )
+    return (
+        "The smoke suite's one short run per device (`cloud/smoke.toml`; its `full` variant trains "
+        "bert-base's exact shapes with random weights, so it times a step and says nothing of accuracy). "
+        "Read MFU beside the utilization: a low MFU with a busy device is slow kernels; "
+        "with an idle one, "
+        "the device waited on the host (ours).\n\n" + table.to_markdown(index=False)
+    )
 
 
 def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_dir, command: str) -> str:
@@ -86,10 +96,16 @@ def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_di
     return decide.markdown(table, breaks, job, figure=figure)
 
 
-def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
-                 pictures_dir: str | Path = PICTURES_DIR, suites_dir: str | Path = SUITES_DIR,
-                 published_dir: str | Path = PUBLISHED_DIR, command: str = "python -m helpers.study.report",
-                 plots: bool = True, include_fixtures: bool = False) -> list[Path]:
+def build_report(
+    results: str | Path = RESULTS,
+    out_dir: str | Path = OUT_DIR,
+    pictures_dir: str | Path = PICTURES_DIR,
+    suites_dir: str | Path = SUITES_DIR,
+    published_dir: str | Path = PUBLISHED_DIR,
+    command: str = "python -m helpers.study.report",
+    plots: bool = True,
+    include_fixtures: bool = False,
+) -> list[Path]:
     """Write Experiment/<suite>.md, Experiment/REPORT.md and the figures; return the paths written."""
     results, out_dir = repo_path(results), repo_path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -108,30 +124,52 @@ def build_report(results: str | Path = RESULTS, out_dir: str | Path = OUT_DIR,
         rows = current if whole or not len(current) else current[current["suite"] == source]
         body = [f"## {suite.order}. {suite.title}"] + ([suite.description] if suite.description else [])
         if suite.report.get("table") == "decision":
-            body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir,
-                                         command))
+            body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir, command))
         else:
             body.append(sections.section(suite, rows, published_dir))
-        body += [f"![{p.stem.replace('_', ' ')}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
-                 for p in pictures.get(suite.name, [])]
+        body += [
+            f"![{p.stem.replace('_', ' ')}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
+            for p in pictures.get(suite.name, [])
+        ]
         text = "\n\n".join(body) + "\n"
         path = out_dir / f"{suite.name}.md"
         path.write_text(f"{head}\n\n{text}")
         written.append(path)
         bodies.append(text)
     shown = results.relative_to(repo_path(".")) if results.is_relative_to(repo_path(".")) else results
-    note = (f"{len(df)} records below `{shown}`, "
-            f"{len(current)} of them current points of a suite"
-            + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "") + ".")
-    intro = [head, "", "# BERT fine-tuning on dair-ai/emotion: the report", "",
-             findings.markdown(findings.findings(current, published_dir)), "",
-             "Published columns are the original study's figures (Experiment/published/README.md), "
-             "never results of this repository. "
-             "`quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
-             "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.", "",
-             "## Machines", "", note, "",
-             machines(current), "", "## First runs on each device", "", first_runs(df), "",
-             "## Agreement between suites", "", agreement_markdown(current), ""]
+    note = (
+        f"{len(df)} records below `{shown}`, "
+        f"{len(current)} of them current points of a suite"
+        + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "")
+        + "."
+    )
+    intro = [
+        head,
+        "",
+        "# BERT fine-tuning on dair-ai/emotion: the report",
+        "",
+        findings.markdown(findings.findings(current, published_dir)),
+        "",
+        "Published columns are the original study's figures (Experiment/published/README.md), "
+        "never results of this repository. "
+        "`quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
+        "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.",
+        "",
+        "## Machines",
+        "",
+        note,
+        "",
+        machines(current),
+        "",
+        "## First runs on each device",
+        "",
+        first_runs(df),
+        "",
+        "## Agreement between suites",
+        "",
+        agreement_markdown(current),
+        "",
+    ]
     report = out_dir / "REPORT.md"
     report.write_text("\n".join(intro) + "\n" + "\n".join(bodies))
     return written + [report] + [p for ps in pictures.values() for p in ps]
@@ -143,18 +181,15 @@ def unusable_results(results: Path) -> str | None:
         return "no such folder of run records"
     found, skipped = records.read_records(results)
     if not found:
-        unread = (f" ({sum(skipped.values())} file(s) skipped: {', '.join(list(skipped)[:3])})" if skipped
-                  else "")
+        unread = f" ({sum(skipped.values())} file(s) skipped: {', '.join(list(skipped)[:3])})" if skipped else ""
         return f"holds no run record{unread}"
     return None
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: python -m helpers.study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
-    parser = argparse.ArgumentParser(prog="python -m helpers.study.report",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", default=RESULTS,
-                        help="folder of the run records (every machine's below it)")
+    parser = argparse.ArgumentParser(prog="python -m helpers.study.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default=RESULTS, help="folder of the run records (every machine's below it)")
     parser.add_argument("--out-dir", default=OUT_DIR, help="where <suite>.md and REPORT.md go")
     parser.add_argument("--pictures", default=PICTURES_DIR, help="where the figures go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)
@@ -164,8 +199,9 @@ def main(argv: list[str] | None = None) -> None:
     if why:  # before anything is written: a mistyped folder must never empty the committed report
         parser.error(f"--results {args.results}: {why}; nothing was written")
     command = shlex.join(["python", "-m", "helpers.study.report", *(sys.argv[1:] if argv is None else argv)])
-    for path in build_report(args.results, args.out_dir, args.pictures, args.suites_dir,
-                             command=command, plots=not args.no_plots):
+    for path in build_report(
+        args.results, args.out_dir, args.pictures, args.suites_dir, command=command, plots=not args.no_plots
+    ):
         print(f"wrote {path}")
 
 

@@ -1,6 +1,7 @@
 """The LoRA table: each adapter setting against full fine-tuning on the same device, over seeds (the lora
 suite): accuracy and its gap to full fine-tuning with 95% intervals, time and cost to a validation target,
 speed, memory, what trains; then the largest bert-base batch each setting fits on each accelerator (a model)."""
+
 from __future__ import annotations
 
 import math
@@ -17,22 +18,24 @@ from helpers.study.report.tta_table import cell, process_cpu
 TARGET = 0.88  # the lowest of the headline's targets: whether, and when, each setting gets there at all
 ACCELERATORS = ("t4", "a10g", "a100-40gb", "h100", "trn1-core")  # device_peaks.csv keys, the study's devices
 
-NOTE = ("Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs "
-        "tried (all shown); runs counts every run of the setting, at every lr, and how many collapsed to the "
-        "majority class. Test accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full "
-        "fine-tuning minus the row, in points, ± the two intervals combined (root of the sum of squares); "
-        "positive: LoRA is below. "
-        "samples/s: median over the runs (their range). AdamW state: two moments per trainable element. "
-        f"To {100 * TARGET:.0f}%: training seconds (the timed windows) at the first evaluation of the whole "
-        "validation split at or past it, an upper bound (≤) by up to one evaluation interval, mean ± 95% "
-        "interval over the seeds that did (`k/n`); "
-        "\"loaded\": a run's process used under 90% of its threads' "
-        "CPU (a shared machine: its seconds are slow); "
-        "not reached: with the best validation accuracy any seed "
-        "saw; — : no validation curve (run without eval_every). "
-        "USD: those seconds at the decision tool's price for the record's device "
-        "(the accelerators it used; the "
-        "facts' cheapest instance carrying them where none is recorded; a CPU: the 2-vCPU instance's price).")
+NOTE = (
+    "Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs "
+    "tried (all shown); runs counts every run of the setting, at every lr, and how many collapsed to the "
+    "majority class. Test accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full "
+    "fine-tuning minus the row, in points, ± the two intervals combined (root of the sum of squares); "
+    "positive: LoRA is below. "
+    "samples/s: median over the runs (their range). AdamW state: two moments per trainable element. "
+    f"To {100 * TARGET:.0f}%: training seconds (the timed windows) at the first evaluation of the whole "
+    "validation split at or past it, an upper bound (≤) by up to one evaluation interval, mean ± 95% "
+    "interval over the seeds that did (`k/n`); "
+    "\"loaded\": a run's process used under 90% of its threads' "
+    "CPU (a shared machine: its seconds are slow); "
+    "not reached: with the best validation accuracy any seed "
+    "saw; — : no validation curve (run without eval_every). "
+    "USD: those seconds at the decision tool's price for the record's device "
+    "(the accelerators it used; the "
+    "facts' cheapest instance carrying them where none is recorded; a CPU: the 2-vCPU instance's price)."
+)
 
 
 def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -41,28 +44,36 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
     done = df[df["status"] == "finished"].assign(setting=lambda d: d.apply(setting, axis=1))
     out = []
     for (device, variant), g in done.groupby(["device", "variant"], sort=True, dropna=False):
-        full = best_lr(g[g["setting"] == "full fine-tuning"])[1]["test_acc"].dropna().tolist() \
-            if (g["setting"] == "full fine-tuning").any() else []
+        full = (
+            best_lr(g[g["setting"] == "full fine-tuning"])[1]["test_acc"].dropna().tolist()
+            if (g["setting"] == "full fine-tuning").any()
+            else []
+        )
         for name, every in g.groupby("setting", sort=False):
             cells = best_lr(every)[1]
             acc = cells["test_acc"].dropna().tolist()
             mean, half, _ = mean_interval(acc)
-            diff, diff_half = (gap(full, acc) if full and acc and name != "full fine-tuning"
-                               else (math.nan, math.nan))
+            diff, diff_half = gap(full, acc) if full and acc and name != "full fine-tuning" else (math.nan, math.nan)
             rate = cells["samples_per_s"].dropna()
-            out.append({"device": short_device(device), "variant": variant, "setting": name,
-                        "lr: best by validation (searched); runs": searched(every), "seeds": len(cells),
-                        "test accuracy %": DASH if math.isnan(mean) else
-                        f"{100 * mean:.2f}" + (f" ± {100 * half:.2f}" if math.isfinite(half) else ""),
-                        "gap to full (points)":
-                            DASH if math.isnan(diff) else f"{diff:+.2f} ± {diff_half:.2f}",
-                        f"to {100 * TARGET:.0f}% (s, ≤)": to_target(cells),
-                        f"USD to {100 * TARGET:.0f}%": usd(cells),
-                        "samples/s": DASH if rate.empty
-                        else f"{fmt(rate.median())} ({fmt(rate.min())}–{fmt(rate.max())})",
-                        "peak memory GiB": fmt(cells["mem_gib"].median()),
-                        "trainable": fmt(cells["trainable"].median()),
-                        "AdamW state MiB": fmt(cells["optimizer_mib"].median())})
+            out.append(
+                {
+                    "device": short_device(device),
+                    "variant": variant,
+                    "setting": name,
+                    "lr: best by validation (searched); runs": searched(every),
+                    "seeds": len(cells),
+                    "test accuracy %": DASH
+                    if math.isnan(mean)
+                    else f"{100 * mean:.2f}" + (f" ± {100 * half:.2f}" if math.isfinite(half) else ""),
+                    "gap to full (points)": DASH if math.isnan(diff) else f"{diff:+.2f} ± {diff_half:.2f}",
+                    f"to {100 * TARGET:.0f}% (s, ≤)": to_target(cells),
+                    f"USD to {100 * TARGET:.0f}%": usd(cells),
+                    "samples/s": DASH if rate.empty else f"{fmt(rate.median())} ({fmt(rate.min())}–{fmt(rate.max())})",
+                    "peak memory GiB": fmt(cells["mem_gib"].median()),
+                    "trainable": fmt(cells["trainable"].median()),
+                    "AdamW state MiB": fmt(cells["optimizer_mib"].median()),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -102,9 +113,12 @@ def fits(settings: pd.DataFrame, seq_len: int) -> pd.DataFrame:
         rank = 0 if pd.isna(r.lora_r) else int(r.lora_r)
         trainable = lora_trainable(cfg, rank, r.lora_targets or "query,value") if rank else None
         table = fit_table(cfg, seq_len, "bf16", trainable=trainable).set_index("key").loc[list(ACCELERATORS)]
-        rows.append({"setting": setting(pd.Series({"lora_r": rank, "lora_targets": r.lora_targets})),
-                     **{f"{d.device} ({fmt(d.memory_gib)} GiB)": d.largest_batch
-                        for d in table.itertuples()}})
+        rows.append(
+            {
+                "setting": setting(pd.Series({"lora_r": rank, "lora_targets": r.lora_targets})),
+                **{f"{d.device} ({fmt(d.memory_gib)} GiB)": d.largest_batch for d in table.itertuples()},
+            }
+        )
     return pd.DataFrame(rows).set_index("setting")
 
 
@@ -116,13 +130,14 @@ def lora_section(suite, df: pd.DataFrame, published_dir) -> str:
     table = lora_rows(done).set_index(["device", "variant", "setting"])
     seq_len = int(done["max_length"].median())
     settings = done[["lora_r", "lora_targets"]].drop_duplicates()
-    model = (f"Largest batch that fits, a model: bert-base-uncased at L={seq_len}, bf16 autocast, "
-             "per accelerator "
-             "(helpers/calc/memory.py with each setting's trainable parameters: "
-             "gradients and AdamW moments for those "
-             "only; activations as full fine-tuning's, so a LoRA batch here is a lower bound; "
-             "1 GiB reserved). The "
-             "records above are the measurement; "
-             "this answers the question for the study's model and devices.")
-    return "\n\n".join([caption(suite, done), markdown(table), NOTE, model,
-                        markdown(fits(settings, seq_len))])
+    model = (
+        f"Largest batch that fits, a model: bert-base-uncased at L={seq_len}, bf16 autocast, "
+        "per accelerator "
+        "(helpers/calc/memory.py with each setting's trainable parameters: "
+        "gradients and AdamW moments for those "
+        "only; activations as full fine-tuning's, so a LoRA batch here is a lower bound; "
+        "1 GiB reserved). The "
+        "records above are the measurement; "
+        "this answers the question for the study's model and devices."
+    )
+    return "\n\n".join([caption(suite, done), markdown(table), NOTE, model, markdown(fits(settings, seq_len))])

@@ -7,6 +7,7 @@ suite's full variant shows that, else its quick one, and every line names its mo
 (X markers, dashed, hatched) are the study's bert-base runs; they share an axis with measured runs only
 where the quantity compares (accuracy, speedup, utilization %, FLOP/s), never as raw step times.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,14 +22,20 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from helpers.calc.facts import load_device_peaks
 from helpers.run.args import repo_path
 from helpers.study import plot_style as style
-from helpers.study.report import plots_tuning
 from helpers.study.frame import SHARES
+from helpers.study.report import plots_tuning
 
 ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
 STUDY_DEVICES = ("t4", "l4", "a100-40gb", "trn1-core")  # the study's devices, whose capacities are drawn
-OP_CLASSES = {"matmul": "matmul", "attention": "attention", "elementwise_norm_act": "elementwise, norm, activation",
-              "optimizer": "optimizer", "copy_data_movement": "copies, data movement", "other": "other",
-              "host_gap": "host gap (no op running)"}
+OP_CLASSES = {
+    "matmul": "matmul",
+    "attention": "attention",
+    "elementwise_norm_act": "elementwise, norm, activation",
+    "optimizer": "optimizer",
+    "copy_data_movement": "copies, data movement",
+    "other": "other",
+    "host_gap": "host gap (no op running)",
+}
 
 
 BETWEEN_RUNS = "median of independent runs; bars: their range"
@@ -43,8 +50,10 @@ def batch_scaling(df, published_dir):
     style.log_y(a, style.lines(a, d, "batch", "samples_per_s", suffix=style.runs_text))
     style.log_y(b, style.lines(b, d, "batch", "step_ms", suffix=style.runs_text))
     a.set(title=f"Throughput vs batch\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
-    b.set(title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
-          ylabel="median step time, ms")
+    b.set(
+        title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
+        ylabel="median step time, ms",
+    )
     for ax in (a, b):
         style.log2_axis(ax.xaxis, d["batch"])
         ax.set_xlabel("batch size, samples per step")
@@ -64,9 +73,14 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
     """Draw the profile_memory suite's steps of the same configuration (hollow markers, bars: range between its
     runs) on the step panel, and its longest length over its own L=32 on the ratio panel."""
     for series, g in same.groupby("series", sort=False):
-        how = {"color": g["colour"].iloc[0], "marker": g["marker"].iloc[0], "markerfacecolor": "white",
-               "markersize": 7, "linestyle": "none", "label": f"{series}: profile_memory suite "
-               "(same configuration, another sweep)"}
+        how = {
+            "color": g["colour"].iloc[0],
+            "marker": g["marker"].iloc[0],
+            "markerfacecolor": "white",
+            "markersize": 7,
+            "linestyle": "none",
+            "label": f"{series}: profile_memory suite (same configuration, another sweep)",
+        }
         agg = style.spread(g, "max_length", "step_ms")
         b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
         if 32 in agg.index:
@@ -85,24 +99,39 @@ def seq_len(df, published_dir):
     style.log_y(b, style.lines(b, d, "max_length", "step_ms", suffix=style.runs_text))
     at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
     rel = d[d["series"].isin(at32.index)]
-    style.lines(c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel",
-                suffix=style.runs_text)
+    style.lines(
+        c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel", suffix=style.runs_text
+    )
     _profile_points(b, c, _alike(df, d, "profile_memory"))
     for model, g in rel.groupby("model", sort=False):  # FLOPs per step from shapes: a model, the same per device
         flops = g.groupby("max_length")["flops_per_step"].median()
         if 32 in flops.index:
-            c.plot(flops.index, flops / flops.loc[32], color="black", linestyle="--", linewidth=1,
-                   label=f"model: {model} FLOPs per step ÷ at L=32")
+            c.plot(
+                flops.index,
+                flops / flops.loc[32],
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label=f"model: {model} FLOPs per step ÷ at L=32",
+            )
     pub = style.published(published_dir, "seq_len_profile.csv")
     pub_rel = pub["step_time_ms"] / pub.loc[pub["max_length"] == 32, "step_time_ms"].iloc[0]
-    c.plot(pub["max_length"], pub_rel, color=style.published_colour("trn1"), **style.PUBLISHED,
-           label="published (trn1 · bert-base), over its own L=32")
+    c.plot(
+        pub["max_length"],
+        pub_rel,
+        color=style.published_colour("trn1"),
+        **style.PUBLISHED,
+        label="published (trn1 · bert-base), over its own L=32",
+    )
     lengths = sorted(set(d["max_length"]) | set(pub["max_length"]))
     a.set(title=f"Tokens/s vs sequence length\n({BETWEEN_RUNS})", ylabel="throughput, tokens/s (padded)")
-    b.set(title="Step time vs sequence length\n(measured only; bars: range between runs)",
-          ylabel="median step time, ms")
-    c.set(title="Step time relative to L=32\n(each line over its own L=32; bars: runs)",
-          ylabel="step time ÷ step time at L=32")
+    b.set(
+        title="Step time vs sequence length\n(measured only; bars: range between runs)", ylabel="median step time, ms"
+    )
+    c.set(
+        title="Step time relative to L=32\n(each line over its own L=32; bars: runs)",
+        ylabel="step time ÷ step time at L=32",
+    )
     for ax in (a, b, c):
         style.log2_axis(ax.xaxis, lengths if ax is c else d["max_length"])
         ax.set_xlabel("sequence length L, tokens (padded)")
@@ -124,16 +153,23 @@ def _roofs(d: pd.DataFrame) -> dict:
         fam = style.family(g.iloc[0])
         measured = g["peak_bw_gbps"].median() if "peak_bw_gbps" in g else np.nan  # a CPU's, with its peak
         bw = measured if pd.notna(measured) else float(bandwidth.get(ROOF_KEYS.get(fam, fam), np.nan))
-        out[(who, dtype)] = (g["peak_tflops"].median(), bw,
-                             g["colour"].iloc[0], str(g["peak_source"].iloc[0]).split(" (")[0])
+        out[(who, dtype)] = (
+            g["peak_tflops"].median(),
+            bw,
+            g["colour"].iloc[0],
+            str(g["peak_source"].iloc[0]).split(" (")[0],
+        )
     return out
 
 
 def published_roof(published_dir) -> dict:
     """Return the roof the study drew (Experiment/published/device_peaks.csv): device, TFLOP/s, GB/s."""
     row = style.published(published_dir, "device_peaks.csv").iloc[0]
-    return {"device": row["device"], "peak_tflops": float(row["peak_tflops"]),
-            "mem_bw_gbps": float(row["peak_mem_bandwidth_gbps"])}
+    return {
+        "device": row["device"],
+        "peak_tflops": float(row["peak_tflops"]),
+        "mem_bw_gbps": float(row["peak_mem_bandwidth_gbps"]),
+    }
 
 
 def roofline(df, published_dir):
@@ -148,34 +184,68 @@ def roofline(df, published_dir):
     ai, tf = traj["arithmetic_intensity_flop_per_byte"], traj["achieved_tflops"]
     study = published_roof(published_dir)
     roofs = _roofs(d)
-    ridges = [p * 1000 / b for p, b in [r[:2] for r in roofs.values()] + [(study["peak_tflops"], study["mem_bw_gbps"])]
-              if b > 0]
+    ridges = [
+        p * 1000 / b
+        for p, b in [r[:2] for r in roofs.values()] + [(study["peak_tflops"], study["mem_bw_gbps"])]
+        if b > 0
+    ]
     xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
     fig, (ax,) = style.figure(1, width=9.5, height=6.0)
     for (who, dtype), g in d.groupby(["who", "compute_dtype"], sort=False):
-        ax.scatter(g["ai"], g["tflops"], edgecolors=g["colour"].iloc[0], marker=g["marker"].iloc[0], s=32,
-                   facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none", linewidths=1.3, zorder=3,
-                   label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})")
+        ax.scatter(
+            g["ai"],
+            g["tflops"],
+            edgecolors=g["colour"].iloc[0],
+            marker=g["marker"].iloc[0],
+            s=32,
+            facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none",
+            linewidths=1.3,
+            zorder=3,
+            label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})",
+        )
     for (who, dtype), (peak, bw, colour, source) in roofs.items():
         bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
         peak_text = f"{peak:.3g} TFLOP/s" + ("" if source == "published" else f" ({source})")
-        _roof(ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":",
-              f"roof: {who} {dtype}: {peak_text}, {bw_text}")
-    _roof(ax, xs, study["peak_tflops"], study["mem_bw_gbps"], style.published_colour("trn1"), "-.",
-          f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, "
-          f"{study['mem_bw_gbps']:g} GB/s")
-    ax.plot(ai, tf, color=style.published_colour("trn1"), marker="X", markersize=10, linestyle="none", zorder=4,
-            label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}")
-    ax.annotate("", xy=(ai.iloc[-1], tf.iloc[-1]), xytext=(ai.iloc[0], tf.iloc[0]),
-                arrowprops={"arrowstyle": "->", "color": style.published_colour("trn1"), "linewidth": 1.5})
+        _roof(
+            ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":", f"roof: {who} {dtype}: {peak_text}, {bw_text}"
+        )
+    _roof(
+        ax,
+        xs,
+        study["peak_tflops"],
+        study["mem_bw_gbps"],
+        style.published_colour("trn1"),
+        "-.",
+        f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, "
+        f"{study['mem_bw_gbps']:g} GB/s",
+    )
+    ax.plot(
+        ai,
+        tf,
+        color=style.published_colour("trn1"),
+        marker="X",
+        markersize=10,
+        linestyle="none",
+        zorder=4,
+        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}",
+    )
+    ax.annotate(
+        "",
+        xy=(ai.iloc[-1], tf.iloc[-1]),
+        xytext=(ai.iloc[0], tf.iloc[0]),
+        arrowprops={"arrowstyle": "->", "color": style.published_colour("trn1"), "linewidth": 1.5},
+    )
     for b, x, y in zip(traj["batch"], ai, tf):
         ax.annotate(f"b{b}", (x, y), xytext=(0, -15), textcoords="offset points", ha="center", fontsize=8)
     peaks = [r[0] for r in roofs.values()] + [study["peak_tflops"]]
     style.log_axis(ax.xaxis, xs[0], xs[-1])
     style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
-    ax.set(xlabel="arithmetic intensity, FLOP per byte of memory traffic (a model: FLOPs and bytes from shapes; "
-                  "the study's: its own count)", ylabel="achieved throughput, TFLOP/s",
-           title="Roofline: each run under its device's roof\n(roofs from published peaks unless marked measured)")
+    ax.set(
+        xlabel="arithmetic intensity, FLOP per byte of memory traffic (a model: FLOPs and bytes from shapes; "
+        "the study's: its own count)",
+        ylabel="achieved throughput, TFLOP/s",
+        title="Roofline: each run under its device's roof\n(roofs from published peaks unless marked measured)",
+    )
     return fig
 
 
@@ -194,8 +264,11 @@ def profile(df, published_dir):
         ax.bar_label(bars, [f"{w:.0f}" if w >= 8 else "" for w in shares[column]], label_type="center", fontsize=7)
         left += shares[column].to_numpy()
     ax.set_yticks(y, [f"{s}, L={int(L)}" for s, L in shares.index])
-    ax.set(xlim=(0, 100), xlabel="share of profiled step time, % (profiler self time)",
-           title="Where a training step's time goes, by op class")
+    ax.set(
+        xlim=(0, 100),
+        xlabel="share of profiled step time, % (profiler self time)",
+        title="Where a training step's time goes, by op class",
+    )
     return fig
 
 
@@ -217,8 +290,14 @@ def memory(df, published_dir):
     cfg = BertConfig(num_labels=6)
     for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), (":", "--", "-.")):
         est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
-        ax.plot(batches, est, color="black", linestyle=ls, linewidth=1,
-                label=f"estimate: bert-base, L={length}, {mode}, AdamW")
+        ax.plot(
+            batches,
+            est,
+            color="black",
+            linestyle=ls,
+            linewidth=1,
+            label=f"estimate: bert-base, L={length}, {mode}, AdamW",
+        )
     peaks = load_device_peaks().set_index("key")
     measured = [ROOF_KEYS.get(style.family(r), style.family(r)) for _, r in d.iterrows()]
     capacity: dict[float, list[str]] = {}
@@ -230,11 +309,14 @@ def memory(df, published_dir):
         ax.axhline(gib, color="gray", linewidth=0.8)
     style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
     style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
-    ax.set(xlabel="batch size, samples per step", ylabel="peak memory, GiB",
-           title="Memory vs batch: measured peaks, estimates, device capacities\n"
-                 "(measured: CUDA max allocated on GPUs, process RSS elsewhere;\n"
-                 f"median of {style.count_text(ranges['runs'])} runs, which differ by at most "
-                 f"{within:.0%}: no bars)")
+    ax.set(
+        xlabel="batch size, samples per step",
+        ylabel="peak memory, GiB",
+        title="Memory vs batch: measured peaks, estimates, device capacities\n"
+        "(measured: CUDA max allocated on GPUs, process RSS elsewhere;\n"
+        f"median of {style.count_text(ranges['runs'])} runs, which differ by at most "
+        f"{within:.0%}: no bars)",
+    )
     right = ax.twinx()
     right.set(yscale="log", ylim=ax.get_ylim())
     right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
@@ -254,11 +336,20 @@ def small_batch(df, published_dir):
     fig, axes = style.figure(2 + len(metrics), width=5.0, height=3.8)
     a, b, own = axes[0], axes[-1], axes[1:-1]
     pub = style.published(published_dir, "small_batch_util.csv")
-    for column, device, what, marker in (("a100_sm_util_pct", "A100", "SM utilization %", "X"),
-                                         ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
-                                         ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P")):
-        a.plot(pub["batch"], pub[column], color=style.published_colour(device), marker=marker, markersize=8,
-               linestyle="--" if marker == "X" else ":", label=f"published ({device} · bert-base): {what}")
+    for column, device, what, marker in (
+        ("a100_sm_util_pct", "A100", "SM utilization %", "X"),
+        ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
+        ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P"),
+    ):
+        a.plot(
+            pub["batch"],
+            pub[column],
+            color=style.published_colour(device),
+            marker=marker,
+            markersize=8,
+            linestyle="--" if marker == "X" else ":",
+            label=f"published ({device} · bert-base): {what}",
+        )
     a.set(title="Published: A100 SM % and trn1 engine %", ylabel="utilization, %", ylim=(0, 105))
     for ax, metric in zip(own, metrics):
         style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=style.runs_text)
@@ -293,20 +384,30 @@ def padding(df, published_dir):
         b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
         err = [train["mid"] - train["lo"], train["hi"] - train["mid"]]
         for halo, width_pt in (("white", 3.5), ("black", 1.2)):  # a white halo: whiskers show on a dark bar too
-            b.errorbar(x, train["mid"], yerr=err, fmt="none", ecolor=halo, capsize=4, elinewidth=width_pt,
-                       capthick=width_pt)
+            b.errorbar(
+                x, train["mid"], yerr=err, fmt="none", ecolor=halo, capsize=4, elinewidth=width_pt, capthick=width_pt
+            )
     a.margins(y=0.15)
     b.margins(y=0.1)
     a.yaxis.set_major_locator(MaxNLocator(integer=True))  # a graph count is whole
     a.set(title="XLA graph compilations", ylabel="graph compilations, count")
-    b.set(title="Train time, median of runs\n(lighter: compiling; whiskers: run range)",
-          ylabel="train time, s")
+    b.set(title="Train time, median of runs\n(lighter: compiling; whiskers: run range)", ylabel="train time, s")
     style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))
     runs = d.groupby(["series", "case"]).size()
-    style.key(fig, Line2D([], [], color="black", marker="|", markersize=8, linestyle="none",
-                          label=f"whiskers: slowest to fastest of {runs.min()}" + (f" to {runs.max()}" if runs.max()
-                                                                                  > runs.min() else "")
-                          + " independent runs"))
+    style.key(
+        fig,
+        Line2D(
+            [],
+            [],
+            color="black",
+            marker="|",
+            markersize=8,
+            linestyle="none",
+            label=f"whiskers: slowest to fastest of {runs.min()}"
+            + (f" to {runs.max()}" if runs.max() > runs.min() else "")
+            + " independent runs",
+        ),
+    )
     for ax in (a, b):
         ax.set_xticks(range(len(cases)), cases)
         ax.set_xlabel("padding")
@@ -314,12 +415,18 @@ def padding(df, published_dir):
 
 
 # suite -> (file name, figure); a suite may have several
-PLOTS = (("batch_scaling", "batch_scaling", batch_scaling), ("seq_len", "seq_len", seq_len),
-         ("lr_llrd", "lr_llrd_heatmap", plots_tuning.lr_llrd),
-         ("precision", "precision_accuracy", plots_tuning.precision),
-         ("speedup", "speedup", plots_tuning.speedup), ("roofline", "roofline", roofline),
-         ("profile_memory", "profile_op_classes", profile), ("profile_memory", "memory_vs_batch", memory),
-         ("small_batch", "small_batch_utilization", small_batch), ("padding", "padding_compilations", padding))
+PLOTS = (
+    ("batch_scaling", "batch_scaling", batch_scaling),
+    ("seq_len", "seq_len", seq_len),
+    ("lr_llrd", "lr_llrd_heatmap", plots_tuning.lr_llrd),
+    ("precision", "precision_accuracy", plots_tuning.precision),
+    ("speedup", "speedup", plots_tuning.speedup),
+    ("roofline", "roofline", roofline),
+    ("profile_memory", "profile_op_classes", profile),
+    ("profile_memory", "memory_vs_batch", memory),
+    ("small_batch", "small_batch_utilization", small_batch),
+    ("padding", "padding_compilations", padding),
+)
 
 
 def figures(df: pd.DataFrame, published_dir, command: str):
@@ -335,8 +442,9 @@ def figures(df: pd.DataFrame, published_dir, command: str):
                 yield suite, name, fig
 
 
-def make_all(df: pd.DataFrame, pictures_dir: str | Path, published_dir: str | Path,
-             command: str) -> dict[str, list[Path]]:
+def make_all(
+    df: pd.DataFrame, pictures_dir: str | Path, published_dir: str | Path, command: str
+) -> dict[str, list[Path]]:
     """Write every figure that has data into `pictures_dir` as PNG; return {suite: [paths written]}."""
     pictures_dir = repo_path(pictures_dir)
     pictures_dir.mkdir(parents=True, exist_ok=True)

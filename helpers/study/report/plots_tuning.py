@@ -5,6 +5,7 @@ helpers/study/claims/accuracy.py. Heatmap cells within NEAR_MAJORITY of always a
 learned ~nothing and are marked. The study's published accuracies (bert-base on trn1) stand beside
 measured bert-base runs, and as differences beside any model's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,13 +14,17 @@ import seaborn as sns
 from matplotlib import colormaps
 from matplotlib.patches import Patch, Rectangle
 
-from helpers.study.claims import accuracy
 from helpers.study import plot_style as style
+from helpers.study.claims import accuracy
 from helpers.study.frame import NEAR_MAJORITY
 
 # precision mode: its tick label (bf16-pure rounds each weight update to nearest or stochastically)
-MODES = {"fp32": "fp32", "bf16": "bf16\nautocast", "bf16-pure": "bf16-pure\nnearest",
-         "bf16-pure-sr": "bf16-pure\nstochastic"}
+MODES = {
+    "fp32": "fp32",
+    "bf16": "bf16\nautocast",
+    "bf16-pure": "bf16-pure\nnearest",
+    "bf16-pure-sr": "bf16-pure\nstochastic",
+}
 HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
 NEAR = "0.7"  # the near-majority cells, off the colour scale: light enough for dark text through the hatching
 CMAP = colormaps["viridis"].with_extremes(under=NEAR)
@@ -56,9 +61,18 @@ def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[floa
     the colour scale."""
     grid, near, half = cells
     text = np.vectorize(cell_text)(grid.to_numpy(dtype=float), half.to_numpy(dtype=float))
-    sns.heatmap(grid, ax=ax, cmap=CMAP, vmin=vrange[0], vmax=vrange[1], annot=text, fmt="",
-                annot_kws={"fontsize": 7.5}, yticklabels=[style.lr_text(v) for v in grid.index],
-                cbar_kws={"label": "accuracy, %", "pad": 0.03})
+    sns.heatmap(
+        grid,
+        ax=ax,
+        cmap=CMAP,
+        vmin=vrange[0],
+        vmax=vrange[1],
+        annot=text,
+        fmt="",
+        annot_kws={"fontsize": 7.5},
+        yticklabels=[style.lr_text(v) for v in grid.index],
+        cbar_kws={"label": "accuracy, %", "pad": 0.03},
+    )
     for i, j in zip(*np.nonzero(near.to_numpy())):
         ax.add_patch(Rectangle((j, i), 1, 1, fill=False, **HATCH))
     ax.tick_params(axis="y", labelrotation=0)
@@ -84,16 +98,28 @@ def lr_llrd(df, published_dir):
     lrs = sorted(set(d["lr"]) | set(pub["lr"]))
     decays = ["none"] + sorted((set(d["decay"]) | set(pub["decay"])) - {"none"}, key=float, reverse=True)
     seeds = lambda g: f"mean of {g['seed'].nunique()} seeds" if g["seed"].nunique() > 1 else "one seed"  # noqa: E731
-    panels = [(f"{s}\nmeasured, {seeds(g)}", _grid(g, "test_acc", lrs, decays, int(g["test_rows"].max())))
-              for s, g in d.groupby("series", sort=False)]
-    panels.append((f"published (trn1 · bert-base)\nmean of 2 runs; ± test set at n={STUDY_TEST_ROWS:,}",
-                   _grid(pub, "accuracy", lrs, decays, STUDY_TEST_ROWS)))
+    panels = [
+        (f"{s}\nmeasured, {seeds(g)}", _grid(g, "test_acc", lrs, decays, int(g["test_rows"].max())))
+        for s, g in d.groupby("series", sort=False)
+    ]
+    panels.append(
+        (
+            f"published (trn1 · bert-base)\nmean of 2 runs; ± test set at n={STUDY_TEST_ROWS:,}",
+            _grid(pub, "accuracy", lrs, decays, STUDY_TEST_ROWS),
+        )
+    )
     fig, axes = style.figure(len(panels), width=4.4, height=3.8)
     vrange = colour_range([cells for _, cells in panels])
     for ax, (title, cells) in zip(axes, panels):
         _heatmap(ax, cells, title, vrange)
-    style.key(fig, Patch(facecolor="white", label="a cell: mean test accuracy %, ± its 95% half-width (over seeds; "
-                                                  "one run or the published mean: the test set's sampling error)"))
+    style.key(
+        fig,
+        Patch(
+            facecolor="white",
+            label="a cell: mean test accuracy %, ± its 95% half-width (over seeds; "
+            "one run or the published mean: the test set's sampling error)",
+        ),
+    )
     if any(near.to_numpy().any() for _, (_, near, _) in panels):
         share = d["majority"].dropna()
         text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
@@ -115,8 +141,15 @@ def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.
     """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device."""
     if stats:
         mean, half = zip(*stats)
-        ax.errorbar(np.array(x) + offset, mean, yerr=half, linestyle="none", marker=g["marker"].iloc[0],
-                    color=g["colour"].iloc[0], label=label)
+        ax.errorbar(
+            np.array(x) + offset,
+            mean,
+            yerr=half,
+            linestyle="none",
+            marker=g["marker"].iloc[0],
+            color=g["colour"].iloc[0],
+            label=label,
+        )
 
 
 def sampling_error(acc: float, rows: int = STUDY_TEST_ROWS) -> float:
@@ -136,9 +169,14 @@ def precision(df, published_dir):
     fig, axes = style.figure(len(lengths) + 1, width=4.3, height=3.8, wrap=4)
     series = list(dict.fromkeys(d["series"]))
     shift = {s: (k - (len(series) - 1) / 2) * 0.5 / len(series) for k, s in enumerate(series)}
-    trn1 = {"color": style.published_colour("trn1"), "marker": "X", "markersize": 9, "linestyle": "none",
-            "label": f"published (trn1 · bert-base), one run each; bars: test-set sampling error at "
-                     f"n={STUDY_TEST_ROWS:,} (95%)"}
+    trn1 = {
+        "color": style.published_colour("trn1"),
+        "marker": "X",
+        "markersize": 9,
+        "linestyle": "none",
+        "label": f"published (trn1 · bert-base), one run each; bars: test-set sampling error at "
+        f"n={STUDY_TEST_ROWS:,} (95%)",
+    }
     for ax, length in zip(axes, lengths):
         for s in series:
             g = d[(d["series"] == s) & (d["max_length"] == length)].groupby("precision")
@@ -146,11 +184,19 @@ def precision(df, published_dir):
             _points(ax, [modes.index(m) for m in stats], list(stats.values()), shift[s], d[d["series"] == s], s)
         p = pub[(pub["max_length"] == length) & pub["precision"].isin(modes)]
         if (d["model"] == "bert-base").any():  # published runs are bert-base: beside bert-base runs only
-            ax.errorbar(p["precision"].map(modes.index) + 0.35, p["accuracy"] * 100,
-                        yerr=[sampling_error(a) for a in p["accuracy"]], **trn1)
+            ax.errorbar(
+                p["precision"].map(modes.index) + 0.35,
+                p["accuracy"] * 100,
+                yerr=[sampling_error(a) for a in p["accuracy"]],
+                **trn1,
+            )
         ax.set_xticks(range(len(modes)), [MODES.get(m, m) for m in modes], fontsize=8)
-        ax.set(title=f"L = {length}: test accuracy by mode\n(mean, 95% interval)", xlim=(-0.5, len(modes) - 0.4),
-               xlabel="precision mode (bf16-pure: update rounding)", ylabel="test accuracy, %")
+        ax.set(
+            title=f"L = {length}: test accuracy by mode\n(mean, 95% interval)",
+            xlim=(-0.5, len(modes) - 0.4),
+            xlabel="precision mode (bf16-pure: update rounding)",
+            ylabel="test accuracy, %",
+        )
     lo, hi = min(ax.get_ylim()[0] for ax in axes[:-1]), max(ax.get_ylim()[1] for ax in axes[:-1])
     for ax in axes[:-1]:  # one scale for every length, so their panels compare; room for the markers
         ax.set_ylim(lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo))
@@ -158,16 +204,26 @@ def precision(df, published_dir):
     for s in series:
         diffs = accuracy.paired_diffs(d[d["series"] == s], "precision", "bf16-pure-sr", "bf16-pure", "max_length")
         diffs = {int(L): v for L, v in diffs.items() if int(L) in lengths}
-        _points(ax, [lengths.index(L) for L in diffs], [_interval(np.array(v)) for v in diffs.values()],
-                shift[s], d[d["series"] == s], s)
+        _points(
+            ax,
+            [lengths.index(L) for L in diffs],
+            [_interval(np.array(v)) for v in diffs.values()],
+            shift[s],
+            d[d["series"] == s],
+            s,
+        )
     wide = pub.pivot_table(index="max_length", columns="stochastic_rounding", values="accuracy")
     effect = ((wide["on"] - wide["off"]) * 100).reindex(lengths).dropna()
     band = [np.hypot(sampling_error(wide.loc[L, "on"]), sampling_error(wide.loc[L, "off"])) for L in effect.index]
     ax.errorbar([lengths.index(L) + 0.3 for L in effect.index], effect, yerr=band, **trn1)
     ax.axhline(0, color="gray", linewidth=0.8)
     ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
-    ax.set(title="Stochastic rounding: SR − nearest\n(paired by seed, 95% interval)", xlim=(-0.5, len(lengths) - 0.4),
-           xlabel="sequence length L, tokens", ylabel="difference in test accuracy, points")
+    ax.set(
+        title="Stochastic rounding: SR − nearest\n(paired by seed, 95% interval)",
+        xlim=(-0.5, len(lengths) - 0.4),
+        xlabel="sequence length L, tokens",
+        ylabel="difference in test accuracy, points",
+    )
     return fig
 
 
@@ -188,15 +244,30 @@ def speedup(df, published_dir):
             base, opt = t.loc["baseline"], t.loc["optimized"]
             runs = int(min(base["count"], opt["count"]))
             spread = (base["min"] / opt["max"], base["max"] / opt["min"]) if runs > 1 else None
-            bars.append((style.family(g.iloc[0]), f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, "
-                         f"{runs} run{'s' * (runs > 1)};\n{workload(g)})", base["median"] / opt["median"],
-                         g["colour"].iloc[0], None, spread))
+            bars.append(
+                (
+                    style.family(g.iloc[0]),
+                    f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, {runs} run{'s' * (runs > 1)};\n{workload(g)})",
+                    base["median"] / opt["median"],
+                    g["colour"].iloc[0],
+                    None,
+                    spread,
+                )
+            )
     if not bars:
         return None
     for _, r in style.published(published_dir, "speedup.csv").iterrows():
         fam = {"a100": "a100-40gb"}.get(r["device"].lower(), r["device"].lower())
-        bars.append((fam, f"published ({r['device']} · bert-base;\n{STUDY_WORKLOAD})", r["speedup"],
-                     style.published_colour(r["device"]), style.PUBLISHED_HATCH, None))
+        bars.append(
+            (
+                fam,
+                f"published ({r['device']} · bert-base;\n{STUDY_WORKLOAD})",
+                r["speedup"],
+                style.published_colour(r["device"]),
+                style.PUBLISHED_HATCH,
+                None,
+            )
+        )
     order = list(dict.fromkeys(b[0] for b in bars))
     bars.sort(key=lambda b: (order.index(b[0]), b[4] is not None))
     fig, (ax,) = style.figure(1, width=8.0, height=0.6 * len(bars) + 1.6)
@@ -204,17 +275,37 @@ def speedup(df, published_dir):
     for yi, (_, label, value, colour, hatch, spread) in zip(y, bars):
         ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else None)
         if spread:  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
-            ax.errorbar(value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4,
-                        linewidth=1.0)
+            ax.errorbar(
+                value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4, linewidth=1.0
+            )
         right = spread[1] if spread else value
-        ax.text(right, yi, f" {value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""),
-                va="center", fontsize=8)
+        ax.text(
+            right,
+            yi,
+            f" {value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""),
+            va="center",
+            fontsize=8,
+        )
     ax.set_yticks(y, [b[1] for b in bars])
     ax.set_xlim(0, max(b[5][1] if b[5] else b[2] for b in bars) * 1.3)
-    ax.set(title="Baseline → optimized: how many times faster training gets\n(each bar over its own rows × epochs)",
-           xlabel="speedup: baseline train time ÷ optimized train time (×)")
-    style.key(fig, Patch(facecolor="0.6", label="measured here (model and variant in the label; whiskers: the "
-                                                "extreme ratios between runs)"))
-    style.key(fig, Patch(facecolor="white", edgecolor="black", hatch=style.PUBLISHED_HATCH,
-                         label=f"published by the study (bert-base, {STUDY_WORKLOAD})"))
+    ax.set(
+        title="Baseline → optimized: how many times faster training gets\n(each bar over its own rows × epochs)",
+        xlabel="speedup: baseline train time ÷ optimized train time (×)",
+    )
+    style.key(
+        fig,
+        Patch(
+            facecolor="0.6",
+            label="measured here (model and variant in the label; whiskers: the extreme ratios between runs)",
+        ),
+    )
+    style.key(
+        fig,
+        Patch(
+            facecolor="white",
+            edgecolor="black",
+            hatch=style.PUBLISHED_HATCH,
+            label=f"published by the study (bert-base, {STUDY_WORKLOAD})",
+        ),
+    )
     return fig

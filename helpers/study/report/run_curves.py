@@ -5,6 +5,7 @@ steady timing window.
     from helpers.study.report import run_curves
     run_curves.draw(record)
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -27,11 +28,11 @@ def draw(record: dict) -> plt.Figure:
     data = frames(record)
     with style.theme():  # the report's look, without changing the notebook's own settings
         fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
-        panels = [(a, "loss", "step", "loss", "training loss (mean per timing window)", "optimizer step"),
-                  (b, "accuracy", "train_time_s", "val_accuracy_pct", "validation accuracy (%)",
-                   "training seconds"),
-                  (c, "rate", "step", "samples_per_s", "samples/s per steady timing window",
-                   "optimizer step")]
+        panels = [
+            (a, "loss", "step", "loss", "training loss (mean per timing window)", "optimizer step"),
+            (b, "accuracy", "train_time_s", "val_accuracy_pct", "validation accuracy (%)", "training seconds"),
+            (c, "rate", "step", "samples_per_s", "samples/s per steady timing window", "optimizer step"),
+        ]
         for ax, key, x, y, title, xlabel in panels:
             ax.set(title=title, xlabel=xlabel, ylabel="")
             if data[key].empty:

@@ -4,6 +4,7 @@
 dispatches on the suite file's `[report] table`: grid (the default), accuracy, precision, token_stats,
 speedup, padding, roofline. Published figures stand beside in columns labelled "published".
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,10 @@ def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     if "util_pct" in values and len(df):
         per_device = df.groupby("device")["util_metric"].first()
         metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in per_device.items())
-        parts.append(f"Utilization measures different things per device ({metrics}); published columns are "
-                     "the study's A100 SM % and trn1 engine %: compare each with its own kind only.")
+        parts.append(
+            f"Utilization measures different things per device ({metrics}); published columns are "
+            "the study's A100 SM % and trn1 engine %: compare each with its own kind only."
+        )
     for device in dict.fromkeys(df["device"]):
         for value in spec.get("trend", []):
             line = tables.trend(df, keys[0], value, device)
@@ -62,8 +65,9 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     pub, columns, match = _published(spec, published_dir)
     if not len(df):
         parts = [no_runs(suite)]
-        table = pd.DataFrame(index=pd.Index([], name=keys[0]) if len(keys) == 1 else
-                             pd.MultiIndex.from_tuples([], names=keys))
+        table = pd.DataFrame(
+            index=pd.Index([], name=keys[0]) if len(keys) == 1 else pd.MultiIndex.from_tuples([], names=keys)
+        )
     else:
         parts = [caption(suite, df)]
         table = None
@@ -83,11 +87,13 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     return "\n\n".join(parts)
 
 
-INTERVAL_NOTE = ("Accuracies in %, mean ± half-width of the 95% t-interval over seeds where a cell has "
-                 "several; a cell with one seed (or runs sharing one) has no spread between seeds and shows "
-                 "none: its test set's sampling error (binomial, 90%) is stated instead. A run within 5 "
-                 "points of always answering the commonest label (`learned?` no) learned nothing and is "
-                 "left out of conclusions.")
+INTERVAL_NOTE = (
+    "Accuracies in %, mean ± half-width of the 95% t-interval over seeds where a cell has "
+    "several; a cell with one seed (or runs sharing one) has no spread between seeds and shows "
+    "none: its test set's sampling error (binomial, 90%) is stated instead. A run within 5 "
+    "points of always answering the commonest label (`learned?` no) learned nothing and is "
+    "left out of conclusions."
+)
 
 
 def _is_fraction(value) -> bool:
@@ -103,21 +109,30 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     pub = published("stochastic_rounding.csv", published_dir)
     rows = []
     for length in sorted({int(x) for x in pub["max_length"]} | {int(x) for x in df["max_length"].dropna()}):
-        diffs = accuracy.paired_diffs(df[df["max_length"] == length], "precision", "bf16-pure-sr",
-                                      "bf16-pure", "max_length").get(length, []) if len(df) else []
+        diffs = (
+            accuracy.paired_diffs(
+                df[df["max_length"] == length], "precision", "bf16-pure-sr", "bf16-pure", "max_length"
+            ).get(length, [])
+            if len(df)
+            else []
+        )
         mine = pub[pub["max_length"].astype(int) == length].set_index("stochastic_rounding")["accuracy"]
-        on, off = ((float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index)
-                   else (math.nan,) * 2)
+        on, off = (float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index) else (math.nan,) * 2
         noise = 100 * accuracy.Z95 * math.sqrt(2 * on * (1 - on) / STUDY_TEST_ROWS) if on == on else math.nan
-        rows.append({"max_length": str(length), "seeds": str(len(diffs)),
-                     "measured: SR − nearest (points)":
-                         accuracy.fmt_interval(diffs, None) if diffs else DASH,
-                     "published (trn1, one run each): SR on − off (points)":
-                         fmt(100 * (on - off)) if on == on else DASH,
-                     f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)":
-                         f"± {noise:.2f}"})
-    return (text + "\n\nThe study's question, stochastic rounding of the bf16 weight update, per length:\n\n"
-            + pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
+        rows.append(
+            {
+                "max_length": str(length),
+                "seeds": str(len(diffs)),
+                "measured: SR − nearest (points)": accuracy.fmt_interval(diffs, None) if diffs else DASH,
+                "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
+                f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}",
+            }
+        )
+    return (
+        text
+        + "\n\nThe study's question, stochastic rounding of the bf16 weight update, per length:\n\n"
+        + pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
+    )
 
 
 def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -128,20 +143,30 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     r = done.iloc[-1]
     mean = r["token_stats.mean"]
     chosen = 1 << math.ceil(math.log2(mean))
-    rows = [("rows", r["token_stats.rows"]), ("min", r["token_stats.min"]), ("max", r["token_stats.max"]),
-            ("mean", mean), ("median", r["token_stats.median"]), ("covers 90%", r["token_stats.p90"]),
-            ("covers 95%", r["token_stats.p95"]), ("covers 99%", r["token_stats.p99"]),
-            ("chosen length: the power of two above the mean (the study's rule)", chosen),
-            ("alternative: the power of two covering 95% of rows", r["token_stats.chosen_pow2"])]
-    table = pd.DataFrame({"statistic": [k for k, _ in rows],
-                          f"tokens ({r['model_name']} tokenizer)": [fmt(v) for _, v in rows]})
-    return ("Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
-            + table.to_markdown(index=False, disable_numparse=True)
-            + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} "
-              f"tokens, the next power of two is {chosen}, "
-              "and it fills the NeuronCore's 128x128 tensor-engine "
-              f"tiles; rows longer than {chosen} are truncated "
-              f"(covering 95% would need {int(r['token_stats.chosen_pow2'])}).")
+    rows = [
+        ("rows", r["token_stats.rows"]),
+        ("min", r["token_stats.min"]),
+        ("max", r["token_stats.max"]),
+        ("mean", mean),
+        ("median", r["token_stats.median"]),
+        ("covers 90%", r["token_stats.p90"]),
+        ("covers 95%", r["token_stats.p95"]),
+        ("covers 99%", r["token_stats.p99"]),
+        ("chosen length: the power of two above the mean (the study's rule)", chosen),
+        ("alternative: the power of two covering 95% of rows", r["token_stats.chosen_pow2"]),
+    ]
+    table = pd.DataFrame(
+        {"statistic": [k for k, _ in rows], f"tokens ({r['model_name']} tokenizer)": [fmt(v) for _, v in rows]}
+    )
+    return (
+        "Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
+        + table.to_markdown(index=False, disable_numparse=True)
+        + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} "
+        f"tokens, the next power of two is {chosen}, "
+        "and it fills the NeuronCore's 128x128 tensor-engine "
+        f"tiles; rows longer than {chosen} are truncated "
+        f"(covering 95% would need {int(r['token_stats.chosen_pow2'])})."
+    )
 
 
 def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -153,28 +178,51 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             continue
         b, o = base["train_s"].mean(), opt["train_s"].mean()
         rows[f"measured ({short_device(device)}, {g['variant'].iloc[0]})"] = [
-            fmt(b), fmt(o), fmt(b / o), fmt(opt["samples_per_s"].mean()),
-            accuracy.fmt_interval(list(base["test_acc"]), int(base["test_rows"].max() or 0) or None,
-                                  seeds=accuracy.distinct_seeds(base)),
-            accuracy.fmt_interval(list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None,
-                                  seeds=accuracy.distinct_seeds(opt)),
+            fmt(b),
+            fmt(o),
+            fmt(b / o),
+            fmt(opt["samples_per_s"].mean()),
+            accuracy.fmt_interval(
+                list(base["test_acc"]), int(base["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(base)
+            ),
+            accuracy.fmt_interval(
+                list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(opt)
+            ),
             f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
-            f"{g['model_name'].iloc[0]}"]
+            f"{g['model_name'].iloc[0]}",
+        ]
     for _, p in published("speedup.csv", published_dir).iterrows():
-        rows[f"published ({p['device']})"] = [p["baseline_train_time_s"], p["optimized_train_time_s"],
-                                              p["speedup"], p["optimized_samples_per_s"], DASH, DASH,
-                                              "16,000 × 3 epochs, bert-base"]
-    labels = ["baseline train s", "optimized train s", "speedup (baseline / optimized)",
-              "optimized samples/s",
-              "baseline test accuracy %", "optimized test accuracy %", "rows × epochs, model"]
+        rows[f"published ({p['device']})"] = [
+            p["baseline_train_time_s"],
+            p["optimized_train_time_s"],
+            p["speedup"],
+            p["optimized_samples_per_s"],
+            DASH,
+            DASH,
+            "16,000 × 3 epochs, bert-base",
+        ]
+    labels = [
+        "baseline train s",
+        "optimized train s",
+        "speedup (baseline / optimized)",
+        "optimized samples/s",
+        "baseline test accuracy %",
+        "optimized test accuracy %",
+        "rows × epochs, model",
+    ]
     table = pd.DataFrame(rows, index=labels).rename_axis("")
     parts = [] if len(df) else [no_runs(suite)]
-    return "\n\n".join(parts + [table.to_markdown(disable_numparse=True),
-                                "Measured samples/s count samples processed in the steady state; "
-                                "the published "
-                                "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, "
-                                "3x below that rate "
-                                "(Experiment/published/README.md)."])
+    return "\n\n".join(
+        parts
+        + [
+            table.to_markdown(disable_numparse=True),
+            "Measured samples/s count samples processed in the steady state; "
+            "the published "
+            "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, "
+            "3x below that rate "
+            "(Experiment/published/README.md).",
+        ]
+    )
 
 
 def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -185,18 +233,20 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         return text
     r = dyn.sort_values("shapes").iloc[-1]
     per_shape = r["compile_s"] / max(r["compilations"], 1)
-    return text + (f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} "
-                   "graphs for "
-                   f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
-                   f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). "
-                   "An epoch of the real split at batch "
-                   f"{int(r['batch'])} and max_length {int(r['max_length'])} "
-                   f"meets up to {int(r['max_length']) - 2} "
-                   "distinct lengths (one graph each in training, more in evaluation); "
-                   "the study reports more than "
-                   "77 h for dynamic padding on trn1 (§3.1 \"77+ hours\": a lower bound), "
-                   "where neuronx-cc takes "
-                   "minutes per graph, against minutes of static-padding training.")
+    return text + (
+        f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} "
+        "graphs for "
+        f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
+        f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). "
+        "An epoch of the real split at batch "
+        f"{int(r['batch'])} and max_length {int(r['max_length'])} "
+        f"meets up to {int(r['max_length']) - 2} "
+        "distinct lengths (one graph each in training, more in evaluation); "
+        "the study reports more than "
+        '77 h for dynamic padding on trn1 (§3.1 "77+ hours": a lower bound), '
+        "where neuronx-cc takes "
+        "minutes per graph, against minutes of static-padding training."
+    )
 
 
 def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -206,32 +256,61 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     if done.empty:
         parts.append("No runs with FLOP counts yet: run `make report`.")
     else:
-        table = done.assign(compute_dtype=done["compute_dtype"].fillna("fp32")).groupby(
-            ["device", "compute_dtype", "suite"], sort=True).agg(
-            runs=("run_name", "size"), ai_lo=("ai", "min"), ai_hi=("ai", "max"), tflops=("tflops", "median"),
-            mfu_pct=("mfu_pct", "median"), peak=("peak_tflops", "first"),
-            source=("peak_source", "first")).reset_index()
-        shown = pd.DataFrame({
-            "device": table["device"].map(short_device), "dtype": table["compute_dtype"],
-            "suite": table["suite"],
-            "runs": table["runs"], "FLOP/byte (range)": [f"{fmt(lo)}–{fmt(hi)}" if lo != hi else fmt(lo)
-                                                         for lo, hi in zip(table["ai_lo"], table["ai_hi"])],
-            "TFLOP/s (median)": table["tflops"].map(fmt), "MFU % (median)": table["mfu_pct"].map(fmt),
-            "peak TFLOP/s": table["peak"].map(fmt), "peak from": table["source"]})
+        table = (
+            done.assign(compute_dtype=done["compute_dtype"].fillna("fp32"))
+            .groupby(["device", "compute_dtype", "suite"], sort=True)
+            .agg(
+                runs=("run_name", "size"),
+                ai_lo=("ai", "min"),
+                ai_hi=("ai", "max"),
+                tflops=("tflops", "median"),
+                mfu_pct=("mfu_pct", "median"),
+                peak=("peak_tflops", "first"),
+                source=("peak_source", "first"),
+            )
+            .reset_index()
+        )
+        shown = pd.DataFrame(
+            {
+                "device": table["device"].map(short_device),
+                "dtype": table["compute_dtype"],
+                "suite": table["suite"],
+                "runs": table["runs"],
+                "FLOP/byte (range)": [
+                    f"{fmt(lo)}–{fmt(hi)}" if lo != hi else fmt(lo) for lo, hi in zip(table["ai_lo"], table["ai_hi"])
+                ],
+                "TFLOP/s (median)": table["tflops"].map(fmt),
+                "MFU % (median)": table["mfu_pct"].map(fmt),
+                "peak TFLOP/s": table["peak"].map(fmt),
+                "peak from": table["source"],
+            }
+        )
         parts.append(shown.to_markdown(index=False, disable_numparse=True))
     pub = published("roofline.csv", published_dir)
-    parts.append("Published (trn1, batch 8 → 64): " + "; ".join(
-        f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, "
-        f"{p['achieved_tflops']} TFLOP/s"
-        for _, p in pub.iterrows()) + ". MFU above is against one peak per device and dtype: "
+    parts.append(
+        "Published (trn1, batch 8 → 64): "
+        + "; ".join(
+            f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, {p['achieved_tflops']} TFLOP/s"
+            for _, p in pub.iterrows()
+        )
+        + ". MFU above is against one peak per device and dtype: "
         "published for GPUs "
-        "and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`).")
+        "and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`)."
+    )
     return "\n\n".join(parts)
 
 
-KINDS = {"grid": grid_section, "accuracy": accuracy_section, "precision": precision_section,
-         "token_stats": token_stats_section, "speedup": speedup_section, "padding": padding_section,
-         "roofline": roofline_section, "time_to_accuracy": tta_section, "lora": lora_section}
+KINDS = {
+    "grid": grid_section,
+    "accuracy": accuracy_section,
+    "precision": precision_section,
+    "token_stats": token_stats_section,
+    "speedup": speedup_section,
+    "padding": padding_section,
+    "roofline": roofline_section,
+    "time_to_accuracy": tta_section,
+    "lora": lora_section,
+}
 
 
 def section(suite: Suite, df: pd.DataFrame, published_dir=PUBLISHED_DIR) -> str:

@@ -5,6 +5,7 @@ published figures beside (Experiment/published/*.csv, labelled "published"), ren
 `DataFrame.to_markdown`. Its caption says what question it answers; its last line says what the data show,
 computed from them, including whether neighbouring rows differ beyond their spread.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,17 +18,33 @@ from helpers.study.sweep.suites import Suite
 
 # named frame column: label in words, with units
 LABELS = {
-    "step_ms": "step ms (median)", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
-    "train_s": "train s", "first_step_s": "first step s", "tflops": "TFLOP/s", "mfu_pct": "MFU %",
-    "ai": "FLOP/byte", "mem_gib": "peak memory GiB", "util_pct": "utilization %",
+    "step_ms": "step ms (median)",
+    "samples_per_s": "samples/s",
+    "tokens_per_s": "tokens/s",
+    "train_s": "train s",
+    "first_step_s": "first step s",
+    "tflops": "TFLOP/s",
+    "mfu_pct": "MFU %",
+    "ai": "FLOP/byte",
+    "mem_gib": "peak memory GiB",
+    "util_pct": "utilization %",
     "compilations": "compilations",
-    "compile_s": "compile s", "shapes": "distinct shapes", "test_acc": "test accuracy %",
+    "compile_s": "compile s",
+    "shapes": "distinct shapes",
+    "test_acc": "test accuracy %",
     "val_acc": "validation accuracy %",
-    "final_loss": "final loss", "compilations_after_warmup": "compilations after warm-up", "steps": "steps",
-    "share_matmul": "matmul %", "share_attention": "attention %",
+    "final_loss": "final loss",
+    "compilations_after_warmup": "compilations after warm-up",
+    "steps": "steps",
+    "share_matmul": "matmul %",
+    "share_attention": "attention %",
     "share_elementwise_norm_act": "elementwise %",
-    "share_optimizer": "optimizer %", "share_copy_data_movement": "copy %", "share_other": "other %",
-    "share_host_gap": "host gap %", "energy_j": "energy J", "samples_per_j": "samples/J",
+    "share_optimizer": "optimizer %",
+    "share_copy_data_movement": "copy %",
+    "share_other": "other %",
+    "share_host_gap": "host gap %",
+    "energy_j": "energy J",
+    "samples_per_j": "samples/J",
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
 
@@ -40,8 +57,9 @@ def cell(values: pd.Series, name: str) -> str:
     scale = 100 if name in PERCENT else 1
     if len(values) == 1:
         return fmt(values.iloc[0] * scale)
-    return (f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, "
-            f"{len(values)} runs)")
+    return (
+        f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, {len(values)} runs)"
+    )
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
@@ -56,8 +74,14 @@ def spread_cell(group: pd.DataFrame, name: str) -> str:
     return cell(group[name], name)
 
 
-def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.DataFrame | None = None,
-               pub_columns: dict | None = None, match: dict | None = None) -> pd.DataFrame:
+def grid_table(
+    df: pd.DataFrame,
+    keys: list[str],
+    values: list[str],
+    pub: pd.DataFrame | None = None,
+    pub_columns: dict | None = None,
+    match: dict | None = None,
+) -> pd.DataFrame:
     """Return rows = the keys' values, columns = each value per measured device, published ones beside."""
     out = None
     devices = list(dict.fromkeys(df["device"]))
@@ -65,11 +89,13 @@ def grid_table(df: pd.DataFrame, keys: list[str], values: list[str], pub: pd.Dat
         mine = df[df["device"] == device]
         label = f" · {short_device(device)}" if len(devices) > 1 else ""
         table = mine.groupby(keys, dropna=False, sort=True).apply(
-            lambda g: pd.Series({f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
-                                | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
-                                | ({f"windows within a run{label}": within_runs(g)}
-                                   if "samples_per_s" in values and len(g) > 1 else {})),
-            include_groups=False)
+            lambda g: pd.Series(
+                {f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
+                | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
+                | ({f"windows within a run{label}": within_runs(g)} if "samples_per_s" in values and len(g) > 1 else {})
+            ),
+            include_groups=False,
+        )
         out = table if out is None else out.join(table, how="outer")
     if out is None:
         empty = pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0])
@@ -123,26 +149,40 @@ def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
     """Return one line saying how `value` moves along `key` on `device`, and whether neighbouring rows differ
     beyond their spread: the range between runs where every row has >= 3, else the spread within one run."""
     lo, hi = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}.get(
-        value, (value, value))
-    rows = df[df["device"] == device].groupby(key).agg(mid=(value, "median"), lo=(lo, "min"), hi=(hi, "max"),
-                                                        run_lo=(value, "min"), run_hi=(value, "max"),
-                                                        runs=(value, "count"))
+        value, (value, value)
+    )
+    rows = (
+        df[df["device"] == device]
+        .groupby(key)
+        .agg(
+            mid=(value, "median"),
+            lo=(lo, "min"),
+            hi=(hi, "max"),
+            run_lo=(value, "min"),
+            run_hi=(value, "max"),
+            runs=(value, "count"),
+        )
+    )
     rows = rows.dropna(subset=["mid"]).sort_index()
     if len(rows) < 2:
         return ""
     between = bool((rows["runs"] >= MIN_RUNS).all())
     if between:
         rows = rows.assign(lo=rows["run_lo"], hi=rows["run_hi"])
-    spread = (f"the range between runs (>= {MIN_RUNS} each)" if between
-              else "the timing spread within a run (fewer than 3 runs a row: no between-run interval)")
+    spread = (
+        f"the range between runs (>= {MIN_RUNS} each)"
+        if between
+        else "the timing spread within a run (fewer than 3 runs a row: no between-run interval)"
+    )
     neighbours = zip(rows.iterrows(), rows.iloc[1:].iterrows())
     apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in neighbours)
     first, last = rows.iloc[0], rows.iloc[-1]
-    return (f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
-            f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
-            f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
-            f"differ beyond {spread}"
-            + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + ".")
+    return (
+        f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
+        f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
+        f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
+        f"differ beyond {spread}" + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + "."
+    )
 
 
 def caption(suite: Suite, df: pd.DataFrame) -> str:
@@ -151,12 +191,15 @@ def caption(suite: Suite, df: pd.DataFrame) -> str:
     for variant, g in df.groupby("variant", dropna=False):
         fixed = suite.variants.get(variant, {}).get("params", {})
         devices = ", ".join(f"{short_device(d)} ({n} runs)" for d, n in g["device"].value_counts().items())
-        parts.append(f"`{variant}` variant on {devices}; fixed: "
-                     + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress"))
+        parts.append(
+            f"`{variant}` variant on {devices}; fixed: "
+            + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress")
+        )
     return "; ".join(parts) + "."
 
 
 def no_runs(suite: Suite) -> str:
     """Return what a suite without records says, and the command that fills it."""
-    return (f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` "
-            "(or `make report`).")
+    return (
+        f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` (or `make report`)."
+    )

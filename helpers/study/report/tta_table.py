@@ -1,5 +1,6 @@
 """The headline table: time to 88 / 90 / 92% validation accuracy per device, over seeds (the
 time_to_accuracy suite; each record's `time_to_accuracy` section, computed by calc.accuracy_time)."""
+
 from __future__ import annotations
 
 import math
@@ -13,17 +14,19 @@ from helpers.study.report.tables import caption, markdown, no_runs
 
 LOADED_SHARE = 0.9  # a CPU run whose process used under this share of its threads shared the cores: a loaded machine
 
-NOTE = ("Training seconds (the timed windows: evaluations and start-up excluded, so not wall time) at the first "
-        "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` "
-        "steps, so the crossing happened at or before it and each figure is an upper bound (≤) by up to one "
-        "evaluation interval. Mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
-        "seed: no interval); `k/n`: seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy "
-        "machine does not change (its seconds it does). Process CPU: the runs' range of the training process's "
-        "CPU use against what its threads could use; below "
-        f"{LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
-        "\"loaded\": compare its steps, not its seconds. Test accuracy: of the checkpoint that first reached "
-        "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
-        "each device is the machine the figure is from; seconds on another CPU differ.")
+NOTE = (
+    "Training seconds (the timed windows: evaluations and start-up excluded, so not wall time) at the first "
+    "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` "
+    "steps, so the crossing happened at or before it and each figure is an upper bound (≤) by up to one "
+    "evaluation interval. Mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
+    "seed: no interval); `k/n`: seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy "
+    "machine does not change (its seconds it does). Process CPU: the runs' range of the training process's "
+    "CPU use against what its threads could use; below "
+    f"{LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
+    '"loaded": compare its steps, not its seconds. Test accuracy: of the checkpoint that first reached '
+    "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
+    "each device is the machine the figure is from; seconds on another CPU differ."
+)
 
 
 def cell(values: pd.Series, loaded: bool = False) -> str:
@@ -58,8 +61,7 @@ def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
     keys = [k for k in suite.report.get("keys", []) if k in done.columns]
     rows = []
     for group, g in done.groupby(["device", "variant", *keys], sort=True, dropna=False):
-        row = {"device": short_device(group[0]), "variant": group[1], **dict(zip(keys, group[2:])),
-               "seeds": len(g)}
+        row = {"device": short_device(group[0]), "variant": group[1], **dict(zip(keys, group[2:])), "seeds": len(g)}
         cpu, loaded = process_cpu(g)
         for target in TARGETS:
             row[f"to {100 * target:.0f}% (s, ≤)"] = cell(g[f"tta_{target:.2f}"], loaded)

@@ -1,4 +1,5 @@
 """python -m helpers.study.sweep"""
+
 from helpers.study.sweep.runner import main
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Learning rate, weight decay, LLRD's factor, seeds and step counts are data, neve
 differ only in them share graphs. Not counted: the small all-reduce graphs of evaluation's totals when
 num_devices > 1.
 """
+
 from __future__ import annotations
 
 import functools
@@ -72,9 +73,13 @@ def settings(args: RunArgs, kind: str) -> tuple[str, ...]:
     lora = f"r{t.lora_r},a{t.lora_alpha},d{t.lora_dropout},{t.lora_targets}" if t.lora_r else "none"
     out = [f"bf16_mode={n.bf16_mode}", f"lora={lora}", f"compile={tr.compile}", f"cc_flags={cc_flags(args)}"]
     if kind == "train":
-        out += [f"grad_accum={tr.gradient_accumulation_steps}", f"llrd={tr.llrd_decay is not None}",
-                f"max_grad_norm={tr.max_grad_norm}", f"checkpointing={tr.gradient_checkpointing}",
-                f"num_devices={tr.num_devices}"]
+        out += [
+            f"grad_accum={tr.gradient_accumulation_steps}",
+            f"llrd={tr.llrd_decay is not None}",
+            f"max_grad_norm={tr.max_grad_norm}",
+            f"checkpointing={tr.gradient_checkpointing}",
+            f"num_devices={tr.num_devices}",
+        ]
     return tuple(out)
 
 
@@ -87,10 +92,14 @@ def graph_keys(args: RunArgs, train_lengths, eval_lengths, bf16_fast: bool = Tru
     """Return the distinct graphs a point compiles, given the padded lengths its training and evaluation
     batches take (static padding: [max_length] each)."""
     model, precision = architecture(args.task.model_name), compiled_precision(args, bf16_fast)
-    train = [GraphKey("train", model, args.train.batch, int(n), precision, settings(args, "train"))
-             for n in sorted(set(int(x) for x in train_lengths))]
-    evaluate = [GraphKey("eval", model, eval_batch(args), int(n), precision, settings(args, "eval"))
-                for n in sorted(set(int(x) for x in eval_lengths))]
+    train = [
+        GraphKey("train", model, args.train.batch, int(n), precision, settings(args, "train"))
+        for n in sorted(set(int(x) for x in train_lengths))
+    ]
+    evaluate = [
+        GraphKey("eval", model, eval_batch(args), int(n), precision, settings(args, "eval"))
+        for n in sorted(set(int(x) for x in eval_lengths))
+    ]
     return train + evaluate
 
 
@@ -126,7 +135,7 @@ def round_up(lengths: np.ndarray, multiple: int | None) -> np.ndarray:
 def chunk_maxima(lengths: np.ndarray, batch: int, drop_last: bool) -> np.ndarray:
     """Return the longest row of each consecutive batch of `batch` rows: its length padded to the longest."""
     usable = len(lengths) // batch * batch if drop_last else len(lengths)
-    return np.array([lengths[i:i + batch].max() for i in range(0, usable, batch)], dtype=np.int64)
+    return np.array([lengths[i : i + batch].max() for i in range(0, usable, batch)], dtype=np.int64)
 
 
 def train_padded_lengths(lengths: np.ndarray, args: RunArgs) -> np.ndarray:
@@ -161,14 +170,15 @@ def eval_padded_lengths(lengths: dict[str, np.ndarray], args: RunArgs) -> np.nda
     return round_up(np.array(out, dtype=np.int64), t.pad_to_multiple_of)
 
 
-def padded_lengths(args: RunArgs,
-                   lengths: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
+def padded_lengths(args: RunArgs, lengths: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
     """Return the padded lengths of a point's training micro-batches and evaluation batches; None when its
     padding is dynamic and the data's token lengths are not at hand."""
     t = args.task
     if t.padding == "static":
-        return (np.full(optimizer_steps(args) * args.train.gradient_accumulation_steps, t.max_length),
-                np.full(sum(math.ceil(r / eval_batch(args)) for _, r in eval_passes(args)), t.max_length))
+        return (
+            np.full(optimizer_steps(args) * args.train.gradient_accumulation_steps, t.max_length),
+            np.full(sum(math.ceil(r / eval_batch(args)) for _, r in eval_passes(args)), t.max_length),
+        )
     if lengths is None:
         return None
     return train_padded_lengths(lengths["train"], args), eval_padded_lengths(lengths, args)

@@ -12,6 +12,7 @@ Every figure is an estimate and says where it comes from:
 - dollars: those seconds at the whole instance's on-demand price (helpers/facts/instance_prices.csv).
 A figure that cannot be estimated is NaN with the reason in the row's note, never 0.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,20 +34,37 @@ from helpers.study.sweep import graphs
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
 
 COMPILE_S_PER_GRAPH = 300.0
-COMPILE_SOURCE = ("assumed 300 s a graph, cold: neuronx-cc takes minutes per bert-base graph "
-                  "(docs/HARDWARE.md; up to an hour for large models: optimum-neuron #698, #825 in "
-                  "shared/NEURON.md); a public trn1 BERT training log shows ~5 min between successive "
-                  "neuronx-cc calls (aws/aws-k8s-tester PR #558)")
+COMPILE_SOURCE = (
+    "assumed 300 s a graph, cold: neuronx-cc takes minutes per bert-base graph "
+    "(docs/HARDWARE.md; up to an hour for large models: optimum-neuron #698, #825 in "
+    "shared/NEURON.md); a public trn1 BERT training log shows ~5 min between successive "
+    "neuronx-cc calls (aws/aws-k8s-tester PR #558)"
+)
 DEFAULT_INSTANCE = {"trainium": "trn1.2xlarge", "nvidia": "g6.xlarge"}
 RANK_DEVICE = {"trn1-chip": "trn1-core"}  # one process drives one NeuronCore: a rank's peak is the core's
 NO_FAST_BF16 = ("t4",)  # Turing: fp16 tensor cores, no bf16 (device_peaks.csv's 16-bit column is fp16 there)
 PUBLISHED = "Experiment/published"
 STUDY_NAME = {"t4": "T4", "l4": "L4", "a100-40gb": "A100"}  # device names in the study's speedup.csv
 STUDY_EPOCHS, STUDY_BATCH, STUDY_LENGTH = 3, 64, 32  # the optimized configuration speedup.csv times
-POINT_FORMATS = {"graphs": ".0f", "new": ".0f", "compile_s": ".0f", "train_s": ".0f", "eval_s": ".0f",
-                 "mfu": ".1%", "usd": ".2f"}
-TOTAL_FORMATS = {"points": "d", "distinct graphs": "d", "new graphs": ".0f", "compile h": ".2f",
-                 "train h": ".2f", "eval h": ".2f", "usd": ".2f", "not estimated": "d"}
+POINT_FORMATS = {
+    "graphs": ".0f",
+    "new": ".0f",
+    "compile_s": ".0f",
+    "train_s": ".0f",
+    "eval_s": ".0f",
+    "mfu": ".1%",
+    "usd": ".2f",
+}
+TOTAL_FORMATS = {
+    "points": "d",
+    "distinct graphs": "d",
+    "new graphs": ".0f",
+    "compile h": ".2f",
+    "train h": ".2f",
+    "eval h": ".2f",
+    "usd": ".2f",
+    "not estimated": "d",
+}
 
 
 @dataclass(frozen=True)
@@ -65,8 +83,7 @@ def target_of(name: str, instance: str | None = None) -> Target:
     instance = instance or DEFAULT_INSTANCE[name]
     row = load_instance_prices().set_index("instance")
     if instance not in row.index:
-        return Target(name, instance, None, math.nan,
-                      f"no price for {instance} in helpers/facts/instance_prices.csv")
+        return Target(name, instance, None, math.nan, f"no price for {instance} in helpers/facts/instance_prices.csv")
     r = row.loc[instance]
     note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
     device = RANK_DEVICE.get(r["device"], r["device"])
@@ -81,8 +98,11 @@ def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
         prof = pd.read_csv(repo_path(PUBLISHED) / "seq_len_profile.csv")
         # the row of the nearest L (on a log scale; the shorter on a tie)
         row = prof.iloc[int(np.abs(np.log(prof["max_length"] / max_length)).argmin())]
-        return (float(row["mfu_pct"]) / 100, f"the study's trn1 profile at L={int(row['max_length'])}: "
-                f"{row['mfu_pct']}% ({PUBLISHED}/seq_len_profile.csv)")
+        return (
+            float(row["mfu_pct"]) / 100,
+            f"the study's trn1 profile at L={int(row['max_length'])}: "
+            f"{row['mfu_pct']}% ({PUBLISHED}/seq_len_profile.csv)",
+        )
     if device in STUDY_NAME:
         pub = pd.read_csv(repo_path(PUBLISHED) / "speedup.csv").set_index("device").loc[STUDY_NAME[device]]
         seconds = float(pub["optimized_train_time_s"])
@@ -90,10 +110,12 @@ def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
         flops_per_row = flops_per_batch / STUDY_BATCH
         achieved = graphs.TRAIN_ROWS * STUDY_EPOCHS / seconds * flops_per_row
         peak = device_roof(device, "bf16")["peak_tflops"] * 1e12
-        return achieved / peak, (f"derived from the study's optimized {STUDY_NAME[device]} run "
-                                 f"({graphs.TRAIN_ROWS:,} rows x {STUDY_EPOCHS} epochs in {seconds:g} s at "
-                                 f"b{STUDY_BATCH} L{STUDY_LENGTH}, {PUBLISHED}/speedup.csv) over the "
-                                 "datasheet 16-bit peak")
+        return achieved / peak, (
+            f"derived from the study's optimized {STUDY_NAME[device]} run "
+            f"({graphs.TRAIN_ROWS:,} rows x {STUDY_EPOCHS} epochs in {seconds:g} s at "
+            f"b{STUDY_BATCH} L{STUDY_LENGTH}, {PUBLISHED}/speedup.csv) over the "
+            "datasheet 16-bit peak"
+        )
     return math.nan, f"no published MFU for {device or 'this device'}"
 
 
@@ -115,8 +137,16 @@ Lengths = Callable[[str, str | None], dict | str]
 def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -> tuple[dict, list]:
     """Return a point's plan row (graphs, seconds per compiled graph, train / evaluation seconds, the MFU
     assumed, why a figure is missing) and its graph keys."""
-    row = {"suite": suite.name, "point": point.run_name, "graphs": math.nan, "per_graph_s": math.nan,
-           "train_s": math.nan, "eval_s": math.nan, "mfu": math.nan, "note": ""}
+    row = {
+        "suite": suite.name,
+        "point": point.run_name,
+        "graphs": math.nan,
+        "per_graph_s": math.nan,
+        "train_s": math.nan,
+        "eval_s": math.nan,
+        "mfu": math.nan,
+        "note": "",
+    }
     if suite.kind == "token_stats":
         return {**row, "graphs": 0, "note": "tokenizes on the host, no training: seconds, not estimated"}, []
     if suite.requires == "neuron" and target.name != "trainium":
@@ -139,30 +169,34 @@ def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -
     elif device is not None:
         row["per_graph_s"] = COMPILE_S_PER_GRAPH
     if device is None:
-        return {**row, "note": "; ".join(notes + ["runs on torch-xla's CPU backend on this target: no "
-                                                  "published figure"])}, keys
+        return {
+            **row,
+            "note": "; ".join(notes + ["runs on torch-xla's CPU backend on this target: no published figure"]),
+        }, keys
     mfu, source = assumed_mfu(device, args.task.max_length)
     if math.isnan(mfu):
         return {**row, "note": "; ".join(notes + [source])}, keys
     cfg = model_config(args.task.model_name)
-    dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode,
-                          args.neuron.extra_cc_flags)
+    dtype = compute_dtype(graphs.compiled_precision(args, fast), args.neuron.bf16_mode, args.neuron.extra_cc_flags)
     peak = device_roof(device, dtype)["peak_tflops"]
     micro, batches = Counter(train_len.tolist()), Counter(eval_len.tolist())  # padded length -> batches
     # each padded length at the MFU assumed for it (dynamic padding runs mostly far below max_length)
     # forward + backward, a LoRA step where the task trains adapters
-    train = {L: n * model_flops(cfg, args.train.batch, L, args.task.lora_r, args.task.lora_targets)
-             for L, n in micro.items()}
+    train = {
+        L: n * model_flops(cfg, args.train.batch, L, args.task.lora_r, args.task.lora_targets) for L, n in micro.items()
+    }
     evaluate = {L: n * forward_flops(cfg, graphs.eval_batch(args), L) for L, n in batches.items()}
-    train_s, eval_s = (sum(seconds(f, assumed_mfu(device, int(L))[0], peak) for L, f in part.items())
-                       for part in (train, evaluate))
+    train_s, eval_s = (
+        sum(seconds(f, assumed_mfu(device, int(L))[0], peak) for L, f in part.items()) for part in (train, evaluate)
+    )
     flops = sum(train.values()) + sum(evaluate.values())
     mfu = flops / ((train_s + eval_s) * peak * 1e12) if flops else mfu  # the MFU these seconds amount to
     return {**row, "train_s": train_s, "eval_s": eval_s, "mfu": mfu, "note": "; ".join(notes)}, keys
 
 
-def plan_frame(suites: list[Suite], variant: str, target: Target,
-               lengths_for: Lengths | None = None) -> tuple[pd.DataFrame, dict]:
+def plan_frame(
+    suites: list[Suite], variant: str, target: Target, lengths_for: Lengths | None = None
+) -> tuple[pd.DataFrame, dict]:
     """Return the plan's rows (one per point, in sweep order) and each point's graph keys. A point pays the
     compilation of its graphs no earlier point compiled (`new`): the compile cache is shared."""
     lengths_for = lengths_for or graphs.data_token_lengths
@@ -186,13 +220,20 @@ def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
     """Return per suite and for the whole study: points, distinct graphs, the graphs it compiles first,
     compile, train and evaluation hours and dollars (sums of the estimated points), and the points not
     estimated."""
+
     def one(rows: pd.DataFrame, name: str) -> dict:
-        hours = {f"{what} h": rows[f"{what}_s"].sum(min_count=1) / 3600
-                 for what in ("compile", "train", "eval")}
+        hours = {f"{what} h": rows[f"{what}_s"].sum(min_count=1) / 3600 for what in ("compile", "train", "eval")}
         distinct = len({k for p in rows["point"] for k in keys[p]})
-        return {"suite": name, "points": len(rows), "distinct graphs": distinct,
-                "new graphs": rows["new"].sum(min_count=1), **hours, "usd": rows["usd"].sum(min_count=1),
-                "not estimated": int(rows["usd"].isna().sum())}
+        return {
+            "suite": name,
+            "points": len(rows),
+            "distinct graphs": distinct,
+            "new graphs": rows["new"].sum(min_count=1),
+            **hours,
+            "usd": rows["usd"].sum(min_count=1),
+            "not estimated": int(rows["usd"].isna().sum()),
+        }
+
     out = [one(rows, name) for name, rows in frame.groupby("suite", sort=False)]
     return pd.DataFrame(out + [one(frame, "whole study")])
 
@@ -200,18 +241,23 @@ def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
 def render(frame: pd.DataFrame, keys: dict, target: Target, command: str) -> str:
     """Return the plan as text: assumptions, one table per suite, then the totals."""
     sources = sorted({assumed_mfu(target.device, int(L))[1] for L in (16, 128)})
-    lines = [f"Plan of `{command}` on {target.instance} ({target.name}): a model, nothing was run.",
-             "- graphs: one per training shape and one per evaluation shape and settings (helpers/study/"
-             "sweep/graphs.py; dynamic padding: one per padded length met, from the data in the loader's "
-             "order); `new`: not compiled by an earlier point (one compile cache): only those are charged",
-             f"- compile: {COMPILE_SOURCE}",
-             "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the "
-             "matmul dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
-             f"- price: {target.price_note}", ""]
+    lines = [
+        f"Plan of `{command}` on {target.instance} ({target.name}): a model, nothing was run.",
+        "- graphs: one per training shape and one per evaluation shape and settings (helpers/study/"
+        "sweep/graphs.py; dynamic padding: one per padded length met, from the data in the loader's "
+        "order); `new`: not compiled by an earlier point (one compile cache): only those are charged",
+        f"- compile: {COMPILE_SOURCE}",
+        "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the "
+        "matmul dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
+        f"- price: {target.price_note}",
+        "",
+    ]
     for name, rows in frame.groupby("suite", sort=False):
         lines += [f"## {name} ({len(rows)} points)", _table(rows.drop(columns="suite"), POINT_FORMATS), ""]
-    lines += ["## Totals (estimates; n/a: not estimated, see the rows' notes)",
-              _table(totals(frame, keys), TOTAL_FORMATS)]
+    lines += [
+        "## Totals (estimates; n/a: not estimated, see the rows' notes)",
+        _table(totals(frame, keys), TOTAL_FORMATS),
+    ]
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ sweep killed outright leaves nothing running: the next sweep ends a dead sweep's
 runs their point, and a lock keeps two live sweeps off the same point. A point that leaves no record
 gets a failed / timeout / oom record here.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,13 @@ def env_python(env: str) -> Path:
 
 def device_of(env: str, requested: str = "auto") -> dict:
     """Return the device section a run in `env` would record (asked of that environment once)."""
-    out = subprocess.run([str(env_python(env)), "-m", "helpers.run.device", requested], capture_output=True,
-                         text=True, cwd=REPO_ROOT, timeout=300)
+    out = subprocess.run(
+        [str(env_python(env)), "-m", "helpers.run.device", requested],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{ENVS[env][0]} cannot name its device: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -58,12 +64,16 @@ def skip_reason(suite: Suite, dev: dict | None, force: bool = False) -> str | No
     if not (REPO_ROOT / suite.notebook).exists():
         return f"its notebook {suite.notebook} does not exist"
     if suite.requires == "neuron" and not (dev or {}).get("neuron"):
-        return (f"it needs NeuronCores (a trn1 instance with torch-neuronx) and {ENVS[suite.env][0]} has "
-                "none; it is not faked on the CPU, nothing was recorded")
+        return (
+            f"it needs NeuronCores (a trn1 instance with torch-neuronx) and {ENVS[suite.env][0]} has "
+            "none; it is not faked on the CPU, nothing was recorded"
+        )
     if suite.requires == "fast-bf16" and not force and not (dev or {}).get("bf16_fast"):
-        return ("it trains in bf16 modes, and this machine's device has no fast bf16 (a CPU without AMX / "
-                "avx512_bf16 emulates it, several times slower than fp32: hours for this suite); run it on "
-                "an AMX CPU, a GPU or trn1, or force it with `python -m helpers.study.sweep SUITE --force`")
+        return (
+            "it trains in bf16 modes, and this machine's device has no fast bf16 (a CPU without AMX / "
+            "avx512_bf16 emulates it, several times slower than fp32: hours for this suite); run it on "
+            "an AMX CPU, a GPU or trn1, or force it with `python -m helpers.study.sweep SUITE --force`"
+        )
     return None
 
 
@@ -77,10 +87,19 @@ def papermill_command(suite: Suite, params: dict, out_path: Path, kernel: str | 
     for name, value in params.items():
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{name}={value!r}: suites pass scalar parameters only")
-    return [str(env_python(suite.env).parent / "papermill"), str(REPO_ROOT / suite.notebook), str(out_path),
-            "--kernel", kernel or ENVS[suite.env][1], "--cwd", str(REPO_ROOT), "--log-output",
-            # PyYAML writes 2e-05 as 2.0e-05, which its loader (papermill's) reads back as a float
-            "--parameters_yaml", yaml.safe_dump(params, default_flow_style=True).strip()]
+    return [
+        str(env_python(suite.env).parent / "papermill"),
+        str(REPO_ROOT / suite.notebook),
+        str(out_path),
+        "--kernel",
+        kernel or ENVS[suite.env][1],
+        "--cwd",
+        str(REPO_ROOT),
+        "--log-output",
+        # PyYAML writes 2e-05 as 2.0e-05, which its loader (papermill's) reads back as a float
+        "--parameters_yaml",
+        yaml.safe_dump(params, default_flow_style=True).strip(),
+    ]
 
 
 def tagged(tag: str) -> list[psutil.Process]:
@@ -121,8 +140,15 @@ def point_lock(record_file: Path):
         yield True
 
 
-def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, timeout_s: float,
-                 threads: int | None = None, dev: dict | None = None) -> tuple[str, float]:
+def run_notebook(
+    suite: Suite,
+    params: dict,
+    record_file: Path,
+    runs_dir: Path,
+    timeout_s: float,
+    threads: int | None = None,
+    dev: dict | None = None,
+) -> tuple[str, float]:
     """Run one point's notebook; record a failure it left unrecorded. Return its status and wall seconds."""
     name = params["run_name"]
     out = runs_dir / suite.name / f"{name}.ipynb"
@@ -134,8 +160,14 @@ def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, 
     record_file.unlink(missing_ok=True)  # an unfinished record of an earlier try is not this try's
     t0 = time.perf_counter()
     with open(log, "wb") as log_file:
-        proc = subprocess.Popen(papermill_command(suite, params, out), cwd=REPO_ROOT, env=env,
-                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            papermill_command(suite, params, out),
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         _LIVE.add(proc)
         try:
             proc.wait(timeout=timeout_s)
@@ -162,9 +194,20 @@ def run_notebook(suite: Suite, params: dict, record_file: Path, runs_dir: Path, 
     else:
         died = f"papermill exited {proc.returncode}" + (" (killed by a signal)" if proc.returncode < 0 else "")
         status, error = records.failure_status(tail), f"{died} without a record\n{tail}"
-    record_failure(record_file, params, status, error, dev,
-                   runner={"notebook": suite.notebook, "env": suite.env, "returncode": proc.returncode,
-                           "output": str(out), "log": str(log)})
+    record_failure(
+        record_file,
+        params,
+        status,
+        error,
+        dev,
+        runner={
+            "notebook": suite.notebook,
+            "env": suite.env,
+            "returncode": proc.returncode,
+            "output": str(out),
+            "log": str(log),
+        },
+    )
     return status, wall
 
 
@@ -177,8 +220,9 @@ def newer_record(record_file: Path) -> bool:
     return isinstance(version, int) and not isinstance(version, bool) and version > records.SCHEMA_VERSION
 
 
-def record_failure(record_file: Path, params: dict, status: str, error: str, dev: dict | None = None,
-                   runner: dict | None = None) -> schema.RunRecord:
+def record_failure(
+    record_file: Path, params: dict, status: str, error: str, dev: dict | None = None, runner: dict | None = None
+) -> schema.RunRecord:
     """Write the record of a point that ended without writing its own (its parameters as the run would have
     resolved them, its device as the sweep asked the environment, no libraries: the runner's are not those
     of the environment the point ran in); return it."""
@@ -187,9 +231,15 @@ def record_failure(record_file: Path, params: dict, status: str, error: str, dev
         params, given = args.flat(), args.given
     except ConfigError:  # the failure is the parameters themselves: kept as given
         given = params
-    rec = records.run_record(params, sorted(given), status=status, error=error, runner=runner,
-                             device={**(dev or {}), "key": record_file.stem.rsplit("@", 1)[-1]},
-                             finished_at=records.now())
+    rec = records.run_record(
+        params,
+        sorted(given),
+        status=status,
+        error=error,
+        runner=runner,
+        device={**(dev or {}), "key": record_file.stem.rsplit("@", 1)[-1]},
+        finished_at=records.now(),
+    )
     records.write_record(record_file, rec)
     return rec
 
@@ -212,8 +262,9 @@ def render_html(notebook: Path, command: str) -> None:
         html, _ = HTMLExporter().from_notebook_node(nb)
         notebook.with_suffix(".html").write_text(f"<!-- {line} -->\n{html}")
     except Exception as err:  # noqa: BLE001 - the HTML is a copy for reading; the point's record stands
-        print(f"{notebook.name}: no HTML copy ({type(err).__name__}: {err}); the notebook itself is kept",
-              file=sys.stderr)
+        print(
+            f"{notebook.name}: no HTML copy ({type(err).__name__}: {err}); the notebook itself is kept", file=sys.stderr
+        )
 
 
 def run_token_stats(params: dict, record_file: Path) -> str:
@@ -222,22 +273,33 @@ def run_token_stats(params: dict, record_file: Path) -> str:
 
     args = build_args(params)
     t = args.task
-    ds, info = data.load_emotion(t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset, args.train.seed,
-                                 t.drop_bad_rows)
+    ds, info = data.load_emotion(
+        t.data_dir, t.train_subset, t.eval_subset, t.shuffle_subset, args.train.seed, t.drop_bad_rows
+    )
     t0 = time.perf_counter()
     lengths = tokens.token_lengths(ds["train"]["text"], models.load_tokenizer(t.model_name))
     tokenize_s = time.perf_counter() - t0
     # tokenization runs on the host CPU whatever the accelerator: that is the record's device
-    records.write_record(record_file, records.run_record(
-        args.flat(), sorted(args.given), status="finished", finished_at=records.now(),
-        libraries=records.library_versions(), data=schema.Data(**info, tokenize_s=tokenize_s),
-        model=schema.ModelInfo(name=t.model_name), device=device.resolve_device("cpu").describe(),
-        token_stats=schema.TokenStats(split="train", **tokens.length_stats(lengths))))
+    records.write_record(
+        record_file,
+        records.run_record(
+            args.flat(),
+            sorted(args.given),
+            status="finished",
+            finished_at=records.now(),
+            libraries=records.library_versions(),
+            data=schema.Data(**info, tokenize_s=tokenize_s),
+            model=schema.ModelInfo(name=t.model_name),
+            device=device.resolve_device("cpu").describe(),
+            token_stats=schema.TokenStats(split="train", **tokens.length_stats(lengths)),
+        ),
+    )
     return "finished"
 
 
-def run_point(suite: Suite, point: Point, dev: dict, results: Path, runs_dir: Path, timeout_s: float,
-              threads: int | None = None) -> tuple[str, float, Path]:
+def run_point(
+    suite: Suite, point: Point, dev: dict, results: Path, runs_dir: Path, timeout_s: float, threads: int | None = None
+) -> tuple[str, float, Path]:
     """Run one point unless finished or running elsewhere; return its status, wall seconds and record path."""
     # resolved: two paths to one results folder (a symlink) meet at one lock and one process tag
     record_file = records.record_path(results, suite.name, point.run_name, dev["key"]).resolve()

@@ -18,6 +18,7 @@ trial's `env` names the point's cache (NEURON_CC_FLAGS --cache_dir, NEURON_COMPI
 After the sweep, `cache_report` counts the cache's hits from the records' compilations and the NEFFs that
 entered the cache meanwhile (the misses).
 """
+
 from __future__ import annotations
 
 import os
@@ -63,12 +64,23 @@ def trial_params(params: dict, run_name: str, suite: str, results: str | Path) -
     """Return the parameters of a point's trial: few steps and one evaluation batch per split (all of them
     under dynamic padding), no profile, its own run name and records folder."""
     args = build_args(params)
-    out = {**params, "run_name": f"{run_name}-precompile", "suite": suite, "results_path": str(results),
-           "progress": False, "profile": False, "replace_record": True}
+    out = {
+        **params,
+        "run_name": f"{run_name}-precompile",
+        "suite": suite,
+        "results_path": str(results),
+        "progress": False,
+        "profile": False,
+        "replace_record": True,
+    }
     if args.task.padding == "static":  # one shape: a few steps and one padded evaluation batch show every graph
         steps = max(1, min(TRIAL_STEPS, graphs.optimizer_steps(args)))
-        out.update(max_steps=steps, log_every=steps, eval_every=None,
-                   eval_subset=graphs.eval_batch(args) * args.train.num_devices)
+        out.update(
+            max_steps=steps,
+            log_every=steps,
+            eval_every=None,
+            eval_subset=graphs.eval_batch(args) * args.train.num_devices,
+        )
     return out
 
 
@@ -113,7 +125,7 @@ def prefix_trials(args: RunArgs, lengths: dict, train_len: np.ndarray, seen: set
         maxima = graphs.chunk_maxima(rows_len, eb, drop_last=False)
         by_split[split] = graphs.round_up(maxima, args.task.pad_to_multiple_of)
     evals = [graphs.graph_keys(args, [], [v, t]) for v, t in zip(*by_split.values())]
-    steps = [graphs.graph_keys(args, train_len[i:i + ga], []) for i in range(0, len(train_len), ga)]
+    steps = [graphs.graph_keys(args, train_len[i : i + ga], []) for i in range(0, len(train_len), ga)]
     items = [steps[0] + evals[0], *steps[1:], *evals[1:]]
     found = cuts(items, seen, MAX_GRAPHS_PER_TRIAL)
     out = []
@@ -121,8 +133,17 @@ def prefix_trials(args: RunArgs, lengths: dict, train_len: np.ndarray, seen: set
         if end <= len(steps):
             out.append(({"max_steps": end, "log_every": end, "eval_every": None, "eval_subset": eb}, new))
         else:
-            out.append(({"max_steps": 1, "log_every": 1, "eval_every": None,
-                         "eval_subset": min((end - len(steps) + 1) * eb, rows)}, new))
+            out.append(
+                (
+                    {
+                        "max_steps": 1,
+                        "log_every": 1,
+                        "eval_every": None,
+                        "eval_subset": min((end - len(steps) + 1) * eb, rows),
+                    },
+                    new,
+                )
+            )
     return out
 
 
@@ -181,13 +202,19 @@ def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | No
     found = trials(suites, variant)
     cache = cache_dir(next((p.params for s in suites for p in expand(s, variant)), None))
     tool = tool or shutil.which(TOOL)
-    print(f"precompile: {len(found)} trials cover {sum(t.new_graphs for t in found)} distinct graphs "
-          f"(Neuron cache {cache})", file=out)
+    print(
+        f"precompile: {len(found)} trials cover {sum(t.new_graphs for t in found)} distinct graphs "
+        f"(Neuron cache {cache})",
+        file=out,
+    )
     state = {"cache": cache, "started": records.now(), "ran": False}
     if tool is None:
-        print(f"precompile: {TOOL} is not on PATH, so nothing was precompiled. It comes with torch-neuronx on a "
-              "trn1 (activate the Neuron environment); here torch-xla runs on the CPU, where there is no Neuron "
-              "cache to fill. On a trn1 these would run, one after another, before the sweep:", file=out)
+        print(
+            f"precompile: {TOOL} is not on PATH, so nothing was precompiled. It comes with torch-neuronx on a "
+            "trn1 (activate the Neuron environment); here torch-xla runs on the CPU, where there is no Neuron "
+            "cache to fill. On a trn1 these would run, one after another, before the sweep:",
+            file=out,
+        )
         for t in found:
             print("  " + shlex.join([f"{k}={v}" for k, v in t.env.items()] + t.command), file=out)
         return state
@@ -196,33 +223,52 @@ def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | No
         done = subprocess.run([tool, *t.command[1:]], cwd=REPO_ROOT, check=False, env={**os.environ, **t.env})
         print(f"precompile {i}/{len(found)} {t.point}: {t.new_graphs} new graphs, exit {done.returncode}", file=out)
     state.update(ran=True, precompiled=cached_neffs(cache), started=records.now())
-    print(f"precompile: the cache holds {_count(state['precompiled'])} NEFFs ({_count(state['before'])} before)",
-          file=out)
+    print(
+        f"precompile: the cache holds {_count(state['precompiled'])} NEFFs ({_count(state['before'])} before)", file=out
+    )
     return state
 
 
 def cache_report(state: dict, suites: list[Suite], variant: str, results: str | Path, out=sys.stdout) -> dict:
     """Print and return what the sweep's runs compiled and how much of it the cache served."""
     names = {p.run_name for s in suites for p in expand(s, variant)}
-    recs = [r for s in suites if (repo_path(results) / s.name).is_dir()
-            for r in records.read_records(repo_path(results) / s.name)[0]
-            if r.get("run_name") in names and str(r.get("finished_at") or "") >= state["started"]]
+    recs = [
+        r
+        for s in suites
+        if (repo_path(results) / s.name).is_dir()
+        for r in records.read_records(repo_path(results) / s.name)[0]
+        if r.get("run_name") in names and str(r.get("finished_at") or "") >= state["started"]
+    ]
     compiled = sum((r.get("xla") or {}).get("graph_compilations") or 0 for r in recs)
     seconds = sum((r.get("xla") or {}).get("compile_time_s") or 0.0 for r in recs)
     after = cached_neffs(state["cache"])
     misses = None if after is None or state.get("precompiled") is None else after - state["precompiled"]
-    report = {"runs": len(recs), "compilations": compiled, "compile_s": seconds, "misses": misses,
-              "hits": None if misses is None else max(compiled - misses, 0)}
+    report = {
+        "runs": len(recs),
+        "compilations": compiled,
+        "compile_s": seconds,
+        "misses": misses,
+        "hits": None if misses is None else max(compiled - misses, 0),
+    }
     if not state["ran"]:
-        print(f"compile cache: no precompile ran; the sweep's {len(recs)} runs compiled {compiled} graphs in "
-              f"{seconds:.0f} s", file=out)
+        print(
+            f"compile cache: no precompile ran; the sweep's {len(recs)} runs compiled {compiled} graphs in "
+            f"{seconds:.0f} s",
+            file=out,
+        )
     elif misses is None:
-        print(f"compile cache: {state['cache']} is not a local folder, so its hits cannot be counted; the sweep's "
-              f"{len(recs)} runs compiled {compiled} graphs in {seconds:.0f} s", file=out)
+        print(
+            f"compile cache: {state['cache']} is not a local folder, so its hits cannot be counted; the sweep's "
+            f"{len(recs)} runs compiled {compiled} graphs in {seconds:.0f} s",
+            file=out,
+        )
     else:  # torch-xla counts a graph the Neuron cache served as a compilation too, taking seconds, not minutes
-        print(f"compile cache: the sweep's {len(recs)} runs compiled {compiled} graphs in {seconds:.0f} s; "
-              f"{report['hits']} came from the cache (hits), {misses} were new to it (misses: graphs the trials "
-              "did not meet)", file=out)
+        print(
+            f"compile cache: the sweep's {len(recs)} runs compiled {compiled} graphs in {seconds:.0f} s; "
+            f"{report['hits']} came from the cache (hits), {misses} were new to it (misses: graphs the trials "
+            "did not meet)",
+            file=out,
+        )
     return report
 
 

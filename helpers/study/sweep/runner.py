@@ -11,6 +11,7 @@ suite variant with `jobs = N` (or `--jobs N`) runs N points at once, each on cpu
 the end the sweep prints where its wall time went: training, evaluation, and everything else (kernel
 start-up, imports, data, model loading), from the points' own records.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,16 @@ from pathlib import Path
 from helpers.run import records
 from helpers.run.args import ConfigError, repo_path
 from helpers.study.sweep import plan, points, precompile
-from helpers.study.sweep.suites import (SUITES_DIR, TARGETS, VARIANTS, Suite, expand, find_suites,
-                                        resolve_suite, retarget)
+from helpers.study.sweep.suites import (
+    SUITES_DIR,
+    TARGETS,
+    VARIANTS,
+    Suite,
+    expand,
+    find_suites,
+    resolve_suite,
+    retarget,
+)
 
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results"
@@ -42,20 +51,32 @@ def time_split(done: list[tuple[float, Path]]) -> dict:
         train += phases.get("train", 0.0)
         evaluate += phases.get("evaluate", 0.0)
     share = (lambda x: x / wall) if wall else (lambda x: 0.0)
-    return {"points": len(done), "wall_s": wall, "train_s": train, "eval_s": evaluate,
-            "train_share": share(train), "eval_share": share(evaluate),
-            "other_share": share(max(wall - train - evaluate, 0.0))}
+    return {
+        "points": len(done),
+        "wall_s": wall,
+        "train_s": train,
+        "eval_s": evaluate,
+        "train_share": share(train),
+        "eval_share": share(evaluate),
+        "other_share": share(max(wall - train - evaluate, 0.0)),
+    }
 
 
-def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs_dir: str | Path = RUNS_DIR,
-          timeout_s: float | None = None, out=sys.stdout, jobs: int | None = None,
-          force: bool = False) -> dict[str, dict[str, int]]:
+def sweep(
+    suites: list[Suite],
+    variant: str,
+    results: str | Path = RESULTS,
+    runs_dir: str | Path = RUNS_DIR,
+    timeout_s: float | None = None,
+    out=sys.stdout,
+    jobs: int | None = None,
+    force: bool = False,
+) -> dict[str, dict[str, int]]:
     """Run every point of `suites` not yet finished here; return {suite: {status: count}}."""
     from tqdm import tqdm
 
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise ConfigError(f"timeout={timeout_s!r} is invalid: give seconds per point > 0, "
-                          "or None for the suite's")
+        raise ConfigError(f"timeout={timeout_s!r} is invalid: give seconds per point > 0, or None for the suite's")
     results, runs_dir = repo_path(results), repo_path(runs_dir)
     points._STOPPING.clear()
     plan, devices = [], {}
@@ -84,8 +105,9 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
             limit = spec.get("timeout_s", DEFAULT_TIMEOUT_S) if timeout_s is None else timeout_s
             pool = concurrent.futures.ThreadPoolExecutor(n_jobs)
             try:
-                futures = {pool.submit(points.run_point, suite, p, dev, results, runs_dir, limit, threads): p
-                           for p in todo}
+                futures = {
+                    pool.submit(points.run_point, suite, p, dev, results, runs_dir, limit, threads): p for p in todo
+                }
                 for future in concurrent.futures.as_completed(futures):
                     point, (status, wall, path) = futures[future], future.result()
                     counts[status] = counts.get(status, 0) + 1
@@ -106,58 +128,82 @@ def sweep(suites: list[Suite], variant: str, results: str | Path = RESULTS, runs
         print(f"{name}: " + (", ".join(f"{n} {k}" for k, n in counts.items()) or "no points"), file=out)
     if walls:
         split = time_split(walls)
-        print(f"wall time {time.perf_counter() - t0:.0f} s; in the {split['points']} points run "
-              f"({split['wall_s']:.0f} s): training {100 * split['train_share']:.0f}%, evaluation "
-              f"{100 * split['eval_share']:.0f}%, start-up, data, model and record "
-              f"{100 * split['other_share']:.0f}%", file=out)
+        print(
+            f"wall time {time.perf_counter() - t0:.0f} s; in the {split['points']} points run "
+            f"({split['wall_s']:.0f} s): training {100 * split['train_share']:.0f}%, evaluation "
+            f"{100 * split['eval_share']:.0f}%, start-up, data, model and record "
+            f"{100 * split['other_share']:.0f}%",
+            file=out,
+        )
     return summary
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: python -m helpers.study.sweep SUITE|all [--variant quick|full] [--jobs N] ..."""
-    parser = argparse.ArgumentParser(prog="python -m helpers.study.sweep",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.study.sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", help="a suite name in Experiment/suites, a path to a .toml file, or all")
     parser.add_argument("--variant", choices=VARIANTS, default="quick")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds per run, > 0 (default: the suite's)")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="points run at once, each on cpu_count / jobs threads "
-                        "(default: the suite's, else 1)")
-    parser.add_argument("--results", default=RESULTS,
-                        help="folder of the run records (relative to the repo root)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per run, > 0 (default: the suite's)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="points run at once, each on cpu_count / jobs threads (default: the suite's, else 1)",
+    )
+    parser.add_argument("--results", default=RESULTS, help="folder of the run records (relative to the repo root)")
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
     parser.add_argument("--suites-dir", default=SUITES_DIR)
-    parser.add_argument("--target", choices=TARGETS, default="nvidia",
-                        help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb "
-                        "(.venv-neuron where it exists, else .venv-xla)")
-    parser.add_argument("--force", action="store_true",
-                        help="run suites that need fast bf16 on a device without it (slow: hours)")
-    parser.add_argument("--list", action="store_true",
-                        help="print the points and their run names; run nothing")
-    parser.add_argument("--plan", action="store_true",
-                        help="print per suite its points, the graphs they compile and "
-                        "estimated compile / train seconds and dollars (a model, sources named); run nothing")
-    parser.add_argument("--instance", default=None, help="the instance --plan times and prices (default: "
-                        + ", ".join(f"{i} for {t}" for t, i in plan.DEFAULT_INSTANCE.items()) + ")")
-    parser.add_argument("--precompile", action="store_true",
-                        help="with --target trainium: fill the Neuron compile "
-                        "cache (neuron_parallel_compile, one short trial per distinct graph), "
-                        "then sweep and count "
-                        "the cache's hits")
+    parser.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="nvidia",
+        help="trainium: run the Nvidia-notebook suites through Trainium/baseline.ipynb "
+        "(.venv-neuron where it exists, else .venv-xla)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="run suites that need fast bf16 on a device without it (slow: hours)"
+    )
+    parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print per suite its points, the graphs they compile and "
+        "estimated compile / train seconds and dollars (a model, sources named); run nothing",
+    )
+    parser.add_argument(
+        "--instance",
+        default=None,
+        help="the instance --plan times and prices (default: "
+        + ", ".join(f"{i} for {t}" for t, i in plan.DEFAULT_INSTANCE.items())
+        + ")",
+    )
+    parser.add_argument(
+        "--precompile",
+        action="store_true",
+        help="with --target trainium: fill the Neuron compile "
+        "cache (neuron_parallel_compile, one short trial per distinct graph), "
+        "then sweep and count "
+        "the cache's hits",
+    )
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be >= 1")
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-        parser.error(f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 "
-                     "(leave it out "
-                     "for the suite's own timeout_s)")
+        parser.error(
+            f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 "
+            "(leave it out "
+            "for the suite's own timeout_s)"
+        )
     if args.precompile and args.target != "trainium":
         parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
     try:
-        suites = [retarget(s, args.target) for s in (every_suite(args.suites_dir) if args.suite == "all"
-                                                      else [resolve_suite(args.suite, args.suites_dir)])]
+        suites = [
+            retarget(s, args.target)
+            for s in (
+                every_suite(args.suites_dir) if args.suite == "all" else [resolve_suite(args.suite, args.suites_dir)]
+            )
+        ]
     except ConfigError as err:  # the one suite asked for by name is broken (`all` skips a broken file)
         parser.error(str(err))
     if args.list:
@@ -181,9 +227,12 @@ def every_suite(suites_dir: str) -> list:
     """Return the suites `all` runs: every one but those marked on_demand (named, they still run)."""
     found = find_suites(suites_dir)
     for suite in (s for s in found if s.on_demand):
-        print(f"sweep: {suite.name} is on demand, left out of `all` "
-              "(run it by name: python -m helpers.study.sweep "
-              f"{suite.name}); the report keeps its committed records", file=sys.stderr)
+        print(
+            f"sweep: {suite.name} is on demand, left out of `all` "
+            "(run it by name: python -m helpers.study.sweep "
+            f"{suite.name}); the report keeps its committed records",
+            file=sys.stderr,
+        )
     return [s for s in found if not s.on_demand]
 
 

@@ -18,6 +18,7 @@ gives new names (so records of the old definition are never taken for the new on
 point adds `-rep<r>`. Points come repeat by repeat (every cell once, then every cell again), so the repeats
 of one cell are spread over the sweep, not run back to back, and their spread is between runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,11 @@ SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
 KINDS = ("notebook", "token_stats", "derived")
 # folder, Jupyter kernel; "neuron" (`make neuron-venv`, trn1 only) stands in for "xla" where it exists
-ENVS = {"main": (".venv", "accelbench"), "xla": (".venv-xla", "accelbench-xla"),
-        "neuron": (".venv-neuron", "accelbench-neuron")}
+ENVS = {
+    "main": (".venv", "accelbench"),
+    "xla": (".venv-xla", "accelbench-xla"),
+    "neuron": (".venv-neuron", "accelbench-neuron"),
+}
 REQUIRES = (None, "neuron", "fast-bf16")
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
@@ -74,12 +78,30 @@ class Point:
 
 
 # the keys a suite file may hold, by table, with their TOML types (an unknown key is a typo: refused, never ignored)
-TOP_KEYS = {"title": str, "description": str, "order": int, "kind": str, "notebook": str, "env": str, "requires": str,
-            "on_demand": bool, "params": dict, "quick": dict, "full": dict, "report": dict}
+TOP_KEYS = {
+    "title": str,
+    "description": str,
+    "order": int,
+    "kind": str,
+    "notebook": str,
+    "env": str,
+    "requires": str,
+    "on_demand": bool,
+    "params": dict,
+    "quick": dict,
+    "full": dict,
+    "report": dict,
+}
 VARIANT_KEYS = {"params": dict, "grid": dict, "cases": list, "repeats": int, "timeout_s": float, "jobs": int}
 REPORT_KEYS = {"table": str, "keys": list, "values": list, "trend": list, "source": str, "published": list}
-TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
-              list: "a list"}
+TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    dict: "a table",
+    list: "a list",
+}
 
 
 def _check_table(where: str, table: dict, known: dict[str, type]) -> None:
@@ -132,20 +154,30 @@ def load_suite(path: str | Path) -> Suite:
         if variant in raw:
             _check_variant(f"{path} [{variant}]", raw[variant])
     kind = raw.get("kind", "notebook")
-    suite = Suite(name=path.stem, title=raw.get("title", path.stem), order=raw.get("order", 99),
-                  kind=kind, notebook=raw.get("notebook"), env=raw.get("env", "main"),
-                  requires=raw.get("requires"), params=raw.get("params", {}),
-                  variants={v: raw[v] for v in VARIANTS if v in raw}, report=raw.get("report", {}),
-                  description=raw.get("description", ""), on_demand=raw.get("on_demand", False))
+    suite = Suite(
+        name=path.stem,
+        title=raw.get("title", path.stem),
+        order=raw.get("order", 99),
+        kind=kind,
+        notebook=raw.get("notebook"),
+        env=raw.get("env", "main"),
+        requires=raw.get("requires"),
+        params=raw.get("params", {}),
+        variants={v: raw[v] for v in VARIANTS if v in raw},
+        report=raw.get("report", {}),
+        description=raw.get("description", ""),
+        on_demand=raw.get("on_demand", False),
+    )
     if kind not in KINDS:
         raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
     if suite.requires not in REQUIRES:
-        raise ConfigError(f"{path}: requires={suite.requires!r} is unknown: allowed "
-                          f"{', '.join(r for r in REQUIRES if r)}")
+        raise ConfigError(
+            f"{path}: requires={suite.requires!r} is unknown: allowed {', '.join(r for r in REQUIRES if r)}"
+        )
     if suite.env not in ENVS:
         raise ConfigError(f"{path}: env={suite.env!r} is unknown: allowed {', '.join(ENVS)}")
     if kind == "notebook" and not suite.notebook:
-        raise ConfigError(f"{path}: a notebook suite needs notebook = \"Nvidia/baseline.ipynb\" or similar")
+        raise ConfigError(f'{path}: a notebook suite needs notebook = "Nvidia/baseline.ipynb" or similar')
     if kind != "derived" and set(suite.variants) != set(VARIANTS):
         raise ConfigError(f"{path}: needs both [quick] and [full] tables")
     for variant in suite.variants:
@@ -202,8 +234,9 @@ def _combinations(suite: Suite, variant: str) -> list[dict]:
 def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
     """Return `<suite>-<variant>-<k=v,...>-<hash>`: the grid values, then a hash of every parameter."""
     label = ",".join(f"{k}={params[k]}" for k in varying) or "point"
-    digest = hashlib.sha1(json.dumps({k: v for k, v in params.items() if k not in WHERE},
-                                     sort_keys=True, default=str).encode()).hexdigest()[:6]
+    digest = hashlib.sha1(
+        json.dumps({k: v for k, v in params.items() if k not in WHERE}, sort_keys=True, default=str).encode()
+    ).hexdigest()[:6]
     return f"{suite}-{variant}-{label}-{digest}".replace("/", "_").replace(" ", "")
 
 
@@ -239,8 +272,7 @@ def retarget(suite: Suite, target: str) -> Suite:
     if target == "trainium" and suite.kind == "notebook" and suite.notebook == TARGETS["nvidia"][0]:
         notebook, env = TARGETS[target]
         # device=xla is the Trainium notebook's default; naming it gives these points their own run names
-        suite = dataclasses.replace(suite, notebook=notebook, env=env,
-                                    params={**suite.params, "device": "xla"})
+        suite = dataclasses.replace(suite, notebook=notebook, env=env, params={**suite.params, "device": "xla"})
     if suite.env == "xla" and xla_env() != "xla":
         suite = dataclasses.replace(suite, env=xla_env())
     return suite

@@ -1,5 +1,6 @@
 """What an accuracy figure can carry: a cell with one seed shows no spread and states its test set's sampling
 error; an arm below the learning floor is named."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,10 @@ def test_the_sampling_error_of_2000_test_rows_is_about_1_3_points_at_90_percent(
 
 
 def cell(accs: list[float], seeds: list[int], lr: float = 1e-4) -> list[dict]:
-    return [record("cpu", "speedup", {"model_name": "minilm", "seed": s, "lr": lr}, run_name=f"r{lr}-{i}",
-                   test_acc=a) for i, (a, s) in enumerate(zip(accs, seeds))]
+    return [
+        record("cpu", "speedup", {"model_name": "minilm", "seed": s, "lr": lr}, run_name=f"r{lr}-{i}", test_acc=a)
+        for i, (a, s) in enumerate(zip(accs, seeds))
+    ]
 
 
 def test_runs_sharing_one_seed_show_no_spread_but_the_test_sets_error():
@@ -31,8 +34,13 @@ def test_runs_sharing_one_seed_show_no_spread_but_the_test_sets_error():
 
 
 def test_an_arm_below_the_floor_is_named_with_the_floor_and_where_it_comes_from():
-    df = prepare(frame(cell([0.90, 0.91], [1, 2], lr=2e-4) + cell([0.60, 0.61], [1, 2], lr=2e-5)
-                       + cell([0.88, 0.87], [1, 2], lr=1e-4)))
+    df = prepare(
+        frame(
+            cell([0.90, 0.91], [1, 2], lr=2e-4)
+            + cell([0.60, 0.61], [1, 2], lr=2e-5)
+            + cell([0.88, 0.87], [1, 2], lr=1e-4)
+        )
+    )
     arms = {"lr 2e-5": df[df["lr"] == 2e-5], "lr 1e-4": df[df["lr"] == 1e-4]}
     said = accuracy.unlearned(df, arms)
     assert said.startswith("an arm did not learn: lr 2e-5 (60.50%) below the floor 85.50%: 5 points below 90.50%")

@@ -1,5 +1,6 @@
 """helpers/study/claims/findings.py: the findings table holds every claim, each row with the study's words and
 section, and its Markdown asks the question, counts the verdicts and opens with the summary."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,10 @@ def test_findings_table_and_markdown():
     text = findings.markdown(table).strip().splitlines()
     assert text[0] == findings.QUESTION
     counts = next(line for line in text if line.startswith("Of "))
-    assert counts.startswith(f"Of {len(findings.CLAIMS)} claims, on records of the claim's own kind 1 hold and "
-                             "0 do not hold; on proxies (direction only) 0 are consistent")
+    assert counts.startswith(
+        f"Of {len(findings.CLAIMS)} claims, on records of the claim's own kind 1 hold and "
+        "0 do not hold; on proxies (direction only) 0 are consistent"
+    )
     empty = findings.findings(frame([]), PUB)
     assert set(empty["verdict"]) == {"not testable here"}
 

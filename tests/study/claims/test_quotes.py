@@ -1,4 +1,5 @@
 """Every claim's quote is the study's own text, with its section; a hypothesis of ours is never a quote."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,6 +46,6 @@ def test_every_claim_has_one_row_and_each_row_a_claim():
 def test_the_shown_quote_turns_latex_into_symbols_and_labels_ours():
     assert quotes.shown(r"69 \rightarrow  128, \sim 12") == "69 → 128, ~ 12"
     said = quotes.study_says("lora_accuracy", PUB)
-    assert said.startswith("§9 (future work): \"LoRA adaptation on Trainium.\"")
+    assert said.startswith('§9 (future work): "LoRA adaptation on Trainium."')
     assert "Ours, not the study's:" in said
     assert "Ours" not in quotes.study_says("host_memory", PUB)

@@ -1,5 +1,6 @@
 """helpers/study/claims/speedup.py: the optimized speedup and the cost ranking reach each of their verdicts on
 hand-made records, and a proxy leaves a magnitude not testable here."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,10 @@ from tests.study.claims.claim_records import check, judge, presets, run
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
-@pytest.mark.parametrize("device, baseline_s, verdict", [("a100", 727.0, "holds"), ("trn1", 551.0, "holds"),
-                                                         ("t4", 372.0, "holds"), ("a100", 200.0, "does not hold")])
+@pytest.mark.parametrize(
+    "device, baseline_s, verdict",
+    [("a100", 727.0, "holds"), ("trn1", 551.0, "holds"), ("t4", 372.0, "holds"), ("a100", 200.0, "does not hold")],
+)
 def test_speedup(device, baseline_s, verdict):
     check(judge(speedup.speedup, presets(device, baseline_s, 100.0)), verdict, device, "full", 2)
 
@@ -24,9 +27,11 @@ def test_speedup_proxy_is_not_testable():
 
 @pytest.mark.parametrize("trn1_s, verdict", [(60.0, "holds"), (400.0, "does not hold"), (82.0, "inconclusive")])
 def test_cost_ranking(trn1_s, verdict):
-    recs = [run("trn1", "speedup", {"preset": "optimized"}, train_s=trn1_s),
-            run("a100", "speedup", {"preset": "optimized"}, train_s=40.0),
-            run("t4", "speedup", {"preset": "optimized"}, train_s=367.0)]
+    recs = [
+        run("trn1", "speedup", {"preset": "optimized"}, train_s=trn1_s),
+        run("a100", "speedup", {"preset": "optimized"}, train_s=40.0),
+        run("t4", "speedup", {"preset": "optimized"}, train_s=367.0),
+    ]
     found = judge(speedup.cost_ranking, recs)
     check(found, verdict, "trn1", "full", 1)
     assert "A100" in found.measured and "T4" in found.measured

@@ -1,5 +1,6 @@
 """helpers/study/claims/trn1.py: each claim about trn1's internals reaches each of its verdicts on hand-made
 records, and none is ever proxied: without a trn1 record it is not testable here."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,9 +22,14 @@ def test_padding_77h_needs_trn1_full():
     check(found, "not testable here", "xla-cpu", "quick", 2)
 
 
-@pytest.mark.parametrize("times, verdict", [({1: 132.0, 2: 120.0, 3: 118.0}, "holds"),
-                                            ({1: 132.0, 2: 150.0, 3: 118.0}, "does not hold"),
-                                            ({1: 132.0, 2: 130.0, 3: 129.0}, "inconclusive")])
+@pytest.mark.parametrize(
+    "times, verdict",
+    [
+        ({1: 132.0, 2: 120.0, 3: 118.0}, "holds"),
+        ({1: 132.0, 2: 150.0, 3: 118.0}, "does not hold"),
+        ({1: 132.0, 2: 130.0, 3: 129.0}, "inconclusive"),
+    ],
+)
 def test_optlevel(times, verdict):
     check(judge(trn1.optlevel, flags("trn1", times)), verdict, "trn1", "full", 3)
 
@@ -34,8 +40,13 @@ def test_optlevel_needs_neuron():
     assert "neuronx-cc" in found.reason
 
 
-@pytest.mark.parametrize("shares, verdict", [({"copy_data_movement": 0.5, "matmul": 0.2}, "holds"),
-                                             ({"copy_data_movement": 0.1, "matmul": 0.6}, "does not hold")])
+@pytest.mark.parametrize(
+    "shares, verdict",
+    [
+        ({"copy_data_movement": 0.5, "matmul": 0.2}, "holds"),
+        ({"copy_data_movement": 0.1, "matmul": 0.6}, "does not hold"),
+    ],
+)
 def test_dma_bound(shares, verdict):
     found = judge(trn1.dma_bound, [run("trn1", "profile_memory", {"batch": 8}, shares=shares)])
     check(found, verdict, "trn1", "full", 1)
@@ -52,8 +63,10 @@ def test_allreduce_is_not_testable_even_with_trn1_scaling():
     check(judge(trn1.allreduce, recs), "not testable here", "trn1", "full", 2)
 
 
-@pytest.mark.parametrize("device, status, verdict", [("trn1", "failed", "holds"), ("trn1", "finished", "does not hold"),
-                                                     ("a100", "finished", "not testable here")])
+@pytest.mark.parametrize(
+    "device, status, verdict",
+    [("trn1", "failed", "holds"), ("trn1", "finished", "does not hold"), ("a100", "finished", "not testable here")],
+)
 def test_gradient_checkpointing(device, status, verdict):
     recs = [run(device, "batch_scaling", {"gradient_checkpointing": True, "batch": 64}, status=status)]
     check(judge(trn1.gradient_checkpointing, recs), verdict, device, "full", 1)
@@ -73,10 +86,16 @@ def test_host_memory_is_never_proxied_and_its_estimate_decides_nothing():
 
 @pytest.mark.parametrize("key", findings.TRN1_INTERNALS)
 def test_a_trn1_internal_is_never_proxied(key):
-    recs = (flags("xla-cpu", {1: 132.0, 2: 100.0, 3: 90.0}, "quick") + padding_runs("xla-cpu", (5, 1e6), "quick", None)
-            + util_runs("a100", [40.0]) + util_runs("cpu", [10.0], "quick")
-            + [run("xla-cpu", "profile_memory", {"batch": 8}, "quick", shares={"copy_data_movement": 0.5, "matmul": 0.2}),
-               run("cpu", "batch_scaling", {"batch": 64, "gradient_checkpointing": True}, "quick", status="oom")])
+    recs = (
+        flags("xla-cpu", {1: 132.0, 2: 100.0, 3: 90.0}, "quick")
+        + padding_runs("xla-cpu", (5, 1e6), "quick", None)
+        + util_runs("a100", [40.0])
+        + util_runs("cpu", [10.0], "quick")
+        + [
+            run("xla-cpu", "profile_memory", {"batch": 8}, "quick", shares={"copy_data_movement": 0.5, "matmul": 0.2}),
+            run("cpu", "batch_scaling", {"batch": 64, "gradient_checkpointing": True}, "quick", status="oom"),
+        ]
+    )
     claim = next(c for c in findings.CLAIMS if c.__name__ == key)
     found = judge(claim, recs)
     assert found.verdict == "not testable here", (found.verdict, found.reason)

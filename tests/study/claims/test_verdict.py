@@ -1,6 +1,7 @@
 """helpers/study/claims/verdict.py: a verdict carries the grade of its evidence, comparisons combine into
 one verdict each way, and a timing comparison of arms that did not run interleaved resolves only beyond the
 drift between suites."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,12 +11,18 @@ from helpers.study.claims.verdict import Band, Finding, combine, compare_timed
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
-@pytest.mark.parametrize("basis, verdict, graded", [
-    ("measured", "holds", "holds"), ("measured", "does not hold", "does not hold"),
-    ("proxy (direction only)", "holds", "consistent on proxy"),
-    ("proxy (direction only)", "does not hold", "contradicted on proxy"),
-    ("estimate", "holds", "consistent with the model"), ("estimate", "does not hold", "contradicted by the model"),
-    ("proxy (direction only)", "inconclusive", "inconclusive")])
+@pytest.mark.parametrize(
+    "basis, verdict, graded",
+    [
+        ("measured", "holds", "holds"),
+        ("measured", "does not hold", "does not hold"),
+        ("proxy (direction only)", "holds", "consistent on proxy"),
+        ("proxy (direction only)", "does not hold", "contradicted on proxy"),
+        ("estimate", "holds", "consistent with the model"),
+        ("estimate", "does not hold", "contradicted by the model"),
+        ("proxy (direction only)", "inconclusive", "inconclusive"),
+    ],
+)
 def test_a_verdict_carries_the_grade_of_its_evidence(basis, verdict, graded):
     assert Finding("c", "p", "m", verdict, "r", basis=basis).verdict == graded
 
@@ -25,15 +32,23 @@ def test_an_unknown_verdict_is_refused():
         Finding("c", "p", "m", "maybe", "r")
 
 
-@pytest.mark.parametrize("signs, verdict", [([], "not testable here"), ([1, 1], "holds"),
-                                            ([1, 0], "inconclusive"), ([1, -1], "does not hold"),
-                                            ([0, -1], "does not hold")])
+@pytest.mark.parametrize(
+    "signs, verdict",
+    [
+        ([], "not testable here"),
+        ([1, 1], "holds"),
+        ([1, 0], "inconclusive"),
+        ([1, -1], "does not hold"),
+        ([0, -1], "does not hold"),
+    ],
+)
 def test_comparisons_combine_into_one_verdict(signs, verdict):
     assert combine(signs) == verdict
 
 
-@pytest.mark.parametrize("together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1),
-                                                       (False, None, 1)])
+@pytest.mark.parametrize(
+    "together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1), (False, None, 1)]
+)
 def test_a_timing_comparison_resolves_beyond_the_drift_unless_interleaved(together, drift_pct, sign):
     faster, slower = Band(110.0, 109.0, 111.0), Band(100.0, 99.0, 101.0)  # 10% apart beyond both spreads
     assert compare_timed(faster, slower, together, drift_pct) == sign

@@ -1,5 +1,6 @@
 """helpers/study/decide/command.py: `python -m helpers.study.decide` prints a job's table, writes it where
 asked, reads the suites' current points, names records it cannot read and refuses a job too large."""
+
 import pytest
 
 from helpers.run import records
@@ -16,10 +17,15 @@ def test_cli_prints_the_table_for_a_job(results, capsys):
     header = next(line for line in out if line.startswith("| device"))
     assert "job $" in header and "to target" in header
     source = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out if line.startswith("| ")}
-    assert {d: source[d] for d in ("AWS Trainium (trn1.2xlarge)", "A100-SXM4-40GB", "Xeon @ 2.80GHz",
-                                   "XLA CPU (Xeon @ 2.80GHz)")} == {
-        "AWS Trainium (trn1.2xlarge)": "measured", "A100-SXM4-40GB": "measured", "Xeon @ 2.80GHz": "proxy",
-        "XLA CPU (Xeon @ 2.80GHz)": "proxy"}
+    assert {
+        d: source[d]
+        for d in ("AWS Trainium (trn1.2xlarge)", "A100-SXM4-40GB", "Xeon @ 2.80GHz", "XLA CPU (Xeon @ 2.80GHz)")
+    } == {
+        "AWS Trainium (trn1.2xlarge)": "measured",
+        "A100-SXM4-40GB": "measured",
+        "Xeon @ 2.80GHz": "proxy",
+        "XLA CPU (Xeon @ 2.80GHz)": "proxy",
+    }
     assert out[-1].startswith("For 3 epochs over 16,000 rows")
     for bad in (["--runs-sharing-cache", "0"], ["--target-accuracy", "94"], ["--lora-r", "-1"]):
         with pytest.raises(SystemExit):
@@ -50,14 +56,14 @@ def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, ca
     assert "A100" in out and "bad" not in out  # the table of the valid records
     lines = err.splitlines()
     assert any(line.startswith("skipped record speedup/bad@cpu-x.json: status: ") for line in lines), err
-    assert (f"skipped record speedup/later@cpu-x.json: schema_version {records.SCHEMA_VERSION + 1} is newer"
-            in err)
+    assert f"skipped record speedup/later@cpu-x.json: schema_version {records.SCHEMA_VERSION + 1} is newer" in err
     assert "skipped record speedup/cut@cpu-x.json: cut short or not JSON" in err
 
 
 def test_the_cli_reads_only_the_suites_current_points(results, capsys):
-    old = record("t4", "speedup", OPTIMIZED, samples_per_s=50.0, run_name="speedup-full-preset=optimized-000000",
-                 fixture=False)  # a point the suite no longer expands to: superseded
+    old = record(
+        "t4", "speedup", OPTIMIZED, samples_per_s=50.0, run_name="speedup-full-preset=optimized-000000", fixture=False
+    )  # a point the suite no longer expands to: superseded
     path = records.record_path(results, "speedup", old["run_name"], old["device"]["key"])
     write(path, old)
     cli.main(["--results", str(results)])
@@ -75,8 +81,17 @@ def test_the_readme_command_prints_the_table_of_cost_md(capsys):
     assert printed == committed
 
 
-@pytest.mark.parametrize("flag, value", [("--epochs", "1e308"), ("--epochs", "inf"), ("--rows", "10^350"),
-                                         ("--rows", "1" + "0" * 350), ("--rows", "2.5"), ("--rows", "1e10")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--epochs", "1e308"),
+        ("--epochs", "inf"),
+        ("--rows", "10^350"),
+        ("--rows", "1" + "0" * 350),
+        ("--rows", "2.5"),
+        ("--rows", "1e10"),
+    ],
+)
 def test_a_job_too_large_for_finite_costs_is_refused_clearly(results, capsys, flag, value):
     with pytest.raises(SystemExit):
         cli.main([flag, value, "--results", str(results)])

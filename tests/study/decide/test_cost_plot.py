@@ -1,13 +1,14 @@
 """helpers/study/decide/cost_plot.py: the decision figure (job cost against epochs) is deterministic, colours
 a device as every other figure does, and draws and promises break-even dots only where they are."""
+
 import pandas as pd
 import pytest
+from plot_checks import overlaps
 
 from helpers.study import frame
-from helpers.study.decide import ranking as decide
 from helpers.study.decide import cost_plot
+from helpers.study.decide import ranking as decide
 from tests.study.decide.job_records import write_job_records
-from plot_checks import overlaps
 
 
 @pytest.fixture()
@@ -32,34 +33,48 @@ def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
     assert cost_plot._colour(pd.Series({"source": "published", "device": "A100", "family": "gpu"})) == a100
     measured = pd.Series({"source": "measured", "device": "NVIDIA A100-SXM4-40GB", "family": "gpu"})
     assert cost_plot._colour(measured) == a100
-    assert cost_plot._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"})) == \
-        plot_style.FAMILIES["trn1"][0]
-    assert cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"})) == \
-        plot_style.FAMILIES["cpu"][0]
+    assert (
+        cost_plot._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"}))
+        == plot_style.FAMILIES["trn1"][0]
+    )
+    assert (
+        cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"}))
+        == plot_style.FAMILIES["cpu"][0]
+    )
     two = plot_style.device_styles({"EPYC": "cpu", "Xeon": "cpu"})  # two measured CPUs: never one colour
-    epyc, xeon = (cost_plot._colour(pd.Series({"source": "measured", "device": d, "family": "cpu"}), two)
-                  for d in ("EPYC", "Xeon"))
+    epyc, xeon = (
+        cost_plot._colour(pd.Series({"source": "measured", "device": d, "family": "cpu"}), two)
+        for d in ("EPYC", "Xeon")
+    )
     assert epyc == plot_style.FAMILIES["cpu"][0] and xeon != epyc
 
 
 def test_the_cost_plot_promises_break_even_dots_only_where_it_draws_them(df):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
 
     job = decide.Job()
     table = decide.decision(pd.DataFrame(), job)  # published only: trn1's compile is not measured, no crossing
     breaks = decide.break_even(table, job)
     fig, ax = plt.subplots()
-    cost_plot._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["epochs"].notna()], job, "t", "trn1")
+    cost_plot._panel(
+        ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["epochs"].notna()], job, "t", "trn1"
+    )
     assert "no break-even" in ax.get_title() and not [l for l in ax.lines if l.get_marker() == "o"]
     plt.close(fig)
     fig, ax = plt.subplots()
     table = decide.decision(df, decide.Job(shared_instance=True))
     breaks = decide.break_even(table, decide.Job(shared_instance=True))
-    cost_plot._panel(ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["family"] == "trn1"].dropna(
-        subset=["epochs"]), decide.Job(shared_instance=True), "t", "trn1")
+    cost_plot._panel(
+        ax,
+        table[table["family"].isin(("trn1", "gpu"))],
+        breaks[breaks["family"] == "trn1"].dropna(subset=["epochs"]),
+        decide.Job(shared_instance=True),
+        "t",
+        "trn1",
+    )
     assert "dots: break-even" in ax.get_title() and [l for l in ax.lines if l.get_marker() == "o"]
     plt.close(fig)
 
@@ -73,8 +88,10 @@ def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
     fig = cost_plot.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
     assert overlaps(fig) == [] and len(fig.axes) == 1
     assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
-    assert "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)" in \
-        plot_style.handles(fig)[1]
+    assert (
+        "not drawn: XLA on this CPU against eager on it (no eager run of the same configuration)"
+        in plot_style.handles(fig)[1]
+    )
 
 
 def test_only_rows_that_break_even_compared_are_drawn(df):

@@ -1,5 +1,6 @@
 """helpers/study/decide/page.py: the decision page in words: readings said only beyond what single runs
 resolve, the question first and the conclusion last."""
+
 import pytest
 
 from helpers.study.decide import page
@@ -17,10 +18,15 @@ def test_markdown_asks_first_and_concludes_last(df):
     job = decide.Job(shared_instance=True)
     table = decide.decision(df, job)
     lines = decide.markdown(table, decide.break_even(table, job), job).splitlines()
-    assert lines[0].startswith("Which device for 3 epochs over 16,000 training rows (any model, full fine-tuning), "
-                               "target 94%") and "one accelerator's share" in lines[0]
-    assert lines[-1].startswith("For 3 epochs over 16,000 rows: bert-base-uncased, b64, L32, bf16, 16,000 rows: "
-                                "L4 (published) is cheapest")
+    assert (
+        lines[0].startswith(
+            "Which device for 3 epochs over 16,000 training rows (any model, full fine-tuning), target 94%"
+        )
+        and "one accelerator's share" in lines[0]
+    )
+    assert lines[-1].startswith(
+        "For 3 epochs over 16,000 rows: bert-base-uncased, b64, L32, bf16, 16,000 rows: L4 (published) is cheapest"
+    )
     assert "bert-base-uncased, b64, L32, fp32, 1,280 rows: Xeon @ 2.80GHz (proxy) is cheapest" in lines[-1]
     assert f"{TRN1} against A100-SXM4-40GB (measured): cheaper beyond 41.2 epochs" in lines[-1]
     assert "trn1 (published) against T4 (published): cheaper beyond 14.7 epochs, L4 (published): never" in lines[-1]

@@ -1,5 +1,6 @@
 """helpers/study/decide/ranking.py: which record stands for a device, the decision table's seconds, dollars,
 energy and marks, and break-even epochs, from tests/study/decide/job_records.py."""
+
 import math
 
 import pandas as pd
@@ -10,8 +11,7 @@ from helpers.run import records
 from helpers.study import frame
 from helpers.study.decide import ranking as decide
 from tests.record_fixtures import DEVICES, record, write
-from tests.study.decide.job_records import (A100_USD_H, CPU_USD_H, FULL, OPTIMIZED, TRN1, TRN1_USD_H,  # noqa: F401
-                                             df, results, row_of)
+from tests.study.decide.job_records import A100_USD_H, CPU_USD_H, FULL, OPTIMIZED, TRN1, TRN1_USD_H, df, results, row_of  # noqa: F401
 
 
 def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):
@@ -77,7 +77,9 @@ def test_a_mark_needs_two_rows_of_the_same_job(df):
 def test_a_model_or_lora_rank_without_records_says_no_record(df):
     job = decide.Job(model="roberta-base", lora_r=8)
     table = decide.decision(df, job)
-    assert table.empty and "No record for roberta-base, LoRA r=8" in decide.markdown(table, decide.break_even(table, job), job)
+    assert table.empty and "No record for roberta-base, LoRA r=8" in decide.markdown(
+        table, decide.break_even(table, job), job
+    )
     assert len(decide.decision(df, decide.Job(model="bert-base-uncased"))) == len(decide.decision(df, decide.Job()))
 
 
@@ -112,8 +114,14 @@ def test_break_even_epochs_of_trn1_against_the_a100(df):
 def test_job_energy_is_the_records_samples_per_joule_over_its_steady_windows(tmp_path):
     two = record("a100", "speedup", OPTIMIZED, samples_per_s=2400.0, run_name="ddp", fixture=False, world_size=2)
     # both GPUs of the node over the steady windows: 20 s at 2 x 260 W, 48,000 samples of both ranks
-    two["energy"].update(joules=10_400.0, mean_watts=520.0, device_count=2, samples=48_000,
-                         samples_per_joule=48_000 / 10_400, whole_run={"joules": 20_000.0, "seconds": 25.0})
+    two["energy"].update(
+        joules=10_400.0,
+        mean_watts=520.0,
+        device_count=2,
+        samples=48_000,
+        samples_per_joule=48_000 / 10_400,
+        whole_run={"joules": 20_000.0, "seconds": 25.0},
+    )
     older = record("t4", "speedup", OPTIMIZED, samples_per_s=400.0, run_name="old", fixture=False)
     older["energy"].update(method="measured", joules=1000.0, mean_watts=50.0, samples_per_joule=8.0)
     older["energy"].pop("window", None)  # a record from before energy followed the timing windows
@@ -134,22 +142,27 @@ def test_without_a_trn1_record_the_compile_is_not_measured_and_a_budget_is_given
     # T4 job $0.05365 - trn1's 3 epochs $0.03069 = $0.02296 of trn1 time at $1.34375/h = 61.5 s
     budget = calc.one_off_budget_s(3, 27.40 / 3600 * TRN1_USD_H, 0.0, 122.39 / 3600 * 0.526, TRN1_USD_H)
     assert budget == pytest.approx(61.5, abs=0.1)
-    assert reading == ("compile not measured; cheaper per epoch, so cheaper for 3 epochs if compilation takes "
-                       f"under {budget:.4g} s")
+    assert reading == (
+        f"compile not measured; cheaper per epoch, so cheaper for 3 epochs if compilation takes under {budget:.4g} s"
+    )
 
 
 def test_break_even_compares_only_rows_of_one_configuration(df):
     job = decide.Job()
     alike = decide.break_even(decide.decision(df, job), job).set_index(["device", "against"])
     # one configuration: compared (XLA on the CPU at half the CPU's samples/s costs twice as much per epoch)
-    assert alike.loc[("XLA CPU (Xeon @ 2.80GHz) (proxy)", "Xeon @ 2.80GHz (proxy)"), "reading"] == \
-        "never: costs 100% more per epoch"
+    assert (
+        alike.loc[("XLA CPU (Xeon @ 2.80GHz) (proxy)", "Xeon @ 2.80GHz (proxy)"), "reading"]
+        == "never: costs 100% more per epoch"
+    )
     xla = df["device_type"] == "xla"
     unlike = df.assign(batch=df["batch"].where(~xla, 8), max_length=df["max_length"].where(~xla, 64))
     table = decide.decision(unlike, job)
     breaks = decide.break_even(table, job)
     mine = breaks[breaks["device"] == "XLA CPU (Xeon @ 2.80GHz) (proxy)"]
-    assert len(mine) == 1 and mine["against"].iloc[0] == "no eager CPU run of bert-base-uncased, b8, L64, fp32, 1,280 rows"
+    assert (
+        len(mine) == 1 and mine["against"].iloc[0] == "no eager CPU run of bert-base-uncased, b8, L64, fp32, 1,280 rows"
+    )
     assert mine["reading"].iloc[0] == "not compared: no eager run of the same configuration"
     assert math.isnan(mine["epochs"].iloc[0])
 
@@ -159,5 +172,6 @@ def test_no_cheapest_across_unlike_precisions(df):
     bf16 = df.assign(precision=df["precision"].where(~cpu, "bf16"))  # the CPU in bf16, XLA on it in fp32
     table = decide.decision(bf16, decide.Job())
     assert row_of(table, "^Xeon", "proxy")["mark"] == "" and row_of(table, "XLA", "proxy")["mark"] == ""
-    assert "Xeon @ 2.80GHz (proxy) is cheapest" not in decide.markdown(table, decide.break_even(table, decide.Job()),
-                                                                         decide.Job())
+    assert "Xeon @ 2.80GHz (proxy) is cheapest" not in decide.markdown(
+        table, decide.break_even(table, decide.Job()), decide.Job()
+    )

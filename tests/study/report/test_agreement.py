@@ -1,5 +1,6 @@
 """helpers/study/report/agreement.py: identical configurations in different suites agree, differ or are not
 resolved, by the range between runs, and the paragraph names each machine's drift between suites."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,12 +13,19 @@ pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 
 def timed(suite: str, rates: list[float], batch: int = 16, subset: int = 1024) -> list[dict]:
-    return [record("cpu", suite, {"model_name": "minilm", "batch": batch, "train_subset": subset, "seed": i},
-                   run_name=f"{suite}-{batch}-{i}", samples_per_s=r) for i, r in enumerate(rates, 1)]
+    return [
+        record(
+            "cpu",
+            suite,
+            {"model_name": "minilm", "batch": batch, "train_subset": subset, "seed": i},
+            run_name=f"{suite}-{batch}-{i}",
+            samples_per_s=r,
+        )
+        for i, r in enumerate(rates, 1)
+    ]
 
 
-@pytest.mark.parametrize("other, said", [([31, 33, 32], "agree"), ([40, 41, 42], "differ"),
-                                         ([32], "not resolved")])
+@pytest.mark.parametrize("other, said", [([31, 33, 32], "agree"), ([40, 41, 42], "differ"), ([32], "not resolved")])
 def test_identical_configurations_in_two_suites(other, said):
     df = frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", other, subset=2048))
     tally = agreement_markdown(df).split("\n\n")[-1]

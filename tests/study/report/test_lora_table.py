@@ -1,6 +1,7 @@
 """helpers/study/report/lora_table.py: the LoRA table shows each setting at its best learning rate with every
 run counted, the gap to full fine-tuning with its interval, the time and dollars to 88%, and the largest
 batch that fits."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,18 +15,19 @@ pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 def test_each_setting_takes_its_best_lr_by_validation_and_the_table_counts_every_run():
     # at 1e-3 one seed collapses to the majority class; at 2.5e-4 the test accuracy is higher but validation lower
-    recs = (lora_runs("a100", 8, [0.95, 0.95, 0.95], lr=2.5e-4, val=[0.80] * 3)
-            + lora_runs("a100", 8, [0.90, 0.91, 0.92])
-            + lora_runs("a100", 8, [0.36, 0.85, 0.86], lr=1e-3, val=[0.36, 0.85, 0.86])
-            + searched("a100", 0, [0.93] * 3))
+    recs = (
+        lora_runs("a100", 8, [0.95, 0.95, 0.95], lr=2.5e-4, val=[0.80] * 3)
+        + lora_runs("a100", 8, [0.90, 0.91, 0.92])
+        + lora_runs("a100", 8, [0.36, 0.85, 0.86], lr=1e-3, val=[0.36, 0.85, 0.86])
+        + searched("a100", 0, [0.93] * 3)
+    )
     row = lora_rows(frame(recs)).set_index("setting").loc["LoRA r=8 (query,value)"]
     assert row["lr: best by validation (searched); runs"] == "0.0005 (of 0.00025, 0.0005, 0.001); 9 runs, 1 collapsed"
     assert row["test accuracy %"].startswith("91.00 ± ")
 
 
 def test_the_lora_table_shows_the_gap_with_its_interval_and_what_trains():
-    rows = lora_rows(frame(lora_runs("a100", 0, [0.931, 0.932, 0.930])
-                           + lora_runs("a100", 8, [0.900, 0.901, 0.899])))
+    rows = lora_rows(frame(lora_runs("a100", 0, [0.931, 0.932, 0.930]) + lora_runs("a100", 8, [0.900, 0.901, 0.899])))
     row = rows[rows["setting"] == "LoRA r=8 (query,value)"].iloc[0]
     assert row["gap to full (points)"].startswith("+3.10 ± ") and row["seeds"] == 3
     assert row["trainable"] == "10" and rows[rows["setting"] == "full fine-tuning"].iloc[0]["trainable"] == "1,000"
@@ -35,15 +37,20 @@ def _reaching(recs: list[dict], seconds: list[float | None]) -> list[dict]:
     """Return the records with a time_to_accuracy section: 88% reached at `seconds` (None: not reached)."""
     for rec, s in zip(recs, seconds):
         rec["curve"] = [{"step": 100, "train_time_s": s or 100.0, "val_accuracy": 0.88 if s else 0.8, "rows": 2000}]
-        rec["time_to_accuracy"] = {"0.88": {"train_time_s": s, "step": 100} if s else
-                                   {"train_time_s": None, "reason": "not reached (best 80.00% in 10 evaluations)"}}
+        rec["time_to_accuracy"] = {
+            "0.88": {"train_time_s": s, "step": 100}
+            if s
+            else {"train_time_s": None, "reason": "not reached (best 80.00% in 10 evaluations)"}
+        }
     return recs
 
 
 def test_the_lora_table_gives_the_time_and_dollars_to_88_percent_and_who_never_got_there():
-    recs = _reaching(lora_runs("a100", 0, [0.93] * 3), [100.0, 110.0, 120.0]) + \
-        _reaching(lora_runs("a100", 8, [0.85] * 3), [None, 300.0, None]) + \
-        _reaching(lora_runs("a100", 8, [0.80] * 3, targets="all-linear"), [None, None, None])
+    recs = (
+        _reaching(lora_runs("a100", 0, [0.93] * 3), [100.0, 110.0, 120.0])
+        + _reaching(lora_runs("a100", 8, [0.85] * 3), [None, 300.0, None])
+        + _reaching(lora_runs("a100", 8, [0.80] * 3, targets="all-linear"), [None, None, None])
+    )
     rows = lora_rows(frame(recs)).set_index("setting")
     full = rows.loc["full fine-tuning", "to 88% (s, ≤)"]
     assert full.startswith("≤ 110 ± ") and "(3/3)" in full  # the first evaluation past it: an upper bound
@@ -59,8 +66,9 @@ def test_the_lora_table_gives_the_time_and_dollars_to_88_percent_and_who_never_g
 
 
 def test_the_lora_section_adds_the_largest_bert_base_batch_each_setting_fits():
-    settings = frame(lora_runs("a100", 0, [0.9]) + lora_runs("a100", 8, [0.9])
-                     + lora_runs("a100", 8, [0.9], targets="all-linear"))
+    settings = frame(
+        lora_runs("a100", 0, [0.9]) + lora_runs("a100", 8, [0.9]) + lora_runs("a100", 8, [0.9], targets="all-linear")
+    )
     table = fits(settings[["lora_r", "lora_targets"]].drop_duplicates(), 32)
     t4 = next(c for c in table.columns if c.startswith("NVIDIA T4"))
     assert list(table.index) == ["full fine-tuning", "LoRA r=8 (query,value)", "LoRA r=8 (all-linear)"]

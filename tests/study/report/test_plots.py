@@ -1,5 +1,6 @@
 """The report's figures from fixture records of several devices: which PNGs are written, that the same frame
 gives the same bytes, that no label overlaps another or the data, and that no data draws nothing."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -11,16 +12,22 @@ from plot_records import study_records  # noqa: E402
 from record_fixtures import record  # noqa: E402
 
 from helpers.study import plot_style  # noqa: E402
-from helpers.study.report import plots
-from helpers.study.report import plots_tuning
 from helpers.study.frame import frame  # noqa: E402
+from helpers.study.report import plots, plots_tuning
 
 PUBLISHED = "Experiment/published"
 COMMAND = "python -m helpers.study.report"
-EXPECTED = {"batch_scaling": ["batch_scaling.png"], "seq_len": ["seq_len.png"], "lr_llrd": ["lr_llrd_heatmap.png"],
-            "precision": ["precision_accuracy.png"], "speedup": ["speedup.png"], "roofline": ["roofline.png"],
-            "profile_memory": ["profile_op_classes.png", "memory_vs_batch.png"],
-            "small_batch": ["small_batch_utilization.png"], "padding": ["padding_compilations.png"]}
+EXPECTED = {
+    "batch_scaling": ["batch_scaling.png"],
+    "seq_len": ["seq_len.png"],
+    "lr_llrd": ["lr_llrd_heatmap.png"],
+    "precision": ["precision_accuracy.png"],
+    "speedup": ["speedup.png"],
+    "roofline": ["roofline.png"],
+    "profile_memory": ["profile_op_classes.png", "memory_vs_batch.png"],
+    "small_batch": ["small_batch_utilization.png"],
+    "padding": ["padding_compilations.png"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +76,14 @@ def test_published_step_times_never_share_an_axis_with_measured_ones(several, tm
     # the study's step times, made up so that each can be told apart from any measured one
     (tmp_path / "seq_len_profile.csv").write_text("max_length,step_time_ms\n32,55.5\n64,77.7\n128,122.1\n")
     fig = plots.seq_len(plot_style.with_devices(several), tmp_path)
-    published = {ax: [line for line in ax.get_lines() if line.get_label().startswith("published")
-                      or line.get_marker() == plot_style.PUBLISHED["marker"]] for ax in fig.axes}
+    published = {
+        ax: [
+            line
+            for line in ax.get_lines()
+            if line.get_label().startswith("published") or line.get_marker() == plot_style.PUBLISHED["marker"]
+        ]
+        for ax in fig.axes
+    }
     (ax,) = [ax for ax, lines in published.items() if lines]  # drawn, and on one axis only
     (line,) = published[ax]
     assert "÷" in ax.get_ylabel()  # the axis where every line is over its own L=32 step
@@ -99,19 +112,29 @@ def test_the_same_device_has_the_same_colour_in_every_figure(several):
 
 
 def test_learning_rates_read_as_written():
-    assert [plot_style.lr_text(v) for v in (2e-5, 5e-5, 1.5e-4, 3e-4, 1e-3)] == ["2e-5", "5e-5", "1.5e-4", "3e-4", "1e-3"]
+    assert [plot_style.lr_text(v) for v in (2e-5, 5e-5, 1.5e-4, 3e-4, 1e-3)] == [
+        "2e-5",
+        "5e-5",
+        "1.5e-4",
+        "3e-4",
+        "1e-3",
+    ]
 
 
 def test_sparse_records_draw_what_they_have(tmp_path):
     from record_fixtures import record
 
-    recs = [record("cpu", None, {"batch": 8}, run_name="adhoc-run"),  # no suite: in the roofline only
-            record("t4", "seq_len", {"max_length": 32}, run_name="seq_len-full-L32", status="failed"),
-            {**record("cpu", "small_batch", {"batch": 4}, run_name="small_batch-quick-b4"), "utilization": {}}]
+    recs = [
+        record("cpu", None, {"batch": 8}, run_name="adhoc-run"),  # no suite: in the roofline only
+        record("t4", "seq_len", {"max_length": 32}, run_name="seq_len-full-L32", status="failed"),
+        {**record("cpu", "small_batch", {"batch": 4}, run_name="small_batch-quick-b4"), "utilization": {}},
+    ]
     written = plots.make_all(frame(recs), tmp_path, PUBLISHED, COMMAND)
     assert {suite: [p.name for p in paths] for suite, paths in written.items()} == {
-        "roofline": ["roofline.png"], "profile_memory": ["memory_vs_batch.png"],
-        "small_batch": ["small_batch_utilization.png"]}
+        "roofline": ["roofline.png"],
+        "profile_memory": ["memory_vs_batch.png"],
+        "small_batch": ["small_batch_utilization.png"],
+    }
 
 
 def test_no_rows_draw_nothing(tmp_path):
@@ -122,8 +145,12 @@ def test_no_rows_draw_nothing(tmp_path):
 def test_a_cpu_roof_is_its_records_measured_peak_and_copy_bandwidth():
     cpu = study_records(("cpu",))
     for rec in cpu:  # the peak and bandwidth the run measured on its machine, and the MFU against them
-        rec["systems"].update(peak_tflops=0.25, mem_bw_gbps=17.0, peak_source="measured on this machine",
-                              mfu=rec["systems"]["achieved_tflops"] / 0.25)
+        rec["systems"].update(
+            peak_tflops=0.25,
+            mem_bw_gbps=17.0,
+            peak_source="measured on this machine",
+            mfu=rec["systems"]["achieved_tflops"] / 0.25,
+        )
     df = plot_style.with_devices(frame(cpu))
     row = df[df["tflops"] > 0].iloc[0]
     assert row["peak_tflops"] == 0.25 and row["peak_bw_gbps"] == 17.0 and row["peak_source"].startswith("measured")
@@ -135,12 +162,16 @@ def test_a_cpu_roof_is_its_records_measured_peak_and_copy_bandwidth():
 def test_a_measured_roof_is_labelled_by_shape_and_date_never_by_the_checkouts_path():
     from helpers.study.frame import peak_label
 
-    source = ("measured on this machine: best fp32 matmul of 4 model shapes (bert-base FFN up, 2048 tokens) at 2 "
-              "threads (/home/someone/accelbench-bert/Experiment/results/_peaks/cpu-x.json)")
+    source = (
+        "measured on this machine: best fp32 matmul of 4 model shapes (bert-base FFN up, 2048 tokens) at 2 "
+        "threads (/home/someone/accelbench-bert/Experiment/results/_peaks/cpu-x.json)"
+    )
     assert peak_label(source) == "measured (bert-base FFN up, 2048 tokens)"
     assert peak_label(source, "2026-11-24T08:00:00+00:00") == "measured (bert-base FFN up, 2048 tokens, 2026-11-24)"
-    datasheet = ("NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/): BF16 Tensor 1,979 "
-                 "TFLOPS with sparsity = 989.4 dense, 67 TFLOPS FP32")
+    datasheet = (
+        "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/): BF16 Tensor 1,979 "
+        "TFLOPS with sparsity = 989.4 dense, 67 TFLOPS FP32"
+    )
     assert peak_label(datasheet) == "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/)"
     assert peak_label("NVIDIA A100 datasheet") == "NVIDIA A100 datasheet"
 
@@ -153,8 +184,15 @@ def test_the_heatmap_panels_share_one_colour_range(one_cpu):
 
 def test_the_speedup_bars_carry_the_spread_between_runs(one_cpu):
     runs = one_cpu[one_cpu["suite"] == "speedup"]
-    repeats = pd.concat([runs, runs.assign(run_name=runs["run_name"] + "-rep2",
-                                           train_s=runs["train_s"] * runs["preset"].map({"baseline": 1.2, "optimized": 0.9}))])
+    repeats = pd.concat(
+        [
+            runs,
+            runs.assign(
+                run_name=runs["run_name"] + "-rep2",
+                train_s=runs["train_s"] * runs["preset"].map({"baseline": 1.2, "optimized": 0.9}),
+            ),
+        ]
+    )
     fig = plots_tuning.speedup(pd.concat([one_cpu[one_cpu["suite"] != "speedup"], repeats]), PUBLISHED)
     whiskers = [c for ax in fig.axes for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     assert len(whiskers) == 1  # the measured bar; the study's single runs have none
@@ -191,8 +229,13 @@ def _runs(speeds: list[float], windows: list[tuple[float, float]]) -> pd.DataFra
     """Batch-scaling runs of one point on this CPU: each run's samples/s and its windows' slowest and fastest."""
     recs = []
     for k, (sps, (lo, hi)) in enumerate(zip(speeds, windows)):
-        rec = record("cpu", "batch_scaling", {"batch": 8, "max_length": 32}, run_name=f"batch_scaling-b8-rep{k}",
-                     samples_per_s=sps)
+        rec = record(
+            "cpu",
+            "batch_scaling",
+            {"batch": 8, "max_length": 32},
+            run_name=f"batch_scaling-b8-rep{k}",
+            samples_per_s=sps,
+        )
         rec["timing"]["window_samples_per_s"].update(min=lo, max=hi)
         recs.append(rec)
     return plot_style.with_devices(frame(recs))
@@ -204,8 +247,12 @@ def test_batch_scaling_bars_are_the_range_between_runs_never_the_windows_inside_
     # one disturbed run: its windows span 4.5 to 45 samples/s, the three runs' medians 30 to 35
     df = _runs([30.0, 32.0, 35.0], [(28.0, 31.0), (4.5, 45.0), (33.0, 36.0)])
     d = plot_style.rows(df, "batch_scaling", "samples_per_s")
-    assert plot_style.spread(d, "batch", "samples_per_s").loc[8].to_dict() == {"mid": 32.0, "lo": 30.0, "hi": 35.0,
-                                                                              "runs": 3}
+    assert plot_style.spread(d, "batch", "samples_per_s").loc[8].to_dict() == {
+        "mid": 32.0,
+        "lo": 30.0,
+        "hi": 35.0,
+        "runs": 3,
+    }
     fig = plots.batch_scaling(df, PUBLISHED)
     (bars,) = [c for c in fig.axes[0].containers]
     (segment,) = bars.lines[2][0].get_segments()
@@ -331,4 +378,3 @@ def test_every_device_marker_reads_apart_hollow_and_filled():
     thin = {"P", "X", "+", "x", "*", "1", "2", "3", "4", "|", "_"}
     markers = [m for _, m in (*plot_style.FAMILIES.values(), *plot_style.SPARE)]
     assert not thin & set(markers), sorted(thin & set(markers))
-

@@ -1,19 +1,21 @@
 """The report from many machines' records: one frame, device column groups, findings first, same bytes twice."""
+
 import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from record_fixtures import record
+from record_fixtures import write as write_record
 
 from helpers import steps
 from helpers.run import records
 from helpers.run.args import build_args
 from helpers.study import frame
+from helpers.study.notation import short_device
 from helpers.study.report import build as report
 from helpers.study.sweep.suites import expand, resolve_suite
-from record_fixtures import record, write as write_record
-from helpers.study.notation import short_device
 
 
 def point(suite: str, variant: str = "quick", **match):
@@ -35,24 +37,47 @@ def two_machines(tmp_path_factory, tiny_model_dir, tiny_data_dir):
     root = tmp_path_factory.mktemp("results")
     # machine A: a real run through the run path, as a batch_scaling point
     name, params = point("batch_scaling", batch=8)
-    args = build_args({**params, "model_name": str(tiny_model_dir), "data_dir": str(tiny_data_dir),
-                       "run_name": name, "suite": "batch_scaling", "results_path": str(root / "cpu-box"),
-                       "train_subset": 128, "max_steps": 9, "log_every": 3})
+    args = build_args(
+        {
+            **params,
+            "model_name": str(tiny_model_dir),
+            "data_dir": str(tiny_data_dir),
+            "run_name": name,
+            "suite": "batch_scaling",
+            "results_path": str(root / "cpu-box"),
+            "train_subset": 128,
+            "max_steps": 9,
+            "log_every": 3,
+        }
+    )
     steps.run_all(args)
     # machine B: the same points on an A100 and a trn1 (fixtures in the shape those runs write)
     for batch, rate in ((8, 300.0), (16, 520.0), (32, 900.0), (64, 1250.0)):
         name, params = point("batch_scaling", batch=batch)
-        write(root / "gpu-box", record("a100", "batch_scaling", params, run_name=name, samples_per_s=rate,
-                                       step_ms=1000 * batch / rate, tflops=rate / 100))
+        write(
+            root / "gpu-box",
+            record(
+                "a100",
+                "batch_scaling",
+                params,
+                run_name=name,
+                samples_per_s=rate,
+                step_ms=1000 * batch / rate,
+                tflops=rate / 100,
+            ),
+        )
     name, params = point("speedup", preset="optimized")
-    write(root / "gpu-box", record("trn1", "speedup", params, run_name=name, samples_per_s=800.0, compile_s=300.0,
-                                   compilations=12))
+    write(
+        root / "gpu-box",
+        record("trn1", "speedup", params, run_name=name, samples_per_s=800.0, compile_s=300.0, compilations=12),
+    )
     return root
 
 
 def build(root: Path, out: Path, **kw) -> list[Path]:
-    return report.build_report(root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report",
-                               **kw)
+    return report.build_report(
+        root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report", **kw
+    )
 
 
 def test_a_record_copied_from_another_machine_is_its_own_row(two_machines):
@@ -97,6 +122,7 @@ def test_fixtures_never_reach_the_report_unless_asked(two_machines, tmp_path):
 def test_rendering_starts_no_process(two_machines, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError(f"the report started a process: {args}")
+
     monkeypatch.setattr(subprocess, "Popen", refuse)
     monkeypatch.setattr(subprocess, "run", refuse)
     build(two_machines, tmp_path, include_fixtures=True)
@@ -117,13 +143,15 @@ def test_old_runs_jsonl_records_are_read(tmp_path, two_machines):
 def test_a_report_without_records_says_what_to_run(tmp_path):
     (tmp_path / "empty").mkdir()
     build(tmp_path / "empty", tmp_path, plots=False)
-    assert "No runs of this suite are recorded yet: run `python -m helpers.study.sweep batch_scaling`" in (
-        tmp_path / "Experiment" / "batch_scaling.md").read_text()
+    assert (
+        "No runs of this suite are recorded yet: run `python -m helpers.study.sweep batch_scaling`"
+        in (tmp_path / "Experiment" / "batch_scaling.md").read_text()
+    )
 
 
 def test_every_suite_report_spec_names_known_columns(tmp_path):
-    from helpers.study.sweep.suites import find_suites
     from helpers.study.report.tables import LABELS
+    from helpers.study.sweep.suites import find_suites
 
     for suite in find_suites():
         for value in suite.report.get("values", []):
@@ -139,8 +167,17 @@ def test_a_results_folder_without_records_is_refused_before_anything_is_written(
         (results / "s" / "deep@d.json").write_text("[" * 100_000 + "]" * 100_000)
     out = tmp_path / "out"
     with pytest.raises(SystemExit):
-        report.main(["--results", str(results), "--out-dir", str(out / "Experiment"), "--pictures",
-                     str(out / "Pictures"), "--no-plots"])
+        report.main(
+            [
+                "--results",
+                str(results),
+                "--out-dir",
+                str(out / "Experiment"),
+                "--pictures",
+                str(out / "Pictures"),
+                "--no-plots",
+            ]
+        )
     err = capsys.readouterr().err
     assert f"--results {results}: " in err and "nothing was written" in err
     if make == "unreadable":
@@ -150,8 +187,14 @@ def test_a_results_folder_without_records_is_refused_before_anything_is_written(
 
 def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_without_one():
     assert "No smoke run yet: `make cloud TARGET=trn1`" in report.first_runs(frame.frame([]))
-    smoke = record("a100", "smoke", {"model_name": "bert-base-random", "batch": 32, "max_length": 128},
-                   run_name="smoke-full-x", samples_per_s=838.5, step_ms=35.0)
+    smoke = record(
+        "a100",
+        "smoke",
+        {"model_name": "bert-base-random", "batch": 32, "max_length": 128},
+        run_name="smoke-full-x",
+        samples_per_s=838.5,
+        step_ms=35.0,
+    )
     other = record("a100", "batch_scaling", {"batch": 8}, run_name="b8")
     failed = record("cpu", "smoke", {"batch": 8}, run_name="smoke-quick-y", status="failed")
     text = report.first_runs(frame.frame([smoke, other, failed]))

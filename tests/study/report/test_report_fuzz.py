@@ -1,6 +1,7 @@
 """Property: whatever JSON value a foreign record holds in its params or sections, reading the records and
 building the report's tables never crash, and every record is either in the frame with its figures or named
 as skipped, in the report too."""
+
 from __future__ import annotations
 
 import copy
@@ -8,31 +9,76 @@ import json
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, example, given, settings, strategies as st
-
-from helpers.run import records
-from helpers.study.report import build as report
-from helpers.study import frame
-from helpers.study.sweep.suites import expand, resolve_suite
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from record_fixtures import record
 
+from helpers.run import records
+from helpers.study import frame
+from helpers.study.report import build as report
+from helpers.study.sweep.suites import expand, resolve_suite
+
 # (record path, ...) a foreign record may hold anything at: parameters the tables group by, figures they show
-PATHS = [("params", k) for k in ("batch", "max_length", "lr", "llrd_decay", "seed", "padding", "preset",
-                                 "precision", "num_devices", "model_name", "epochs", "train_subset",
-                                 "gradient_accumulation_steps", "pad_to_multiple_of", "eval_every")] + [
-    ("timing", "samples_per_s"), ("timing", "step_time_median_s"), ("timing", "window_samples_per_s"),
-    ("timing", "steps"), ("timing", "train_time_s"), ("systems", "mfu"), ("systems", "achieved_tflops"),
-    ("systems", "peak_tflops"), ("systems", "peak_source"), ("systems", "arithmetic_intensity"),
-    ("energy", "method"), ("energy", "joules"), ("metrics", "test_accuracy"), ("metrics", "val_accuracy"),
-    ("device", "name"), ("device", "type"), ("device", "torch_threads"), ("device", "neuron"),
-    ("device", "key"), ("precision", "compute_dtype"), ("precision", "used"), ("data", "majority_share"),
-    ("xla", "compile_time_s"), ("xla", "graph_compilations"), ("utilization", "proc_cpu_util_pct_mean"),
-    ("memory", "host_peak_rss_gib"), ("profile", "class_share"), ("phases", "train"), ("suite",), ("status",),
-    ("curve",), ("finished_at",), ("run_name",), ("fixture",)]
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True)
-                    | st.text(max_size=6),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-                    max_leaves=6)
+PATHS = [
+    ("params", k)
+    for k in (
+        "batch",
+        "max_length",
+        "lr",
+        "llrd_decay",
+        "seed",
+        "padding",
+        "preset",
+        "precision",
+        "num_devices",
+        "model_name",
+        "epochs",
+        "train_subset",
+        "gradient_accumulation_steps",
+        "pad_to_multiple_of",
+        "eval_every",
+    )
+] + [
+    ("timing", "samples_per_s"),
+    ("timing", "step_time_median_s"),
+    ("timing", "window_samples_per_s"),
+    ("timing", "steps"),
+    ("timing", "train_time_s"),
+    ("systems", "mfu"),
+    ("systems", "achieved_tflops"),
+    ("systems", "peak_tflops"),
+    ("systems", "peak_source"),
+    ("systems", "arithmetic_intensity"),
+    ("energy", "method"),
+    ("energy", "joules"),
+    ("metrics", "test_accuracy"),
+    ("metrics", "val_accuracy"),
+    ("device", "name"),
+    ("device", "type"),
+    ("device", "torch_threads"),
+    ("device", "neuron"),
+    ("device", "key"),
+    ("precision", "compute_dtype"),
+    ("precision", "used"),
+    ("data", "majority_share"),
+    ("xla", "compile_time_s"),
+    ("xla", "graph_compilations"),
+    ("utilization", "proc_cpu_util_pct_mean"),
+    ("memory", "host_peak_rss_gib"),
+    ("profile", "class_share"),
+    ("phases", "train"),
+    ("suite",),
+    ("status",),
+    ("curve",),
+    ("finished_at",),
+    ("run_name",),
+    ("fixture",),
+]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=True) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 def _base() -> list[dict]:
@@ -40,8 +86,9 @@ def _base() -> list[dict]:
     out = []
     for device, rate in (("cpu", 6.0), ("a100", 900.0), ("trn1", 800.0)):
         for p in expand(resolve_suite("batch_scaling"), "quick")[:2]:
-            out.append(record(device, "batch_scaling", p.params, run_name=p.run_name, samples_per_s=rate,
-                              fixture=False))
+            out.append(
+                record(device, "batch_scaling", p.params, run_name=p.run_name, samples_per_s=rate, fixture=False)
+            )
     p = next(p for p in expand(resolve_suite("speedup"), "quick") if p.params.get("preset") == "optimized")
     out.append(record("cpu", "speedup", p.params, run_name=p.run_name, fixture=False))
     return json.loads(json.dumps(records.jsonable(out)))
@@ -82,8 +129,13 @@ def test_arbitrary_values_in_records_never_crash_the_frame_or_the_report(changes
             assert (str(path) in rates) + len(named) + fixture == 1, (n, named, changes)  # one fate each
             if n not in {i for i, _, _ in changes}:  # an untouched record keeps its figures
                 assert rates[str(path)] == BASE[n]["timing"]["samples_per_s"], (n, changes)
-        written = report.build_report(root, Path(tmp) / "Experiment", Path(tmp) / "Pictures", plots=False,
-                                      command="python -m helpers.study.report")
+        written = report.build_report(
+            root,
+            Path(tmp) / "Experiment",
+            Path(tmp) / "Pictures",
+            plots=False,
+            command="python -m helpers.study.report",
+        )
         text = (Path(tmp) / "Experiment" / "REPORT.md").read_text()
         assert (Path(tmp) / "Experiment" / "REPORT.md") in written and f"{len(df)} records below" in text
         assert all(f"{n} {why}" in text for why, n in skipped.items())  # each skipped file named, with why

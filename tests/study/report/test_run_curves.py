@@ -1,10 +1,12 @@
 """The notebooks' inline curves, drawn from a record: each panel has its line, or says it was not recorded."""
+
 import matplotlib
 
 matplotlib.use("Agg")
 
-from helpers.study.report import run_curves  # noqa: E402
 from record_fixtures import record  # noqa: E402
+
+from helpers.study.report import run_curves  # noqa: E402
 
 
 def _texts(ax):
@@ -14,8 +16,10 @@ def _texts(ax):
 def test_each_curve_of_a_record_is_a_line_in_its_panel():
     rec = record("cpu", None, {"batch": 8}, run_name="curves")
     rec["timing"]["window_series"] = [[10, 95.0], [20, 101.0], [30, 99.0]]
-    rec["curve"] = [{"step": 10, "train_time_s": 5.0, "val_accuracy": 0.5},
-                    {"step": 20, "train_time_s": 10.0, "val_accuracy": 0.8}]
+    rec["curve"] = [
+        {"step": 10, "train_time_s": 5.0, "val_accuracy": 0.5},
+        {"step": 20, "train_time_s": 10.0, "val_accuracy": 0.8},
+    ]
     loss, accuracy, rate = run_curves.draw(rec).axes
     assert list(loss.lines[0].get_xdata()) == [50, 500] and list(loss.lines[0].get_ydata()) == [1.2, 0.3]
     assert list(accuracy.lines[0].get_ydata()) == [50.0, 80.0]

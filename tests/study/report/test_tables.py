@@ -1,5 +1,6 @@
 """helpers/study/report/tables.py: a trend line says whether neighbouring rows differ beyond the range between
 runs (three runs a row) or, with fewer, beyond the timing spread within a run."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,16 @@ pytestmark = pytest.mark.usefixtures("no_library_versions")
 
 def timed(rates: list[float], batch: int) -> list[dict]:
     """Return batch_scaling runs of minilm at `batch` on this CPU, one per samples/s in `rates`."""
-    return [record("cpu", "batch_scaling", {"model_name": "minilm", "batch": batch, "seed": i},
-                   run_name=f"batch_scaling-{batch}-{i}", samples_per_s=r) for i, r in enumerate(rates, 1)]
+    return [
+        record(
+            "cpu",
+            "batch_scaling",
+            {"model_name": "minilm", "batch": batch, "seed": i},
+            run_name=f"batch_scaling-{batch}-{i}",
+            samples_per_s=r,
+        )
+        for i, r in enumerate(rates, 1)
+    ]
 
 
 def test_the_trend_uses_the_range_between_runs_once_each_row_has_three():

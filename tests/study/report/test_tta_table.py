@@ -1,17 +1,21 @@
 """The time-to-accuracy headline table, from records' time_to_accuracy sections: seeds that reach a target
 and seeds that do not, each shown as such."""
-from helpers.study.report import sections
-from helpers.study.frame import frame
-from helpers.study.sweep.suites import resolve_suite
+
 from record_fixtures import record
+
+from helpers.study.frame import frame
+from helpers.study.report import sections
+from helpers.study.sweep.suites import resolve_suite
 
 
 def seed_run(seed: int, to88: float | None, to90: float | None, test: float | None = None) -> dict:
     rec = record("cpu", "time_to_accuracy", {"seed": seed}, run_name=f"time_to_accuracy-quick-seed{seed}")
-    hit = lambda s, extra=None: {"train_time_s": s, "step": 100, **(extra or {})} if s else {
-        "train_time_s": None, "reason": "not reached (best 89.00% in 10 evaluations)"}
-    rec["time_to_accuracy"] = {"0.88": hit(to88), "0.90": hit(to90, {"test_accuracy": test}),
-                               "0.92": hit(None)}
+    hit = lambda s, extra=None: (
+        {"train_time_s": s, "step": 100, **(extra or {})}
+        if s
+        else {"train_time_s": None, "reason": "not reached (best 89.00% in 10 evaluations)"}
+    )
+    rec["time_to_accuracy"] = {"0.88": hit(to88), "0.90": hit(to90, {"test_accuracy": test}), "0.92": hit(None)}
     return rec
 
 
@@ -30,8 +34,9 @@ def test_the_table_shows_each_targets_seconds_over_the_seeds_that_reached_it():
 
 
 def test_no_records_say_how_to_make_them():
-    assert "python -m helpers.study.sweep time_to_accuracy" in sections.section(resolve_suite("time_to_accuracy"),
-                                                                                frame([]))
+    assert "python -m helpers.study.sweep time_to_accuracy" in sections.section(
+        resolve_suite("time_to_accuracy"), frame([])
+    )
 
 
 def test_a_recipe_search_gets_one_row_per_candidate_with_its_final_test_accuracy():
@@ -56,7 +61,9 @@ def test_seconds_from_a_loaded_machine_are_marked_with_its_process_cpu():
     recs = [seed_run(1, 100.0, 150.0, 0.90), seed_run(2, 120.0, 170.0, 0.91)]
     recs[1]["utilization"]["proc_cpu_util_pct_mean"] = 110.0  # another process took the cores: 110% of 200%
     text = sections.section(resolve_suite("time_to_accuracy"), frame(recs))
-    cells = [c.strip() for c in next(line for line in text.splitlines() if line.startswith("| Xeon")).strip("|").split("|")]
+    cells = [
+        c.strip() for c in next(line for line in text.splitlines() if line.startswith("| Xeon")).strip("|").split("|")
+    ]
     assert cells[3].endswith("(2/2), loaded") and cells[4].endswith(", loaded")
     assert cells[6] == "≤ 100 ± 0 (2/2)"  # steps: the machine's load does not change them
     assert cells[7] == "110–190% of 200% (loaded)"

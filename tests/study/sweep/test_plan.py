@@ -1,4 +1,5 @@
 """The plan (graphs per point, estimated seconds and dollars) and the precompile trials; no test asserts a time."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,10 @@ REPO = Path(__file__).resolve().parents[3]
 def synthetic_lengths(model_name=None, data_dir=None) -> dict[str, np.ndarray]:
     """Token lengths of a made-up corpus shaped like the emotion data's (median ~20, a long tail to ~90)."""
     rng = np.random.default_rng(0)
-    return {split: np.clip(rng.lognormal(3.0, 0.45, n), 4, 90).astype(np.int64)
-            for split, n in (("train", 16_000), ("validation", 2_000), ("test", 2_000))}
+    return {
+        split: np.clip(rng.lognormal(3.0, 0.45, n), 4, 90).astype(np.int64)
+        for split, n in (("train", 16_000), ("validation", 2_000), ("test", 2_000))
+    }
 
 
 def on_trn1(name: str) -> suites.Suite:
@@ -38,8 +41,10 @@ def keys_of(point: suites.Point) -> list[graphs.GraphKey]:
 
 # ----------------------------------------------------------------------------- which graphs a point needs
 def test_static_padding_needs_one_training_and_one_evaluation_graph_dynamic_one_per_length():
-    found = {p.params.get("pad_to_multiple_of", p.params["padding"]): keys_of(p)
-             for p in suites.expand(on_trn1("padding"), "full")}
+    found = {
+        p.params.get("pad_to_multiple_of", p.params["padding"]): keys_of(p)
+        for p in suites.expand(on_trn1("padding"), "full")
+    }
     assert [k.kind for k in found["static"]] == ["train", "eval"] and {k.length for k in found["static"]} == {128}
     # rounding to a coarser multiple leaves fewer distinct lengths, hence fewer graphs
     assert len(found["static"]) < len(found[16]) < len(found[8]) < len(found["dynamic"])
@@ -101,14 +106,18 @@ def test_a_missing_price_or_figure_gives_a_reason_not_zero():
     assert math.isnan(target.price_per_hour_usd) and frame["usd"].isna().all()
     assert frame["note"].str.contains("no price for trn9.xlarge").all()
     text = plan.render(frame, keys, target, "seq_len --plan")
-    head, study = (line.split("|")[1:-1] for line in text.splitlines()
-                   if line.startswith("| suite ") or line.startswith("| whole study "))
+    head, study = (
+        line.split("|")[1:-1]
+        for line in text.splitlines()
+        if line.startswith("| suite ") or line.startswith("| whole study ")
+    )
     study = dict(zip((c.strip() for c in head), (c.strip() for c in study)))
     assert study["usd"] == "n/a" and study["not estimated"] == study["points"] == str(len(frame))
     cpu = plan.plan_frame([suites.resolve_suite("seq_len")], "quick", plan.target_of("nvidia", "m6i.large"))[0]
     assert cpu["train_s"].isna().all() and cpu["note"].str.contains("no published MFU for cpu-2vcpu").all()
-    frame, _ = plan.plan_frame([on_trn1("padding")], "full", plan.target_of("trainium"),
-                               lambda *_: "no local data (set EMOTION_DATA_DIR)")
+    frame, _ = plan.plan_frame(
+        [on_trn1("padding")], "full", plan.target_of("trainium"), lambda *_: "no local data (set EMOTION_DATA_DIR)"
+    )
     dynamic = frame[frame["point"].str.contains("dynamic")]
     assert dynamic["graphs"].isna().all() and dynamic["note"].str.contains("no local data").all()
     assert frame.loc[~frame.index.isin(dynamic.index), "graphs"].tolist() == [2]  # the static point still counts
@@ -133,11 +142,24 @@ def test_the_assumed_mfu_names_its_published_source():
 def test_plan_runs_no_point(tmp_path, monkeypatch, capsys):
     def refuse(*args, **kwargs):
         raise AssertionError("--plan ran something")
+
     monkeypatch.setattr(points, "run_point", refuse)
     monkeypatch.setattr(points, "device_of", refuse)
     results, runs = tmp_path / "results", tmp_path / "runs"
-    runner.main(["seq_len", "--variant", "full", "--target", "trainium", "--plan", "--results", str(results),
-                 "--runs-dir", str(runs)])
+    runner.main(
+        [
+            "seq_len",
+            "--variant",
+            "full",
+            "--target",
+            "trainium",
+            "--plan",
+            "--results",
+            str(results),
+            "--runs-dir",
+            str(runs),
+        ]
+    )
     out = capsys.readouterr().out
     assert "## Totals" in out and "| whole study " in out and "seq_len-full-max_length=16" in out
     assert not results.exists() and not runs.exists()  # no record, no notebook
@@ -162,8 +184,9 @@ def test_precompile_command_is_the_points_own_run_with_a_few_steps(tmp_path):
     assert args.train.max_steps == precompile.TRIAL_STEPS and args.measure.run_name.endswith("-precompile")
     assert args.measure.results_path == str(tmp_path) and args.measure.eval_every is None
     full = build_args(point.params)
-    assert graphs.graph_keys(args, [args.task.max_length], [args.task.max_length]) == \
-        graphs.graph_keys(full, [full.task.max_length], [full.task.max_length])  # the trial compiles the point's graphs
+    assert graphs.graph_keys(args, [args.task.max_length], [args.task.max_length]) == graphs.graph_keys(
+        full, [full.task.max_length], [full.task.max_length]
+    )  # the trial compiles the point's graphs
 
 
 def test_without_neuron_parallel_compile_it_says_so_and_what_would_run(monkeypatch):
@@ -180,15 +203,18 @@ def test_a_trial_hands_neuron_parallel_compile_the_points_cache_and_one_retry(mo
     in the trial's child (which sets NEURON_CC_FLAGS itself, too late for the tool)."""
     suite = on_trn1("seq_len")
     point = suites.expand(suite, "full")[0]
-    params = {**precompile.trial_params(point.params, point.run_name, "seq_len", tmp_path),
-              "neuron_cache_dir": str(tmp_path / "cache")}
+    params = {
+        **precompile.trial_params(point.params, point.run_name, "seq_len", tmp_path),
+        "neuron_cache_dir": str(tmp_path / "cache"),
+    }
     env = precompile.trial_env(params)
     assert f"--cache_dir={tmp_path / 'cache'}" in env["NEURON_CC_FLAGS"]
     assert env["NEURON_COMPILE_CACHE_URL"] == str(tmp_path / "cache")
     assert env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1"
     ran = []
-    monkeypatch.setattr(precompile.subprocess, "run", lambda cmd, **kw: ran.append(kw["env"]) or
-                        subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(
+        precompile.subprocess, "run", lambda cmd, **kw: ran.append(kw["env"]) or subprocess.CompletedProcess(cmd, 0)
+    )
     precompile.precompile([suite], "full", out=io.StringIO(), tool="/bin/true")
     assert ran and all(e["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1" for e in ran)
     assert all("NEURON_CC_FLAGS" in e for e in ran)
@@ -199,8 +225,11 @@ def test_a_dynamic_point_with_many_graphs_is_precompiled_a_few_graphs_at_a_time(
     limit,
     and the trials together still cover every graph of the point."""
     suite = on_trn1("padding")
-    point = next(p for p in suites.expand(suite, "full")
-                 if p.params["padding"] == "dynamic" and not p.params.get("pad_to_multiple_of"))
+    point = next(
+        p
+        for p in suites.expand(suite, "full")
+        if p.params["padding"] == "dynamic" and not p.params.get("pad_to_multiple_of")
+    )
     every = precompile.trials([suite], "full", synthetic_lengths)
     found = [t for t in every if t.point == point.run_name]
     assert len(keys_of(point)) > 2 * precompile.MAX_GRAPHS_PER_TRIAL and len(found) > 2
@@ -214,8 +243,10 @@ def test_a_dynamic_point_with_many_graphs_is_precompiled_a_few_graphs_at_a_time(
     eval_parts = [a.task.eval_subset for a in parts if a.train.max_steps == 1]
     assert train_parts == sorted(set(train_parts)) and eval_parts == sorted(set(eval_parts))
     last = parse_cli(found[-1].command[3:])  # the point's own trial: its whole run, as before
-    assert last.measure.run_name == f"{point.run_name}-precompile" and last.train.max_steps == \
-        build_args(point.params).train.max_steps
+    assert (
+        last.measure.run_name == f"{point.run_name}-precompile"
+        and last.train.max_steps == build_args(point.params).train.max_steps
+    )
 
 
 def test_cache_report_counts_hits_and_misses(tmp_path):
@@ -227,9 +258,18 @@ def test_cache_report_counts_hits_and_misses(tmp_path):
     names = [p.run_name for p in suites.expand(suite, "full")][:2]
     state = {"cache": str(cache), "started": "2026-01-01T00:00:00+00:00", "ran": True, "precompiled": 2}
     for name, n in zip(names, (3, 2)):
-        write(results / "seq_len" / f"{name}@xla-neuron.json", {
-            "schema_version": 3, "run_name": name, "suite": "seq_len", "status": "finished", "params": {},
-            "finished_at": "2026-01-02T00:00:00+00:00", "xla": {"graph_compilations": n, "compile_time_s": 1.5}})
+        write(
+            results / "seq_len" / f"{name}@xla-neuron.json",
+            {
+                "schema_version": 3,
+                "run_name": name,
+                "suite": "seq_len",
+                "status": "finished",
+                "params": {},
+                "finished_at": "2026-01-02T00:00:00+00:00",
+                "xla": {"graph_compilations": n, "compile_time_s": 1.5},
+            },
+        )
     report = precompile.cache_report(state, [suite], "full", results, out=io.StringIO())
     assert report == {"runs": 2, "compilations": 5, "compile_s": 3.0, "misses": 1, "hits": 4}
 
@@ -241,16 +281,36 @@ def test_cache_report_counts_hits_and_misses(tmp_path):
 def test_a_tiny_points_compilations_match_the_plan(padding, tiny_model_dir, tiny_data_dir, tmp_path):
     """A 2-layer hidden-64 BERT, 3 steps, in a fresh process (torch-xla's graph cache is process-wide)."""
     pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make test-xla)")
-    params = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), device="xla", batch=8,
-                  max_length=32, padding=padding, precision="fp32", max_steps=3, log_every=3, eval_subset=16,
-                  xla_fast_compile=True, progress=False, results_path=str(tmp_path))
+    params = dict(
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        device="xla",
+        batch=8,
+        max_length=32,
+        padding=padding,
+        precision="fp32",
+        max_steps=3,
+        log_every=3,
+        eval_subset=16,
+        xla_fast_compile=True,
+        progress=False,
+        results_path=str(tmp_path),
+    )
     args = build_args(params)
     lengths = graphs.data_token_lengths(str(tiny_model_dir), str(tiny_data_dir))
     keys = graphs.graph_keys(args, *graphs.padded_lengths(args, lengths), bf16_fast=False)
-    code = ("import json; from helpers import steps; from helpers.run.args import build_args; "
-            f"rec = steps.run_all(build_args({params!r})); print('XLA', json.dumps(rec['xla']))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=REPO,
-                         env={**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)})
+    code = (
+        "import json; from helpers import steps; from helpers.run.args import build_args; "
+        f"rec = steps.run_all(build_args({params!r})); print('XLA', json.dumps(rec['xla']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)},
+    )
     line = next((x for x in out.stdout.splitlines() if x.startswith("XLA ")), None)
     assert line, out.stdout[-2000:] + out.stderr[-3000:]
     xla = json.loads(line[4:])

@@ -1,4 +1,5 @@
 """Suite files, grid expansion, run names, and the runner: resume, failures, timeouts, a real kill."""
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, ConfigError
 from helpers.study import frame
-from helpers.study.sweep import points
 from helpers.study.report import sections
-from helpers.study.sweep import suites
+from helpers.study.sweep import points, suites
 from helpers.study.sweep import runner as sweep
 
 
@@ -88,10 +89,21 @@ def test_sweep_all_leaves_an_on_demand_suite_out_and_runs_it_by_name(tmp_path, c
         suites.load_suite(tmp_path / "bad.toml")
 
 
-@pytest.mark.parametrize("name, variant, count", [("precision", "quick", 12), ("lr_llrd", "quick", 12),
-                                                  ("batch_scaling", "full", 15), ("compiler_flags", "full", 12),
-                                                  ("padding", "quick", 12), ("padding", "full", 4), ("token_lengths", "quick", 1),
-                                                  ("lora", "quick", 27), ("lora", "full", 27), ("models", "quick", 12)])
+@pytest.mark.parametrize(
+    "name, variant, count",
+    [
+        ("precision", "quick", 12),
+        ("lr_llrd", "quick", 12),
+        ("batch_scaling", "full", 15),
+        ("compiler_flags", "full", 12),
+        ("padding", "quick", 12),
+        ("padding", "full", 4),
+        ("token_lengths", "quick", 1),
+        ("lora", "quick", 27),
+        ("lora", "full", 27),
+        ("models", "quick", 12),
+    ],
+)
 def test_known_suites_expand_to_their_grids(name, variant, count):
     suite = suites.resolve_suite(name)
     points = suites.expand(suite, variant)
@@ -101,8 +113,10 @@ def test_known_suites_expand_to_their_grids(name, variant, count):
 
 def test_repeats_come_cell_by_cell_so_one_cells_runs_are_spread_over_the_sweep(tmp_path):
     path = tmp_path / "rep.toml"
-    path.write_text('notebook = "Nvidia/baseline.ipynb"\n[quick]\ngrid = { batch = [8, 16] }\nrepeats = 3\n'
-                    '[full]\ngrid = { batch = [8] }\n')
+    path.write_text(
+        'notebook = "Nvidia/baseline.ipynb"\n[quick]\ngrid = { batch = [8, 16] }\nrepeats = 3\n'
+        "[full]\ngrid = { batch = [8] }\n"
+    )
     points = suites.expand(suites.load_suite(path), "quick")
     assert [p.params["batch"] for p in points] == [8, 16, 8, 16, 8, 16]  # interleaved, not 8, 8, 8, 16, ...
     first = [p.run_name for p in points[:2]]
@@ -120,8 +134,16 @@ def test_a_repeat_count_below_one_or_not_an_integer_is_refused(tmp_path, bad):
 
 
 def test_every_quick_timing_suite_runs_three_independent_processes_a_point():
-    for name in ("batch_scaling", "small_batch", "seq_len", "scaling", "profile_memory", "padding", "speedup",
-                 "models"):
+    for name in (
+        "batch_scaling",
+        "small_batch",
+        "seq_len",
+        "scaling",
+        "profile_memory",
+        "padding",
+        "speedup",
+        "models",
+    ):
         assert suites.resolve_suite(name).variants["quick"].get("repeats", 1) >= 3, name
 
 
@@ -153,8 +175,7 @@ def test_cases_cross_the_grid_and_run_names_follow_every_parameter(tmp_path):
     assert points[0].run_name.startswith("t-quick-padding=static,seed=1-")
     assert points[3].params == {"batch": 8, "padding": "dynamic", "pad_to_multiple_of": 8, "seed": 1}
     # editing a fixed parameter gives new run names, so old records are not taken as done
-    edited = suites.expand(suites.load_suite(write_suite(tmp_path / "t.toml", body.replace("8\n", "16\n", 1))),
-                          "quick")
+    edited = suites.expand(suites.load_suite(write_suite(tmp_path / "t.toml", body.replace("8\n", "16\n", 1))), "quick")
     assert not {p.run_name for p in points} & {p.run_name for p in edited}
 
 
@@ -171,8 +192,7 @@ def test_trainium_target_moves_nvidia_notebook_suites_to_the_trainium_notebook(t
 
 
 @pytest.mark.parametrize("neuron_venv", [True, False])
-def test_the_trainium_notebook_runs_on_the_neuron_kernel_where_venv_neuron_exists(tmp_path, monkeypatch,
-                                                                                  neuron_venv):
+def test_the_trainium_notebook_runs_on_the_neuron_kernel_where_venv_neuron_exists(tmp_path, monkeypatch, neuron_venv):
     folder = tmp_path / ".venv-neuron"
     if neuron_venv:  # what `make neuron-venv` leaves on a trn1
         (folder / "bin").mkdir(parents=True)
@@ -189,14 +209,17 @@ def test_the_trainium_notebook_runs_on_the_neuron_kernel_where_venv_neuron_exist
     assert suites.retarget(batch, "nvidia").env == "main"  # the Nvidia notebook keeps .venv either way
 
 
-@pytest.mark.parametrize("body, message", [
-    ('notebook = "x.ipynb"\n[quick]\nparams = { batchsize = 8 }\n[full]\n', "unknown parameter"),
-    ('notebook = "x.ipynb"\n[quick]\n', "needs both"),
-    ('kind = "train"\n', "kind='train' is unknown"),
-    ('notebook = "x.ipynb"\nenv = "conda"\n[quick]\n[full]\n', "env='conda' is unknown"),
-    ('notebook = "x.ipynb"\nrequires = "tpu"\n[quick]\n[full]\n', "requires='tpu' is unknown"),
-    ('notebook = "x.ipynb"\n[quick]\njobs = 0\n[full]\n', "jobs=0 is invalid"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('notebook = "x.ipynb"\n[quick]\nparams = { batchsize = 8 }\n[full]\n', "unknown parameter"),
+        ('notebook = "x.ipynb"\n[quick]\n', "needs both"),
+        ('kind = "train"\n', "kind='train' is unknown"),
+        ('notebook = "x.ipynb"\nenv = "conda"\n[quick]\n[full]\n', "env='conda' is unknown"),
+        ('notebook = "x.ipynb"\nrequires = "tpu"\n[quick]\n[full]\n', "requires='tpu' is unknown"),
+        ('notebook = "x.ipynb"\n[quick]\njobs = 0\n[full]\n', "jobs=0 is invalid"),
+    ],
+)
 def test_bad_suite_files_are_rejected(tmp_path, body, message):
     with pytest.raises(ConfigError, match=message):
         suites.load_suite(write_suite(tmp_path / "bad.toml", body))
@@ -206,8 +229,9 @@ def test_skip_reasons(monkeypatch):
     assert "nothing to run" in points.skip_reason(suites.resolve_suite("cost"), None)
     padding = suites.resolve_suite("padding")
     monkeypatch.setitem(points.ENVS, "xla", (".venv-missing", "accelbench-xla"))
-    assert points.skip_reason(padding, None) == ("its environment .venv-missing is missing (create it with "
-                                                 "`make xla-venv`)")
+    assert points.skip_reason(padding, None) == (
+        "its environment .venv-missing is missing (create it with `make xla-venv`)"
+    )
     monkeypatch.undo()
     flags = suites.resolve_suite("compiler_flags")
     if points.env_python("xla").exists():
@@ -220,13 +244,18 @@ def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, monke
     assert "no fast bf16" in points.skip_reason(suites.resolve_suite("precision"), {"bf16_fast": False})
     assert points.skip_reason(suites.resolve_suite("precision"), {"bf16_fast": True}) is None
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
-    suite = suites.load_suite(write_suite(tmp_path / "bf16.toml", f"""
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "bf16.toml",
+            f"""
         notebook = "{nb}"
         requires = "fast-bf16"
         [quick]
         grid = {{ max_steps = [1] }}
         [full]
-    """))
+    """,
+        )
+    )
     monkeypatch.setattr(points, "device_of", lambda env, requested="auto": {"key": "cpu-slow", "bf16_fast": False})
     assert sweep.sweep([suite], "quick", results, tmp_path / "runs") == {}
     assert not results.exists()
@@ -235,8 +264,9 @@ def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, monke
 
 def test_papermill_command_passes_typed_parameters_and_the_environments_kernel():
     suite = suites.resolve_suite("batch_scaling")
-    cmd = points.papermill_command(suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False},
-                                   Path("/tmp/o.ipynb"))
+    cmd = points.papermill_command(
+        suite, {"batch": 8, "llrd_decay": None, "lr": 2e-05, "progress": False}, Path("/tmp/o.ipynb")
+    )
     assert cmd[0].endswith(".venv/bin/papermill") and cmd[2] == "/tmp/o.ipynb"
     assert cmd[cmd.index("--kernel") + 1] == "accelbench"
     import yaml
@@ -246,40 +276,61 @@ def test_papermill_command_passes_typed_parameters_and_the_environments_kernel()
     assert points.papermill_command(xla, {}, Path("/tmp/o.ipynb"))[4] == "accelbench-xla"
 
 
-@pytest.mark.parametrize("text, status", [("torch.OutOfMemoryError: CUDA out of memory", "oom"),
-                                          ("MemoryError", "oom"), ("RESOURCE_EXHAUSTED: XLA", "oom"),
-                                          ("ValueError: bad", "failed")])
+@pytest.mark.parametrize(
+    "text, status",
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory", "oom"),
+        ("MemoryError", "oom"),
+        ("RESOURCE_EXHAUSTED: XLA", "oom"),
+        ("ValueError: bad", "failed"),
+    ],
+)
 def test_classify_failure(text, status):
     assert records.failure_status(text) == status
 
 
 def test_a_bad_parameter_is_refused_when_the_suite_is_read(tmp_path):
     with pytest.raises(ConfigError, match="batch=0 is invalid"):
-        suites.load_suite(write_suite(tmp_path / "bad.toml", """
+        suites.load_suite(
+            write_suite(
+                tmp_path / "bad.toml",
+                """
             notebook = "Nvidia/baseline.ipynb"
             [quick]
             grid = { batch = [0] }
             [full]
-        """))
+        """,
+            )
+        )
     with pytest.raises(ConfigError, match="unknown parameter 'learnin_rate': did you mean 'lr'"):
-        suites.load_suite(write_suite(tmp_path / "typo.toml", """
+        suites.load_suite(
+            write_suite(
+                tmp_path / "typo.toml",
+                """
             notebook = "Nvidia/baseline.ipynb"
             [quick]
             params = { learnin_rate = 1e-4 }
             [full]
-        """))
+        """,
+            )
+        )
 
 
 def test_token_stats_suite_writes_its_own_record(tmp_path, tiny_data_dir, tiny_model_dir):
     results_path = tmp_path / "results"
-    suite = suites.load_suite(write_suite(tmp_path / "tok.toml", f"""
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "tok.toml",
+            f"""
         kind = "token_stats"
         [params]
         data_dir = "{tiny_data_dir}"
         model_name = "{tiny_model_dir}"
         [quick]
         [full]
-    """))
+    """,
+        )
+    )
     assert sweep.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
     (rec,), _ = records.read_records(results_path)
     assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
@@ -295,7 +346,10 @@ def test_token_stats_suite_writes_its_own_record(tmp_path, tiny_data_dir, tiny_m
 @pytest.mark.slow
 def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, tiny_data_dir):
     results_path = tmp_path / "results"
-    suite = suites.load_suite(write_suite(tmp_path / "two.toml", f"""
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "two.toml",
+            f"""
         notebook = "Nvidia/baseline.ipynb"
         [params]
         model_name = "{tiny_model_dir}"
@@ -310,7 +364,9 @@ def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, t
         grid = {{ seed = [1, 2] }}
         [full]
         grid = {{ seed = [1] }}
-    """))
+    """,
+        )
+    )
     runs = tmp_path / "runs"
     assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
     recs, skipped = records.read_records(results_path)
@@ -332,7 +388,9 @@ def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, t
 @pytest.mark.slow
 def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path):
     results_path = tmp_path / "results"
-    nb = write_notebook(tmp_path / "stand_in.ipynb", """
+    nb = write_notebook(
+        tmp_path / "stand_in.ipynb",
+        """
         if max_steps == 1:
             raise MemoryError("host ran out of memory")
         import os
@@ -343,14 +401,20 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
         from helpers.run import records
         records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
                                                               "status": "finished", "params": {}})
-    """)
-    suite = suites.load_suite(write_suite(tmp_path / "fails.toml", f"""
+    """,
+    )
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "fails.toml",
+            f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [1, 2, 3] }}
         timeout_s = 20
         [full]
-    """))
+    """,
+        )
+    )
     summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
     assert summary == {"fails": {"oom": 1, "timeout": 1, "finished": 1}}
     oom, timeout, done = sorted(records.read_records(results_path)[0], key=lambda r: r["params"].get("max_steps", 3))
@@ -390,12 +454,15 @@ def _kill_with_children(pid: int) -> None:
 def test_a_killed_sweep_resumes_with_the_points_it_had_not_finished(tmp_path):
     results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
-    toml = write_suite(tmp_path / "killme.toml", f"""
+    toml = write_suite(
+        tmp_path / "killme.toml",
+        f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [1, 4] }}
         [full]
-    """)
+    """,
+    )
     first, second = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
     runs = tmp_path / "runs"
     cmd = sweep_cli(toml, results_path, runs)
@@ -433,12 +500,15 @@ def test_a_sweep_killed_alone_leaves_no_notebook_running_beside_its_resumption(t
 
     results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
-    toml = write_suite(tmp_path / "orphan.toml", f"""
+    toml = write_suite(
+        tmp_path / "orphan.toml",
+        f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [20] }}
         [full]
-    """)
+    """,
+    )
     (name,) = (p.run_name for p in suites.expand(suites.load_suite(toml), "quick"))
     cmd = sweep_cli(toml, results_path, tmp_path / "runs")
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -462,20 +532,28 @@ def test_a_sweep_killed_alone_leaves_no_notebook_running_beside_its_resumption(t
 def test_two_sweeps_on_one_results_folder_never_run_the_same_point(tmp_path):
     results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
-    toml = write_suite(tmp_path / "shared.toml", f"""
+    toml = write_suite(
+        tmp_path / "shared.toml",
+        f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [15] }}
         [full]
-    """)
-    first = subprocess.Popen(sweep_cli(toml, results_path, tmp_path / "runs"), cwd=REPO_ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    """,
+    )
+    first = subprocess.Popen(
+        sweep_cli(toml, results_path, tmp_path / "runs"),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 120
     while not _point_processes(results_path):
         assert first.poll() is None and time.monotonic() < deadline, "the first sweep never started its point"
         time.sleep(0.2)
-    second = subprocess.run(sweep_cli(toml, results_path, tmp_path / "runs2"), cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=120).stdout
+    second = subprocess.run(
+        sweep_cli(toml, results_path, tmp_path / "runs2"), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    ).stdout
     assert "shared: 1 running in another sweep" in second
     assert first.wait(timeout=120) == 0
     assert len(records.read_records(results_path)[0]) == 1
@@ -505,13 +583,18 @@ records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, 
 def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, monkeypatch):
     results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
-    suite = suites.load_suite(write_suite(tmp_path / "pair.toml", f"""
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "pair.toml",
+            f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [6, 7] }}
         jobs = 2
         [full]
-    """))
+    """,
+        )
+    )
     monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
     assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
     a, b = sorted((r["params"] for r in records.read_records(results_path)[0]), key=lambda p: p["start"])
@@ -530,13 +613,16 @@ def test_sigterm_stops_every_running_point_and_records_none(tmp_path):
 
     results_path = tmp_path / "results"
     nb = write_notebook(tmp_path / "stand_in.ipynb", TIMED)
-    toml = write_suite(tmp_path / "stopme.toml", f"""
+    toml = write_suite(
+        tmp_path / "stopme.toml",
+        f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [60, 61] }}
         jobs = 2
         [full]
-    """)
+    """,
+    )
     cmd = sweep_cli(toml, results_path, tmp_path / "runs")
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pid_files = [Path(f"{results_path}.{n}.pid") for n in (60, 61)]
@@ -564,26 +650,36 @@ def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
             assert first and not second
 
 
-def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(tmp_path, tiny_data_dir,
-                                                                              tiny_model_dir):
+def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(tmp_path, tiny_data_dir, tiny_model_dir):
     import io
     import json
 
     results_path = tmp_path / "results"
-    suite = suites.load_suite(write_suite(tmp_path / "tok.toml", f"""
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "tok.toml",
+            f"""
         kind = "token_stats"
         [params]
         data_dir = "{tiny_data_dir}"
         model_name = "{tiny_model_dir}"
         [quick]
         [full]
-    """))
+    """,
+        )
+    )
     (point,) = suites.expand(suite, "quick")
     key = points.device_of("main", "cpu")["key"]
     newer = records.record_path(results_path, "tok", point.run_name, key)
     newer.parent.mkdir(parents=True)
-    newer_text = json.dumps({"schema_version": records.SCHEMA_VERSION + 1, "run_name": point.run_name,
-                             "status": "finished", "new_section": {"x": 1}})
+    newer_text = json.dumps(
+        {
+            "schema_version": records.SCHEMA_VERSION + 1,
+            "run_name": point.run_name,
+            "status": "finished",
+            "new_section": {"x": 1},
+        }
+    )
     newer.write_text(newer_text)
     (results_path / "tok" / "junk@cpu-x.json").write_text(json.dumps({"run_name": "junk", "status": "exploded"}))
     out = io.StringIO()
@@ -600,12 +696,15 @@ def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(t
 GOOD = 'notebook = "Nvidia/baseline.ipynb"\n[quick]\ngrid = { batch = [8] }\n[full]\ngrid = { batch = [8] }\n'
 
 
-@pytest.mark.parametrize("typo, closest", [('repeat = 3', "repeats"), ('timeout = 5', "timeout_s"),
-                                           ('gird = { batch = [8] }', "grid"), ('jbos = 2', "jobs")])
+@pytest.mark.parametrize(
+    "typo, closest",
+    [("repeat = 3", "repeats"), ("timeout = 5", "timeout_s"), ("gird = { batch = [8] }", "grid"), ("jbos = 2", "jobs")],
+)
 def test_an_unknown_key_in_a_variant_is_refused_with_the_closest_known_one(tmp_path, typo, closest):
     path = write_suite(tmp_path / "typo.toml", GOOD.replace("[full]\n", f"{typo}\n[full]\n"))
-    with pytest.raises(ConfigError, match=f"{path} \\[quick\\]: unknown key '{typo.split()[0]}': did you mean "
-                                          f"'{closest}'"):
+    with pytest.raises(
+        ConfigError, match=f"{path} \\[quick\\]: unknown key '{typo.split()[0]}': did you mean '{closest}'"
+    ):
         suites.load_suite(path)
 
 
@@ -618,13 +717,18 @@ def test_an_unknown_top_level_or_report_key_is_refused_with_the_closest_known_on
         suites.load_suite(path)
 
 
-@pytest.mark.parametrize("line, message", [('timeout_s = "ten"', "timeout_s='ten' is not a number"),
-                                           ("timeout_s = -1", "timeout_s=-1 is invalid"),
-                                           ("timeout_s = 0", "timeout_s=0 is invalid"),
-                                           ("timeout_s = nan", "timeout_s=nan is invalid"),
-                                           ('repeats = "3"', "repeats='3' is not an integer"),
-                                           ("grid = 8", "grid=8 is not a table"),
-                                           ("grid = { batch = 8 }", "grid batch=8 is invalid")])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('timeout_s = "ten"', "timeout_s='ten' is not a number"),
+        ("timeout_s = -1", "timeout_s=-1 is invalid"),
+        ("timeout_s = 0", "timeout_s=0 is invalid"),
+        ("timeout_s = nan", "timeout_s=nan is invalid"),
+        ('repeats = "3"', "repeats='3' is not an integer"),
+        ("grid = 8", "grid=8 is not a table"),
+        ("grid = { batch = 8 }", "grid batch=8 is invalid"),
+    ],
+)
 def test_a_wrong_type_or_range_in_a_suite_is_named_with_its_file(tmp_path, line, message):
     quick = line if line.startswith("grid") else f"grid = {{ batch = [8] }}\n{line}"
     path = write_suite(tmp_path / "t.toml", f'notebook = "Nvidia/baseline.ipynb"\n[quick]\n{quick}\n[full]\n')
@@ -632,9 +736,14 @@ def test_a_wrong_type_or_range_in_a_suite_is_named_with_its_file(tmp_path, line,
         suites.load_suite(path)
 
 
-@pytest.mark.parametrize("text, message", [('order = "first"\n' + GOOD, "order='first' is not an integer"),
-                                           ("title = [\n" + GOOD, "not valid TOML"),
-                                           (b"title = '\xff'\n", "not valid TOML")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('order = "first"\n' + GOOD, "order='first' is not an integer"),
+        ("title = [\n" + GOOD, "not valid TOML"),
+        (b"title = '\xff'\n", "not valid TOML"),
+    ],
+)
 def test_a_broken_suite_file_is_named(tmp_path, text, message):
     path = tmp_path / "broken.toml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -650,8 +759,10 @@ def test_one_broken_file_among_the_suites_is_named_and_skipped_and_the_rest_go_o
     (folder / "broken.toml").write_text("title = [\n")
     found = suites.find_suites(folder)
     assert [s.name for s in found] == [s.name for s in suites.find_suites()]
-    assert f"skipped suite file {folder / 'broken.toml'}: {folder / 'broken.toml'}: not valid TOML" in \
-        capsys.readouterr().err
+    assert (
+        f"skipped suite file {folder / 'broken.toml'}: {folder / 'broken.toml'}: not valid TOML"
+        in capsys.readouterr().err
+    )
     sweep.main(["all", "--list", "--suites-dir", str(folder)])
     out, err = capsys.readouterr()
     assert "batch_scaling (notebook" in out and "skipped suite file" in err
@@ -674,8 +785,15 @@ def toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "nan" if value != value else "inf" if value == float("inf") else "-inf" if value == -float("inf") \
+        return (
+            "nan"
+            if value != value
+            else "inf"
+            if value == float("inf")
+            else "-inf"
+            if value == -float("inf")
             else repr(value)
+        )
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
@@ -693,15 +811,47 @@ def toml_text(top: dict, tables: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-SCALAR = st.one_of(st.booleans(), st.integers(-3, 40), st.floats(allow_nan=True), st.text(max_size=6),
-                   st.sampled_from(["Nvidia/baseline.ipynb", "notebook", "derived", "main", "xla", "neuron"]))
-VALUE = st.one_of(SCALAR, st.lists(SCALAR, max_size=3), st.dictionaries(
-    st.sampled_from(["batch", "lr", "max_length", "bach", "seed"]), st.one_of(SCALAR, st.lists(SCALAR, max_size=2)),
-    max_size=2))
-TOP = st.dictionaries(st.sampled_from(["title", "description", "order", "kind", "notebook", "env", "requires",
-                                       "on_demand", "params", "notebok", "titel", "repeat"]), VALUE, max_size=4)
-VARIANT = st.dictionaries(st.sampled_from(["params", "grid", "cases", "repeats", "timeout_s", "jobs", "repeat",
-                                           "timeout", "gird"]), VALUE, max_size=4)
+SCALAR = st.one_of(
+    st.booleans(),
+    st.integers(-3, 40),
+    st.floats(allow_nan=True),
+    st.text(max_size=6),
+    st.sampled_from(["Nvidia/baseline.ipynb", "notebook", "derived", "main", "xla", "neuron"]),
+)
+VALUE = st.one_of(
+    SCALAR,
+    st.lists(SCALAR, max_size=3),
+    st.dictionaries(
+        st.sampled_from(["batch", "lr", "max_length", "bach", "seed"]),
+        st.one_of(SCALAR, st.lists(SCALAR, max_size=2)),
+        max_size=2,
+    ),
+)
+TOP = st.dictionaries(
+    st.sampled_from(
+        [
+            "title",
+            "description",
+            "order",
+            "kind",
+            "notebook",
+            "env",
+            "requires",
+            "on_demand",
+            "params",
+            "notebok",
+            "titel",
+            "repeat",
+        ]
+    ),
+    VALUE,
+    max_size=4,
+)
+VARIANT = st.dictionaries(
+    st.sampled_from(["params", "grid", "cases", "repeats", "timeout_s", "jobs", "repeat", "timeout", "gird"]),
+    VALUE,
+    max_size=4,
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -725,12 +875,17 @@ def test_a_finished_point_stays_finished_when_its_html_copy_cannot_be_written(tm
     # point's finished record was then overwritten by a failed one: the HTML copy must never cost the result
     results, runs = tmp_path / "results", tmp_path / "runs"
     nb = write_notebook(tmp_path / "stand_in.ipynb", RECORDING)
-    suite = suites.load_suite(write_suite(tmp_path / "html.toml", f"""
+    suite = suites.load_suite(
+        write_suite(
+            tmp_path / "html.toml",
+            f"""
         notebook = "{nb}"
         [quick]
         grid = {{ max_steps = [1] }}
         [full]
-    """))
+    """,
+        )
+    )
     point = suites.expand(suite, "quick")[0]
     (runs / "html" / f"{point.run_name}.html").mkdir(parents=True)  # a folder where the HTML copy goes
     assert sweep.sweep([suite], "quick", results, runs) == {"html": {"finished": 1}}
