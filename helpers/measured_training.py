@@ -62,25 +62,38 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
         run.shards = ddp.shard_check(sampler, run.rank, run.dev.type)
     if t.group_by_length and sampler is None:
         sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
-    collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
-    loader = tokens.loader(
-        splits["train"],
-        tr.batch,
-        collate,
-        shuffle=True,
-        seed=tr.seed,
-        drop_last=run.dev.type == "xla",
-        sampler=sampler,
-        pin_memory=run.dev.type == "cuda",
-    )
+    compiled = tr.step_mode != "eager"
+    # static graphs (XLA, a compiled step): a short last batch would be one more graph, so it is left out
+    drop_last = run.dev.type == "xla" or compiled
+    if tr.data_on_device:
+        order = tokens.row_order(splits["train"], tr.batch, tr.seed, drop_last=drop_last, sampler=sampler)
+        static = t.max_length if t.padding == "static" else None
+        pad_id = run.tokenizer.pad_token_id
+        loader = tokens.DeviceBatches(
+            splits["train"], order, run.dev.torch_device, pad_id, static, t.pad_to_multiple_of
+        )
+    else:
+        collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
+        loader = tokens.loader(
+            splits["train"],
+            tr.batch,
+            collate,
+            shuffle=True,
+            seed=tr.seed,
+            drop_last=drop_last,
+            sampler=sampler,
+            pin_memory=run.dev.type == "cuda",
+        )
     steps = min(tr.max_steps or math.inf, len(loader) // tr.gradient_accumulation_steps * tr.epochs)
     optimizer = optim.build_optimizer(
-        model, tr.lr, tr.llrd_decay, tr.weight_decay, tr.optim, run.dev.type, run.precision
+        model, tr.lr, tr.llrd_decay, tr.weight_decay, tr.optim, run.dev.type, run.precision, lr_on_device=compiled
     )
     scheduler = optim.build_scheduler(optimizer, steps, tr.warmup_ratio)
     step_model = ddp.wrap(model, run.rank, run.dev.type) if run.rank else model
     if tr.compile:
         step_model = torch.compile(step_model, backend="openxla" if run.dev.type == "xla" else "inductor")
+    if compiled:  # the forward and backward; fit compiles the update (loop.compiled_update)
+        step_model = loop.compile_model(step_model, tr.step_mode)
     return Training(device.device_loader(loader, run.dev), sampler, optimizer, scheduler, step_model)
 
 
@@ -176,12 +189,14 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
         event=event,
         watchers=(energy, monitor) if node_lead else (),
     )
+    # on CUDA always: its kernels over profile_steps steady steps give the device's busy share (host-bound?)
     profiler = StepProfiler(
-        m.profile and run.lead,
+        (m.profile or run.dev.type == "cuda") and run.lead,
         repo_path(m.profile_dir) / run.name,
         warmup_steps=m.timing_warmup_steps,
         profile_steps=m.profile_steps,
         device_type=run.dev.type,
+        kernels_only=not m.profile,
     )
     callbacks = [
         lambda step: monitor.mark_steady() if step == m.timing_warmup_steps else None,
@@ -189,6 +204,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     ]
     if m.eval_every:
         callbacks.append(_curve_callback(run, model, splits, timer))
+    graphs_before = compiled_graphs()
     try:
         result = loop.fit(
             t.step_model,
@@ -208,6 +224,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
             log_lines=run.lead and not m.progress,
             callbacks=tuple(callbacks),
             sampler=t.sampler,
+            step_mode=tr.step_mode,
         )
     finally:
         measured_energy = energy.stop()  # the sections are kept when the loop raises
@@ -239,6 +256,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     run.record.shapes = {
         "distinct": len(result.shapes),
         "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())},
+        "compiled_graphs": compiled_graphs() - graphs_before if tr.step_mode != "eager" else None,
     }
     if run.record.curve:
         run.record.time_to_accuracy = crossings(
@@ -259,6 +277,13 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     if run.record.curve:
         print("time to accuracy (validation): " + describe(run.record.time_to_accuracy))
     return result
+
+
+def compiled_graphs() -> int:
+    """Return the graphs torch.compile has made in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
 
 
 def job_energy(run: Run, section: dict, node_lead: bool) -> dict:

@@ -86,6 +86,12 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     if rank and args.train.device in ("auto", "cuda") and torch.cuda.is_available():
         torch.cuda.set_device(rank.local_rank)  # before the device is named
     dev = device.resolve_device(args.train.device)
+    if args.train.step_mode == "cudagraphs" and dev.type != "cuda":
+        raise ConfigError(
+            f"step_mode='cudagraphs' needs CUDA; this run's device is {dev.type}: use step_mode='compile'"
+        )
+    if args.train.data_on_device and dev.type == "xla":
+        raise ConfigError("data_on_device=True is for CUDA and the CPU: on XLA the loader copies in the background")
     model_config = models.load_config(args.task.model_name)
     args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built

@@ -196,10 +196,13 @@ class StepProfiler:
         profile_steps: int = 5,
         device_type: str = "cpu",
         matmul_flops_per_step: float | None = None,
+        kernels_only: bool = False,
     ) -> None:
         if device_type not in ("cpu", "cuda", "xla", "neuron"):
             raise ValueError(f"device_type must be one of cpu, cuda, xla, neuron; got {device_type!r}")
         self.enabled, self.out_dir, self.device_type = enabled, Path(out_dir), device_type
+        # CUDA's kernels alone (no host ops, shapes, memory or trace): the device's busy share, cheaply
+        self.kernels_only = kernels_only and device_type == "cuda"
         self.warmup_steps, self.profile_steps = warmup_steps, profile_steps
         self.matmul_flops_per_step = matmul_flops_per_step
         self._steps = self._profiled = 0
@@ -235,12 +238,18 @@ class StepProfiler:
         else:
             from torch.profiler import ProfilerActivity, profile
 
-            activities = [ProfilerActivity.CPU]
+            activities = [] if self.kernels_only else [ProfilerActivity.CPU]
             if self.device_type == "cuda":
                 activities.append(ProfilerActivity.CUDA)
-            self._prof = profile(activities=activities, record_shapes=True, profile_memory=True)
+            full = not self.kernels_only
+            self._prof = profile(activities=activities, record_shapes=full, profile_memory=full)
             self._sync()
-            self._prof.start()
+            try:
+                self._prof.start()
+            except Exception as err:  # noqa: BLE001 - a profiler that cannot start (CUPTI) must not cost the run
+                self._prof, self.enabled = None, False
+                self._summary = {"backend": "torch.profiler", "reason": f"not started: {type(err).__name__}: {err}"}
+                return
         self._t0 = time.perf_counter()
 
     def _stop(self) -> None:
@@ -274,6 +283,9 @@ class StepProfiler:
                 "reason": f"profile not summarized: {type(err).__name__}: {err}",
             }
             return
+        if self.kernels_only:  # the busy share alone: profile=True splits the step by op class
+            self._summary = {**base, "backend": "cupti kernels", "device_busy_share": summary.get("device_busy_share")}
+            return
         matmul_s = summary["class_time_ms"]["matmul"] / 1e3
         tflops = None
         if self.matmul_flops_per_step and matmul_s > 0:
@@ -281,19 +293,25 @@ class StepProfiler:
         self._summary = {
             **base,
             "backend": "torch.profiler",
-            "trace_path": str(trace_path),
+            "trace_path": str(trace_path) if trace_path else None,
             **summary,
             "matmul_achieved_tflops": tflops,
             "host_gap_definition": HOST_GAP_DEFINITION,
         }
 
-    def _summarize(self, prof, wall_us: float) -> tuple[dict, Path]:
-        """Return the stopped profiler's summary by op class and the chrome trace it wrote."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = self.out_dir / "trace.json"
-        prof.export_chrome_trace(str(trace_path))
+    def _summarize(self, prof, wall_us: float) -> tuple[dict, Path | None]:
+        """Return the stopped profiler's summary by op class (with the device's busy share on CUDA) and the
+        chrome trace it wrote (none for kernels_only)."""
+        trace_path = None
+        if not self.kernels_only:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            trace_path = self.out_dir / "trace.json"
+            prof.export_chrome_trace(str(trace_path))
         events, busy_us = events_from_profiler(prof, self.device_type)
-        return summarize_events(events, self.device_type, wall_us, busy_us), trace_path
+        summary = summarize_events(events, self.device_type, wall_us, busy_us)
+        if busy_us is not None and wall_us > 0:
+            summary["device_busy_share"] = round(min(1.0, busy_us / wall_us), 4)
+        return summary, trace_path
 
     def summary(self) -> dict | None:
         """The window's summary for the run record; None when disabled or the window has not ended."""

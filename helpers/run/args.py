@@ -65,6 +65,8 @@ Maybe = Annotated[T | None, BeforeValidator(none_text)]  # a value of type T, or
 Padding = Literal["static", "dynamic"]
 Precision = Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"]
 Device = Literal["auto", "cuda", "cpu", "xla"]
+StepMode = Literal["eager", "compile", "cudagraphs"]
+RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default: graphs of one function before it runs eager
 # the six linears of an encoder layer, by role (helpers/run/lora.py maps them to each architecture's names)
 LORA_ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
 Share = Annotated[float, Field(ge=0, lt=1)]  # a fraction in [0, 1)
@@ -198,6 +200,17 @@ class TrainArgs:
         "fp32, else fp32",
     )
     compile: bool = arg(False, "torch.compile the model (inductor; openxla on XLA)")
+    step_mode: StepMode = arg(
+        "eager",
+        "eager: PyTorch launches each op; compile: the forward/backward and the clip + AdamW update compiled "
+        "by torch.compile (inductor), one graph per input shape; cudagraphs: the same graphs captured and "
+        "replayed as CUDA graphs (mode reduce-overhead; CUDA only)",
+    )
+    data_on_device: bool = arg(
+        False,
+        "place the tokenized training split on the device once and slice each batch there, in the order and "
+        "padding the DataLoader gives (no collate, no host-to-device copy per step); CUDA and the CPU",
+    )
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = arg(  # numpy's seed range
         42, "seed of the head, the data order and everything random"
     )
@@ -362,6 +375,31 @@ class RunArgs:
                 f"{settings[0]} is given with lora_r=0 (full fine-tuning), which has no "
                 f"adapters: give lora_r > 0 for LoRA, or leave out {', '.join(settings)}"
             )
+        tr = self.train
+        if tr.step_mode != "eager" and tr.compile:
+            raise ConfigError(
+                f"compile=True is given with step_mode={tr.step_mode!r}, which compiles the model itself: "
+                "leave out compile"
+            )
+        if tr.step_mode != "eager" and tr.precision in ("fp16", "bf16-pure-sr"):
+            raise ConfigError(
+                f"step_mode={tr.step_mode!r} is invalid with precision={tr.precision!r}: its update reads "
+                "back to the host each step (GradScaler's skip, torchao's rounding); use bf16, fp32 or auto"
+            )
+        if tr.step_mode != "eager" and self.task.padding == "dynamic":
+            multiple = self.task.pad_to_multiple_of
+            buckets = math.ceil(self.task.max_length / multiple) if multiple else self.task.max_length
+            if buckets > RECOMPILE_LIMIT:
+                raise ConfigError(
+                    f"step_mode={tr.step_mode!r} with padding='dynamic' compiles one graph per padded length: "
+                    f"pad_to_multiple_of={multiple} gives up to {buckets} at max_length={self.task.max_length}, "
+                    f"above torch.compile's {RECOMPILE_LIMIT} (then it runs eager): give pad_to_multiple_of >= "
+                    f"{math.ceil(self.task.max_length / RECOMPILE_LIMIT)}, or padding='static'"
+                )
+        if tr.step_mode == "cudagraphs" and tr.device in ("cpu", "xla"):
+            raise ConfigError(f"step_mode='cudagraphs' needs CUDA, not device={tr.device!r}: use step_mode='compile'")
+        if tr.data_on_device and tr.device == "xla":
+            raise ConfigError("data_on_device=True is for CUDA and the CPU: on XLA the loader copies in the background")
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
             raise ConfigError(

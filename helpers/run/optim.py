@@ -51,12 +51,18 @@ def build_optimizer(
     optim: str = "adamw_torch",
     device_type: str = "cpu",
     precision: str = "fp32",
+    lr_on_device: bool = False,
 ) -> torch.optim.Optimizer:
     """Return AdamW over the LLRD groups; `precision='bf16-pure-sr'` rounds the update stochastically:
-    torchao's AdamW on CPU/CUDA, plain AdamW on XLA (the Neuron runtime rounds, NEURON_RT_STOCHASTIC_ROUNDING_EN)."""
+    torchao's AdamW on CPU/CUDA, plain AdamW on XLA (the Neuron runtime rounds, NEURON_RT_STOCHASTIC_ROUNDING_EN).
+    `lr_on_device`: each group's rate a tensor on the parameters' device, which the schedule fills in place, so a
+    compiled update neither recompiles nor reads the host when the rate changes (step_mode compile / cudagraphs)."""
     groups = llrd_param_groups(model, lr, llrd_decay, weight_decay)
+    where = next(model.parameters()).device
     for g in groups:
         g.pop("names")
+        if lr_on_device:
+            g["lr"] = torch.tensor(g["lr"], device=where)
     if device_type == "xla":
         # fused/foreach AdamW fails on XLA (NEURON.md); bf16-pure-sr: the Neuron runtime rounds
         return xla_adamw(groups, lr)
@@ -65,11 +71,15 @@ def build_optimizer(
 
         return sr_adamw(groups, lr)  # its step is inductor-compiled: it cannot run on XLA tensors
     kwargs: dict = {}
-    if optim == "adamw_torch_fused" and device_type in ("cuda", "cpu"):
+    if lr_on_device:
+        # compiled: torch.compile fuses the foreach update itself (it does not trace into fused AdamW); a rate
+        # tensor needs capturable (its step count on the device too), which only a compiled step allows on a CPU
+        kwargs.update(foreach=True, capturable=True)
+    elif optim == "adamw_torch_fused" and device_type in ("cuda", "cpu"):
         kwargs["fused"] = True
     elif optim == "adamw_torch_foreach":
         kwargs["foreach"] = True
-    return torch.optim.AdamW(groups, lr=lr, **kwargs)
+    return torch.optim.AdamW(groups, lr=torch.tensor(lr, device=where) if lr_on_device else lr, **kwargs)
 
 
 def xla_adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:

@@ -273,6 +273,9 @@ class Shapes(Section):
 
     distinct: Count = None
     counts: dict[str, int] = Field(default_factory=dict)  # "32x64": steps
+    # step_mode compile / cudagraphs: the graphs torch.compile made while training (forward-backward and update
+    # per input shape); None in eager
+    compiled_graphs: Count = None
 
 
 class XlaCounters(Section):
@@ -355,6 +358,9 @@ class Profile(Section):
     class_share: OpClasses | None = None
     top_ops: list[TopOp] = Field(default_factory=list)
     matmul_achieved_tflops: Num = None
+    # CUDA: the union of the window's kernel and copy intervals over its wall, 0..1; the rest the device
+    # waited on the host (launches, Python, data). Measured on every CUDA run (kernels only unless profile)
+    device_busy_share: Num = None
     host_gap_definition: str | None = None
     xla_profiler_trace: str | None = None
     xla_metrics: XlaMetricsWindow | None = None

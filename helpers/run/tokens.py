@@ -66,6 +66,69 @@ def loader(
     )
 
 
+class DeviceBatches:
+    """A split's training batches sliced from its token table placed on the device once, in the order and
+    padding of the DataLoader built by loader() with the same arguments: no collate and no host-to-device copy
+    per step (one copy of each epoch's row order). `pad_to`: static padding's length; None pads each batch to
+    its longest row, rounded up to `pad_to_multiple_of`."""
+
+    def __init__(
+        self,
+        split: Dataset,
+        order: DataLoader,
+        device: torch.device,
+        pad_id: int,
+        pad_to: int | None = None,
+        pad_to_multiple_of: int | None = None,
+    ) -> None:
+        whole = split[:]  # every row's columns (torch format: ragged ones as a list of tensors)
+        rows = whole["input_ids"]
+        self.lengths = [int(mask.sum()) for mask in whole["attention_mask"]]  # static rows carry their padding
+        self.order, self.device, self.pad_to, self.multiple = order, device, pad_to, pad_to_multiple_of
+        width = self.width(range(len(rows)))  # the widest batch's
+        table = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        for i, (ids, n) in enumerate(zip(rows, self.lengths)):
+            table[i, :n] = ids[:n]
+        self.input_ids = table.to(device)
+        self.lengths_on_device = torch.tensor(self.lengths).to(device)
+        self.labels = torch.as_tensor(whole["labels"]).to(device)
+        self.has_token_types = "token_type_ids" in split.column_names
+        self.batch_size = order.batch_size
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def width(self, rows) -> int:
+        """Return the padded length of a batch of `rows` (as DataCollatorWithPadding pads it)."""
+        if self.pad_to:
+            return self.pad_to
+        longest = max(self.lengths[i] for i in rows)
+        return math.ceil(longest / self.multiple) * self.multiple if self.multiple else longest
+
+    def __iter__(self):
+        batches = list(self.order)  # this epoch's row indices, batch by batch (the sampler draws them here)
+        if not batches:
+            return
+        index = torch.tensor([i for rows in batches for i in rows]).to(self.device, non_blocking=True)
+        lengths = self.lengths_on_device
+        start = 0
+        for rows in batches:
+            at = index[start : start + len(rows)]
+            start += len(rows)
+            width = self.width(rows)
+            ids = self.input_ids.index_select(0, at)[:, :width]
+            mask = (torch.arange(width, device=self.device) < lengths.index_select(0, at)[:, None]).long()
+            batch = {"input_ids": ids}
+            if self.has_token_types:  # one sentence a row: every token of segment 0
+                batch["token_type_ids"] = torch.zeros_like(ids)
+            yield {**batch, "attention_mask": mask, "labels": self.labels.index_select(0, at)}
+
+
+def row_order(split: Dataset, batch: int, seed: int, drop_last: bool = False, sampler=None) -> DataLoader:
+    """Return a DataLoader of row indices in the order loader() with the same arguments draws the rows."""
+    return loader(range(len(split)), batch, list, shuffle=True, seed=seed, drop_last=drop_last, sampler=sampler)
+
+
 def length_grouped_sampler(split: Dataset, batch: int, seed: int):
     """Return transformers' sampler that puts rows of similar token length in the same batch (shuffled)."""
     from transformers.trainer_pt_utils import LengthGroupedSampler

@@ -107,6 +107,7 @@ def fit(
     log_lines: bool = False,
     callbacks: tuple[Callable[[int], None], ...] = (),
     sampler=None,
+    step_mode: str = "eager",
 ) -> FitResult:
     """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes.
 
@@ -116,9 +117,13 @@ def fit(
     left out: a step never spans two epochs, so on XLA the loader's end-of-epoch sync never cuts a step's
     micro-batches into a graph of their own.
     Without the bar, `log_lines` prints the loss once per window instead (papermill's log, torchrun's rank 0).
+    `step_mode` compile / cudagraphs: `model` is compiled (prepare_training) and the clip + AdamW update runs
+    as one compiled graph too (compiled_update); cudagraphs marks each step's start for the graphs' replay.
     """
     xla = dev.type == "xla"
     scaler = prec.grad_scaler(precision, dev.type)
+    update = compiled_update(model, optimizer, max_grad_norm, step_mode) if step_mode != "eager" else None
+    cudagraphs = step_mode == "cudagraphs"
     total = min(max_steps or math.inf, len(train_loader) // grad_accum * epochs)
     bar = tqdm(total=total, desc="train", unit="step", disable=not progress)
     result = FitResult("finished")
@@ -134,6 +139,8 @@ def fit(
                 continue  # drawn (the loader ends its epoch), never traced
             if micro == 0:
                 timer.start_step()
+                if cudagraphs:  # a new iteration: the graphs' outputs of the last one may be overwritten
+                    torch.compiler.cudagraph_mark_step_begin()
             batch = _to_device(batch, getattr(model, "module", model), dev)
             last_micro = micro == grad_accum - 1
             # DDP all-reduces in backward: only the last micro-batch of a step needs it
@@ -156,17 +163,20 @@ def fit(
                 scaler.unscale_(optimizer)
             if xla:
                 _xla_reduce_gradients(optimizer)
-            if max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            if scaler:
-                scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
-                scaler.step(optimizer)
-                scaler.update()
-                skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
-                result.skipped_steps += skipped
+            skipped = False
+            if update is not None:
+                update()  # clip and AdamW as one compiled graph (fp16's scaler is refused with it)
             else:
-                optimizer.step()
-                skipped = False
+                if max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+                if scaler:
+                    scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
+                    scaler.step(optimizer)
+                    scaler.update()
+                    skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
+                    result.skipped_steps += skipped
+                else:
+                    optimizer.step()
             if not skipped:
                 scheduler.step()
             optimizer.zero_grad(set_to_none=True)
@@ -203,6 +213,42 @@ def fit(
             f"gradient_accumulation_steps={grad_accum} (too few training rows for the batch)"
         )
     return result
+
+
+def compiled_update(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_grad_norm: float | None, step_mode: str
+) -> Callable[[], None]:
+    """Return the step's clip + AdamW update compiled by torch.compile (reduce-overhead, i.e. CUDA graphs, for
+    `step_mode='cudagraphs'`); the rates are device tensors (optim.build_optimizer's lr_on_device)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    # the class's step: the schedule wraps the instance's in a counter that torch.compile does not trace
+    step = type(optimizer).step
+
+    def update() -> None:
+        if max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+        step(optimizer)
+
+    compiled = torch.compile(update, mode=compile_mode(step_mode), dynamic=False)
+
+    def counted() -> None:
+        compiled()
+        optimizer._opt_called = True  # what the wrapper notes, so the schedule knows the update ran
+
+    return counted
+
+
+def compile_model(model: torch.nn.Module, step_mode: str) -> torch.nn.Module:
+    """Return `model`'s forward (and so its backward) compiled for `step_mode`, one graph per input shape."""
+    config = getattr(model, "config", None)
+    if config is not None and config.problem_type is None:  # set by the first forward otherwise: a recompile
+        config.problem_type = "single_label_classification"
+    return torch.compile(model, mode=compile_mode(step_mode), dynamic=False)
+
+
+def compile_mode(step_mode: str) -> str | None:
+    """Return torch.compile's mode for a step_mode: reduce-overhead (CUDA graphs) or inductor's default."""
+    return "reduce-overhead" if step_mode == "cudagraphs" else None
 
 
 def _log(result: FitResult, loss_sum: torch.Tensor, loss_n: int, bar, verbose: bool = False) -> float:
