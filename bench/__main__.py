@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> dict:
         "--model", default="bert-base-random", help="model of the timed sections (a tiny local folder for smoke runs)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU); default: all")
+    parser.add_argument(
+        "--step-mode",
+        default="eager",
+        choices=("eager", "compile", "cudagraphs"),
+        help="overhead: the step of fit, the bare loop and Trainer (torch_compile) in this form",
+    )
     parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
     parser.add_argument(
         "--sections", nargs="+", choices=SECTIONS, default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST]

@@ -100,19 +100,16 @@ EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_
 
 def overhead_section(args, sync) -> dict:
     """Return the rates of `fit`, the bare loop and `Trainer` on the same configuration, alternated."""
-    make = lambda: prepare(
-        args.data_dir,
-        args.device,
-        args.steps,  # noqa: E731
-        **(OVERHEAD_CFG | {"model_name": args.model}),
-    )
-    harness, bare, hf = make(), make(), make()  # three copies of the same seeded model
+    config = OVERHEAD_CFG | {"model_name": args.model, "step_mode": args.step_mode}
+    make = lambda: prepare(args.data_dir, args.device, args.steps, **config)  # noqa: E731
+    harness, bare = make(), make()  # copies of the same seeded model
+    hf = prepare(args.data_dir, args.device, args.steps, **(config | {"step_mode": "eager"}))  # Trainer compiles
     with tempfile.TemporaryDirectory() as tmp:
         rates = alternate(
             {
                 "fit (harness)": fit_window(harness, args.steps),
                 "bare loop": bare_window(bare, args.steps),
-                "Trainer": trainer_window(hf, args.steps, tmp),
+                "Trainer": trainer_window(hf, args.steps, tmp, args.step_mode),
             },
             args.windows,
             args.warmup,
@@ -120,7 +117,7 @@ def overhead_section(args, sync) -> dict:
             gate=args.gate,
         )
     return {
-        "config": OVERHEAD_CFG | {"model_name": args.model},
+        "config": config,
         "precision": harness.run.precision,
         "rates": rates,
         "steps_per_window": args.steps,

@@ -139,16 +139,25 @@ def bare_loop(
     device_type: str,
     max_grad_norm: float | None,
     scaler=None,
+    update=None,
 ) -> None:
     """Train on `batches` (already on the device) with nothing but the step: the reference loop.
 
     fp16 scales the loss (GradScaler) and leaves the schedule alone on a step the scaler skipped, as fit
-    (and Hugging Face Trainer) do; on XLA each step ends with a graph cut, as fit's does.
+    (and Hugging Face Trainer) do; on XLA each step ends with a graph cut, as fit's does. `update`: the
+    compiled clip + AdamW (train.compiled_update) of a compiled step, with a compiled `model`.
     """
     for batch in batches:
+        if update is not None and device_type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()
         with prec.autocast(precision, device_type):
             loss = model(**batch).loss
         (scaler.scale(loss) if scaler else loss).backward()
+        if update is not None:
+            update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            continue
         if scaler:
             scaler.unscale_(optimizer)
         if max_grad_norm:
@@ -261,6 +270,7 @@ def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
                 log_every=a.measure.log_every,
                 progress=False,
                 callbacks=(lambda step: clock.step(),),
+                step_mode=a.train.step_mode,
             )
         finally:
             mon.stop()
@@ -279,25 +289,23 @@ def bare_window(s: Setup, n_steps: int) -> Callable[[], dict]:
     shapes = {tuple(b["input_ids"].shape): 1 for b in batches}
     flops = s.flops(shapes) * n_steps / len(shapes)
     scaler = prec.grad_scaler(s.run.precision, dev.type)
+    tr = s.run.args.train
+    update = (
+        train.compiled_update(s.model, s.optimizer, tr.max_grad_norm, tr.step_mode) if tr.step_mode != "eager" else None
+    )
 
     def window() -> dict:
         bare_loop(
-            s.model,
-            batches,
-            s.optimizer,
-            s.scheduler,
-            s.run.precision,
-            dev.type,
-            s.run.args.train.max_grad_norm,
-            scaler,
+            s.model, batches, s.optimizer, s.scheduler, s.run.precision, dev.type, tr.max_grad_norm, scaler, update
         )
         return {"samples": sum(len(b["labels"]) for b in batches), "flops": flops}
 
     return window
 
 
-def trainer_window(s: Setup, n_steps: int, output_dir: str) -> Callable[[], dict]:
-    """Return a window: `Trainer.train()` for `n_steps` on the same pre-tokenized split, no logging.
+def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "eager") -> Callable[[], dict]:
+    """Return a window: `Trainer.train()` for `n_steps` on the same pre-tokenized split, no logging; a
+    `step_mode` other than eager: Trainer's torch_compile in that mode (`s` prepared eager).
 
     The window's seconds run from Trainer's `on_train_begin` (after its per-call setup: accelerate's
     prepare, optimizer and schedule) to the last `on_step_end`; a real run pays that setup once.
@@ -333,6 +341,9 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str) -> Callable[[], dict
         dataloader_num_workers=0,
         use_cpu=s.run.dev.type == "cpu",
         seed=a.train.seed,
+        # the peer a GPU user would pick for a compiled step: Trainer's own torch.compile of the model
+        torch_compile=step_mode != "eager",
+        torch_compile_mode=train.compile_mode(step_mode),
     )
     loop = LoopClock()
     trainer = Trainer(

@@ -90,8 +90,11 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         raise ConfigError(
             f"step_mode='cudagraphs' needs CUDA; this run's device is {dev.type}: use step_mode='compile'"
         )
-    if args.train.data_on_device and dev.type == "xla":
-        raise ConfigError("data_on_device=True is for CUDA and the CPU: on XLA the loader copies in the background")
+    if dev.type == "xla" and (args.train.data_on_device or args.train.step_mode != "eager"):
+        raise ConfigError(
+            "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
+            "and its loader copies in the background"
+        )
     model_config = models.load_config(args.task.model_name)
     args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built

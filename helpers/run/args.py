@@ -398,8 +398,11 @@ class RunArgs:
                 )
         if tr.step_mode == "cudagraphs" and tr.device in ("cpu", "xla"):
             raise ConfigError(f"step_mode='cudagraphs' needs CUDA, not device={tr.device!r}: use step_mode='compile'")
-        if tr.data_on_device and tr.device == "xla":
-            raise ConfigError("data_on_device=True is for CUDA and the CPU: on XLA the loader copies in the background")
+        if tr.device == "xla" and (tr.data_on_device or tr.step_mode != "eager"):
+            raise ConfigError(
+                "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
+                "and its loader copies in the background"
+            )
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
             raise ConfigError(

@@ -317,12 +317,21 @@ def test_another_machines_raw_windows_render_beside_this_machines_blocks(tmp_pat
     assert text.index("<!-- bench:h200-main begin -->") < text.index("fit / bare loop = 0.990x")
 
 
-def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch):
+@pytest.mark.parametrize("step_mode", ["eager", "compile"])  # compile: fit, the bare loop and Trainer compiled
+def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch, step_mode):
     monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
     args = argparse.Namespace(
-        data_dir=str(tiny_data_dir), device="cpu", windows=2, warmup=1, steps=2, model=str(tiny_model_dir), gate=None
+        data_dir=str(tiny_data_dir),
+        device="cpu",
+        windows=2,
+        warmup=1,
+        steps=2,
+        model=str(tiny_model_dir),
+        gate=None,
+        step_mode=step_mode,
     )
     out = sections.overhead_section(args, sync=lambda: None)
+    assert out["config"]["step_mode"] == step_mode
     assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     for windows in out["rates"].values():
         assert len(windows) == 2 and all(w["samples"] > 0 and w["flops"] > 0 for w in windows)

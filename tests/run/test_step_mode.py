@@ -98,6 +98,7 @@ def test_length_buckets_compile_one_graph_each():
         ({"step_mode": "cudagraphs", "device": "cpu"}, "needs CUDA"),
         ({"step_mode": "compile", "padding": "dynamic", "max_length": 128}, "pad_to_multiple_of >= 16"),
         ({"data_on_device": True, "device": "xla"}, "CUDA and the CPU"),
+        ({"step_mode": "compile", "device": "xla"}, "XLA compiles the step"),
     ],
 )
 def test_step_settings_that_cannot_work_are_refused(values, message):

@@ -35,6 +35,7 @@ from helpers.study.sweep.suites import (
     find_suites,
     resolve_suite,
     retarget,
+    with_overrides,
 )
 
 RUNS_DIR = "Experiment/runs"
@@ -163,6 +164,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--force", action="store_true", help="run suites that need fast bf16 on a device without it (slow: hours)"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a run parameter over every point's own (repeatable; new run names): --set step_mode=cudagraphs",
+    )
     parser.add_argument("--list", action="store_true", help="print the points and their run names; run nothing")
     parser.add_argument(
         "--plan",
@@ -199,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
     try:
         suites = [
-            retarget(s, args.target)
+            with_overrides(retarget(s, args.target), args.set)
             for s in (
                 every_suite(args.suites_dir) if args.suite == "all" else [resolve_suite(args.suite, args.suites_dir)]
             )

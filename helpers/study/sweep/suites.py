@@ -67,6 +67,26 @@ class Suite:
     report: dict = field(default_factory=dict)
     description: str = ""
     on_demand: bool = False
+    overrides: dict = field(default_factory=dict)  # `sweep --set`: over every point's own values (new run names)
+
+
+def with_overrides(suite: Suite, text: list[str]) -> Suite:
+    """Return `suite` with NAME=VALUE settings (VALUE read as a TOML value, else as text) over every point,
+    each checked as a run parameter; raise ConfigError naming a bad one."""
+    overrides = {}
+    for item in text:
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in FIELDS:
+            raise ConfigError(
+                f"--set {item!r}: expected NAME=VALUE with NAME a run parameter"
+                + (f" ({unknown_message(name.strip())})" if sep else "")
+            )
+        try:
+            overrides[name.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            overrides[name.strip()] = value
+    build_args(overrides)
+    return dataclasses.replace(suite, overrides={**suite.overrides, **overrides})
 
 
 @dataclass
@@ -228,7 +248,7 @@ def _combinations(suite: Suite, variant: str) -> list[dict]:
     base = {**suite.params, **spec.get("params", {})}
     grid = spec.get("grid", {})
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    return [{**base, **case, **combo} for case in spec.get("cases", [{}]) for combo in combos]
+    return [{**base, **case, **combo, **suite.overrides} for case in spec.get("cases", [{}]) for combo in combos]
 
 
 def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
