@@ -26,6 +26,12 @@ if [ "$mode" = gpu ] && ! "$py" -c 'import sys, torch; sys.exit(not torch.cuda.i
   echo "device_plan: no CUDA device for $py; on a CPU run: scripts/device_plan.sh rehearsal" >&2
   exit 2
 fi
+export EMOTION_DATA_DIR=${EMOTION_DATA_DIR:-$(cd .. && pwd)/shared/data/emotion}
+if [ ! -f "$EMOTION_DATA_DIR/train.jsonl" ]; then
+  echo "device_plan: no dataset at EMOTION_DATA_DIR=$EMOTION_DATA_DIR: set it to a folder of" \
+    "{train,validation,test}.jsonl (carry one to the device machine)" >&2
+  exit 2
+fi
 mkdir -p "$out" "$results"
 log="$out/$(date -u +%Y-%m-%dT%H%M)-$mode.log"
 start=$SECONDS

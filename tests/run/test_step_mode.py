@@ -183,3 +183,42 @@ def test_a_run_with_the_compiled_step_and_its_data_on_the_device_records_both(ti
     assert losses["o"] == losses["e"]  # the same batches, in the same order: the same run
     # inductor draws its own dropout masks: the compiled run is another sample of the same training
     assert losses["g"] == pytest.approx(losses["e"], rel=3e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need CUDA (the device plan runs this too)")
+def test_the_cuda_graphed_step_trains_as_eager_does_and_its_kernels_are_measured(tmp_path):
+    """On CUDA: reduce-overhead's graphs replay the same training as eager, and the kernels-only profile gives the
+    device's busy share."""
+    from helpers.measure.profile import StepProfiler
+
+    def fit(step_mode):
+        model = _model().cuda()
+        compiled = step_mode != "eager"
+        opt = build_optimizer(model, 1e-3, 0.9, 0.01, "adamw_torch_fused", "cuda", "bf16", lr_on_device=compiled)
+        sched = build_scheduler(opt, 20, 0.2)
+        step_model = train.compile_model(model, step_mode) if compiled else model
+        profiler = StepProfiler(True, tmp_path, warmup_steps=5, profile_steps=5, device_type="cuda", kernels_only=True)
+        batches = [{k: v.cuda() for k, v in b.items()} for b in _batches(20, 4)]
+        timer = StepTimer(torch.cuda.synchronize, 0, 1)
+        result = train.fit(
+            step_model,
+            batches,
+            opt,
+            sched,
+            resolve_device("cuda"),
+            "bf16",
+            1,
+            timer=timer,
+            log_every=1,
+            progress=False,
+            callbacks=(lambda step: profiler.step(),),
+            step_mode=step_mode,
+        )
+        profiler.close()
+        return [loss for _, loss in result.loss_curve], profiler.summary()
+
+    eager, eager_profile = fit("eager")
+    graphed, graphed_profile = fit("cudagraphs")
+    assert graphed == pytest.approx(eager, rel=3e-2, abs=3e-2)
+    for summary in (eager_profile, graphed_profile):
+        assert 0 < summary["device_busy_share"] <= 1 and "class_share" not in summary
