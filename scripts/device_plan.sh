@@ -51,20 +51,21 @@ stage() {
   echo "=== $name: exit $rc at $((SECONDS - start)) s"
 }
 
-sweep() { "$py" -m helpers.study.sweep "$@" --results "$results" --runs-dir "$out/runs"; }
+sweep=("$py" -m helpers.study.sweep)
+where=(--results "$results" --runs-dir "$out/runs")
 
 {
   nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv 2>/dev/null || lscpu | grep 'Model name'
   "$py" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
-  stage "first-run check" 60 "$py" -m helpers.check
-  stage "step paths" 200 sweep cloud/gpu_step.toml --variant "$variant"
+  [ -z "${SKIP_CHECK:-}" ] && stage "first-run check" 60 "$py" -m helpers.check
+  stage "step paths" 200 "${sweep[@]}" cloud/gpu_step.toml --variant "$variant" "${where[@]}"
   stage "harness vs bare graphed loop vs compiled Trainer" 150 "$py" -m bench --sections overhead \
     --step-mode "$step" --warmup 1 --results "$results" --out "$out/bench-$mode.md" "${bench[@]}"
-  stage "batch x length grid" 90 sweep cloud/gpu_grid.toml --variant "$variant"
+  stage "batch x length grid" 90 "${sweep[@]}" cloud/gpu_grid.toml --variant "$variant" "${where[@]}"
   for suite in time_to_accuracy batch_scaling speedup small_batch; do
     extra=()
     [ "$suite" = time_to_accuracy ] && extra=(--set pad_to_multiple_of=16)  # dynamic padding: 4 length buckets
-    stage "$suite (quick) on the fastest path" 60 sweep "$suite" --variant quick \
+    stage "$suite (quick) on the fastest path" 60 "${sweep[@]}" "$suite" --variant quick "${where[@]}" \
       --set step_mode="$step" --set data_on_device=true "${extra[@]}"
   done
   echo "=== done in $((SECONDS - start)) s of $budget"
