@@ -82,8 +82,9 @@ class Target:
     price_note: str
 
 
-def target_of(name: str, instance: str | None = None) -> Target:
-    """Return the target `name` on `instance` (default: trn1.2xlarge for trainium, g6.xlarge for nvidia)."""
+def target_of(name: str, instance: str | None = None, gpus: int | None = None) -> Target:
+    """Return the target `name` on `instance` (default: trn1.2xlarge for trainium, g6.xlarge for nvidia), priced
+    whole, or as `gpus` of its accelerators (their share of its price)."""
     instance = instance or DEFAULT_INSTANCE[name]
     row = load_instance_prices().set_index("instance")
     if instance not in row.index:
@@ -91,6 +92,10 @@ def target_of(name: str, instance: str | None = None) -> Target:
     r = row.loc[instance]
     note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
     device = RANK_DEVICE.get(r["device"], r["device"])
+    if gpus:
+        price = cost.price_per_accelerator_hour(instance) * gpus
+        share = f"{gpus} of its {r['accelerators']} accelerators at their share, ${price:g}/h, of {note}"
+        return Target(name, instance, device, price, share)
     return Target(name, instance, device, cost.instance_price(instance), note)
 
 
@@ -293,8 +298,11 @@ def _table(frame: pd.DataFrame, formats: dict[str, str]) -> str:
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
-def plan_text(suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str) -> str:
-    """Return the rendered plan of `suites`' `variant` on the target (nothing runs)."""
-    target = target_of(target_name, instance)
+def plan_text(
+    suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str, gpus: int | None = None
+) -> str:
+    """Return the rendered plan of `suites`' `variant` on the target, the instance or `gpus` of it (nothing
+    runs)."""
+    target = target_of(target_name, instance, gpus)
     frame, keys = plan_frame(suites, variant, target)
     return render(frame, keys, target, command)
