@@ -391,3 +391,24 @@ def test_the_local_target_runs_the_task_here_and_its_record_lands_where_the_repo
     assert len(found) == 1 and json.loads(found[0].read_text())["status"] == "finished"
     df, _ = frame.load(results)
     assert (df["suite"] == "smoke").sum() == 1 and df.loc[df["suite"] == "smoke", "steps"].item() == 4
+
+
+# ----------------------------------------------------------------------------- what a first user reads
+UPSTREAM = "PyTorch/XLA is no longer supported for training"  # announce-no-support-pytorch-xla-training
+
+
+@pytest.mark.parametrize(
+    "path", ["requirements-neuron.txt", "docs/HARDWARE.md", "cloud/trn1.yaml", "helpers/study/cloud.py"]
+)
+def test_where_the_neuron_pin_is_written_its_support_status_is_upstreams(path):
+    text = " ".join((REPO / path).read_text().replace("#", " ").split())  # comments and wrapped lines joined
+    assert UPSTREAM in text or "no longer supported for training" in text or "PyTorch/XLA training from" in text
+    assert "2.29" in text and "last SDK with torch-neuronx for training" not in text
+
+
+def test_the_docs_name_the_quota_a_new_aws_account_needs_and_the_default_neuron_release():
+    text = " ".join((REPO / "docs" / "HARDWARE.md").read_text().split())
+    for quota in ("Running On-Demand Trn instances", "Running On-Demand G and VT instances"):
+        assert quota in text
+    assert f"Starting with Neuron Release 2.30.0, {UPSTREAM} workloads on Trainium." in text
+    assert "The default is 2.31" in text
