@@ -48,6 +48,7 @@ from helpers.run.args import REPO_ROOT, RESULTS_DIR, ConfigError, Device, Precis
 from helpers.run.argv import to_argv
 
 SUITE = "check"  # the records' folder below the results
+READINGS = "_check"  # check 7's readings below the results: a folder starting with _ holds no records
 STEPS = 5
 EVAL_LOSSES = ("val_loss", "test_loss")  # the record's evaluation after training: both must be finite
 # what every run of the check trains: the smallest published BERT shape, random weights, a few rows; a
@@ -592,7 +593,8 @@ def matmul_roof(machine: Machine) -> Outcome:
 
 
 def keep_reading(machine: Machine, key: str | None, what: str, measured_tflops: float, peak: dict, outcome: Outcome):
-    """Write check 7's reading beside the runs' records (matmul@DEVICE.json): the first reading of a device kind
+    """Write check 7's reading beside the runs' records (READINGS/matmul@DEVICE.json, a folder no record reader
+    enters): the first reading of a device kind
     is what a measured band is later made of."""
     reading = {
         "device": machine.dev.describe(),
@@ -605,8 +607,9 @@ def keep_reading(machine: Machine, key: str | None, what: str, measured_tflops: 
         "status": outcome.status,
         "measured_at": records.now(),
     }
-    machine.results.mkdir(parents=True, exist_ok=True)
-    (machine.results / f"matmul@{machine.dev.key}.json").write_text(json.dumps(reading, indent=1) + "\n")
+    where = machine.results / READINGS
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"matmul@{machine.dev.key}.json").write_text(json.dumps(reading, indent=1) + "\n")
 
 
 def judge_roof(
@@ -631,8 +634,8 @@ def judge_roof(
         return Outcome(
             "warn",
             f"{text}: {inside} the {100 * low:.0f}-{100 * high:.0f}% band, not judged: the band was measured on "
-            f"{', '.join(BAND_MEASURED_ON)} only; recorded (matmul@DEVICE.json beside the records): read MFU on "
-            "this device with that in mind",
+            f"{', '.join(BAND_MEASURED_ON)} only; recorded ({READINGS}/matmul@DEVICE.json beside the records): "
+            "read MFU on this device with that in mind",
         )
     if not low <= ratio <= high:
         return Outcome(

@@ -231,7 +231,7 @@ def test_check_7_judges_a_device_kind_only_where_its_band_was_measured_and_recor
     monkeypatch.setattr(check, "bounded_matmul_tflops", lambda dev, timeout_s: measured)
     outcome = check.matmul_roof(machine)
     assert outcome.status == status
-    reading = json.loads((tmp_path / f"matmul@{machine.dev.key}.json").read_text())
+    reading = json.loads((tmp_path / check.READINGS / f"matmul@{machine.dev.key}.json").read_text())
     assert reading["measured_tflops"] == measured and reading["status"] == status
     if status == "warn":
         assert "not judged: the band was measured on h200, a10g only" in outcome.text
