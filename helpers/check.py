@@ -292,6 +292,12 @@ def run_bounded(command: list[str], timeout_s: float, **popen) -> int | None:
                 proc.wait()
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (a task's `timeout`, `sky cancel`) unwind like Ctrl-C, so run_bounded ends the run it waits
+    on: a run in a session of its own would otherwise outlive the check."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def child_env() -> dict[str, str]:
     """Return the environment of the check's child processes: this one, the repository on PYTHONPATH."""
     path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -705,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a run parameter (helpers/run/args.py) given to every run of the check",
     )
     args = parser.parse_args(argv)
+    exit_on_sigterm()
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         parser.error(f"--timeout={args.timeout:g} is invalid: give the seconds one run may take, > 0")
     results = Path(args.results or tempfile.mkdtemp(prefix="accelbench-check-")).resolve()

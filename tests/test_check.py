@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -190,6 +193,23 @@ def test_the_matmul_runs_in_a_child_that_is_killed_past_its_limit():
     assert check.bounded_matmul_tflops(cpu, timeout_s=300, n=64) > 0
     with pytest.raises(TimeoutError, match="did not finish in 0.2 s"):
         check.bounded_matmul_tflops(cpu, timeout_s=0.2, n=64)  # python alone takes longer to start
+
+
+def test_a_check_stopped_by_sigterm_takes_the_run_it_waits_on_with_it(tmp_path):
+    pid = tmp_path / "pid"
+    code = (
+        "import sys; from helpers import check; check.exit_on_sigterm(); "
+        f"check.run_bounded(['sh', '-c', 'echo $$ > {pid}; exec sleep 60'], 120)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    for _ in range(600):  # the run has started when it wrote its pid
+        if pid.exists() and pid.read_text().strip():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # what the task's `timeout` sends when the run passes its limit
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    run = int(pid.read_text())
+    assert not psutil.pid_exists(run) or psutil.Process(run).status() == psutil.STATUS_ZOMBIE
 
 
 def test_the_checks_bound_counts_every_run_and_the_matmul():
