@@ -306,7 +306,9 @@ def cost_text(target: str, config: dict) -> str:
         return (
             f"Cost: at most ${price * total_hours(config):.2f}, {spec.instance} at ${price:g}/h on demand "
             f"(helpers/facts/instance_prices.csv) with every step at its limit; the plan's dollars above are "
-            f"a model of the suites alone:\n{bound_text(config, price)}"
+            f"a model of the suites alone:\n{bound_text(config, price)}\nThe instance's price only: its "
+            f"{config['resources']['disk_size']} GB disk (EBS) bills apart while it exists, at the EBS price of "
+            "its volume type."
         )
     name = spec.resources["accelerators"].split(":")[0]
     share = cost.price_per_accelerator_hour(spec.instance)

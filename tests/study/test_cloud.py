@@ -174,6 +174,7 @@ def test_every_step_has_a_limit_and_the_printed_bound_is_their_sum(target):
         assert part in text
     if TARGETS_PINNED[target]:
         assert f"at most ${cost.instance_price(cloud.TARGETS[target].instance) * total_s / 3600:.2f}" in text
+        assert f"{config['resources']['disk_size']} GB disk (EBS) bills apart" in text
 
 
 TARGETS_PINNED = {t: spec.pinned for t, spec in cloud.TARGETS.items()}
