@@ -598,10 +598,11 @@ def matmul_roof(machine: Machine) -> Outcome:
     return judge_roof(what, measured, peak, (low, high), busy)
 
 
-def keep_reading(machine: Machine, key: str | None, what: str, measured_tflops: float, peak: dict, outcome: Outcome):
+def keep_reading(
+    machine: Machine, key: str | None, what: str, measured_tflops: float, peak: dict, outcome: Outcome
+) -> None:
     """Write check 7's reading beside the runs' records (READINGS/matmul@DEVICE.json, a folder no record reader
-    enters): the first reading of a device kind
-    is what a measured band is later made of."""
+    enters): the first readings of a device kind are what its measured band is later made of."""
     reading = {
         "device": machine.dev.describe(),
         "peak_key": key,
