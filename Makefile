@@ -161,17 +161,19 @@ bench: venv
 	$(PY) -m bench
 
 ## cloud: a trn1 or a GPU in the cloud in one command (SkyPilot, in .venv-cloud): prints the task, the sweep's
-## plan and its cost, asks (YES=1: without a terminal), launches, brings the records home into
-## Experiment/results/<suite>/ and tears the instance down (docs/HARDWARE.md, "First run in the cloud").
+## plan and the most it can cost (every step has a time limit), asks (YES=1: without a terminal), launches,
+## brings the records and the check's logs home (Experiment/results/<suite>/, Experiment/runs/check/) and tears
+## the instance down (docs/HARDWARE.md, "First run in the cloud").
 ##   make cloud TARGET=trn1|a10g|l4|a100|h100|local SUITES="cloud/smoke.toml padding" VARIANT=quick
-## DRY_RUN=1 prints the task, the plan and the cost and contacts no cloud; IMAGE_ID=ami-... (trn1), REGION=,
-## KEEP=1 (leave it up). `local` runs the task's setup and run here. cloud-lab: JupyterLab on the instance
-## through an SSH tunnel (Ctrl-C: the records home, then down). cloud-down: the records home, then down.
+## DRY_RUN=1 (or yes, true, y, on) prints the task, the plan and the cost and contacts no cloud; IMAGE_ID=ami-...
+## (trn1), REGION=, KEEP=1 (leave it up); a value that is neither yes nor no is refused. `local` runs the task's
+## setup and run here. cloud-lab: JupyterLab on the instance through an SSH tunnel (Ctrl-C: the records home,
+## then down). cloud-down: the records home, then down.
 CLOUD_VENV := .venv-cloud
 SUITES ?= cloud/smoke.toml
 VARIANT ?= quick
-CLOUD_FLAGS = $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(YES)),--yes) \
-	$(if $(filter 1,$(KEEP)),--keep) $(if $(IMAGE_ID),--image-id $(IMAGE_ID)) $(if $(REGION),--region $(REGION))
+CLOUD_FLAGS = $(if $(DRY_RUN),--dry-run="$(DRY_RUN)") $(if $(YES),--yes="$(YES)") $(if $(KEEP),--keep="$(KEEP)") \
+	$(if $(IMAGE_ID),--image-id "$(IMAGE_ID)") $(if $(REGION),--region "$(REGION)")
 .PHONY: cloud-venv cloud cloud-lab cloud-down cloud-run
 cloud-venv: $(CLOUD_VENV)/.installed
 $(CLOUD_VENV)/.installed: requirements-cloud.txt
@@ -187,21 +189,26 @@ cloud-lab: venv cloud-venv
 	$(PY) -m helpers.study.cloud $(TARGET) --lab $(CLOUD_FLAGS)
 
 cloud-down: venv cloud-venv
-	$(PY) -m helpers.study.cloud $(TARGET) --down $(if $(filter 1,$(LAB)),--lab)
+	$(PY) -m helpers.study.cloud $(TARGET) --down $(if $(LAB),--lab="$(LAB)")
 
 # tests/study/test_cloud.py checks the task files against SkyPilot's schema in .venv-cloud
 test-main: cloud-venv
 
 ## cloud-run: what the cloud tasks' `run` is (cloud/*.yaml; SkyPilot sets these variables from the task's
-## envs), and `make cloud TARGET=local` here: the first-run check, then each of SUITES' VARIANT through the
-## sweep (a failed check stops it: records of a device that fails the check would mislead)
+## envs), and `make cloud TARGET=local` here: the first-run check, its records, logs and output kept in
+## CHECK_RESULTS (under Experiment/runs, which comes home), then each of SUITES' VARIANT through the sweep, on
+## trainium after filling the Neuron compile cache (--precompile). A failed check stops it: records of a device
+## that fails the check would mislead.
 SWEEP_TARGET ?= nvidia
 SWEEP_PY ?= $(PY)
 SWEEP_RESULTS ?= Experiment/results
+CHECK_RESULTS ?= Experiment/runs/check
 cloud-run:
-	$(SWEEP_PY) -m helpers.check
+	@mkdir -p $(CHECK_RESULTS)
+	set -o pipefail; $(SWEEP_PY) -m helpers.check --results $(CHECK_RESULTS) 2>&1 | tee $(CHECK_RESULTS)/check.log
 	@status=0; for suite in $(SUITES); do \
-	  sweep="$(SWEEP_PY) -m helpers.study.sweep $$suite --variant $(VARIANT) --target $(SWEEP_TARGET)"; \
+	  sweep="$(SWEEP_PY) -m helpers.study.sweep $$suite --variant $(VARIANT) --target $(SWEEP_TARGET)$(if \
+	    $(filter trainium,$(SWEEP_TARGET)), --precompile)"; \
 	  echo "$$sweep --results $(SWEEP_RESULTS)"; $$sweep --results $(SWEEP_RESULTS) || status=1; \
 	done; exit $$status
 

@@ -8,17 +8,22 @@
 Each check prints its number, pass / fail / skip and what it compared; the exit status is 1 when any failed.
 The runs are the study's own: Nvidia/train.py or Trainium/train.py (steps.run_all), one process each as a
 sweep runs them, on `bert-tiny-random` (2 layers, 4.4 M parameters, random weights), 64 training rows of the
-data (EMOTION_DATA_DIR, else the hub) and 5 steps (3 of warm-up). Their records go to a temporary folder,
-kept (and named) when a check fails or with --results. What only a person can judge (a power cap, clocks
-under load, the compile cache's disk) is in docs/HARDWARE.md.
+data (EMOTION_DATA_DIR, else the hub) and 5 steps (3 of warm-up). Every run and the matmul of check 7 is a
+child process with a time limit (RUN_TIMEOUT_S, MATMUL_TIMEOUT_S), killed past it, so the check as a whole is
+bounded (`bound_s`): a compile or a collective that hangs fails its check instead of billing an instance. Their
+records and logs go to a temporary folder, kept (and named) when a check fails, or to --results (`make
+cloud-run` keeps them under Experiment/runs/check, which comes home). What only a person can judge (a power
+cap, clocks under load, the compile cache's disk) is in docs/HARDWARE.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +39,8 @@ from typing import Literal
 
 import torch
 
-from helpers.calc.roofline import device_peak
+from helpers.calc.facts import cuda_device_key
+from helpers.calc.roofline import device_peak, neuron_core_key
 from helpers.measure import peaks
 from helpers.run import device as devices
 from helpers.run import neuron, records
@@ -42,7 +48,9 @@ from helpers.run.args import REPO_ROOT, RESULTS_DIR, ConfigError, Device, Precis
 from helpers.run.argv import to_argv
 
 SUITE = "check"  # the records' folder below the results
+READINGS = "_check"  # check 7's readings below the results: a folder starting with _ holds no records
 STEPS = 5
+EVAL_LOSSES = ("val_loss", "test_loss")  # the record's evaluation after training: both must be finite
 # what every run of the check trains: the smallest published BERT shape, random weights, a few rows; a
 # periodic evaluation mid-run, so check 4 sees its graphs counted as evaluation, not as a training recompile
 RUN = dict(
@@ -70,9 +78,21 @@ NEURON_CORES = Path("/sys/devices/virtual/neuron_device")  # the driver's sysfs:
 # a dense bf16 matmul reaches 60-80% of a datasheet peak; below 60%: a power cap, low clocks, or a peak in the
 # file that is too high; above 110%: a peak that is too low (either makes every MFU on the device wrong)
 DEVICE_BAND = (0.6, 1.1)
+# the device kinds (device_peaks.csv keys) where check 7's matmul was measured against the row and read inside
+# the band: the band gates a run there only; elsewhere the reading is recorded and warned about, not judged
+BAND_MEASURED_ON = {
+    "h200": "778 of 989 TFLOP/s (79%), an H200 on 2026-11-26 (docs/HARDWARE.md)",
+    "a10g": "69.5 of 70 TFLOP/s (99%), a g5.xlarge (the A10G row of helpers/facts/device_peaks.csv)",
+}
+# the longest one run of the check may take, killed past it: on Neuron each run compiles its graphs cold
+# (neuronx-cc, minutes each even for bert-tiny); elsewhere a run takes seconds to a minute
+RUN_TIMEOUT_S = {"neuron": 1200.0, "other": 600.0}
+MATMUL_TIMEOUT_S = {"neuron": 900.0, "other": 300.0}  # check 7's matmul: on Neuron one cold compile first
+KILL_GRACE_S = 10  # between SIGTERM and SIGKILL to a run past its limit
 # a CPU's roof is measured on the machine and moves with load and threads: beyond 3x, every MFU is off as much
 CPU_BAND = (1 / 3, 3.0)
-Status = Literal["pass", "fail", "skip"]
+# warn: measured and recorded but not judged (no measured band for the device kind); it fails nothing
+Status = Literal["pass", "fail", "skip", "warn"]
 
 
 @dataclass
@@ -90,6 +110,7 @@ class Machine:
     requested: str
     results: Path
     params: dict  # the command line's -p values, given to every run
+    timeout_s: float | None = None  # each run's limit; None: the device's RUN_TIMEOUT_S
     dev: devices.DeviceInfo | None = None
     runs: dict[str, dict] = field(default_factory=dict)  # precision -> its finished record
 
@@ -158,6 +179,13 @@ def unused_hardware(requested: str, dev: devices.DeviceInfo) -> str | None:
     if requested == "cpu":
         return None  # asked for by name
     if NVIDIA_DEVICE.exists() and dev.type != "cuda" and requested != "xla":
+        hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if hidden is not None and torch.cuda.device_count() == 0:
+            return (
+                f"an NVIDIA GPU is present ({NVIDIA_DEVICE}) but CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU "
+                f"from torch, so the runs would use {dev.name}: unset it (`unset CUDA_VISIBLE_DEVICES`) or name "
+                "a GPU (CUDA_VISIBLE_DEVICES=0; nvidia-smi -L lists them)"
+            )
         built = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA (a CPU build of torch)"
         return (
             f"an NVIDIA GPU is present ({NVIDIA_DEVICE}) but the runs would use {dev.name}: torch "
@@ -174,8 +202,32 @@ def unused_hardware(requested: str, dev: devices.DeviceInfo) -> str | None:
     return None
 
 
+def xla_setting(requested: str) -> str | None:
+    """Return what to set where this environment cannot run `requested` (None when it can): .venv-xla (torch-xla
+    without torch-neuronx) runs torch-xla's CPU backend only, with PJRT_DEVICE=CPU."""
+    if not find_spec("torch_xla") or find_spec("torch_neuronx"):
+        return None
+    pjrt = os.environ.get("PJRT_DEVICE")
+    if requested != "xla":
+        return (
+            f"device={requested!r} in the XLA environment (torch-xla, no torch-neuronx; PJRT_DEVICE "
+            f"{'unset' if pjrt is None else repr(pjrt)}): it runs torch-xla's CPU backend only. Set PJRT_DEVICE=CPU "
+            "(`PJRT_DEVICE=CPU python -m helpers.check`); the CPU and CUDA paths run in .venv (`make venv`)"
+        )
+    if pjrt not in (None, "CPU"):  # unset, resolve_device sets CPU
+        return (
+            f"PJRT_DEVICE={pjrt!r} in the XLA environment: requirements-xla.txt installs torch-xla's CPU backend "
+            "only (no PJRT plugin for another device), so every run would fail minutes in. Set PJRT_DEVICE=CPU; "
+            "a CUDA GPU runs in .venv (`make venv`, `python -m helpers.check`)"
+        )
+    return None
+
+
 def device_used(machine: Machine) -> Outcome:
     """The requested device resolves to one this machine has, not to the CPU when it has an accelerator."""
+    refused = xla_setting(machine.requested)
+    if refused:
+        return Outcome("fail", refused)
     try:
         dev = devices.resolve_device(machine.requested)
     except ConfigError as err:
@@ -209,29 +261,75 @@ def run_params(machine: Machine, run_name: str, **values) -> dict:
     }
 
 
+def device_kind(dev: devices.DeviceInfo) -> str:
+    """Return the key of RUN_TIMEOUT_S and MATMUL_TIMEOUT_S for `dev`: neuron, else other."""
+    return "neuron" if dev.neuron else "other"
+
+
+def bound_s(neuron: bool) -> float:
+    """Return the longest the check can take, in seconds: every run (each precision mode, the two-rank run)
+    and the matmul at their limits."""
+    kind = "neuron" if neuron else "other"
+    runs = len(typing.get_args(Precision))  # the modes but auto, and the two-rank run
+    return runs * RUN_TIMEOUT_S[kind] + MATMUL_TIMEOUT_S[kind]
+
+
+def run_bounded(command: list[str], timeout_s: float, **popen) -> int | None:
+    """Run `command` in a process group of its own; return its exit status, or None when it ran past
+    `timeout_s` (the group is then sent SIGTERM, then SIGKILL: its children go too)."""
+    proc = subprocess.Popen(command, start_new_session=True, **popen)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:  # past the limit, or Ctrl-C: the run does not outlive the check
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (a task's `timeout`, `sky cancel`) unwind like Ctrl-C, so run_bounded ends the run it waits
+    on: a run in a session of its own would otherwise outlive the check."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def child_env() -> dict[str, str]:
+    """Return the environment of the check's child processes: this one, the repository on PYTHONPATH."""
+    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "PYTHONPATH": path}
+
+
 def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
-    """Run the study's script for `params` in its own process; return its record (None if none) and the tail
-    of its output."""
+    """Run the study's script for `params` in its own process, killed past the run's limit; return its record
+    (None if none) and the tail of its output (saying so first when it was killed)."""
     args = build_args(params)
     script = REPO_ROOT / ("Trainium" if machine.dev.type == "xla" else "Nvidia") / "train.py"
-    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     log = machine.results / "logs" / f"{params['run_name']}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    limit = machine.timeout_s or RUN_TIMEOUT_S[device_kind(machine.dev)]
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        code = subprocess.run(
+        code = run_bounded(
             [sys.executable, str(script), *to_argv(args)],
+            limit,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONPATH": path},
-        ).returncode
+            env=child_env(),
+        )
     where = records.record_path(machine.results, SUITE, params["run_name"], machine.dev.key)
     record = records.read_record(where)
     tail = " | ".join(log.read_text().strip().splitlines()[-4:])
+    if code is None:
+        record, tail = None, f"killed after its limit of {limit:.0f} s (log {log}): {tail}"
     print(
         f"   {params['run_name']}: {record['status'] if record else 'no record'} in "
-        f"{time.perf_counter() - t0:.0f} s (exit {code}; log {log})",
+        f"{time.perf_counter() - t0:.0f} s ({'killed' if code is None else f'exit {code}'}; log {log})",
         flush=True,
     )
     return record, tail
@@ -253,7 +351,8 @@ def precision_modes(dev: devices.DeviceInfo) -> tuple[list[str], list[str]]:
 
 
 def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
-    """Five steps in every precision mode the device runs, each finished with a finite loss on this device."""
+    """Five steps in every precision mode the device runs, each finished on this device with a finite last
+    training loss and finite evaluation losses after training."""
     found, refused = precision_modes(machine.dev)
     problems, losses = [], []
     for mode in modes or found:
@@ -266,11 +365,19 @@ def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
                 + (f"; it ran elsewhere: {', '.join(elsewhere)}" if elsewhere else f" ({tail})")
             )
             continue
-        loss = (record.get("metrics") or {}).get("final_loss")
+        metrics = record.get("metrics") or {}
+        loss = metrics.get("final_loss")
+        evaluation = {k: metrics.get(k) for k in EVAL_LOSSES}
         if record["status"] != "finished":
             problems.append(f"{mode}: {record['status']}: {record.get('error')}")
         elif loss is None or not math.isfinite(loss):
             problems.append(f"{mode}: final loss {loss}, not a finite number")
+        elif not all(v is not None and math.isfinite(v) for v in evaluation.values()):
+            # the last training loss is taken before the last update: weights it broke show only here
+            problems.append(
+                f"{mode}: evaluation after training {', '.join(f'{k} {v}' for k, v in evaluation.items())}: "
+                "not finite numbers (the last update broke the weights, or the evaluation did not run)"
+            )
         elif record["timing"]["steps"] != STEPS:
             problems.append(f"{mode}: {record['timing']['steps']} steps, not {STEPS}")
         else:
@@ -415,6 +522,34 @@ def device_matmul_tflops(dev: devices.DeviceInfo, n: int = 8192, repeats: int = 
     return 2 * n**3 * repeats / (time.perf_counter() - t0) / 1e12
 
 
+# check 7's matmul in a child process (bounded like a run): python -c MATMUL DEVICE N
+MATMUL = (
+    "import sys; from helpers.check import device_matmul_tflops; from helpers.run.device import resolve_device; "
+    "print(device_matmul_tflops(resolve_device(sys.argv[1]), int(sys.argv[2])))"
+)
+
+
+def bounded_matmul_tflops(dev: devices.DeviceInfo, timeout_s: float, n: int = 8192) -> float:
+    """Return device_matmul_tflops(dev, n) measured in a child process killed past `timeout_s`; raise
+    TimeoutError past it, RuntimeError with its output's tail when it fails."""
+    with tempfile.TemporaryFile("w+") as out:
+        code = run_bounded(
+            [sys.executable, "-c", MATMUL, dev.type, str(n)],
+            timeout_s,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env=child_env(),
+        )
+        out.seek(0)
+        lines = out.read().strip().splitlines()
+    if code is None:
+        raise TimeoutError(f"the {n} x {n} bf16 matmuls did not finish in {timeout_s:g} s (killed)")
+    if code != 0:
+        raise RuntimeError(f"the matmul process exited {code}: {' | '.join(lines[-3:])}")
+    return float(lines[-1])
+
+
 def cpu_roof(machine: Machine) -> tuple[dict, str]:
     """Return the bf16 roof runs on this CPU divide by, and where it comes from: the one kept in the
     repository (Experiment/results/_peaks), else the one this check's runs measured."""
@@ -446,7 +581,12 @@ def matmul_roof(machine: Machine) -> Outcome:
                 f"no bf16 peak for {dev.name} ({peak['source']}): add its row to "
                 "helpers/facts/device_peaks.csv with its source",
             )
-        measured, low, high, what = device_matmul_tflops(dev), *DEVICE_BAND, "8192 x 8192 bf16 matmuls"
+        measured = bounded_matmul_tflops(dev, MATMUL_TIMEOUT_S[device_kind(dev)])
+        low, high, what = *DEVICE_BAND, "8192 x 8192 bf16 matmuls"
+        key = neuron_core_key(dev.instance) if dev.neuron else cuda_device_key(dev.name)
+        outcome = judge_roof(what, measured, peak, (low, high), unmeasured=key not in BAND_MEASURED_ON)
+        keep_reading(machine, key, what, measured, peak, outcome)
+        return outcome
     else:
         peak, source = cpu_roof(machine)
         now = peaks.measure_peak("bf16")  # the roof's own procedure: the best of the model shapes
@@ -458,10 +598,37 @@ def matmul_roof(machine: Machine) -> Outcome:
     return judge_roof(what, measured, peak, (low, high), busy)
 
 
+def keep_reading(
+    machine: Machine, key: str | None, what: str, measured_tflops: float, peak: dict, outcome: Outcome
+) -> None:
+    """Write check 7's reading beside the runs' records (READINGS/matmul@DEVICE.json, a folder no record reader
+    enters): the first readings of a device kind are what its measured band is later made of."""
+    reading = {
+        "device": machine.dev.describe(),
+        "peak_key": key,
+        "what": what,
+        "measured_tflops": measured_tflops,
+        "peak_tflops": peak["peak_tflops"],
+        "fraction_of_peak": measured_tflops / peak["peak_tflops"],
+        "peak_source": peak["source"],
+        "status": outcome.status,
+        "measured_at": records.now(),
+    }
+    where = machine.results / READINGS
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"matmul@{machine.dev.key}.json").write_text(json.dumps(reading, indent=1) + "\n")
+
+
 def judge_roof(
-    what: str, measured_tflops: float, peak: dict, band: tuple[float, float], busy: str | None = None
+    what: str,
+    measured_tflops: float,
+    peak: dict,
+    band: tuple[float, float],
+    busy: str | None = None,
+    unmeasured: bool = False,
 ) -> Outcome:
-    """Pass when `measured_tflops` is within `band` (fractions) of peak["peak_tflops"]; skip when `busy`."""
+    """Pass when `measured_tflops` is within `band` (fractions) of peak["peak_tflops"]; skip when `busy`; warn
+    (recorded, not judged) when the band was never `measured` on this device kind."""
     ratio, (low, high) = measured_tflops / peak["peak_tflops"], band
     text = (
         f"{what}: {measured_tflops:.3g} TFLOP/s, {100 * ratio:.0f}% of the {peak['peak_tflops']:.3g} "
@@ -469,6 +636,14 @@ def judge_roof(
     )
     if busy:
         return Outcome("skip", f"{text}; not judged: the machine is busy ({busy}), run it on a quiet one")
+    if unmeasured:
+        inside = "inside" if low <= ratio <= high else "outside"
+        return Outcome(
+            "warn",
+            f"{text}: {inside} the {100 * low:.0f}-{100 * high:.0f}% band, not judged: the band was measured on "
+            f"{', '.join(BAND_MEASURED_ON)} only; recorded ({READINGS}/matmul@DEVICE.json beside the records): "
+            "read MFU on this device with that in mind",
+        )
     if not low <= ratio <= high:
         return Outcome(
             "fail",
@@ -482,7 +657,7 @@ def judge_roof(
 CHECKS: tuple[tuple[str, Callable[[Machine], Outcome]], ...] = (
     ("versions and drivers", versions),
     ("the requested device is the one used", device_used),
-    (f"{STEPS} steps in every precision mode, loss finite", five_steps),
+    (f"{STEPS} steps in every precision mode, training and evaluation losses finite", five_steps),
     ("on XLA one training graph per steady step, evaluation compiled apart", xla_graphs),
     ("the energy window is the timing window", energy_window),
     ("two ranks record world size 2 and disjoint shards", two_ranks),
@@ -521,6 +696,14 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the runs' records and logs here (default: a temporary folder, removed when every check passes)",
     )
     parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds one run may take before it is killed (default: "
+        + ", ".join(f"{v:g} on {k}" for k, v in RUN_TIMEOUT_S.items())
+        + ")",
+    )
+    parser.add_argument(
         "-p",
         nargs=2,
         action="append",
@@ -529,13 +712,17 @@ def main(argv: list[str] | None = None) -> int:
         help="a run parameter (helpers/run/args.py) given to every run of the check",
     )
     args = parser.parse_args(argv)
+    exit_on_sigterm()
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        parser.error(f"--timeout={args.timeout:g} is invalid: give the seconds one run may take, > 0")
     results = Path(args.results or tempfile.mkdtemp(prefix="accelbench-check-")).resolve()
-    machine = Machine(args.device or requested_device(), results, dict(args.p))
+    machine = Machine(args.device or requested_device(), results, dict(args.p), args.timeout)
     print(f"accelbench check: device {machine.requested}, records in {results}", flush=True)
     outcomes = run_checks(machine)
     failed = [n for n, o in enumerate(outcomes, 1) if o.status == "fail"]
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "skip")}
-    print(f"check: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    counts = {s: sum(o.status == s for o in outcomes) for s in typing.get_args(Status)}
+    warned = f", {counts['warn']} warned" if counts["warn"] else ""
+    print(f"check: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped{warned}")
     if failed:
         print(
             f"check FAILED: {', '.join(f'{n} ({outcomes[n - 1].text})' for n in failed)}; records and logs "

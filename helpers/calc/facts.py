@@ -14,13 +14,17 @@ import pandas as pd
 FACTS = Path(__file__).resolve().parents[1] / "facts"
 
 # torch.cuda.get_device_name() names -> device_peaks.csv key, matched whole: a name that only contains a
-# known one (H200 NVL, GH200, A10 in A10G) is another product with other clocks, so it stays unknown rather
-# than borrow a roof. The H100's PCIe/NVL variants are left out for that reason.
+# known one (H200 NVL, GH200, A10 in A10G) is another product with other clocks, so it has its own row or
+# stays unknown rather than borrow a roof. The PCIe and NVL cards are their own rows: a cloud's "H100" or
+# "A100-80GB" offer may be one (SkyPilot's names differ by cloud: on RunPod "H100" is the PCIe card).
 CUDA_NAME_KEYS = (
     (r"NVIDIA H200", "h200"),
     (r"NVIDIA H200 NVL", "h200-nvl"),
     (r"NVIDIA H100 80GB HBM3", "h100"),
+    (r"NVIDIA H100 PCIe", "h100-pcie"),
+    (r"NVIDIA H100 NVL", "h100-nvl"),
     (r"NVIDIA A100-SXM4-80GB", "a100-80gb"),
+    (r"NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
     (r"NVIDIA A100-(SXM4|PCIE)-40GB", "a100-40gb"),
     (r"NVIDIA A10G", "a10g"),
     (r"NVIDIA A10", "a10"),

@@ -140,6 +140,9 @@ def gpm_sample(nvml, handle, sample):
 
 
 GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL", "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
+# GPM metrics are rates between two GPM samples: a window read fewer times than this gives None, with why (one
+# reading of a short window came out as a measured 0% tensor activity)
+MIN_GPM_READINGS = 2
 
 
 def gpm_metrics(nvml, older, newer) -> dict[str, float]:
@@ -167,7 +170,7 @@ class NvmlSource(Source):
     interval (what DCGM calls SM activity and profilers show as SM utilization). tensor_active_pct is GPM's
     ANY_TENSOR_UTIL: the share of the interval the tensor pipes (any type) were active, the GPU's
     counterpart of a NeuronCore's tensor engine active %. GPM exists on Hopper and later; elsewhere both
-    are None with gpm_reason saying why.
+    are None with gpm_reason saying why, as where the window held fewer than MIN_GPM_READINGS readings.
     mem_util_pct is NVML utilization.memory: the share of time device memory was read or written.
     """
 
@@ -212,8 +215,16 @@ class NvmlSource(Source):
         return values
 
     def summarize(self, samples: list[dict]) -> dict:
+        readings = sum(s.get("sm_active_pct") is not None for s in samples)
+        reason = self.gpm_reason
+        if 0 < readings < MIN_GPM_READINGS:
+            samples = [{**s, **dict.fromkeys(GPM_METRICS)} for s in samples]
+            reason = (
+                f"{readings} NVML GPM reading in this window, fewer than {MIN_GPM_READINGS}: GPM metrics are rates "
+                "between samples, and one reading of a window this short is not a measured activity"
+            )
         out = {**super().summarize(samples), "nvml_errors": self.errors}
-        return out if out.get("sm_active_pct_mean") is not None else {**out, "gpm_reason": self.gpm_reason}
+        return out if out.get("sm_active_pct_mean") is not None else {**out, "gpm_reason": reason}
 
     def close(self) -> None:
         if self._nvml is not None:

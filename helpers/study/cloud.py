@@ -1,24 +1,29 @@
 """A trn1 or a GPU in the cloud in one command (SkyPilot): the first-run check, the suites, the records home.
 
-    make cloud TARGET=trn1|a10g|l4|a100|h100|local SUITES="cloud/smoke.toml padding" VARIANT=quick [DRY_RUN=1]
+    make cloud TARGET=trn1|a10g|l4|a100|h100|local SUITES="cloud/smoke.toml padding" VARIANT=quick [DRY_RUN=yes]
     make cloud-lab TARGET=a10g        # JupyterLab on the instance, through an SSH tunnel
     python -m helpers.study.cloud trn1 --suites padding --variant quick --dry-run    # what make cloud runs
 
 A target is a task file (cloud/trn1.yaml, cloud/gpu.yaml) and what is set in it here: the accelerator
-and instance, the suites and variant (its envs), on trn1 the Neuron DLAMI of SDK 2.31, looked up at launch
-the way the Neuron docs say. Before launching, the task is printed and checked against SkyPilot's own
-schemas (offline, in .venv-cloud), then the sweep's plan for that instance and what it costs; then the user
-is asked. On the instance `setup` builds the environment with the repository's make targets and `run` is
-`make cloud-run` (the check, then the sweep). When the job ends, however it ends, the records are copied
-home with rsync over the SSH alias SkyPilot writes (into Experiment/results/<suite>/, as
-`<run>@<device>.json`) and the cluster is torn down; the task's autostop tears it down anyway 15 idle
-minutes after its job ends. `local` runs the same setup and run on this machine.
+and instance, the suites and variant (its envs), the run's time limit, on trn1 the Neuron DLAMI of SDK 2.31,
+looked up at launch the way the Neuron docs say. What a launch could not use is refused first (an empty
+SUITES, a suite file the instance would not get, an IMAGE_ID that is no AMI, a REGION the prices do not
+cover). Then the task is printed and checked against SkyPilot's own schemas (offline, in .venv-cloud), then the
+sweep's plan for that instance and the most the run can cost; then the user is asked. On the instance `setup`
+builds the environment with the repository's make targets and `run` is `make cloud-run` (the check, then the
+sweep), each under `timeout`: setup at SETUP_TIMEOUT_S, the run at RUN_TIMEOUT_S, the sum of the check's
+bound, the precompile trials' limits and the points' timeouts. So every step ends, and the bound printed
+(start, setup, run, autostop's idle minutes, at the instance's price) is one. When the job ends, however it
+ends, the records and the check's logs are copied home with rsync over the SSH alias SkyPilot writes (into
+Experiment/results/<suite>/ and Experiment/runs/) and the cluster is torn down; the task's autostop tears it
+down anyway 15 idle minutes after its job ends. `local` runs the same setup and run on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -29,11 +34,12 @@ from pathlib import Path
 
 import yaml
 
+from helpers import check
 from helpers.calc import prices as cost
+from helpers.calc.facts import load_instance_prices
 from helpers.run.args import REPO_ROOT
-from helpers.study.sweep import plan
-from helpers.study.sweep.runner import DEFAULT_TIMEOUT_S
-from helpers.study.sweep.suites import VARIANTS, Suite, expand, resolve_suite, retarget
+from helpers.study.sweep import plan, precompile
+from helpers.study.sweep.suites import VARIANTS, Suite, expand, resolve_suite, retarget, timeout_of
 
 CLOUD_BIN = Path(".venv-cloud/bin")  # `make cloud-venv` (requirements-cloud.txt); commands run from the root
 VALIDATOR = "cloud/validate.py"
@@ -41,14 +47,31 @@ DEFAULT_SUITES = "cloud/smoke.toml"
 REMOTE_WORKDIR = "sky_workdir"  # SkyPilot syncs the workdir to ~/sky_workdir and runs setup and run there
 RESULTS, RUNS = "Experiment/results", "Experiment/runs"
 IDLE_MINUTES = 15  # the task files' autostop
+# assumed, not bounded here: SkyPilot's start of the instance (provisioning, its runtime, the workdir's sync),
+# billed before setup begins
+PROVISION_S = 900
+RUN_START_S = 600  # the run's own start beyond its steps' limits: make, each sweep's start and plan
 LAB_PORT = 8888
 # an extra Jupyter config path (not the writable config folder): idle kernels are culled, then the server
 # stops, so the instance goes idle and its autostop tears it down even when the laptop is gone
 LAB_RUN = f"JUPYTER_CONFIG_PATH=$PWD/cloud/jupyter make lab LAB_XLA=0 LAB_PORT={LAB_PORT}\n"
 # "Each Neuron DLAMI includes the SDK version in its description" (Neuron docs, deploy/environments/dlami.rst,
-# "Finding a DLAMI for a specific Neuron SDK version"); 2.31 is the last SDK with torch-neuronx training
+# "Finding a DLAMI for a specific Neuron SDK version"). Upstream: "starting with Neuron Release 2.30.0, PyTorch/XLA
+# is no longer supported for training workloads on Trainium"; 2.31 ships the last torch-neuronx, with training
+# unsupported (2.29 is the last release that supports it): requirements-neuron.txt says why the pin is 2.31
 NEURON_SDK = "2.31"
-DLAMI_NAME = "Deep Learning AMI Neuron*(Ubuntu 24.04)*"
+# the multi-framework DLAMI ("Deep Learning AMI Neuron (Ubuntu 24.04) <date>"), not the single-framework
+# PyTorch, JAX or vLLM ones ("Deep Learning AMI Neuron PyTorch 2.9 (Ubuntu 24.04) ...")
+DLAMI_NAME = "Deep Learning AMI Neuron (Ubuntu 24.04) *"
+AMI_ID = re.compile(r"ami-[0-9a-f]{8}([0-9a-f]{9})?")  # an AMI id: 8 or 17 hex digits
+# the cards an offer of an accelerator name may be (as torch names them): SkyPilot's names differ by cloud (on
+# RunPod "H100" is the PCIe card); each has its row in helpers/facts/device_peaks.csv
+CARDS = {
+    "A100": ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"),
+    "H100": ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
+}
+# what a user types for yes and for no (DRY_RUN=true, YES=1, KEEP=no, ...); anything else is refused
+YES_WORDS, NO_WORDS = ("1", "y", "yes", "true", "on"), ("", "0", "n", "no", "false", "off")
 
 
 class CloudError(RuntimeError):
@@ -116,7 +139,73 @@ def render(
     config["envs"].update(SUITES=suites, VARIANT=variant)
     if lab:
         config["run"] = LAB_RUN
+        if target == "trn1":  # JupyterLab runs from .venv: built in setup, before `sky launch` returns
+            config["setup"] += 'timeout --kill-after=60 "$SETUP_TIMEOUT_S" make venv\n'
+    else:
+        config["envs"]["RUN_TIMEOUT_S"] = str(round(sum(seconds for _, seconds, _ in run_parts(config))))
     return config
+
+
+def switch(text: str) -> bool:
+    """Return True for what a user types for yes (1, y, yes, true, on), False for no ('', 0, n, no, false, off)."""
+    word = str(text).strip().lower()
+    if word in YES_WORDS + NO_WORDS:
+        return word in YES_WORDS
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither yes ({', '.join(YES_WORDS)}) nor no ({', '.join(NO_WORDS[1:])}, or empty)"
+    )
+
+
+def suite_file_problem(name: str) -> str | None:
+    """Return why the instance would not get the suite file `name` (a .toml path), None when it would: the
+    workdir SkyPilot syncs is this repository, less what git ignores."""
+    path = Path(name)
+    inside = not path.is_absolute() and (REPO_ROOT / path).resolve().is_relative_to(REPO_ROOT)
+    if not inside:
+        return (
+            f"the suite file {name} is not a path inside the repository, and the instance gets the repository "
+            "only (the task's workdir): copy it into the repository (cloud/ holds smoke.toml) and name it by "
+            "its path from the root"
+        )
+    ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=REPO_ROOT, capture_output=True).returncode
+    if ignored == 0:
+        return f"the suite file {name} is ignored by git, so SkyPilot's sync of the repository leaves it behind"
+    return None
+
+
+def refusal(target: str, suites: str, image_id: str | None, region: str | None, lab: bool = False) -> str | None:
+    """Return why a launch of `target` could not run as asked (None when it could): found here, before the
+    dry run prints a plan for it."""
+    spec = TARGETS[target]
+    if not lab and not suites.split():
+        return (
+            f"SUITES is empty: a launch would still rent {spec.instance} for setup and the check, and plan "
+            "nothing; name a suite (cloud/smoke.toml is the cheapest; `python -m helpers.study.sweep all --list`)"
+        )
+    for name in suites.split() if not lab else ():
+        problem = suite_file_problem(name) if name.endswith(".toml") else None
+        if problem:
+            return problem
+    if target == "local" and (image_id or region):
+        return "local runs on this machine: IMAGE_ID and REGION name an AWS instance; leave them out"
+    if not spec.pinned and (image_id or region):
+        return (
+            f"IMAGE_ID and REGION pin an AWS instance, and {target} takes the cheapest offer of one "
+            f"{spec.resources['accelerators'].split(':')[0]} SkyPilot finds in the clouds `sky check` enables "
+            f"(AWS sells them eight to a {spec.instance}): leave them out"
+        )
+    if image_id and not AMI_ID.fullmatch(image_id):
+        return (
+            f"IMAGE_ID={image_id!r} is not an AMI id (ami- and 8 or 17 hex digits, as `aws ec2 describe-images` prints)"
+        )
+    row = load_instance_prices().set_index("instance").loc[spec.instance]
+    if region and region != row["region"]:
+        return (
+            f"REGION={region}: helpers/facts/instance_prices.csv prices {spec.instance} in {row['region']} only, "
+            f"so the plan and the bound would price {region}'s instance at {row['region']}'s price; launch in "
+            f"{row['region']} (leave REGION out), or add {region}'s price with its source to the facts first"
+        )
+    return None
 
 
 class _TaskDumper(yaml.SafeDumper):
@@ -152,50 +241,96 @@ def suites_of(config: dict) -> list[Suite]:
     return [retarget(resolve_suite(name), env["SWEEP_TARGET"]) for name in env["SUITES"].split()]
 
 
-def plan_text(config: dict, instance: str) -> str:
-    """Return the sweep's plan of the task's suites and variant on `instance` (a model: nothing runs)."""
+def plan_text(config: dict, instance: str, gpus: int | None = None) -> str:
+    """Return the sweep's plan of the task's suites and variant on `instance`, or on `gpus` of its accelerators
+    (a model: nothing runs)."""
     env = config["envs"]
     command = (
         f"python -m helpers.study.sweep SUITE --variant {env['VARIANT']} --target "
         f"{env['SWEEP_TARGET']} --plan --instance {instance}` for each SUITE of `{env['SUITES']}"
     )
-    return plan.plan_text(suites_of(config), env["VARIANT"], env["SWEEP_TARGET"], instance, command)
+    return plan.plan_text(suites_of(config), env["VARIANT"], env["SWEEP_TARGET"], instance, command, gpus)
 
 
-def timeout_hours(config: dict) -> tuple[int, float]:
-    """Return the points the task runs and their hours if each ran until its timeout (an upper bound)."""
-    variant, points, seconds = config["envs"]["VARIANT"], 0, 0.0
-    for suite in suites_of(config):
-        found = len(expand(suite, variant))
-        points += found
-        seconds += found * suite.variants.get(variant, {}).get("timeout_s", DEFAULT_TIMEOUT_S)
-    return points, seconds / 3600
+def run_parts(config: dict) -> list[tuple[str, float, str]]:
+    """Return what the task's run may take, part by part: (name, seconds at its limit, what it is)."""
+    env, suites = config["envs"], suites_of(config)
+    variant, neuron = env["VARIANT"], env["SWEEP_TARGET"] == "trainium"
+    parts = [("the check", check.bound_s(neuron), "python -m helpers.check, each run and its matmul at its limit")]
+    if neuron:
+        trials = precompile.trials(suites, variant)
+        parts.append(("precompile", sum(t.timeout_s for t in trials), f"{len(trials)} neuron_parallel_compile trials"))
+    points = sum(len(expand(s, variant)) for s in suites)
+    seconds = sum(len(expand(s, variant)) * timeout_of(s, variant) for s in suites)
+    parts.append(("the suites", seconds, f"{points} points, each at its timeout"))
+    return parts + [("start-up", RUN_START_S, "make and each sweep's own start")]
+
+
+def bound_parts(config: dict) -> list[tuple[str, float, str]]:
+    """Return what a launch may bill, part by part: (name, seconds, why it ends there)."""
+    env = config["envs"]
+    run = " + ".join(f"{name} {seconds:,.0f} s ({what})" for name, seconds, what in run_parts(config))
+    return [
+        ("start", PROVISION_S, "SkyPilot provisions the instance and syncs the repository (assumed)"),
+        ("setup", float(env["SETUP_TIMEOUT_S"]), f"killed at SETUP_TIMEOUT_S={env['SETUP_TIMEOUT_S']}"),
+        ("run", float(env["RUN_TIMEOUT_S"]), f"killed at RUN_TIMEOUT_S={env['RUN_TIMEOUT_S']}: {run}"),
+        ("idle", IDLE_MINUTES * 60.0, "autostop's idle minutes, should this command not get to `sky down`"),
+    ]
+
+
+def bound_text(config: dict, price_per_hour: float | None) -> str:
+    """Return the bound as lines: each part's hours (and dollars at `price_per_hour`), then the total."""
+    parts = bound_parts(config)
+    usd = (lambda s: f"  ${price_per_hour * s / 3600:7.2f}") if price_per_hour is not None else (lambda s: "")
+    lines = [f"  {s / 3600:5.2f} h{usd(s)}  {name}: {why}" for name, s, why in parts]
+    total = sum(s for _, s, _ in parts)
+    return "\n".join([*lines, f"  {total / 3600:5.2f} h{usd(total)}  in all, at most"])
+
+
+def total_hours(config: dict) -> float:
+    """Return the most hours a launch of the task may bill (every part at its limit)."""
+    return sum(s for _, s, _ in bound_parts(config)) / 3600
 
 
 def cost_text(target: str, config: dict) -> str:
-    """Return what the run costs: the instance's price, and at most what the points' timeouts allow."""
-    spec, (points, hours) = TARGETS[target], timeout_hours(config)
+    """Return the most the run can cost: every step at its limit (start, setup, the run, autostop's idle)."""
+    spec = TARGETS[target]
     price = cost.instance_price(spec.instance)
-    bound = f"{hours:.1f} h, should each of its {points} points run until its timeout"
     if target == "local":
         return (
-            f"Cost: nothing, this machine (the plan prices {spec.instance}, the facts' 2-vCPU stand-in). "
-            f"At most {bound}."
+            f"Cost: nothing, this machine (the plan prices {spec.instance}, the facts' 2-vCPU stand-in). At most "
+            f"{total_hours(config) - (PROVISION_S + IDLE_MINUTES * 60) / 3600:.2f} h: setup and the run at their "
+            "limits."
         )
     if spec.pinned:
         return (
-            f"Cost: {spec.instance} at ${price:g}/h on demand (helpers/facts/instance_prices.csv): the "
-            f"plan's dollars above (a model), and at most ${price * hours:.2f}, {bound}, plus the "
-            f"instance's start and `setup` (not estimated). The task tears itself down {IDLE_MINUTES} "
-            "idle minutes after its job ends, should this command not get to `sky down`."
+            f"Cost: at most ${price * total_hours(config):.2f}, {spec.instance} at ${price:g}/h on demand "
+            f"(helpers/facts/instance_prices.csv) with every step at its limit; the plan's dollars above are "
+            f"a model of the suites alone:\n{bound_text(config, price)}\nThe instance's price only: its "
+            f"{config['resources']['disk_size']} GB disk (EBS) bills apart while it exists, at the EBS price of "
+            "its volume type."
         )
-    gpus = round(price / cost.price_per_accelerator_hour(spec.instance))
-    return (
-        f"Cost: SkyPilot picks the cheapest {spec.resources['accelerators']} offer among the clouds `sky "
-        f"check` enables and prints its price before it asks again. The plan's dollars price AWS's "
-        f"{spec.instance}, the whole {gpus}-GPU instance at ${price:g}/h: an upper bound. At most "
-        f"{bound}."
-    )
+    name = spec.resources["accelerators"].split(":")[0]
+    share = cost.price_per_accelerator_hour(spec.instance)
+    gpus = round(price / share)
+    lines = [
+        f"Cost: SkyPilot picks the cheapest offer of one {name} among the clouds `sky check` enables and prints "
+        f"its price before it asks again; its hours at most (every step at its limit):\n{bound_text(config, None)}",
+        f"Priced at AWS's share of one GPU, ${share:.2f}/h (1/{gpus} of {spec.instance} at ${price:g}/h, as the plan "
+        f"above prices it): ${share * total_hours(config):.2f}, an estimate, not a bound on "
+        "the offer SkyPilot finds.",
+        f"The offer may be any card sold as {name} ({', '.join(CARDS[name])}): each has its peak row "
+        "(helpers/facts/device_peaks.csv), and check 7 records which one it got.",
+    ]
+    if name == "A100":
+        lines.append(
+            f"AWS sells A100s only eight to a {spec.instance} (${price:g}/h): with .venv-cloud as `make "
+            "cloud-venv` builds it (SkyPilot's aws extra alone) no offer of one A100 exists, and the launch "
+            "stops at SkyPilot's 'no resource satisfies the request'. Add a cloud that sells one "
+            '(`.venv-cloud/bin/pip install "skypilot[gcp]==0.14.1"`, or lambda, runpod; then `sky check`), or '
+            "run TARGET=a10g or l4."
+        )
+    return "\n".join(lines)
 
 
 def ami_command(region: str) -> list[str]:
@@ -376,7 +511,8 @@ def show(target: str, config: dict, lab: bool) -> None:
             f"min without one, and the instance tears itself down {IDLE_MINUTES} idle minutes later.\n"
         )
     else:
-        print(f"{plan_text(config, spec.instance)}\n\n{cost_text(target, config)}\n")
+        gpus = None if spec.pinned else int(spec.resources["accelerators"].split(":")[1])
+        print(f"{plan_text(config, spec.instance, gpus)}\n\n{cost_text(target, config)}\n")
     print(commands_text(target, config, lab), flush=True)
 
 
@@ -392,12 +528,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("target", choices=TARGETS)
     p.add_argument("--suites", default=DEFAULT_SUITES, help="suite names or .toml paths, space-separated")
     p.add_argument("--variant", choices=VARIANTS, default="quick")
-    p.add_argument("--lab", action="store_true", help="JupyterLab on the instance through an SSH tunnel")
-    p.add_argument("--dry-run", action="store_true", help="print the task, plan and cost; contact nothing")
-    p.add_argument("--yes", action="store_true", help="launch without asking (no terminal needed)")
+    yes_no = {"nargs": "?", "const": True, "default": False, "type": switch, "metavar": "yes|no"}
+    p.add_argument("--lab", **yes_no, help="JupyterLab on the instance through an SSH tunnel")
+    p.add_argument("--dry-run", **yes_no, help="print the task, plan and cost; contact nothing (DRY_RUN=)")
+    p.add_argument("--yes", **yes_no, help="launch without asking (no terminal needed)")
     p.add_argument("--image-id", help="trn1: this AMI instead of the newest Neuron DLAMI of SDK 2.31")
     p.add_argument("--region", help="the AWS region (default: the task file's, that of the price facts)")
-    p.add_argument("--keep", action="store_true", help="leave the cluster up (its autostop still applies)")
+    p.add_argument("--keep", **yes_no, help="leave the cluster up (its autostop still applies)")
     p.add_argument("--down", action="store_true", help="only bring the records home, then tear down")
     p.add_argument("--results", help="local: the folder the records go to (default Experiment/results)")
     return p
@@ -408,8 +545,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.target == "local" and (args.lab or args.down):
         parser().error("local runs here: `make lab` is JupyterLab on this machine; nothing to tear down")
-    config = render(args.target, args.suites, args.variant, args.image_id, args.region, args.lab)
     try:
+        refused = None if args.down else refusal(args.target, args.suites, args.image_id, args.region, args.lab)
+        if refused:
+            raise CloudError(refused)
+        config = render(args.target, args.suites, args.variant, args.image_id, args.region, args.lab)
         if args.down:
             bring_home(args.target, config)
             return subprocess.run(commands(args.target, config, "")["down"], cwd=REPO_ROOT).returncode

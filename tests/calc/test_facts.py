@@ -9,7 +9,7 @@ from helpers.calc import facts as roofline
     "name,key",
     [
         ("NVIDIA H100 80GB HBM3", "h100"),
-        ("NVIDIA H100 PCIe", None),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
         ("NVIDIA H200", "h200"),
         ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
         ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
@@ -19,12 +19,12 @@ from helpers.calc import facts as roofline
         ("NVIDIA A10G", "a10g"),
         ("NVIDIA GeForce RTX 4090", None),
         ("NVIDIA A10", "a10"),
-        ("NVIDIA A100 80GB PCIe", None),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
         # other products whose names contain a known one: their own roof, or none rather than a borrowed one
         ("NVIDIA H200 NVL", "h200-nvl"),
         ("NVIDIA GH200 480GB", None),
         ("NVIDIA GH200 144G HBM3e", None),
-        ("NVIDIA H100 NVL", None),
+        ("NVIDIA H100 NVL", "h100-nvl"),
     ],
 )
 def test_cuda_device_key(name, key):

@@ -105,6 +105,19 @@ def test_tensor_pipe_activity_is_recorded_apart_from_sm_activity(nvml):
     assert out["sm_active_pct_mean"] == 85.0 and out["tensor_active_pct_mean"] == 15.0
 
 
+@pytest.mark.parametrize("nvml", [(True, [35.0, 45.0], [0.0, 4.0])], indirect=True)
+def test_one_gpm_reading_in_a_window_is_none_with_the_reason_two_are_measured(nvml):
+    source = NvmlSource()
+    one = source.summarize([source.sample()])  # several short windows recorded tensor activity 0.0 so
+    assert one["sm_active_pct_mean"] is None and one["tensor_active_pct_mean"] is None
+    assert "1 NVML GPM reading in this window, fewer than 2" in one["gpm_reason"]
+    assert one["sm_util_pct_mean"] == 100.0  # utilization.gpu is a reading of its own: kept
+    schema.Utilization.model_validate(one)
+    two = source.summarize([{"sm_active_pct": 35.0, "tensor_active_pct": 0.0}, source.sample()])
+    source.close()
+    assert two["sm_active_pct_mean"] == 40.0 and two["tensor_active_pct_mean"] == 2.0 and "gpm_reason" not in two
+
+
 @pytest.mark.parametrize("nvml", [(False, [])], indirect=True)
 def test_without_gpm_sm_activity_is_none_with_the_reason(nvml):
     source = NvmlSource()

@@ -9,7 +9,9 @@ Every figure is an estimate and says where it comes from:
 - train and evaluation seconds: model FLOPs (helpers/calc/flops.py; evaluation: the forward pass) over an
   assumed MFU times the device's datasheet peak (helpers/facts/device_peaks.csv); the MFU comes from the
   study's published figures (Experiment/published), never from this repository's records;
-- dollars: those seconds at the whole instance's on-demand price (helpers/facts/instance_prices.csv).
+- dollars: those seconds at the whole instance's on-demand price (helpers/facts/instance_prices.csv);
+- a point whose modelled seconds exceed its timeout (the suite variant's timeout_s) is marked WILL TIME OUT in
+  its note, saying whether precompiling its graphs first (--precompile) would bring it within.
 A figure that cannot be estimated is NaN with the reason in the row's note, never 0.
 """
 
@@ -31,7 +33,7 @@ from helpers.run import models
 from helpers.run.args import build_args, repo_path
 from helpers.run.device import compute_dtype
 from helpers.study.sweep import graphs
-from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
+from helpers.study.sweep.suites import TARGETS, Point, Suite, expand, timeout_of
 
 COMPILE_S_PER_GRAPH = 300.0
 COMPILE_SOURCE = (
@@ -64,7 +66,9 @@ TOTAL_FORMATS = {
     "eval h": ".2f",
     "usd": ".2f",
     "not estimated": "d",
+    "will time out": "d",
 }
+WILL_TIME_OUT = "WILL TIME OUT"  # the mark of a point modelled past its timeout
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,9 @@ class Target:
     price_note: str
 
 
-def target_of(name: str, instance: str | None = None) -> Target:
-    """Return the target `name` on `instance` (default: trn1.2xlarge for trainium, g6.xlarge for nvidia)."""
+def target_of(name: str, instance: str | None = None, gpus: int | None = None) -> Target:
+    """Return the target `name` on `instance` (default: trn1.2xlarge for trainium, g6.xlarge for nvidia), priced
+    whole, or as `gpus` of its accelerators (their share of its price)."""
     instance = instance or DEFAULT_INSTANCE[name]
     row = load_instance_prices().set_index("instance")
     if instance not in row.index:
@@ -87,6 +92,10 @@ def target_of(name: str, instance: str | None = None) -> Target:
     r = row.loc[instance]
     note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
     device = RANK_DEVICE.get(r["device"], r["device"])
+    if gpus:
+        price = cost.price_per_accelerator_hour(instance) * gpus
+        share = f"{gpus} of its {r['accelerators']} accelerators at their share, ${price:g}/h, of {note}"
+        return Target(name, instance, device, price, share)
     return Target(name, instance, device, cost.instance_price(instance), note)
 
 
@@ -209,11 +218,26 @@ def plan_frame(
                 seen.update(new)
             row["new"] = math.nan if math.isnan(row["per_graph_s"]) else len(new)
             row["compile_s"] = row["new"] * row["per_graph_s"]
-            hours = (row["compile_s"] + row["train_s"] + row["eval_s"]) / 3600
-            row["usd"] = hours * target.price_per_hour_usd
+            modelled_s = row["compile_s"] + row["train_s"] + row["eval_s"]
+            row["usd"] = modelled_s / 3600 * target.price_per_hour_usd
+            mark = timeout_mark(modelled_s, row["compile_s"], timeout_of(suite, variant))
+            row["note"] = "; ".join(filter(None, [mark, row["note"]]))
             rows.append(row)
     columns = ["suite", "point", "graphs", "new", "compile_s", "train_s", "eval_s", "mfu", "usd", "note"]
     return pd.DataFrame(rows, columns=columns), keys
+
+
+def timeout_mark(modelled_s: float, compile_s: float, limit_s: float) -> str:
+    """Return the mark of a point modelled past its timeout, saying whether precompiling brings it within;
+    '' when it is within or not estimated."""
+    if not modelled_s > limit_s:  # NaN: not estimated
+        return ""
+    if modelled_s - compile_s <= limit_s:
+        return (
+            f"{WILL_TIME_OUT} unless precompiled: {modelled_s:,.0f} s modelled, {compile_s:,.0f} of them compiling, "
+            f"against its {limit_s:,.0f} s timeout (--precompile compiles its graphs before the sweep)"
+        )
+    return f"{WILL_TIME_OUT}: {modelled_s:,.0f} s modelled against its {limit_s:,.0f} s timeout"
 
 
 def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
@@ -232,6 +256,7 @@ def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
             **hours,
             "usd": rows["usd"].sum(min_count=1),
             "not estimated": int(rows["usd"].isna().sum()),
+            "will time out": int(rows["note"].str.contains(WILL_TIME_OUT).sum()),
         }
 
     out = [one(rows, name) for name, rows in frame.groupby("suite", sort=False)]
@@ -246,7 +271,9 @@ def render(frame: pd.DataFrame, keys: dict, target: Target, command: str) -> str
         "- graphs: one per training shape and one per evaluation shape and settings (helpers/study/"
         "sweep/graphs.py; dynamic padding: one per padded length met, from the data in the loader's "
         "order); `new`: not compiled by an earlier point (one compile cache): only those are charged",
-        f"- compile: {COMPILE_SOURCE}",
+        f"- compile: {COMPILE_SOURCE}"
+        if target.name == "trainium"
+        else "- compile: none; eager CUDA compiles no graphs (torch.compile's, where a suite sets it, is not estimated)",
         "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the "
         "matmul dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
         f"- price: {target.price_note}",
@@ -271,8 +298,11 @@ def _table(frame: pd.DataFrame, formats: dict[str, str]) -> str:
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
-def plan_text(suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str) -> str:
-    """Return the rendered plan of `suites`' `variant` on the target (nothing runs)."""
-    target = target_of(target_name, instance)
+def plan_text(
+    suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str, gpus: int | None = None
+) -> str:
+    """Return the rendered plan of `suites`' `variant` on the target, the instance or `gpus` of it (nothing
+    runs)."""
+    target = target_of(target_name, instance, gpus)
     frame, keys = plan_frame(suites, variant, target)
     return render(frame, keys, target, command)

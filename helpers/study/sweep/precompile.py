@@ -15,6 +15,10 @@ of its training steps (each met graph already compiled, only the new ones left),
 neuron_parallel_compile compiles in its own process, reading the cache location from its own environment: a
 trial's `env` names the point's cache (NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL) and one retry
 (NEURON_PARALLEL_COMPILE_MAX_RETRIES=1, the Neuron docs' advice for a trn1.2xlarge's host memory and CPUs).
+Each trial runs in a session of its own and is killed past its limit (`timeout_s`: twice the plan's assumed
+cold compile of its new graphs, plus its start): a compile that hangs costs that, and the point then compiles
+what is missing within its own timeout. The tool is found on PATH, else beside the trials' python (the Neuron
+environment's bin, which a sweep started as .venv-neuron/bin/python does not put on PATH).
 After the sweep, `cache_report` counts the cache's hits from the records' compilations and the NEFFs that
 entered the cache meanwhile (the misses).
 """
@@ -30,13 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from helpers.run import records
 from helpers.run.args import REPO_ROOT, RunArgs, build_args, repo_path
 from helpers.run.argv import to_argv
 from helpers.run.neuron import neuron_env
 from helpers.study.sweep import graphs
-from helpers.study.sweep.points import env_python
+from helpers.study.sweep.plan import COMPILE_S_PER_GRAPH
+from helpers.study.sweep.points import env_python, kill_processes
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
 
 TOOL = "neuron_parallel_compile"
@@ -47,6 +53,7 @@ DEFAULT_CACHE = "/var/tmp/neuron-compile-cache"  # neuronx-cc's, when neither --
 # where one bert-base compile can take several GiB and the tool ran out of host memory (shared/NEURON.md)
 MAX_GRAPHS_PER_TRIAL = 8
 MAX_RETRIES = "1"  # NEURON_PARALLEL_COMPILE_MAX_RETRIES: "set ... =1 when precompiling on trn1.2xlarge"
+TRIAL_START_S = 600.0  # a trial's own start, data and steps beyond its compiles: the tool, python, the model
 
 
 @dataclass
@@ -58,6 +65,17 @@ class Trial:
     new_graphs: int
     command: list[str]
     env: dict[str, str]  # what neuron_parallel_compile itself reads: the point's cache, its retries
+
+    @property
+    def timeout_s(self) -> float:
+        """Return the seconds the trial may take before it is killed."""
+        return trial_timeout_s(self.new_graphs)
+
+
+def trial_timeout_s(new_graphs: int) -> float:
+    """Return a trial's limit in seconds: twice the plan's assumed cold compile of its new graphs (at least
+    one), plus TRIAL_START_S."""
+    return TRIAL_START_S + 2 * COMPILE_S_PER_GRAPH * max(new_graphs, 1)
 
 
 def trial_params(params: dict, run_name: str, suite: str, results: str | Path) -> dict:
@@ -201,7 +219,7 @@ def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | No
     run; return what cache_report needs."""
     found = trials(suites, variant)
     cache = cache_dir(next((p.params for s in suites for p in expand(s, variant)), None))
-    tool = tool or shutil.which(TOOL)
+    tool = tool or find_tool(found)
     print(
         f"precompile: {len(found)} trials cover {sum(t.new_graphs for t in found)} distinct graphs "
         f"(Neuron cache {cache})",
@@ -220,13 +238,35 @@ def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | No
         return state
     state["before"] = cached_neffs(cache)
     for i, t in enumerate(found, 1):
-        done = subprocess.run([tool, *t.command[1:]], cwd=REPO_ROOT, check=False, env={**os.environ, **t.env})
-        print(f"precompile {i}/{len(found)} {t.point}: {t.new_graphs} new graphs, exit {done.returncode}", file=out)
+        code = run_trial(tool, t)
+        ended = f"killed after its limit of {t.timeout_s:.0f} s" if code is None else f"exit {code}"
+        print(f"precompile {i}/{len(found)} {t.point}: {t.new_graphs} new graphs, {ended}", file=out)
     state.update(ran=True, precompiled=cached_neffs(cache), started=records.now())
     print(
         f"precompile: the cache holds {_count(state['precompiled'])} NEFFs ({_count(state['before'])} before)", file=out
     )
     return state
+
+
+def find_tool(found: list[Trial]) -> str | None:
+    """Return neuron_parallel_compile: on PATH, else beside a trial's python (None where neither has it)."""
+    beside = [Path(t.command[1]).parent / TOOL for t in found]
+    return shutil.which(TOOL) or next((str(p) for p in beside if p.exists()), None)
+
+
+def run_trial(tool: str, trial: Trial) -> int | None:
+    """Run one trial in a session of its own; return its exit status, None when it ran past its limit (then it
+    and its compiler processes are killed)."""
+    proc = subprocess.Popen(
+        [tool, *trial.command[1:]], cwd=REPO_ROOT, env={**os.environ, **trial.env}, start_new_session=True
+    )
+    try:
+        return proc.wait(timeout=trial.timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:  # past its limit, or Ctrl-C: no compiler outlives the trial
+        if proc.poll() is None:
+            kill_processes([psutil.Process(proc.pid)])
 
 
 def cache_report(state: dict, suites: list[Suite], variant: str, results: str | Path, out=sys.stdout) -> dict:

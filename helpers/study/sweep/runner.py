@@ -35,12 +35,12 @@ from helpers.study.sweep.suites import (
     find_suites,
     resolve_suite,
     retarget,
+    timeout_of,
     with_overrides,
 )
 
 RUNS_DIR = "Experiment/runs"
 RESULTS = "Experiment/results"
-DEFAULT_TIMEOUT_S = 1800
 
 
 def time_split(done: list[tuple[float, Path]]) -> dict:
@@ -103,7 +103,7 @@ def sweep(
             counts, spec, todo = summary[suite.name], suite.variants[variant], expand(suite, variant)
             n_jobs = min(jobs or spec.get("jobs", 1), max(1, len(todo)))
             threads = max(1, (os.cpu_count() or 1) // n_jobs) if n_jobs > 1 else None
-            limit = spec.get("timeout_s", DEFAULT_TIMEOUT_S) if timeout_s is None else timeout_s
+            limit = timeout_of(suite, variant) if timeout_s is None else timeout_s
             pool = concurrent.futures.ThreadPoolExecutor(n_jobs)
             try:
                 futures = {

@@ -36,6 +36,7 @@ from helpers.run.args import FIELDS, ConfigError, build_args, repo_path, unknown
 
 SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
+DEFAULT_TIMEOUT_S = 1800  # a point's limit where its suite variant gives no timeout_s
 KINDS = ("notebook", "token_stats", "derived")
 # folder, Jupyter kernel; "neuron" (`make neuron-venv`, trn1 only) stands in for "xla" where it exists
 ENVS = {
@@ -263,6 +264,11 @@ def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
 def repeat_name(name: str, repeat: int) -> str:
     """Return the run name of a point's `repeat`-th independent run (the first keeps the point's name)."""
     return name if repeat == 1 else f"{name}-rep{repeat}"
+
+
+def timeout_of(suite: Suite, variant: str) -> float:
+    """Return the seconds one point of `suite`'s `variant` may run before the sweep kills it."""
+    return suite.variants.get(variant, {}).get("timeout_s", DEFAULT_TIMEOUT_S)
 
 
 def expand(suite: Suite, variant: str) -> list[Point]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from helpers.run import records
@@ -139,6 +140,37 @@ def test_the_assumed_mfu_names_its_published_source():
         assert 0 < mfu < 1 and "Experiment/published" in source
 
 
+def test_a_point_modelled_past_its_timeout_is_marked_and_counted():
+    frame, keys, _ = trn1_frame(["padding"])
+    limit = suites.timeout_of(on_trn1("padding"), "full")
+    modelled = frame["compile_s"] + frame["train_s"] + frame["eval_s"]
+    marked = frame["note"].str.contains(plan.WILL_TIME_OUT)
+    assert marked.tolist() == (modelled > limit).tolist() and marked.any()  # the unrounded dynamic point
+    assert not marked[~frame["point"].str.contains("dynamic")].any()
+    assert plan.totals(frame, keys).set_index("suite").loc["whole study", "will time out"] == marked.sum()
+
+
+@pytest.mark.parametrize(
+    "modelled, compiling, says",
+    [
+        (16_036, 15_900, "WILL TIME OUT unless precompiled: 16,036 s modelled, 15,900 of them compiling"),
+        (16_036, 100, "WILL TIME OUT: 16,036 s modelled against its 14,400 s timeout"),
+        (14_000, 13_000, ""),
+        (math.nan, 0, ""),
+    ],
+)
+def test_the_timeout_mark_says_whether_precompiling_brings_a_point_within(modelled, compiling, says):
+    assert plan.timeout_mark(modelled, compiling, 14_400).startswith(says) and bool(says) == bool(
+        plan.timeout_mark(modelled, compiling, 14_400)
+    )
+
+
+def test_a_gpu_plan_names_no_neuron_compiler():
+    text = plan.plan_text([suites.resolve_suite("seq_len")], "quick", "nvidia", "g6.xlarge", "seq_len --plan")
+    assert "neuronx-cc" not in text and "eager CUDA compiles no graphs" in text
+    assert "neuronx-cc" in plan.plan_text([on_trn1("seq_len")], "quick", "trainium", None, "seq_len --plan")
+
+
 def test_plan_runs_no_point(tmp_path, monkeypatch, capsys):
     def refuse(*args, **kwargs):
         raise AssertionError("--plan ran something")
@@ -211,13 +243,38 @@ def test_a_trial_hands_neuron_parallel_compile_the_points_cache_and_one_retry(mo
     assert f"--cache_dir={tmp_path / 'cache'}" in env["NEURON_CC_FLAGS"]
     assert env["NEURON_COMPILE_CACHE_URL"] == str(tmp_path / "cache")
     assert env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1"
-    ran = []
-    monkeypatch.setattr(
-        precompile.subprocess, "run", lambda cmd, **kw: ran.append(kw["env"]) or subprocess.CompletedProcess(cmd, 0)
-    )
-    precompile.precompile([suite], "full", out=io.StringIO(), tool="/bin/true")
-    assert ran and all(e["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] == "1" for e in ran)
-    assert all("NEURON_CC_FLAGS" in e for e in ran)
+    seen = tmp_path / "seen"
+    tool = tmp_path / "neuron_parallel_compile"  # what the tool's own process finds in its environment
+    tool.write_text(f'#!/bin/sh\necho "$NEURON_PARALLEL_COMPILE_MAX_RETRIES ${{NEURON_CC_FLAGS:+set}}" >> {seen}\n')
+    tool.chmod(0o755)
+    precompile.precompile([suite], "full", out=io.StringIO(), tool=str(tool))
+    ran = seen.read_text().splitlines()
+    assert ran and all(line == "1 set" for line in ran)
+
+
+def test_a_trial_past_its_limit_is_killed_with_its_compilers(monkeypatch, tmp_path):
+    monkeypatch.setattr(precompile, "TRIAL_START_S", 0.5)
+    monkeypatch.setattr(precompile, "COMPILE_S_PER_GRAPH", 0.0)
+    pid = tmp_path / "pid"
+    tool = tmp_path / "neuron_parallel_compile"  # a compile that hangs, in a child of the tool
+    tool.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid}\nwait\n")
+    tool.chmod(0o755)
+    trial = precompile.Trial("seq_len", "p", 1, ["neuron_parallel_compile", "python"], {})
+    assert precompile.run_trial(str(tool), trial) is None  # killed, not waited for 60 s
+    assert not psutil.pid_exists(int(pid.read_text())) or psutil.Process(int(pid.read_text())).status() == "zombie"
+    out = io.StringIO()
+    monkeypatch.setattr(precompile, "trials", lambda suites, variant: [trial])
+    precompile.precompile([], "quick", out=out, tool=str(tool))
+    assert "killed after its limit of 0 s" in out.getvalue()
+
+
+def test_the_tool_is_found_beside_the_trials_python_off_path(monkeypatch, tmp_path):
+    monkeypatch.setattr(precompile.shutil, "which", lambda name: None)
+    (tmp_path / "python").touch()
+    trial = precompile.Trial("seq_len", "p", 1, ["neuron_parallel_compile", str(tmp_path / "python")], {})
+    assert precompile.find_tool([trial]) is None
+    (tmp_path / "neuron_parallel_compile").touch()  # .venv-neuron/bin has it; PATH need not
+    assert precompile.find_tool([trial]) == str(tmp_path / "neuron_parallel_compile")
 
 
 def test_a_dynamic_point_with_many_graphs_is_precompiled_a_few_graphs_at_a_time():
