@@ -26,8 +26,8 @@ from bench import cases as bench_sections
 from bench.harness import wait_quiet
 from bench.render import render, render_raw, write_blocks
 from bench.trainer_tta import Sizes, tta_section
-from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
+from helpers.run.paths import RESULTS_DIR, repo_path
 
 SECTIONS = bench_sections.SECTIONS
 

@@ -38,8 +38,9 @@ from helpers.calc.roofline import device_peak
 from helpers.measure import peaks
 from helpers.run import device as devices
 from helpers.run import neuron, records
-from helpers.run.args import REPO_ROOT, RESULTS_DIR, ConfigError, Device, Precision, build_args
+from helpers.run.args import ConfigError, Device, Precision, build_args
 from helpers.run.argv import to_argv
+from helpers.run.paths import REPO_ROOT, RESULTS_DIR
 
 SUITE = "check"  # the records' folder below the results
 STEPS = 5

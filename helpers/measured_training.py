@@ -23,7 +23,7 @@ from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, schema, tokens
 from helpers.run import train as loop
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 from helpers.run_state import Run, ranks_did
 
 HEADLINE = 0.90  # the target the headline (and make baseline) reports: time to 90% validation accuracy

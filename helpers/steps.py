@@ -38,8 +38,9 @@ from helpers.run import data, ddp, device, lora, models, neuron, records, schema
 from helpers.run import precision as prec
 from helpers.run import record_destination as destination
 from helpers.run import train as loop
-from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
+from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
 from helpers.run.argv import notebook_args, parse_cli
+from helpers.run.paths import repo_path
 from helpers.run.summary import summary
 from helpers.run_state import Run, ranks_did, record_failures_in_notebook
 

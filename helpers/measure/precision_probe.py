@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     """Probe bf16 autocast against fp32 now (on a quiet machine) and store it, replacing what was there."""
     import argparse
 
-    from helpers.run.args import RESULTS_DIR, repo_path
     from helpers.run.device import resolve_device
+    from helpers.run.paths import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.measure.precision_probe", description=main.__doc__)
     parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()])

@@ -38,18 +38,11 @@ from pydantic import (
     StringConstraints,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_DIR = "Experiment/results"
+from helpers.run.paths import RESULTS_DIR, repo_path
 
 
 class ConfigError(ValueError):
     """A parameter has a value outside what the run accepts; the message names both."""
-
-
-def repo_path(path: str | Path) -> Path:
-    """Return `path` as is when absolute, else relative to the repository root (not the cwd)."""
-    path = Path(path)
-    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def none_text(value: Any) -> Any:

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     """Print the headline figures of a record file, or of the newest record below a folder."""
     import argparse
 
-    from helpers.run.args import RESULTS_DIR, repo_path
+    from helpers.run.paths import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
     parser.add_argument("path", nargs="?", default=RESULTS_DIR, help="a record file or a results folder")

@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from helpers.calc import prices as cost
-from helpers.run.args import REPO_ROOT
+from helpers.run.paths import REPO_ROOT
 from helpers.study.sweep import plan
 from helpers.study.sweep.runner import DEFAULT_TIMEOUT_S
 from helpers.study.sweep.suites import VARIANTS, Suite, expand, resolve_suite, retarget

@@ -13,7 +13,7 @@ import math
 import shlex
 import sys
 
-from helpers.run.args import RESULTS_DIR, repo_path
+from helpers.run.paths import RESULTS_DIR, repo_path
 from helpers.study import frame
 from helpers.study.decide import ranking as decide
 from helpers.study.frame import current_points

@@ -24,7 +24,8 @@ from helpers.calc import job_cost as calc
 from helpers.calc import prices as cost
 from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
-from helpers.run.args import PRESETS, repo_path
+from helpers.run.args import PRESETS
+from helpers.run.paths import repo_path
 from helpers.study.decide import page
 from helpers.study.notation import DASH, fmt, short_device
 from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS

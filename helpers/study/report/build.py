@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from helpers.run import records
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 from helpers.study import frame
 from helpers.study.claims import findings
 from helpers.study.decide import ranking as decide

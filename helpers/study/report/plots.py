@@ -20,7 +20,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from helpers.calc.facts import load_device_peaks
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 from helpers.study import plot_style as style
 from helpers.study.frame import SHARES
 from helpers.study.report import plots_tuning

@@ -28,8 +28,9 @@ from helpers.calc import prices as cost
 from helpers.calc.facts import device_roof, load_instance_prices
 from helpers.calc.flops import forward_flops, model_flops
 from helpers.run import models
-from helpers.run.args import build_args, repo_path
+from helpers.run.args import build_args
 from helpers.run.device import compute_dtype
+from helpers.run.paths import repo_path
 from helpers.study.sweep import graphs
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand
 

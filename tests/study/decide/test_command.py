@@ -75,7 +75,7 @@ def test_the_cli_reads_only_the_suites_current_points(results, capsys):
 def test_the_readme_command_prints_the_table_of_cost_md(capsys):
     cli.main(["--epochs", "3", "--rows", "16000", "--target-accuracy", "0.94"])  # the README's example
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    from helpers.run.args import repo_path
+    from helpers.run.paths import repo_path
 
     committed = [line for line in repo_path("Experiment/cost.md").read_text().splitlines() if line.startswith("|")]
     assert printed == committed

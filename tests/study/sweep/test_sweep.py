@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.run import records
-from helpers.run.args import REPO_ROOT, ConfigError
+from helpers.run.args import ConfigError
+from helpers.run.paths import REPO_ROOT
 from helpers.study import frame
 from helpers.study.report import sections
 from helpers.study.sweep import points, suites
