@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+import helpers.run.train
 from helpers.calc.accuracy_time import crossings, describe
 from helpers.calc.job_cost import samples_per_joule
 from helpers.calc.roofline import device_peak
@@ -22,7 +23,6 @@ from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, schema, tokens
-from helpers.run import train as loop
 from helpers.run.paths import repo_path
 from helpers.run_state import Run, ranks_did
 
@@ -139,7 +139,7 @@ def eval_batches(run: Run, name: str, split, sampler=None) -> EvalBatches:
 
 
 @ranks_did()
-def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
+def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResult:
     """Train with the run's timing, utilization, energy and profile around the loop; set the sections they
     measured on the run's record."""
     m, tr = run.args.measure, run.args.train
@@ -190,7 +190,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
     if m.eval_every:
         callbacks.append(_curve_callback(run, model, splits, timer))
     try:
-        result = loop.fit(
+        result = helpers.run.train.fit(
             t.step_model,
             loader,
             t.optimizer,
@@ -307,15 +307,15 @@ def _curve_callback(run: Run, model, splits, timer):
     def _evaluate_point(step: int) -> None:
         t0 = time.perf_counter()
         val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
-        metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
+        metrics = helpers.run.train.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
         if rows is splits["validation"]:  # the whole split: what the final evaluation measures too
             run.last_validation = (step, metrics)
         test_accuracy = None
         if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])
-            test_accuracy = loop.evaluate(model, test, run.dev, run.precision, rows_per_batch=test.batch_size)[
-                "accuracy"
-            ]
+            test_accuracy = helpers.run.train.evaluate(
+                model, test, run.dev, run.precision, rows_per_batch=test.batch_size
+            )["accuracy"]
         now = time.perf_counter()
         # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited,
         # less the process start-up)
@@ -340,7 +340,7 @@ def _curve_callback(run: Run, model, splits, timer):
                 flush=True,
             )
         if m.stop_at_accuracy is not None and metrics["accuracy"] >= m.stop_at_accuracy:
-            raise loop.StopTraining(
+            raise helpers.run.train.StopTraining(
                 f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
                 f"stop_at_accuracy={m.stop_at_accuracy}"
             )

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers import check
-from helpers.run import device as devices
+from helpers.run import device
 
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^(\d+)\. (pass|fail|skip)  (.+?): (.+)$")
@@ -79,7 +79,7 @@ def test_a_loss_that_overflows_fails_check_3_and_a_sane_one_passes(tiny_data_dir
 
 
 def test_a_gpu_the_runs_would_not_use_is_a_silent_fallback_unless_the_cpu_was_asked_for(tmp_path, monkeypatch):
-    cpu = devices.resolve_device("cpu")
+    cpu = device.resolve_device("cpu")
     assert check.unused_hardware("auto", cpu) is None or check.NVIDIA_DEVICE.exists()
     monkeypatch.setattr(check, "NVIDIA_DEVICE", tmp_path / "nvidia0")
     (tmp_path / "nvidia0").touch()  # what the NVIDIA driver creates for the first GPU
@@ -135,7 +135,7 @@ def test_the_energy_window_must_be_the_timing_window():
 
 def test_xla_graphs_fail_on_a_recompile_an_extra_execution_or_evaluation_charged_to_training():
     machine = check.Machine("xla", Path("."), {})
-    machine.dev = devices.DeviceInfo("xla", "xla:0", "XLA CPU", "AVX2", bf16_fast=False)
+    machine.dev = device.DeviceInfo("xla", "xla:0", "XLA CPU", "AVX2", bf16_fast=False)
     machine.runs = {"fp32": steady_record(1.0, 1.0)}
     assert check.xla_graphs(machine).status == "pass"
     for change, words in (

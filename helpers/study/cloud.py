@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers.calc import prices as cost
+from helpers.calc import prices
 from helpers.run.paths import REPO_ROOT
 from helpers.study.sweep import plan
 from helpers.study.sweep.runner import DEFAULT_TIMEOUT_S
@@ -175,7 +175,7 @@ def timeout_hours(config: dict) -> tuple[int, float]:
 def cost_text(target: str, config: dict) -> str:
     """Return what the run costs: the instance's price, and at most what the points' timeouts allow."""
     spec, (points, hours) = TARGETS[target], timeout_hours(config)
-    price = cost.instance_price(spec.instance)
+    price = prices.instance_price(spec.instance)
     bound = f"{hours:.1f} h, should each of its {points} points run until its timeout"
     if target == "local":
         return (
@@ -189,7 +189,7 @@ def cost_text(target: str, config: dict) -> str:
             f"instance's start and `setup` (not estimated). The task tears itself down {IDLE_MINUTES} "
             "idle minutes after its job ends, should this command not get to `sky down`."
         )
-    gpus = round(price / cost.price_per_accelerator_hour(spec.instance))
+    gpus = round(price / prices.price_per_accelerator_hour(spec.instance))
     return (
         f"Cost: SkyPilot picks the cheapest {spec.resources['accelerators']} offer among the clouds `sky "
         f"check` enables and prints its price before it asks again. The plan's dollars price AWS's "
@@ -367,7 +367,7 @@ def show(target: str, config: dict, lab: bool) -> None:
     print(f"# The task ({spec.task}, as rendered)\n{task_text(config)}{validate(config)}\n")
     if lab:
         price = (
-            f"{spec.instance} at ${cost.instance_price(spec.instance):g}/h on demand"
+            f"{spec.instance} at ${prices.instance_price(spec.instance):g}/h on demand"
             if spec.pinned
             else f"the {spec.resources['accelerators']} offer SkyPilot picks, at the price it shows"
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.calc import prices as cost
+from helpers.calc import prices
 from helpers.calc.facts import load_instance_prices
 from helpers.study import cloud, frame
 from helpers.study.sweep import runner
@@ -218,7 +218,7 @@ def test_the_dry_run_prints_the_task_the_plan_and_the_cost_and_touches_nothing(t
     assert "instance_type: trn1.2xlarge" in text and "valid: SkyPilot" in text  # the task, validated
     assert "Plan of `python -m helpers.study.sweep SUITE --variant quick --target trainium" in text
     assert "--instance trn1.2xlarge" in text and "## smoke (1 points)" in text  # the sweep's plan
-    price = cost.instance_price("trn1.2xlarge")
+    price = prices.instance_price("trn1.2xlarge")
     hours = 1800 / 3600  # cloud/smoke.toml's one quick point, at its timeout
     assert f"Cost: trn1.2xlarge at ${price:g}/h" in text and f"at most ${price * hours:.2f}" in text
     assert "*Neuron SDK 2.31*" in text and "sky launch -c accelbench-trn1" in text

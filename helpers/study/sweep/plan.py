@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.calc import prices as cost
+from helpers.calc import prices
 from helpers.calc.facts import device_roof, load_instance_prices
 from helpers.calc.flops import forward_flops, model_flops
 from helpers.run import models
@@ -86,9 +86,9 @@ def target_of(name: str, instance: str | None = None) -> Target:
     if instance not in row.index:
         return Target(name, instance, None, math.nan, f"no price for {instance} in helpers/facts/instance_prices.csv")
     r = row.loc[instance]
-    note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
+    note = f"${prices.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
     device = RANK_DEVICE.get(r["device"], r["device"])
-    return Target(name, instance, device, cost.instance_price(instance), note)
+    return Target(name, instance, device, prices.instance_price(instance), note)
 
 
 @functools.cache

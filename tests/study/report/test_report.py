@@ -14,7 +14,7 @@ from helpers.run import records
 from helpers.run.args import build_args
 from helpers.study import frame
 from helpers.study.notation import short_device
-from helpers.study.report import build as report
+from helpers.study.report.build import build_report, first_runs, main
 from helpers.study.sweep.suites import expand, resolve_suite
 
 
@@ -75,9 +75,7 @@ def two_machines(tmp_path_factory, tiny_model_dir, tiny_data_dir):
 
 
 def build(root: Path, out: Path, **kw) -> list[Path]:
-    return report.build_report(
-        root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report", **kw
-    )
+    return build_report(root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report", **kw)
 
 
 def test_a_record_copied_from_another_machine_is_its_own_row(two_machines):
@@ -167,7 +165,7 @@ def test_a_results_folder_without_records_is_refused_before_anything_is_written(
         (results / "s" / "deep@d.json").write_text("[" * 100_000 + "]" * 100_000)
     out = tmp_path / "out"
     with pytest.raises(SystemExit):
-        report.main(
+        main(
             [
                 "--results",
                 str(results),
@@ -186,7 +184,7 @@ def test_a_results_folder_without_records_is_refused_before_anything_is_written(
 
 
 def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_without_one():
-    assert "No smoke run yet: `make cloud TARGET=trn1`" in report.first_runs(frame.frame([]))
+    assert "No smoke run yet: `make cloud TARGET=trn1`" in first_runs(frame.frame([]))
     smoke = record(
         "a100",
         "smoke",
@@ -197,6 +195,6 @@ def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_
     )
     other = record("a100", "batch_scaling", {"batch": 8}, run_name="b8")
     failed = record("cpu", "smoke", {"batch": 8}, run_name="smoke-quick-y", status="failed")
-    text = report.first_runs(frame.frame([smoke, other, failed]))
+    text = first_runs(frame.frame([smoke, other, failed]))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "device" not in line]
     assert len(rows) == 1 and "bert-base-random" in rows[0] and "32 × 128" in rows[0] and "838.5" in rows[0]
