@@ -19,7 +19,7 @@ import numbers
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 5
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
@@ -224,23 +224,8 @@ class Energy(Section):
     device_type: str | None = None
 
 
-# the figures each utilization source (measure.monitor) summarizes as <figure>_mean and <figure>_p90
-UTILIZATION_FIGURES = {
-    "psutil": ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib"),
-    "nvml": ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib"),
-    "neuron-monitor": (
-        "neuroncore_util_pct",
-        "achieved_tflops",
-        "device_mem_used_gib",
-        "runtime_host_mem_used_gib",
-        "host_vcpu_util_pct",
-        "host_mem_used_gib",
-    ),
-}
-
-
-class UtilizationBase(Section):
-    """Utilization over the steady windows (measure.monitor): the source, and what it saw besides figures."""
+class Utilization(Section):
+    """Utilization over the steady windows (measure.monitor): each figure's mean and p90, None where the source sampled none."""
 
     backend: str | None = None  # psutil, nvml or neuron-monitor
     samples: Count = None
@@ -253,19 +238,37 @@ class UtilizationBase(Section):
     runtime_errors: Count = None
     malformed_lines: Count = None
 
-
-Utilization = create_model(
-    "Utilization",
-    __base__=UtilizationBase,
-    __doc__="Utilization over the steady windows (measure.monitor): "
-    "each figure's mean and p90, None where the source sampled none.",
-    **{
-        f"{figure}_{stat}": (Num, None)
-        for figures in UTILIZATION_FIGURES.values()
-        for figure in figures
-        for stat in ("mean", "p90")
-    },
-)
+    # psutil
+    cpu_util_pct_mean: Num = None
+    cpu_util_pct_p90: Num = None
+    proc_cpu_util_pct_mean: Num = None
+    proc_cpu_util_pct_p90: Num = None
+    rss_gib_mean: Num = None
+    rss_gib_p90: Num = None
+    # nvml
+    sm_util_pct_mean: Num = None
+    sm_util_pct_p90: Num = None
+    sm_active_pct_mean: Num = None
+    sm_active_pct_p90: Num = None
+    tensor_active_pct_mean: Num = None
+    tensor_active_pct_p90: Num = None
+    mem_util_pct_mean: Num = None
+    mem_util_pct_p90: Num = None
+    mem_used_gib_mean: Num = None
+    mem_used_gib_p90: Num = None
+    # neuron-monitor
+    neuroncore_util_pct_mean: Num = None
+    neuroncore_util_pct_p90: Num = None
+    achieved_tflops_mean: Num = None
+    achieved_tflops_p90: Num = None
+    device_mem_used_gib_mean: Num = None
+    device_mem_used_gib_p90: Num = None
+    runtime_host_mem_used_gib_mean: Num = None
+    runtime_host_mem_used_gib_p90: Num = None
+    host_vcpu_util_pct_mean: Num = None
+    host_vcpu_util_pct_p90: Num = None
+    host_mem_used_gib_mean: Num = None
+    host_mem_used_gib_p90: Num = None
 
 
 class Shapes(Section):
