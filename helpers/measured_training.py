@@ -299,7 +299,7 @@ def _curve_callback(run: Run, model, splits, timer):
         if step % m.eval_every:
             return
         # the window's sync runs what the step left pending as a graph of its own, which only this pause
-        # causes: evaluation's, so it is counted inside (a training step runs one graph, #35)
+        # causes: evaluation's, so it is counted inside (a training step runs one graph)
         with run.compiles.evaluating() if run.compiles else contextlib.nullcontext():
             timer.close_window()
             _evaluate_point(step)

@@ -340,8 +340,8 @@ def test_every_second_of_the_run_is_in_a_phase(tiny_model_dir, tiny_data_dir, tm
 def test_the_final_evaluation_reuses_a_periodic_one_of_the_same_weights(
     tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, eval_every, evaluations
 ):
-    """Training that ends on a periodic evaluation's step is not evaluated on the validation split again
-    (#38): every 2 steps of 4, steps 2 and 4 are all; every 3, step 3 and the final one."""
+    """Training that ends on a periodic evaluation's step is not evaluated on the validation split again:
+    every 2 steps of 4, steps 2 and 4 are all; every 3, step 3 and the final one."""
     run = steps.start(
         _args(
             tiny_model_dir, tiny_data_dir, tmp_path, run_name=f"every{eval_every}", eval_every=eval_every, max_steps=4

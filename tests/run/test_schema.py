@@ -173,7 +173,7 @@ def every_section() -> dict:
     return rec
 
 
-# every section that took any key before #36, by where it sits in a record
+# every section that took any key before the sections were typed, by where it sits in a record
 OPEN_BEFORE = (
     "device",
     "precision",

@@ -229,7 +229,7 @@ def test_the_dry_run_prints_the_task_the_plan_and_the_cost_and_touches_nothing(t
 @pytest.mark.slow
 def test_the_local_target_runs_the_task_here_and_its_record_lands_where_the_report_reads(tmp_path):
     if find_spec("helpers.check") is None:
-        pytest.skip("the run's first step, `python -m helpers.check`, is not in this checkout (#35 item 2)")
+        pytest.skip("the run's first step, `python -m helpers.check`, is not in this checkout")
     results = tmp_path / "results"
     # the committed roofs and precision probe of this machine, as in Experiment/results: read, not re-measured
     shutil.copytree(REPO / "Experiment" / "results" / "_peaks", results / "_peaks")

@@ -158,7 +158,7 @@ def test_every_suite_report_spec_names_known_columns(tmp_path):
 
 @pytest.mark.parametrize("make", ["missing", "empty", "unreadable"])
 def test_a_results_folder_without_records_is_refused_before_anything_is_written(tmp_path, capsys, make):
-    results = tmp_path / "resluts"  # the mistyped folder of the issue
+    results = tmp_path / "resluts"  # a mistyped folder
     if make != "missing":
         (results / "s").mkdir(parents=True)
     if make == "unreadable":
