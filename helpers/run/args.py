@@ -242,8 +242,7 @@ class MeasureArgs:
     progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead (logs)")
     results_path: Annotated[str, StringConstraints(pattern=r"\S")] = arg(
         RESULTS_DIR,
-        "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json "
-        "(an old .../runs.jsonl value means its folder)",
+        "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json",
     )
     run_name: Maybe[SafeName] = arg(
         None,
@@ -416,6 +415,5 @@ def unknown_message(name: str) -> str:
 
 
 def results_dir(args: RunArgs) -> Path:
-    """Return the records folder: results_path, or the folder of an old `.../runs.jsonl` value."""
-    path = repo_path(args.measure.results_path)
-    return path.parent if path.suffix == ".jsonl" else path
+    """Return the records folder: results_path, relative to the repository root unless absolute."""
+    return repo_path(args.measure.results_path)

@@ -20,7 +20,6 @@ from helpers.run.args import (
     TrainArgs,
     build_args,
     lora_roles,
-    results_dir,
 )
 
 
@@ -215,11 +214,6 @@ def test_with_values_keeps_what_was_given_and_checks_the_new_values():
     assert (again.train.batch, again.train.max_steps, again.given) == (8, 5, {"preset", "batch", "max_steps"})
     with pytest.raises(ConfigError, match="^max_steps=0 is invalid"):
         args.with_values(max_steps=0)
-
-
-def test_old_runs_jsonl_results_path_means_its_folder(tmp_path):
-    assert results_dir(build_args({"results_path": str(tmp_path / "x" / "runs.jsonl")})) == tmp_path / "x"
-    assert results_dir(build_args({"results_path": str(tmp_path / "y")})) == tmp_path / "y"
 
 
 def test_run_args_flat_names_every_field_once():

@@ -47,7 +47,7 @@ import os, time
 from helpers.run import records
 time.sleep(max_steps)
 params = {"max_steps": max_steps, "pid": os.getpid()}
-records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 5, "run_id": run_name, "run_name": run_name,
                      "suite": suite, "status": "finished", "params": params})
 """
 
@@ -399,7 +399,7 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
             open(results_path + ".pid", "w").write(str(os.getpid()))
             time.sleep(120)
         from helpers.run import records
-        records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+        records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 5, "run_id": run_name, "run_name": run_name,
                                                               "status": "finished", "params": {}})
     """,
     )
@@ -574,7 +574,7 @@ t0 = time.time()
 open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
 time.sleep(max_steps)
 times = {"start": t0, "end": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")}
-records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name, "suite": suite,
+records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 5, "run_id": run_name, "run_name": run_name, "suite": suite,
                      "status": "finished", "params": times})
 """
 
