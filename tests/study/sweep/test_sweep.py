@@ -681,7 +681,9 @@ def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(t
         }
     )
     newer.write_text(newer_text)
-    (results_path / "tok" / "junk@cpu-x.json").write_text(json.dumps({"run_name": "junk", "status": "exploded"}))
+    (results_path / "tok" / "junk@cpu-x.json").write_text(
+        json.dumps({"schema_version": records.SCHEMA_VERSION, "run_id": "j", "run_name": "junk", "status": "exploded"})
+    )
     out = io.StringIO()
     summary = runner.sweep([suite], "quick", results_path, out=out)
     assert summary == {"tok": {"kept: its record has a newer schema_version": 1}}
