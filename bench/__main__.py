@@ -22,14 +22,14 @@ import sys
 
 import torch
 
-from bench import cases as bench_sections
+from bench import cases
 from bench.harness import wait_quiet
 from bench.render import render, render_raw, write_blocks
 from bench.trainer_tta import Sizes, tta_section
-from helpers.run.args import RESULTS_DIR, repo_path
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
+from helpers.run.paths import RESULTS_DIR, repo_path
 
-SECTIONS = bench_sections.SECTIONS
+SECTIONS = cases.SECTIONS
 
 
 def machine(dev_type: str) -> str:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
     parser.add_argument(
-        "--sections", nargs="+", choices=SECTIONS, default=[s for s in SECTIONS if s not in bench_sections.ON_REQUEST]
+        "--sections", nargs="+", choices=SECTIONS, default=[s for s in SECTIONS if s not in cases.ON_REQUEST]
     )
     parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
     parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
@@ -144,24 +144,22 @@ def main(argv: list[str] | None = None) -> dict:
         section = name
         print(f"bench: {section} ...", file=sys.stderr, flush=True)
         if section == "overhead":
-            results["overhead"] = bench_sections.overhead_section(args, sync)
+            results["overhead"] = cases.overhead_section(args, sync)
         elif section == "speedup":
-            results["speedup"] = bench_sections.speedup_section(args, sync)
+            results["speedup"] = cases.speedup_section(args, sync)
         elif section == "accuracy":
-            results["accuracy"] = bench_sections.accuracy_section(args)
+            results["accuracy"] = cases.accuracy_section(args)
         elif section == "data":
-            results["data"] = bench_sections.data_section(args)
+            results["data"] = cases.data_section(args)
         elif section == "levers":
-            results["levers"] = bench_sections.levers_section(args, sync)
-        elif section in bench_sections.LEVER_SECTIONS:  # a few levers: recorded as the levers section
+            results["levers"] = cases.levers_section(args, sync)
+        elif section in cases.LEVER_SECTIONS:  # a few levers: recorded as the levers section
             section = "levers"
             if "levers" not in results:  # every lever section asked for in one table, not the last alone
-                wanted = tuple(
-                    lever for asked in args.sections for lever in bench_sections.LEVER_SECTIONS.get(asked, ())
-                )
-                results["levers"] = bench_sections.levers_section(args, sync, wanted)
+                wanted = tuple(lever for asked in args.sections for lever in cases.LEVER_SECTIONS.get(asked, ()))
+                results["levers"] = cases.levers_section(args, sync, wanted)
         elif section == "eval":
-            results["eval"] = bench_sections.eval_section(args, sync)
+            results["eval"] = cases.eval_section(args, sync)
         elif section == "tta":
             results["tta"] = tta_section(
                 args,
@@ -184,10 +182,10 @@ def main(argv: list[str] | None = None) -> dict:
             f.write(json.dumps(row, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
-    groups = [name for name in args.sections if name in bench_sections.LEVER_SECTIONS]
+    groups = [name for name in args.sections if name in cases.LEVER_SECTIONS]
     if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept
         blocks["levers-" + "-".join(groups)] = blocks.pop("levers")
-    if set(args.sections) <= set(bench_sections.ON_REQUEST):  # the main block keeps its last figures
+    if set(args.sections) <= set(cases.ON_REQUEST):  # the main block keeps its last figures
         blocks.pop("main")
     write_blocks(repo_path(args.out), blocks)
     print("\n\n".join(blocks.values()))

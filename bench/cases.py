@@ -24,11 +24,10 @@ from bench.harness import (
 )
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
-from helpers.run import precision as prec
-from helpers.run import record_destination as destination
-from helpers.run import tokens
-from helpers.run import train as loop
+from helpers.run import record_destination, tokens
 from helpers.run.args import PRESETS, build_args
+from helpers.run.precision import autocast
+from helpers.run.train import evaluate, evaluate_batches
 
 # --sections names that run a few of the levers each; their rows join the levers block
 LEVER_SECTIONS = {
@@ -333,7 +332,7 @@ def eval_section(args, sync) -> dict:
         model = steps.build_model(run)
         if args.eval_train_steps:  # a model that tells the labels apart: its predictions mean something
             steps.train(run, model, splits)
-        destination.release(run.claim)  # nothing is recorded under the run's name
+        record_destination.release(run.claim)  # nothing is recorded under the run's name
     split, t, task = splits["validation"], run.args.train, run.args.task
     collate = tokens.collator(run.tokenizer, task.padding, task.pad_to_multiple_of)
     old = tokens.loader(split, max(t.batch, 32), collate, shuffle=False, seed=t.seed)
@@ -344,11 +343,11 @@ def eval_section(args, sync) -> dict:
 
     def old_window() -> dict:
         with torch.no_grad():
-            figures["before"] = loop.evaluate_batches(model, old, run.dev, run.precision)
+            figures["before"] = evaluate_batches(model, old, run.dev, run.precision)
         return {"samples": figures["before"]["rows"]}
 
     def new_window() -> dict:
-        figures["after"] = loop.evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
+        figures["after"] = evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
         return {"samples": figures["after"]["rows"]}
 
     rates = alternate(
@@ -383,7 +382,7 @@ def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, 
     model.eval()
     with torch.inference_mode():
         for batch, index in zip(batches, rows):
-            with prec.autocast(precision, dev.type):
+            with autocast(precision, dev.type):
                 logits = model(**{k: v.to(dev.torch_device) for k, v in batch.items()}).logits
             out[torch.tensor(index)] = logits.argmax(-1).cpu()
     return out

@@ -23,10 +23,10 @@ from helpers import steps
 from helpers.calc.flops import model_flops
 from helpers.measure import monitor
 from helpers.measure.timing import StepTimer
-from helpers.run import precision as prec
 from helpers.run import train
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
+from helpers.run.precision import autocast, grad_scaler
 
 
 def other_cpu_cores(interval_s: float = 1.0) -> float:
@@ -150,7 +150,7 @@ def bare_loop(
     for batch in batches:
         if update is not None and device_type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()
-        with prec.autocast(precision, device_type):
+        with autocast(precision, device_type):
             loss = model(**batch).loss
         (scaler.scale(loss) if scaler else loss).backward()
         if update is not None:
@@ -288,7 +288,7 @@ def bare_window(s: Setup, n_steps: int) -> Callable[[], dict]:
     ]
     shapes = {tuple(b["input_ids"].shape): 1 for b in batches}
     flops = s.flops(shapes) * n_steps / len(shapes)
-    scaler = prec.grad_scaler(s.run.precision, dev.type)
+    scaler = grad_scaler(s.run.precision, dev.type)
     tr = s.run.args.train
     update = (
         train.compiled_update(s.model, s.optimizer, tr.max_grad_norm, tr.step_mode) if tr.step_mode != "eager" else None

@@ -30,8 +30,7 @@ from dataclasses import asdict, dataclass
 
 from helpers import steps
 from helpers.calc.accuracy_time import crossings
-from helpers.run import record_destination as destination
-from helpers.run import tokens
+from helpers.run import record_destination, tokens
 from helpers.run.args import build_args
 from helpers.run.device import synchronize
 from helpers.run.schema import CurvePoint
@@ -169,7 +168,7 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
 
     origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
     run = steps.start(build_args(_values(name, sizes, data_dir, device, results)))
-    destination.release(run.claim)  # Trainer trains it: the run path writes no record of this name
+    record_destination.release(run.claim)  # Trainer trains it: the run path writes no record of this name
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
     a = run.args

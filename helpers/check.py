@@ -42,10 +42,10 @@ import torch
 from helpers.calc.facts import cuda_device_key
 from helpers.calc.roofline import device_peak, neuron_core_key
 from helpers.measure import peaks
-from helpers.run import device as devices
-from helpers.run import neuron, records
-from helpers.run.args import REPO_ROOT, RESULTS_DIR, ConfigError, Device, Precision, build_args
+from helpers.run import device, neuron, records
+from helpers.run.args import ConfigError, Device, Precision, build_args
 from helpers.run.argv import to_argv
+from helpers.run.paths import REPO_ROOT, RESULTS_DIR
 
 SUITE = "check"  # the records' folder below the results
 READINGS = "_check"  # check 7's readings below the results: a folder starting with _ holds no records
@@ -111,7 +111,7 @@ class Machine:
     results: Path
     params: dict  # the command line's -p values, given to every run
     timeout_s: float | None = None  # each run's limit; None: the device's RUN_TIMEOUT_S
-    dev: devices.DeviceInfo | None = None
+    dev: device.DeviceInfo | None = None
     runs: dict[str, dict] = field(default_factory=dict)  # precision -> its finished record
 
 
@@ -156,7 +156,7 @@ def unmet(found: list) -> list[str]:
 def versions(machine: Machine) -> Outcome:
     """The libraries and drivers a result depends on, and the pins of this environment's requirements file."""
     libraries = ", ".join(f"{k} {v}" for k, v in records.library_versions().items())
-    system = devices.system_versions()
+    system = device.system_versions()
     drivers = "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in system.items()) or "no GPU or Neuron driver"
     text = f"Python {sys.version.split()[0]}, {libraries}; {drivers}"
     name = requirements_file()
@@ -171,10 +171,10 @@ def versions(machine: Machine) -> Outcome:
 # ----------------------------------------------------------------------------- 2. the device
 def requested_device() -> str:
     """Return the device the check asks for by default: xla where PJRT_DEVICE names one, else auto."""
-    return "xla" if os.environ.get("PJRT_DEVICE") and devices.xla_available() else "auto"
+    return "xla" if os.environ.get("PJRT_DEVICE") and device.xla_available() else "auto"
 
 
-def unused_hardware(requested: str, dev: devices.DeviceInfo) -> str | None:
+def unused_hardware(requested: str, dev: device.DeviceInfo) -> str | None:
     """Return why `dev` is a silent fallback from hardware this machine has (None when it is not)."""
     if requested == "cpu":
         return None  # asked for by name
@@ -229,7 +229,7 @@ def device_used(machine: Machine) -> Outcome:
     if refused:
         return Outcome("fail", refused)
     try:
-        dev = devices.resolve_device(machine.requested)
+        dev = device.resolve_device(machine.requested)
     except ConfigError as err:
         return Outcome("fail", f"device={machine.requested!r}: {err}")
     fallback = unused_hardware(machine.requested, dev)
@@ -261,7 +261,7 @@ def run_params(machine: Machine, run_name: str, **values) -> dict:
     }
 
 
-def device_kind(dev: devices.DeviceInfo) -> str:
+def device_kind(dev: device.DeviceInfo) -> str:
     """Return the key of RUN_TIMEOUT_S and MATMUL_TIMEOUT_S for `dev`: neuron, else other."""
     return "neuron" if dev.neuron else "other"
 
@@ -335,14 +335,14 @@ def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
     return record, tail
 
 
-def precision_modes(dev: devices.DeviceInfo) -> tuple[list[str], list[str]]:
+def precision_modes(dev: device.DeviceInfo) -> tuple[list[str], list[str]]:
     """Return the precision modes this device runs, and those it refuses with why."""
     modes, refused = [], []
     for mode in (m for m in typing.get_args(Precision) if m != "auto"):
         try:
             with warnings.catch_warnings():  # a slow mode (bf16 without fast bf16) still runs: its log says
                 warnings.simplefilter("ignore")
-                devices.resolve_precision(mode, dev)
+                device.resolve_precision(mode, dev)
         except ConfigError as err:
             refused.append(f"{mode} ({str(err).split(':')[0]})")
             continue
@@ -463,7 +463,7 @@ def neuron_cores(root: Path = NEURON_CORES) -> int:
     return len(list(root.glob("neuron*/neuron_core*")))
 
 
-def device_count(dev: devices.DeviceInfo) -> tuple[int, str]:
+def device_count(dev: device.DeviceInfo) -> tuple[int, str]:
     """Return how many devices of this kind a run can spread over, and what they are."""
     if dev.type == "cuda":
         return torch.cuda.device_count(), "CUDA devices"
@@ -485,7 +485,7 @@ def two_ranks(machine: Machine) -> Outcome:
         )
     if count < 2:
         return Outcome("skip", f"one device ({what}): the two-rank check needs two")
-    precision = devices.resolve_precision("auto", machine.dev)
+    precision = device.resolve_precision("auto", machine.dev)
     record, tail = train_once(
         machine, run_params(machine, "check-two-ranks", num_devices=2, train_subset=128, precision=precision)
     )
@@ -501,7 +501,7 @@ def two_ranks(machine: Machine) -> Outcome:
 
 
 # ----------------------------------------------------------------------------- 7. the bf16 roof
-def device_matmul_tflops(dev: devices.DeviceInfo, n: int = 8192, repeats: int = 20) -> float:
+def device_matmul_tflops(dev: device.DeviceInfo, n: int = 8192, repeats: int = 20) -> float:
     """Return the TFLOP/s of n x n bf16 matmuls on a GPU or NeuronCore (after 3 warm-up ones)."""
     a = torch.randn(n, n, dtype=torch.bfloat16, device=dev.torch_device)
     b = torch.randn_like(a)
@@ -513,7 +513,7 @@ def device_matmul_tflops(dev: devices.DeviceInfo, n: int = 8192, repeats: int = 
                 import torch_xla
 
                 torch_xla.sync()  # one graph per matmul, as a training step is one graph
-        devices.synchronize(dev)
+        device.synchronize(dev)
         del c
 
     matmuls(3)
@@ -529,7 +529,7 @@ MATMUL = (
 )
 
 
-def bounded_matmul_tflops(dev: devices.DeviceInfo, timeout_s: float, n: int = 8192) -> float:
+def bounded_matmul_tflops(dev: device.DeviceInfo, timeout_s: float, n: int = 8192) -> float:
     """Return device_matmul_tflops(dev, n) measured in a child process killed past `timeout_s`; raise
     TimeoutError past it, RuntimeError with its output's tail when it fails."""
     with tempfile.TemporaryFile("w+") as out:

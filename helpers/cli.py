@@ -19,8 +19,7 @@ import sys
 import pydantic
 
 from helpers import steps
-from helpers.run import ddp
-from helpers.run import record_destination as destination
+from helpers.run import ddp, record_destination
 from helpers.run.args import CHECKED, Device, Maybe, Padding, Precision, arg, build_args
 from helpers.run.argv import cli_parser, parse_cli
 
@@ -93,7 +92,7 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
         loader = steps.eval_loader(run, splits["test"])
         metrics = train.evaluate(model, loader, run.dev, run.precision, rows_per_batch=loader.batch_size)
     finally:
-        destination.release(run.claim)
+        record_destination.release(run.claim)
     out = {"checkpoint": ev.model_name, "split": "test", "device": run.dev.name, "precision": run.precision, **metrics}
     text = json.dumps(out, indent=2)
     print(text)

@@ -30,9 +30,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from helpers.run import records
-from helpers.run.args import REPO_ROOT, RunArgs
+from helpers.run.args import RunArgs
 from helpers.run.argv import to_argv
 from helpers.run.ddp import LAUNCH_ID, Rank, allreduce_share
+from helpers.run.paths import REPO_ROOT
 from helpers.run.schema import Timing
 
 

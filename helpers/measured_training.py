@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+import helpers.run.train
 from helpers.calc.accuracy_time import crossings, describe
 from helpers.calc.job_cost import samples_per_joule
 from helpers.calc.roofline import device_peak
@@ -22,8 +23,7 @@ from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
 from helpers.run import ddp, device, optim, records, schema, tokens
-from helpers.run import train as loop
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 from helpers.run_state import Run, ranks_did
 
 HEADLINE = 0.90  # the target the headline (and make baseline) reports: time to 90% validation accuracy
@@ -92,8 +92,8 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     step_model = ddp.wrap(model, run.rank, run.dev.type) if run.rank else model
     if tr.compile:
         step_model = torch.compile(step_model, backend="openxla" if run.dev.type == "xla" else "inductor")
-    if compiled:  # the forward and backward; fit compiles the update (loop.compiled_update)
-        step_model = loop.compile_model(step_model, tr.step_mode)
+    if compiled:  # the forward and backward; fit compiles the update (train.compiled_update)
+        step_model = helpers.run.train.compile_model(step_model, tr.step_mode)
     return Training(device.device_loader(loader, run.dev), sampler, optimizer, scheduler, step_model)
 
 
@@ -152,7 +152,7 @@ def eval_batches(run: Run, name: str, split, sampler=None) -> EvalBatches:
 
 
 @ranks_did()
-def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
+def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResult:
     """Train with the run's timing, utilization, energy and profile around the loop; set the sections they
     measured on the run's record."""
     m, tr = run.args.measure, run.args.train
@@ -206,7 +206,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> loop.FitResult:
         callbacks.append(_curve_callback(run, model, splits, timer))
     graphs_before = compiled_graphs()
     try:
-        result = loop.fit(
+        result = helpers.run.train.fit(
             t.step_model,
             loader,
             t.optimizer,
@@ -324,7 +324,7 @@ def _curve_callback(run: Run, model, splits, timer):
         if step % m.eval_every:
             return
         # the window's sync runs what the step left pending as a graph of its own, which only this pause
-        # causes: evaluation's, so it is counted inside (a training step runs one graph, #35)
+        # causes: evaluation's, so it is counted inside (a training step runs one graph)
         with run.compiles.evaluating() if run.compiles else contextlib.nullcontext():
             timer.close_window()
             _evaluate_point(step)
@@ -332,15 +332,15 @@ def _curve_callback(run: Run, model, splits, timer):
     def _evaluate_point(step: int) -> None:
         t0 = time.perf_counter()
         val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
-        metrics = loop.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
+        metrics = helpers.run.train.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
         if rows is splits["validation"]:  # the whole split: what the final evaluation measures too
             run.last_validation = (step, metrics)
         test_accuracy = None
         if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])
-            test_accuracy = loop.evaluate(model, test, run.dev, run.precision, rows_per_batch=test.batch_size)[
-                "accuracy"
-            ]
+            test_accuracy = helpers.run.train.evaluate(
+                model, test, run.dev, run.precision, rows_per_batch=test.batch_size
+            )["accuracy"]
         now = time.perf_counter()
         # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited,
         # less the process start-up)
@@ -365,7 +365,7 @@ def _curve_callback(run: Run, model, splits, timer):
                 flush=True,
             )
         if m.stop_at_accuracy is not None and metrics["accuracy"] >= m.stop_at_accuracy:
-            raise loop.StopTraining(
+            raise helpers.run.train.StopTraining(
                 f"validation accuracy {metrics['accuracy']:.2%} at step {step} reached "
                 f"stop_at_accuracy={m.stop_at_accuracy}"
             )

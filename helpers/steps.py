@@ -30,16 +30,16 @@ from pathlib import Path
 import psutil
 import torch
 
+import helpers.run.train
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
 from helpers.measured_training import eval_batches, eval_loader, prepare_training, train
-from helpers.run import data, ddp, device, lora, models, neuron, records, schema, tokens
-from helpers.run import precision as prec
-from helpers.run import record_destination as destination
-from helpers.run import train as loop
-from helpers.run.args import ConfigError, RunArgs, build_args, repo_path, results_dir
+from helpers.run import data, ddp, device, lora, models, neuron, record_destination, records, schema, tokens
+from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
 from helpers.run.argv import notebook_args, parse_cli
+from helpers.run.paths import repo_path
+from helpers.run.precision import prepare_model
 from helpers.run.summary import summary
 from helpers.run_state import Run, ranks_did, record_failures_in_notebook
 
@@ -119,8 +119,8 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     precision = choice.used
     name = args.measure.run_name or default_name(args, precision)
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
-    destination.check_destination(path)  # the exact folder and file name, before any model is built
-    loop.seed_everything(args.train.seed)
+    record_destination.check_destination(path)  # the exact folder and file name, before any model is built
+    helpers.run.train.seed_everything(args.train.seed)
     oversubscribed = device.oversubscribed(dev, args.train.num_devices, args.train.allow_oversubscribe)
     head = records.run_record(
         {**args.flat(), "run_name": name},
@@ -148,12 +148,12 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         startup_s=startup_s,
     )
     if rank is None and handed is None and not os.environ.get(ddp.LAUNCH_ID):  # ranks: their launcher's claim
-        run.claim = destination.claim_name(path, args.measure.replace_record)
+        run.claim = record_destination.claim_name(path, args.measure.replace_record)
     try:
         if dev.type == "xla":
             run.compiles = xla.CompileLog(cache=xla.init_cache(args, dev))
     except BaseException:
-        destination.release(run.claim)  # nothing was recorded: the name stays free
+        record_destination.release(run.claim)  # nothing was recorded: the name stays free
         raise
     if rank is not None:
         try:
@@ -190,7 +190,7 @@ def hand_over(args: RunArgs) -> dict | None:
     try:
         return launch.torchrun(args, run.name, run.record_path, run.dev.type)
     finally:
-        destination.release(run.claim)  # the ranks wrote (or the launcher recorded) the outcome
+        record_destination.release(run.claim)  # the ranks wrote (or the launcher recorded) the outcome
 
 
 @contextlib.contextmanager
@@ -262,7 +262,7 @@ def build_model(run: Run) -> torch.nn.Module:
             models.use_xla_checkpointing(model)
         spec = lora.spec_of(t)
         model = lora.apply(model, spec)  # adapters before the precision cast, so they are cast alike
-        model = prec.prepare_model(model, run.precision).to(run.dev.torch_device)
+        model = prepare_model(model, run.precision).to(run.dev.torch_device)
     run.record.model = schema.ModelInfo(
         name=t.model_name,
         parameters=sum(p.numel() for p in model.parameters()),
@@ -293,7 +293,7 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
                 metrics = reused
             else:
                 batches = eval_batches(run, split, splits[split], sampler)
-                metrics = loop.evaluate(
+                metrics = helpers.run.train.evaluate(
                     model, batches, run.dev, run.precision, reduce=reduce, rows_per_batch=batches.batch_size
                 )
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
@@ -357,7 +357,7 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
                 file=sys.stderr,
             )
         finally:
-            destination.release(run.claim)
+            record_destination.release(run.claim)
         print(f"record: {rec.status}, written to {where}")
     run.finished = {**written, "_source": str(run.record_path)}  # _source: in memory only
     return run.finished

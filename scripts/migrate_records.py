@@ -1,18 +1,13 @@
 """Rewrite committed run records in place as the record writer writes them (run when the schema changes).
 
-The records of the older Xeon and XLA runs were schema 3 and the rest 4: the reader upgraded them on every
-read, but the committed JSON Schema (helpers/facts/record.schema.json) pins the current version and refused
-them. Version 5 (#35) states data-parallel window rates in the job's unit; `schema.upgrade` scales a
-schema-4 record's per-rank windows by its ranks. #36 typed every section (no key outside the schema): two
-XLA records of version 5 held "not measured" in utilization figures, which the committed JSON Schema, a
-number or null there, refused. This script writes each file whose text is not what the writer would write
-as the writer writes it: the file's record upgraded and checked by `schema.validate`, then written whole
-with sorted keys (`records.write_json_atomic`). What changes:
+Every committed record is schema 5 (the records of schema 3 and 4 were migrated by this script, and the
+reader's upgrades of them then deleted). At the next change of the schema, write the upgrade of the older
+version here and run it once. This script writes each file whose text is not what the writer would write
+as the writer writes it: the record checked by `schema.validate`, then written whole with sorted keys
+(`records.write_json_atomic`). What changes:
 
-- `schema_version` -> the current one (5);
 - a number field holding an "I have no figure" string ("not measured", "nan") -> null; the section's
   `reason`, which says why, is kept;
-- `profile: null` is dropped (absent means not profiled);
 - the loss curve's step numbers are written as the reader returns them (50 -> 50.0).
 
 So the report reads each migrated file exactly as it read the old one. A file already as the writer writes

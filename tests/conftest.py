@@ -118,12 +118,6 @@ def real_data_dir() -> Path:
     return path
 
 
-@pytest.fixture()
-def results_path(tmp_path) -> Path:
-    """A fresh JSONL results file for one test."""
-    return tmp_path / "runs.jsonl"
-
-
 # steps.finish saves a record the schema refused in the working folder, so that it is never lost; in a test
 # run that is a record a test did not ask for: every run's record must pass the schema where it belongs
 def _stray_records() -> set[Path]:

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from helpers import check
-from helpers.run import device as devices
+from helpers.run import device
 
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^(\d+)\. (pass|fail|skip|warn)  (.+?): (.+)$")
@@ -83,7 +83,7 @@ def test_a_loss_that_overflows_fails_check_3_and_a_sane_one_passes(tiny_data_dir
 
 
 def test_a_gpu_the_runs_would_not_use_is_a_silent_fallback_unless_the_cpu_was_asked_for(tmp_path, monkeypatch):
-    cpu = devices.resolve_device("cpu")
+    cpu = device.resolve_device("cpu")
     assert check.unused_hardware("auto", cpu) is None or check.NVIDIA_DEVICE.exists()
     monkeypatch.setattr(check, "NVIDIA_DEVICE", tmp_path / "nvidia0")
     (tmp_path / "nvidia0").touch()  # what the NVIDIA driver creates for the first GPU
@@ -139,7 +139,7 @@ def test_the_energy_window_must_be_the_timing_window():
 
 def test_xla_graphs_fail_on_a_recompile_an_extra_execution_or_evaluation_charged_to_training():
     machine = check.Machine("xla", Path("."), {})
-    machine.dev = devices.DeviceInfo("xla", "xla:0", "XLA CPU", "AVX2", bf16_fast=False)
+    machine.dev = device.DeviceInfo("xla", "xla:0", "XLA CPU", "AVX2", bf16_fast=False)
     machine.runs = {"fp32": steady_record(1.0, 1.0)}
     assert check.xla_graphs(machine).status == "pass"
     for change, words in (
@@ -189,7 +189,7 @@ def test_a_run_past_its_limit_is_killed_and_fails_check_3_with_its_log(tiny_data
 
 
 def test_the_matmul_runs_in_a_child_that_is_killed_past_its_limit():
-    cpu = devices.resolve_device("cpu")
+    cpu = device.resolve_device("cpu")
     assert check.bounded_matmul_tflops(cpu, timeout_s=300, n=64) > 0
     with pytest.raises(TimeoutError, match="did not finish in 0.2 s"):
         check.bounded_matmul_tflops(cpu, timeout_s=0.2, n=64)  # python alone takes longer to start
@@ -234,7 +234,7 @@ def test_weights_broken_by_the_last_update_fail_check_3_on_the_evaluation_losses
 ):
     # the last training loss is computed before the last update: finite even when that update made NaN weights
     machine = check.Machine("cpu", tmp_path, {})
-    machine.dev = devices.resolve_device("cpu")
+    machine.dev = device.resolve_device("cpu")
     monkeypatch.setattr(check, "train_once", lambda m, p: (finished(1.79, val_loss, test_loss), ""))
     outcome = check.five_steps(machine, modes=["fp32"])
     assert outcome.status == status
@@ -247,7 +247,7 @@ def test_check_7_judges_a_device_kind_only_where_its_band_was_measured_and_recor
     gpu, measured, status, monkeypatch, tmp_path
 ):
     machine = check.Machine("cuda", tmp_path, {})
-    machine.dev = devices.DeviceInfo("cuda", "cuda:0", gpu, "AVX2", bf16_fast=True)
+    machine.dev = device.DeviceInfo("cuda", "cuda:0", gpu, "AVX2", bf16_fast=True)
     monkeypatch.setattr(check, "bounded_matmul_tflops", lambda dev, timeout_s: measured)
     outcome = check.matmul_roof(machine)
     assert outcome.status == status
@@ -259,7 +259,7 @@ def test_check_7_judges_a_device_kind_only_where_its_band_was_measured_and_recor
 
 # ----------------------------------------------------------------------------- what to set, said early
 def test_an_empty_cuda_visible_devices_is_named_where_the_driver_shows_a_gpu(tmp_path, monkeypatch):
-    cpu = devices.resolve_device("cpu")
+    cpu = device.resolve_device("cpu")
     monkeypatch.setattr(check, "NVIDIA_DEVICE", tmp_path / "nvidia0")
     (tmp_path / "nvidia0").touch()
     monkeypatch.setattr(check.torch.cuda, "device_count", lambda: 0)

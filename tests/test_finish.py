@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import steps
-from helpers.run import record_destination as destination
-from helpers.run import records
+from helpers.run import record_destination, records
 from helpers.run.args import ConfigError, build_args
 
 
@@ -93,16 +92,16 @@ def test_a_record_that_cannot_go_where_it_belongs_is_printed_and_saved_in_the_wo
 
 def test_a_record_name_too_long_for_the_file_system_is_refused_naming_run_name(tmp_path):
     fits = tmp_path / ("x" * 200 + "@" + "d" * 35 + ".json")  # 241 bytes + the temporary name's 14 = 255
-    destination.check_destination(fits)
+    record_destination.check_destination(fits)
     with pytest.raises(ConfigError, match="run_name is too long.*at most 200 characters"):
-        destination.check_destination(fits.with_name("x" * 201 + "@" + "d" * 35 + ".json"))
+        record_destination.check_destination(fits.with_name("x" * 201 + "@" + "d" * 35 + ".json"))
     assert not list(tmp_path.iterdir())  # the probe is gone
 
 
 def _probe_many(path: str, n: int) -> None:
     """Check one destination n times (a torchrun rank starting)."""
     for _ in range(n):
-        destination.check_destination(Path(path))
+        record_destination.check_destination(Path(path))
 
 
 def test_ranks_checking_one_destination_at_once_do_not_trip_over_each_others_probe(tmp_path):
@@ -126,10 +125,10 @@ def test_the_suites_own_folder_is_checked_before_training(tiny_model_dir, tiny_d
 def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tiny_model_dir, tiny_data_dir, tmp_path):
     args = _args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once")
     path = records.record_path(tmp_path, None, "once", steps.start(args).dev.key)
-    destination.release(destination._claim_path(path))
+    record_destination.release(record_destination._claim_path(path))
     hold = (
-        "import sys, time, pathlib; from helpers.run import record_destination as d; "
-        "d.claim_name(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+        "import sys, time, pathlib; from helpers.run import record_destination; "
+        "record_destination.claim_name(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
     )
     other = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     try:
@@ -140,7 +139,7 @@ def test_one_run_per_name_at_a_time_and_a_finished_name_needs_replace_record(tin
         other.kill()
         other.wait()
     steps.run_all(args)  # the claim's process is gone (its file left behind): a stale claim is taken over
-    assert not destination._claim_path(path).exists()  # released by finish
+    assert not record_destination._claim_path(path).exists()  # released by finish
     with pytest.raises(ConfigError, match="replace_record=True"):
         steps.start(args)
     again = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="once", replace_record=True))

@@ -232,7 +232,7 @@ SITECUSTOMIZE = '''
 import os
 
 if os.environ.get("RANK") == "1":  # torchrun's rank 1 only: its data loading raises
-    import helpers.run.data as data
+    from helpers.run import data
 
     class Rank1Fault(Exception):
         """A made-up failure; no 'Error' in its name, so only the error file can name it."""

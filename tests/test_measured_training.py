@@ -8,10 +8,9 @@ import torch
 
 from helpers import measured_training, steps
 from helpers.run import ddp, tokens
-from helpers.run import train as loop
 from helpers.run.args import build_args
 from helpers.run.device import resolve_device
-from helpers.run.train import _to_device
+from helpers.run.train import _to_device, evaluate
 
 CPU = resolve_device("cpu")
 
@@ -33,7 +32,7 @@ def tiny_run(tiny_model_dir, tiny_data_dir, tmp_path):
     run = steps.start(args)
     splits = steps.tokenize(run, steps.load_data(run))
     yield run, splits, steps.build_model(run)
-    steps.destination.release(run.claim)
+    steps.record_destination.release(run.claim)
 
 
 def _learn(model, split, tokenizer, epochs: int = 3) -> None:
@@ -66,8 +65,8 @@ def test_sorted_batches_measure_what_the_loader_measured(tiny_run):
     old = tokens.loader(split, 32, collate, shuffle=False, seed=0)  # the loader evaluation used before
     new = steps.eval_loader(run, split)
     assert new.batch_size > 32 or len(new) < len(old)  # fewer, larger batches
-    before = loop.evaluate(model, old, run.dev, run.precision)
-    after = loop.evaluate(model, new, run.dev, run.precision)
+    before = evaluate(model, old, run.dev, run.precision)
+    after = evaluate(model, new, run.dev, run.precision)
     same = ("accuracy", "macro_f1", "rows")
     assert {k: before[k] for k in same} == {k: after[k] for k in same}
     assert after["loss"] == pytest.approx(before["loss"], rel=1e-5)

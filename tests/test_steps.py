@@ -2,6 +2,7 @@
 
 import pytest
 
+import helpers.run.train
 from helpers import steps
 from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
 from helpers.run import records
@@ -182,11 +183,11 @@ class ConstantReader:
 
 
 def test_energy_covers_the_steady_windows_and_their_samples(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
-    from helpers import measured_training as training
+    from helpers import measured_training
     from helpers.measure.energy_meter import EnergyMeter
 
     monkeypatch.setattr(
-        training,
+        measured_training,
         "start_energy",
         lambda device_type, cuda_devices=None: EnergyMeter(ConstantReader(), device_type, start_thread=False),
     )
@@ -205,7 +206,7 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
 
     import torch
 
-    from helpers import measured_training as training
+    from helpers import measured_training
     from helpers.run.ddp import Rank
     from helpers.run.schema import Timing
 
@@ -216,7 +217,7 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
         record=types.SimpleNamespace(timing=timing),
         dev=types.SimpleNamespace(type="cpu", torch_device=torch.device("cpu")),
     )
-    out = training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
+    out = measured_training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
     assert out["samples"] == 80 and out["samples_per_joule"] == pytest.approx(80 / 400)
     assert out["joules"] == 400.0  # no collective, no scaling of the node's joules by the ranks
 
@@ -225,8 +226,7 @@ def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(
     tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys
 ):
     from helpers.measure import precision_probe
-    from helpers.run import device
-    from helpers.run import record_destination as destination
+    from helpers.run import device, record_destination
 
     monkeypatch.setattr(device, "cpu_bf16_fast", lambda: True)  # whatever this host's flags
     monkeypatch.setattr(precision_probe, "cpu_probe", real_cpu_probe)  # conftest cans it
@@ -237,7 +237,7 @@ def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(
         lambda: {"ratio": 1.4, "fp32_step_s": 0.7, "bf16_step_s": 0.5, "rounds": 5, "threads": 2},
     )
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu"))
-    destination.release(run.claim)
+    record_destination.release(run.claim)
     section = run.record.precision
     assert run.precision == section.used == section.compute_dtype == run.compute_dtype == "bf16"
     assert section.requested == "auto"
@@ -245,7 +245,7 @@ def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(
     assert section.probe.ratio == 1.4 and (tmp_path / "_peaks" / f"{run.dev.key}.precision.json").exists()
     assert "precision auto: bf16 autocast: probe 1.40x" in capsys.readouterr().out
     given = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, device="cpu", precision="fp32", run_name="x"))
-    destination.release(given.claim)
+    record_destination.release(given.claim)
     assert given.record.precision.auto_reason is None and given.record.precision.probe is None
 
 
@@ -340,8 +340,8 @@ def test_every_second_of_the_run_is_in_a_phase(tiny_model_dir, tiny_data_dir, tm
 def test_the_final_evaluation_reuses_a_periodic_one_of_the_same_weights(
     tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, eval_every, evaluations
 ):
-    """Training that ends on a periodic evaluation's step is not evaluated on the validation split again
-    (#38): every 2 steps of 4, steps 2 and 4 are all; every 3, step 3 and the final one."""
+    """Training that ends on a periodic evaluation's step is not evaluated on the validation split again:
+    every 2 steps of 4, steps 2 and 4 are all; every 3, step 3 and the final one."""
     run = steps.start(
         _args(
             tiny_model_dir, tiny_data_dir, tmp_path, run_name=f"every{eval_every}", eval_every=eval_every, max_steps=4
@@ -349,9 +349,9 @@ def test_the_final_evaluation_reuses_a_periodic_one_of_the_same_weights(
     )
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
-    real, seen = steps.loop.evaluate, []
+    real, seen = helpers.run.train.evaluate, []
     monkeypatch.setattr(
-        steps.loop, "evaluate", lambda m, batches, *a, **kw: seen.append(batches) or real(m, batches, *a, **kw)
+        helpers.run.train, "evaluate", lambda m, batches, *a, **kw: seen.append(batches) or real(m, batches, *a, **kw)
     )
     steps.train(run, model, splits)
     out = steps.evaluate(run, model, splits)

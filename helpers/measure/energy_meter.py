@@ -28,7 +28,6 @@ from pathlib import Path
 from helpers.measure.energy_readers import (
     FACTS_CSV,
     NEURON_ROOT,
-    NOT_MEASURED,
     RAPL_ROOT,
     NeuronReader,
     NvmlReader,
@@ -132,7 +131,7 @@ class EnergyMeter:
             if self.reader.reason is None:
                 whole = self.reader.stop(now, seconds, self.interval_s)
             else:
-                whole = result(NOT_MEASURED, self.reader.source, seconds, reason=self.reader.reason)
+                whole = result(None, self.reader.source, seconds, reason=self.reader.reason)
             self.reader.close()
         self._result = steady_section(whole, self.windows, self.reader)
         self._result.update(device_type=self.device_type, interval_s=self.interval_s)
@@ -163,7 +162,7 @@ def steady_section(whole: dict, windows: list[MeteredWindow], reader) -> dict:
     # a sample at a window's start belongs to what came before it (RAPL's: the mean since the last read)
     peaks = [w for t, w in reader.samples if any(s.t0 < t <= s.t1 for s in steady)]
     out = result(
-        whole["method"] if joules is not None else NOT_MEASURED,
+        whole["method"] if joules is not None else None,
         whole["source"],
         seconds,
         joules,
@@ -208,23 +207,23 @@ def sum_nodes(section: dict, totals: Sequence[float], nodes: int) -> dict:
         "device_count": (section.get("device_count") or 0) * nodes,
         "nodes": nodes,
         "devices": None,
-        "peak_watts": NOT_MEASURED,
+        "peak_watts": None,
         "peak_watts_note": "a node's peaks fall at other times: not summed",
     }
     if round(measured) < nodes:
         return {
             **out,
-            "method": NOT_MEASURED,
-            "joules": NOT_MEASURED,
-            "mean_watts": NOT_MEASURED,
+            "method": None,
+            "joules": None,
+            "mean_watts": None,
             "reason": f"energy measured on {round(measured)} of {nodes} nodes: no job figure",
         }
-    out.update(joules=joules, mean_watts=joules / out["seconds"] if out["seconds"] else NOT_MEASURED)
+    out.update(joules=joules, mean_watts=joules / out["seconds"] if out["seconds"] else None)
     whole = dict(out.get("whole_run") or {})
     whole.update(
         joules=whole_joules,
-        peak_watts=NOT_MEASURED,
-        mean_watts=whole_joules / whole["seconds"] if whole.get("seconds") else NOT_MEASURED,
+        peak_watts=None,
+        mean_watts=whole_joules / whole["seconds"] if whole.get("seconds") else None,
     )
     out["whole_run"] = whole
     return out

@@ -34,7 +34,6 @@ except ImportError as err:
 else:
     NO_ZEUS = None
 
-NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 NEURON_ROOT = "/sys/devices/virtual/neuron_device"
 RAPL_ROOT = "/sys/class/powercap"
 FACTS_CSV = Path(__file__).resolve().parents[1] / "facts" / "device_power.csv"
@@ -91,12 +90,12 @@ def result(
     """Return a reader's figures as the record names them; None (with the reason) where not measured."""
     measured = method is not None and joules is not None
     out = {
-        "method": method if measured else NOT_MEASURED,
+        "method": method if measured else None,
         "source": source,
         "seconds": seconds,
-        "joules": joules if measured else NOT_MEASURED,
-        "mean_watts": joules / seconds if measured and seconds > 0 else NOT_MEASURED,
-        "peak_watts": peak_watts if peak_watts is not None else NOT_MEASURED,
+        "joules": joules if measured else None,
+        "mean_watts": joules / seconds if measured and seconds > 0 else None,
+        "peak_watts": peak_watts,
         "power_samples": samples,
     }
     if not measured:
@@ -191,7 +190,7 @@ class NvmlReader:
         extra = {"power_read_errors": self.errors, "devices": {d: {"name": n} for d, n in self.names.items()}}
         if joules is None:
             return result(
-                NOT_MEASURED,
+                None,
                 self.source,
                 seconds,
                 samples=len(self.samples),
@@ -283,7 +282,7 @@ class RaplReader:
     def stop(self, now: float, seconds: float, interval_s: float) -> dict:
         self.poll(now)
         if self.reason is not None:
-            return result(NOT_MEASURED, self.source, seconds, reason=self.reason)
+            return result(None, self.source, seconds, reason=self.reason)
         return result(
             "measured",
             f"{self.source}, package domains only (subzones and psys excluded), "
@@ -355,7 +354,7 @@ class NeuronReader:
         n_records = sum(len(recs) for recs in self.records.values())
         devices = {
             n: {
-                "mean_power_util_pct": util.get(n, NOT_MEASURED),
+                "mean_power_util_pct": util.get(n),
                 "records": len(self.records[n]),
                 "utilization_raw_text": self.raw_text[n],
             }
@@ -363,12 +362,12 @@ class NeuronReader:
         }
         extra = {
             "devices": devices,
-            "mean_power_util_pct": sum(util.values()) / len(util) if len(util) == len(self.files) else NOT_MEASURED,
+            "mean_power_util_pct": sum(util.values()) / len(util) if len(util) == len(self.files) else None,
         }
         if len(util) < len(self.files):
             lacking = ", ".join(n for n in self.files if n not in util)
             return result(
-                NOT_MEASURED,
+                None,
                 self.source,
                 seconds,
                 samples=n_records,
@@ -378,7 +377,7 @@ class NeuronReader:
             )
         if self.max_watts is None:
             return result(
-                NOT_MEASURED,
+                None,
                 self.source,
                 seconds,
                 samples=n_records,

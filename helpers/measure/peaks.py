@@ -207,8 +207,8 @@ def forget(device_key: str, dtype: str, threads: int, peaks_dir: str | Path | No
 
 def main(argv: list[str] | None = None) -> None:
     """Measure this machine's roof now (on a quiet machine) and store it, replacing what was there."""
-    from helpers.run.args import RESULTS_DIR, repo_path
     from helpers.run.device import resolve_device
+    from helpers.run.paths import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.measure.peaks", description=main.__doc__)
     parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))

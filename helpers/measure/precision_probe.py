@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from helpers.measure.peaks import keep, read_kept
-from helpers.run import precision as prec
 from helpers.run.args import NeuronArgs
 from helpers.run.device import DeviceInfo, compute_dtype, cpu_capability, cpu_name, resolve_precision
+from helpers.run.precision import autocast, mechanism
 from helpers.run.records import PEAKS, now
 
 MARGIN = 1.10  # bf16 autocast must make steps >= 10% faster than fp32 to be chosen: less is within drift
@@ -87,7 +87,7 @@ def _paired_rounds(cfg, batch: int, seq_len: int, rounds: int, cap_s: float) -> 
 
     def step(precision: str) -> float:
         t0 = time.perf_counter()  # the CPU finishes its ops before they return: no sync needed
-        with prec.autocast(precision, "cpu"):
+        with autocast(precision, "cpu"):
             loss = model(**inputs).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -171,7 +171,7 @@ def resolve(requested: str, dev: DeviceInfo, neuron: NeuronArgs, peaks_dir: str 
         requested,
         used,
         compute_dtype(used, neuron.bf16_mode, neuron.extra_cc_flags),
-        prec.mechanism(used, dev.type, dev.neuron, neuron.bf16_mode),
+        mechanism(used, dev.type, dev.neuron, neuron.bf16_mode),
         reason,
         probe,
     )
@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     """Probe bf16 autocast against fp32 now (on a quiet machine) and store it, replacing what was there."""
     import argparse
 
-    from helpers.run.args import RESULTS_DIR, repo_path
     from helpers.run.device import resolve_device
+    from helpers.run.paths import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.measure.precision_probe", description=main.__doc__)
     parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()])

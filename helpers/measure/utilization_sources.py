@@ -12,14 +12,13 @@ from collections.abc import Iterable
 import numpy as np
 import psutil
 
-NOT_MEASURED = None  # no figure: the reason says why (a number field never holds text)
 GIB = 2**30
 
 
 def stats(name: str, values: list[float]) -> dict:
     """{name}_mean and {name}_p90 over values, or None for both when empty."""
     if not values:
-        return {f"{name}_mean": NOT_MEASURED, f"{name}_p90": NOT_MEASURED}
+        return {f"{name}_mean": None, f"{name}_p90": None}
     return {
         f"{name}_mean": round(float(np.mean(values)), 3),
         f"{name}_p90": round(float(np.percentile(values, 90)), 3),

@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 
-from helpers.run.args import RunArgs, repo_path
+from helpers.run.args import RunArgs
+from helpers.run.paths import repo_path
 from helpers.run.schema import Timing
 
 XLA_ENV = (

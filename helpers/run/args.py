@@ -38,18 +38,11 @@ from pydantic import (
     StringConstraints,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_DIR = "Experiment/results"
+from helpers.run.paths import RESULTS_DIR, repo_path
 
 
 class ConfigError(ValueError):
     """A parameter has a value outside what the run accepts; the message names both."""
-
-
-def repo_path(path: str | Path) -> Path:
-    """Return `path` as is when absolute, else relative to the repository root (not the cwd)."""
-    path = Path(path)
-    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def none_text(value: Any) -> Any:
@@ -262,8 +255,7 @@ class MeasureArgs:
     progress: bool = arg(True, "progress bars while training; False: a loss line per timing window instead (logs)")
     results_path: Annotated[str, StringConstraints(pattern=r"\S")] = arg(
         RESULTS_DIR,
-        "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json "
-        "(an old .../runs.jsonl value means its folder)",
+        "folder of the run records: <results_path>/<suite or adhoc>/<run_name>@<device>.json",
     )
     run_name: Maybe[SafeName] = arg(
         None,
@@ -464,6 +456,5 @@ def unknown_message(name: str) -> str:
 
 
 def results_dir(args: RunArgs) -> Path:
-    """Return the records folder: results_path, or the folder of an old `.../runs.jsonl` value."""
-    path = repo_path(args.measure.results_path)
-    return path.parent if path.suffix == ".jsonl" else path
+    """Return the records folder: results_path, relative to the repository root unless absolute."""
+    return repo_path(args.measure.results_path)

@@ -269,10 +269,6 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(resolve_device(requested).describe()))
 
 
-if __name__ == "__main__":
-    main()
-
-
 def oversubscribed(dev: DeviceInfo, num_devices: int, allow: bool) -> bool:
     """Return True when CPU ranks would outnumber the cores (allowed); raise ConfigError when not allowed."""
     cores = os.cpu_count() or 1
@@ -285,3 +281,7 @@ def oversubscribed(dev: DeviceInfo, num_devices: int, allow: bool) -> bool:
             "allow_oversubscribe=True (the record is then marked oversubscribed)"
         )
     return True
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@
 A record is written to a temporary file beside its destination, flushed to disk, then renamed over
 it (`write_json_atomic`): a crash or a full disk leaves the old file or none, never half of one. No
 lock is needed, a parent reads its child's record by name, and two machines' results merge by
-copying folders. Old `runs.jsonl` files (one record per line) are still read.
+copying folders.
 
     python -m helpers.run.records [PATH]     # headline figures of a record (default: the newest)
 """
@@ -48,9 +48,6 @@ LIBRARIES = (
     "nvidia-ml-py",
 )
 MIN_FREE_BYTES = 1 << 20  # room for a record (a few KiB) with a wide margin
-# a record nests a few levels (sections, curve points, loss pairs); a file nested deeper is not one, and
-# past about 1,000 levels the json module itself fails with a RecursionError that names no file
-MAX_DEPTH = 64
 
 
 class RecordWriteError(OSError):
@@ -61,18 +58,6 @@ class RecordReadError(ValueError):
     """A file cannot be read as JSON; the message says why (empty, cut short, nested too deeply)."""
 
 
-def nesting(obj: Any) -> int:
-    """Return how many levels of lists and objects `obj` nests (0 for a number or a string)."""
-    deepest, todo = 0, [(obj, 0)]
-    while todo:  # iterative: a deep value must not exhaust Python's recursion limit here either
-        value, level = todo.pop()
-        if isinstance(value, (dict, list)):
-            deepest = max(deepest, level + 1)
-            if level + 1 <= MAX_DEPTH:
-                todo.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
-    return deepest
-
-
 def parse_json(raw: bytes | str) -> Any:
     """Return the JSON value of `raw`; raise RecordReadError saying why it is none (empty, cut short, too deep)."""
     if not raw.strip():
@@ -80,11 +65,9 @@ def parse_json(raw: bytes | str) -> Any:
     try:
         obj = json.loads(raw)
     except RecursionError:
-        raise RecordReadError(f"nested more than {MAX_DEPTH} levels deep: not a record") from None
+        raise RecordReadError("nested too deeply: not a record") from None
     except (ValueError, UnicodeDecodeError):
         raise RecordReadError("cut short or not JSON") from None
-    if nesting(obj) > MAX_DEPTH:
-        raise RecordReadError(f"nested more than {MAX_DEPTH} levels deep: not a record")
     return obj
 
 
@@ -262,7 +245,7 @@ def read_record(path: str | Path) -> dict | None:
 
 
 def read_records(root: str | Path) -> tuple[list[dict], Counter]:
-    """Return every valid record below `root` (record files and old runs.jsonl lines) and what was skipped.
+    """Return every valid record below `root` (its record files) and what was skipped.
 
     Folders whose name starts with '_' (per-machine peaks, caches) hold no records. A skipped file is
     counted under '<file>: <why>' (cut short, not a record, a field of the wrong type, a newer schema). A
@@ -277,7 +260,7 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
         else sorted(
             p
             for p in root.rglob("*")
-            if p.suffix in (".json", ".jsonl")
+            if p.suffix == ".json"
             and p.is_file()
             and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
         )
@@ -285,23 +268,18 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
     for path in files:
         name = path.name if root.is_file() else str(path.relative_to(root))
         try:
-            lines = path.read_bytes().splitlines() if path.suffix == ".jsonl" else [path.read_bytes()]
+            obj = parse_json(path.read_bytes())
         except OSError as err:
             skipped[f"{name}: unreadable ({err.strerror or err})"] += 1
             continue
-        for raw in lines:
-            if not raw.strip() and path.suffix == ".jsonl":
-                continue  # a blank line between records
-            try:
-                obj = parse_json(raw)
-            except RecordReadError as err:
-                skipped[f"{name}: {err}"] += 1
-                continue
-            valid, why = schema.validate(obj)
-            if why:
-                skipped[f"{name}: {why}"] += 1
-                continue
-            found.append({**valid, "_source": str(path)})
+        except RecordReadError as err:
+            skipped[f"{name}: {err}"] += 1
+            continue
+        valid, why = schema.validate(obj)
+        if why:
+            skipped[f"{name}: {why}"] += 1
+            continue
+        found.append({**valid, "_source": str(path)})
     return found, skipped
 
 
@@ -309,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     """Print the headline figures of a record file, or of the newest record below a folder."""
     import argparse
 
-    from helpers.run.args import RESULTS_DIR, repo_path
+    from helpers.run.paths import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
     parser.add_argument("path", nargs="?", default=RESULTS_DIR, help="a record file or a results folder")

@@ -16,7 +16,8 @@ import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from helpers.run.args import GROUPS, REPO_ROOT
+from helpers.run.args import GROUPS
+from helpers.run.paths import REPO_ROOT
 
 # each notebook's parameters cell: its argument groups and the defaults it changes on purpose
 NOTEBOOKS = {

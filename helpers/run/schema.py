@@ -3,9 +3,8 @@
 A figure that was not measured is None, with the section's `reason` saying why (never a string such as
 "not measured" in a number field; NaN and infinities become None). The record refuses a key it does not
 know, and so does every section (a misspelled key is an error, not a new column); where a backend writes
-keys of its own choosing (a GPU per device, a core per NeuronCore) they sit in one typed map. Older files
-(schema 1-4) are upgraded on reading; a file that does not validate is skipped by its readers, named with
-the reason.
+keys of its own choosing (a GPU per device, a core per NeuronCore) they sit in one typed map. A file of
+another schema version, or one that does not validate, is skipped by its readers, named with the reason.
 
     python -m helpers.run.schema --write     # regenerate helpers/facts/record.schema.json after a change
 """
@@ -19,7 +18,7 @@ import numbers
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 5
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
@@ -224,23 +223,8 @@ class Energy(Section):
     device_type: str | None = None
 
 
-# the figures each utilization source (measure.monitor) summarizes as <figure>_mean and <figure>_p90
-UTILIZATION_FIGURES = {
-    "psutil": ("cpu_util_pct", "proc_cpu_util_pct", "rss_gib"),
-    "nvml": ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib"),
-    "neuron-monitor": (
-        "neuroncore_util_pct",
-        "achieved_tflops",
-        "device_mem_used_gib",
-        "runtime_host_mem_used_gib",
-        "host_vcpu_util_pct",
-        "host_mem_used_gib",
-    ),
-}
-
-
-class UtilizationBase(Section):
-    """Utilization over the steady windows (measure.monitor): the source, and what it saw besides figures."""
+class Utilization(Section):
+    """Utilization over the steady windows (measure.monitor): each figure's mean and p90, None where the source sampled none."""
 
     backend: str | None = None  # psutil, nvml or neuron-monitor
     samples: Count = None
@@ -253,19 +237,37 @@ class UtilizationBase(Section):
     runtime_errors: Count = None
     malformed_lines: Count = None
 
-
-Utilization = create_model(
-    "Utilization",
-    __base__=UtilizationBase,
-    __doc__="Utilization over the steady windows (measure.monitor): "
-    "each figure's mean and p90, None where the source sampled none.",
-    **{
-        f"{figure}_{stat}": (Num, None)
-        for figures in UTILIZATION_FIGURES.values()
-        for figure in figures
-        for stat in ("mean", "p90")
-    },
-)
+    # psutil
+    cpu_util_pct_mean: Num = None
+    cpu_util_pct_p90: Num = None
+    proc_cpu_util_pct_mean: Num = None
+    proc_cpu_util_pct_p90: Num = None
+    rss_gib_mean: Num = None
+    rss_gib_p90: Num = None
+    # nvml
+    sm_util_pct_mean: Num = None
+    sm_util_pct_p90: Num = None
+    sm_active_pct_mean: Num = None
+    sm_active_pct_p90: Num = None
+    tensor_active_pct_mean: Num = None
+    tensor_active_pct_p90: Num = None
+    mem_util_pct_mean: Num = None
+    mem_util_pct_p90: Num = None
+    mem_used_gib_mean: Num = None
+    mem_used_gib_p90: Num = None
+    # neuron-monitor
+    neuroncore_util_pct_mean: Num = None
+    neuroncore_util_pct_p90: Num = None
+    achieved_tflops_mean: Num = None
+    achieved_tflops_p90: Num = None
+    device_mem_used_gib_mean: Num = None
+    device_mem_used_gib_p90: Num = None
+    runtime_host_mem_used_gib_mean: Num = None
+    runtime_host_mem_used_gib_p90: Num = None
+    host_vcpu_util_pct_mean: Num = None
+    host_vcpu_util_pct_p90: Num = None
+    host_mem_used_gib_mean: Num = None
+    host_mem_used_gib_p90: Num = None
 
 
 class Shapes(Section):
@@ -603,63 +605,25 @@ class RunRecord(BaseModel):
     fixture: bool | None = None  # True: a hand-made record of the tests, left out of the report
 
 
-def job_window_rates(timing: dict) -> dict:
-    """Return a schema-4 timing section with its window rates in the job's unit (they were one rank's)."""
-    per_rank, job = timing.get("samples_per_s_per_device"), timing.get("samples_per_s")
-    if not per_rank or not job:
-        return timing
-    ranks = round(job / per_rank)
-    windows = timing.get("window_samples_per_s")
-    scaled = {k: v * ranks if v is not None else None for k, v in windows.items()} if windows else windows
-    out = {**timing, "window_samples_per_s": scaled}
-    if timing.get("window_series"):
-        out["window_series"] = [[step, rate * ranks] for step, rate in timing["window_series"]]
-    return out
-
-
-def upgrade(record: dict) -> dict:
-    """Return an older record (schema 1-4) in the current layout; number sentinels go in validation."""
-    version = record.get("schema_version", 1)
-    record = dict(record)
-    if version < 2:
-        # schema 1 kept timings and metrics at top level; schema 2 nests them
-        record.setdefault(
-            "timing",
-            {k: record.pop(k) for k in list(record) if k in ("train_time_s", "samples_per_s", "step_time_median_s")},
-        )
-        record.setdefault(
-            "metrics", {k: record.pop(k) for k in list(record) if k in ("test_accuracy", "test_macro_f1", "final_loss")}
-        )
-        record.setdefault("status", "finished")
-    if version < 4:
-        record["run_id"] = record.get("run_id") or f"v{version}-{record.get('run_name')}"
-        if record.get("profile") is None:
-            record.pop("profile", None)
-    if version < 5:
-        if isinstance(record.get("timing"), dict):  # schema 4: data-parallel window rates were one rank's
-            record["timing"] = job_window_rates(record["timing"])
-        record["schema_version"] = SCHEMA_VERSION
-    return record
-
-
 def validate(obj: Any) -> tuple[dict | None, str | None]:
     """Return (the record as plain JSON data, None), or (None, why it is not a valid record)."""
     if not isinstance(obj, dict):
         return None, "not a JSON object"
-    version = obj.get("schema_version", 1)  # the first records had none
+    version = obj.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         return None, f"schema_version {version!r} is not a schema version (an integer from 1)"
     if version > SCHEMA_VERSION:
         return None, f"schema_version {version} is newer than this code reads ({SCHEMA_VERSION}): update the code"
+    if version < SCHEMA_VERSION:
+        return None, f"schema_version {version} is older than this code reads ({SCHEMA_VERSION})"
     try:
-        model = RunRecord.model_validate(upgrade(obj))
+        return RunRecord.model_validate(obj).model_dump(mode="json", exclude_unset=True, by_alias=True), None
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "record"
         return None, f"{where}: {first['msg']} ({err.error_count()} problem(s))"
-    except (TypeError, ValueError, AttributeError) as err:
+    except (TypeError, ValueError, AttributeError, RecursionError) as err:  # a value nested too deeply
         return None, f"not a record ({err})"
-    return model.model_dump(mode="json", exclude_unset=True, by_alias=True), None
 
 
 def json_schema() -> str:

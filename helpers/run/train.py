@@ -22,8 +22,8 @@ import torch
 from tqdm.auto import tqdm
 
 from helpers.run import models
-from helpers.run import precision as prec
 from helpers.run.device import DeviceInfo
+from helpers.run.precision import autocast, grad_scaler
 
 
 @dataclass
@@ -121,7 +121,7 @@ def fit(
     as one compiled graph too (compiled_update); cudagraphs marks each step's start for the graphs' replay.
     """
     xla = dev.type == "xla"
-    scaler = prec.grad_scaler(precision, dev.type)
+    scaler = grad_scaler(precision, dev.type)
     update = compiled_update(model, optimizer, max_grad_norm, step_mode) if step_mode != "eager" else None
     cudagraphs = step_mode == "cudagraphs"
     total = min(max_steps or math.inf, len(train_loader) // grad_accum * epochs)
@@ -146,7 +146,7 @@ def fit(
             # DDP all-reduces in backward: only the last micro-batch of a step needs it
             sync_ctx = contextlib.nullcontext() if last_micro or not hasattr(model, "no_sync") else model.no_sync()
             with sync_ctx:
-                with prec.autocast(precision, dev.type):
+                with autocast(precision, dev.type):
                     loss = model(**batch).loss / grad_accum
                 (scaler.scale(loss) if scaler else loss).backward()
             shape = tuple(batch["input_ids"].shape)
@@ -328,7 +328,7 @@ def evaluate_batches(
         if xla and rows_per_batch and batch["labels"].shape[0] < rows_per_batch:
             batch = pad_rows(batch, rows_per_batch)
         batch = _to_device(batch, model, dev)
-        with prec.autocast(precision, dev.type):
+        with autocast(precision, dev.type):
             out = model(**batch)
         labels = batch["labels"]
         valid = labels >= 0

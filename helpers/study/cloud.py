@@ -35,9 +35,9 @@ from pathlib import Path
 import yaml
 
 from helpers import check
-from helpers.calc import prices as cost
+from helpers.calc import prices
 from helpers.calc.facts import load_instance_prices
-from helpers.run.args import REPO_ROOT
+from helpers.run.paths import REPO_ROOT
 from helpers.study.sweep import plan, precompile
 from helpers.study.sweep.suites import VARIANTS, Suite, expand, resolve_suite, retarget, timeout_of
 
@@ -295,7 +295,7 @@ def total_hours(config: dict) -> float:
 def cost_text(target: str, config: dict) -> str:
     """Return the most the run can cost: every step at its limit (start, setup, the run, autostop's idle)."""
     spec = TARGETS[target]
-    price = cost.instance_price(spec.instance)
+    price = prices.instance_price(spec.instance)
     if target == "local":
         return (
             f"Cost: nothing, this machine (the plan prices {spec.instance}, the facts' 2-vCPU stand-in). At most "
@@ -311,7 +311,7 @@ def cost_text(target: str, config: dict) -> str:
             "its volume type."
         )
     name = spec.resources["accelerators"].split(":")[0]
-    share = cost.price_per_accelerator_hour(spec.instance)
+    share = prices.price_per_accelerator_hour(spec.instance)
     gpus = round(price / share)
     lines = [
         f"Cost: SkyPilot picks the cheapest offer of one {name} among the clouds `sky check` enables and prints "
@@ -502,7 +502,7 @@ def show(target: str, config: dict, lab: bool) -> None:
     print(f"# The task ({spec.task}, as rendered)\n{task_text(config)}{validate(config)}\n")
     if lab:
         price = (
-            f"{spec.instance} at ${cost.instance_price(spec.instance):g}/h on demand"
+            f"{spec.instance} at ${prices.instance_price(spec.instance):g}/h on demand"
             if spec.pinned
             else f"the {spec.resources['accelerators']} offer SkyPilot picks, at the price it shows"
         )

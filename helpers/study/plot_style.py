@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from helpers.calc.facts import cuda_device_key
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 from helpers.study.notation import short_device
 
 PALETTE = sns.color_palette("colorblind").as_hex()  # Okabe-Ito's hues: told apart by colour-blind readers too

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 
 PUBLISHED_DIR = "Experiment/published"
 # the study's device names (cost.csv, speedup.csv) -> keys of helpers/facts/instance_prices.csv

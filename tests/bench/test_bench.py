@@ -10,14 +10,13 @@ import torch
 from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
-from bench import cases as sections
-from bench import harness as bench
-from bench import render
+import bench.harness
+from bench import cases, render
 from helpers.measure.timing import StepTimer
-from helpers.run import precision as prec
 from helpers.run import train
 from helpers.run.device import resolve_device
 from helpers.run.optim import build_optimizer, build_scheduler
+from helpers.run.precision import grad_scaler
 
 CPU = resolve_device("cpu")
 
@@ -43,15 +42,15 @@ def test_alternate_rotates_order_skips_warmup_and_takes_medians():
         return run
 
     syncs = []
-    rates = bench.alternate(
+    rates = bench.harness.alternate(
         {"a": workload("a"), "b": workload("b")}, windows=5, warmup=1, sync=lambda: syncs.append(1), clock=clock
     )
     assert order == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b", "b", "a"]  # rotated each round
     assert len(syncs) == 2 * len(order)  # the device is synced before every clock read
     assert [w["seconds"] for w in rates["a"]] == [1.0, 2.0, 4.0, 2.0, 1.0]  # warm-up window dropped
-    assert bench.median_rate(rates, "a") == pytest.approx(8 / 2.0)
-    assert bench.median_rate(rates, "b", "flops") == pytest.approx(80 / 4.0)
-    assert bench.ratio(rates, "a", "b") == pytest.approx(2.0)
+    assert bench.harness.median_rate(rates, "a") == pytest.approx(8 / 2.0)
+    assert bench.harness.median_rate(rates, "b", "flops") == pytest.approx(80 / 4.0)
+    assert bench.harness.ratio(rates, "a", "b") == pytest.approx(2.0)
 
 
 def test_a_workload_may_time_its_own_loop():
@@ -61,13 +60,13 @@ def test_a_workload_may_time_its_own_loop():
         clock.t += 100.0  # per-call setup the workload leaves out of its own loop time
         return {"samples": 8, "seconds": 0.5}
 
-    rates = bench.alternate({"w": setup_then_loop}, windows=5, warmup=1, clock=clock)
+    rates = bench.harness.alternate({"w": setup_then_loop}, windows=5, warmup=1, clock=clock)
     assert [w["samples"] for w in rates["w"]] == [16.0] * 5
     assert [w["seconds"] for w in rates["w"]] == [0.5] * 5
 
 
 def test_timed_loader_records_one_wait_per_batch():
-    loader = bench.TimedLoader([{"x": torch.zeros(2)}] * 3)
+    loader = bench.harness.TimedLoader([{"x": torch.zeros(2)}] * 3)
     assert len(loader) == 3 and len(list(loader)) == 3 and len(loader.wait_s) == 3
     assert all(w >= 0 for w in loader.wait_s)
 
@@ -110,7 +109,7 @@ def test_bare_loop_and_fit_do_the_same_work(precision):
         timer=StepTimer(),
     )
     torch.manual_seed(1)
-    bench.bare_loop(
+    bench.harness.bare_loop(
         bare,
         batches,
         opts[1],
@@ -118,8 +117,8 @@ def test_bare_loop_and_fit_do_the_same_work(precision):
         precision,
         "cpu",
         max_grad_norm=0.5,
-        scaler=prec.grad_scaler(precision, "cpu"),
-    )  # as bench.bare_window passes it
+        scaler=grad_scaler(precision, "cpu"),
+    )  # as bench.harness.bare_window passes it
     for (name, a), (_, b) in zip(harness.named_parameters(), bare.named_parameters()):
         assert torch.equal(a, b), name
     assert not torch.equal(harness.classifier.weight, _model().classifier.weight)  # it did train
@@ -135,7 +134,7 @@ def _fake_results():
     sp = rates(120.0, 10.0)
     sp = {"optimized preset": sp["x"], "baseline preset": sp["y"], "matmul peak": [{"flops": 2e14, "seconds": 1.0}] * 5}
     return {
-        "overhead": {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": ov, "steps_per_window": 3},
+        "overhead": {"config": {**cases.OVERHEAD_CFG}, "precision": "bf16", "rates": ov, "steps_per_window": 3},
         "speedup": {
             "model": "bert-base-random",
             "baseline": {},
@@ -243,7 +242,7 @@ def test_a_verdict_follows_the_rounds_and_says_when_they_span_the_target(fit, ve
         "bare loop": [{"samples": 1.0}] * 3,
         "Trainer": [{"samples": 1.0}] * 3,
     }
-    ov = {"config": {**sections.OVERHEAD_CFG}, "precision": "bf16", "rates": rates, "steps_per_window": 3}
+    ov = {"config": {**cases.OVERHEAD_CFG}, "precision": "bf16", "rates": rates, "steps_per_window": 3}
     main = render.render({"overhead": ov}, META)["main"]
     assert f"(target >= 0.97x: {verdict})." in main
 
@@ -252,10 +251,10 @@ def test_paired_ratios_cancel_a_drifting_machine():
     # the machine slows down 2x over the run; the harness is always 10% slower than the bare loop
     speed = [1.0, 1.5, 2.0, 2.0, 2.0]
     rates = {"fit": [{"samples": 9.0 / s} for s in speed], "bare": [{"samples": 10.0 / s} for s in speed[1:] + [1.0]]}
-    assert bench.paired_ratios(rates, "fit", "bare")[0] == pytest.approx(0.9 * 1.5)  # rounds misaligned
+    assert bench.harness.paired_ratios(rates, "fit", "bare")[0] == pytest.approx(0.9 * 1.5)  # rounds misaligned
     rates["bare"] = [{"samples": 10.0 / s} for s in speed]
-    assert bench.paired_ratios(rates, "fit", "bare") == pytest.approx([0.9] * 5)
-    med, text = bench.paired_text(rates, "fit", "bare")
+    assert bench.harness.paired_ratios(rates, "fit", "bare") == pytest.approx([0.9] * 5)
+    med, text = bench.harness.paired_text(rates, "fit", "bare")
     assert med == pytest.approx(0.9) and "range 0.900 .. 0.900" in text
 
 
@@ -319,7 +318,7 @@ def test_another_machines_raw_windows_render_beside_this_machines_blocks(tmp_pat
 
 @pytest.mark.parametrize("step_mode", ["eager", "compile"])  # compile: fit, the bare loop and Trainer compiled
 def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_data_dir, monkeypatch, step_mode):
-    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
+    monkeypatch.setattr(cases, "OVERHEAD_CFG", {**cases.OVERHEAD_CFG, "batch": 8})
     args = argparse.Namespace(
         data_dir=str(tiny_data_dir),
         device="cpu",
@@ -330,7 +329,7 @@ def test_overhead_section_runs_end_to_end_on_a_tiny_model(tiny_model_dir, tiny_d
         gate=None,
         step_mode=step_mode,
     )
-    out = sections.overhead_section(args, sync=lambda: None)
+    out = cases.overhead_section(args, sync=lambda: None)
     assert out["config"]["step_mode"] == step_mode
     assert set(out["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     for windows in out["rates"].values():
@@ -359,7 +358,7 @@ def test_mfu_is_per_round_against_the_peak_timed_beside_it_else_the_published_on
 def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch, tmp_path):
     from bench.__main__ import main
 
-    monkeypatch.setattr(sections, "OVERHEAD_CFG", {**sections.OVERHEAD_CFG, "batch": 8})
+    monkeypatch.setattr(cases, "OVERHEAD_CFG", {**cases.OVERHEAD_CFG, "batch": 8})
     main(
         [
             "--device",
@@ -405,7 +404,7 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
         eval_model=str(tiny_model_dir),
         eval_train_steps=4,
     )
-    out = sections.eval_section(args, sync=lambda: None)
+    out = cases.eval_section(args, sync=lambda: None)
     assert [len(w) for w in out["rates"].values()] == [2, 2]
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
     assert out["figures"]["before"]["rows"] == out["figures"]["after"]["rows"] == out["rows"] == 64
@@ -418,15 +417,15 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
 def test_a_lever_window_runs_with_its_threads_and_gives_the_process_its_own_back():
     before = torch.get_num_threads()
     seen = []
-    window = sections.with_threads(lambda: seen.append(torch.get_num_threads()) or {"samples": 1}, before + 1)
+    window = cases.with_threads(lambda: seen.append(torch.get_num_threads()) or {"samples": 1}, before + 1)
     assert window() == {"samples": 1} and seen == [before + 1] and torch.get_num_threads() == before
 
 
 def test_each_lever_section_names_levers_that_exist():
     """`--sections optim` (compile, attention, threads) runs at least one lever: a renamed lever cannot
     leave its section empty."""
-    for only in sections.LEVER_SECTIONS.values():
-        assert any(s.lower() in name.lower() for name, _, _ in sections.LEVERS for s in only), only
+    for only in cases.LEVER_SECTIONS.values():
+        assert any(s.lower() in name.lower() for name, _, _ in cases.LEVERS for s in only), only
 
 
 def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny_data_dir):
@@ -435,7 +434,7 @@ def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny
     import os
     import tempfile
 
-    s = bench.prepare(str(tiny_data_dir), "cpu", 2, model_name=str(tiny_model_dir), batch=8, max_length=16)
+    s = bench.harness.prepare(str(tiny_data_dir), "cpu", 2, model_name=str(tiny_model_dir), batch=8, max_length=16)
     folder = s.run.record_path.parent.parent
     assert folder.parent == Path(tempfile.gettempdir()) and folder.name.endswith(f"-{os.getpid()}")
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import render
-from bench import trainer_tta as tta
+from bench import render, trainer_tta
 from helpers.run.args import build_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +25,7 @@ META = {
 
 
 def _tiny(tiny_model_dir, **kw):
-    return tta.Sizes(**{"model": str(tiny_model_dir), "train_rows": 64, "eval_every": 2, "max_steps": 4, **kw})
+    return trainer_tta.Sizes(**{"model": str(tiny_model_dir), "train_rows": 64, "eval_every": 2, "max_steps": 4, **kw})
 
 
 def _args(tiny_data_dir):
@@ -40,16 +39,20 @@ def test_the_recipe_is_make_baselines():
         )
     )
     # the Makefile's text as papermill's -p reads it
-    made = build_args({k: params[k] for k in tta.RECIPE}).flat()
-    assert {k: made[k] for k in tta.RECIPE} == tta.RECIPE
-    assert "train_subset" not in params and tta.Sizes().train_rows == 16000  # the whole training split
-    assert params["eval_every"] == str(tta.Sizes().eval_every)
+    made = build_args({k: params[k] for k in trainer_tta.RECIPE}).flat()
+    assert {k: made[k] for k in trainer_tta.RECIPE} == trainer_tta.RECIPE
+    assert "train_subset" not in params and trainer_tta.Sizes().train_rows == 16000  # the whole training split
+    assert params["eval_every"] == str(trainer_tta.Sizes().eval_every)
 
 
 def test_each_configuration_trains_and_records_its_time_to_target(tiny_model_dir, tiny_data_dir):
     # a target any evaluation reaches: each configuration stops at its first evaluation (step 2)
-    out = tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1e-9))
-    assert set(out["rates"]) == {tta.TRAINER_DEFAULTS, tta.TRAINER_RECIPE, tta.PROJECT} == set(out["configs"])
+    out = trainer_tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1e-9))
+    assert (
+        set(out["rates"])
+        == {trainer_tta.TRAINER_DEFAULTS, trainer_tta.TRAINER_RECIPE, trainer_tta.PROJECT}
+        == set(out["configs"])
+    )
     for name, (w,) in out["rates"].items():
         assert w["time_to_target_s"] > 0 and w["target_step"] == 2 == w["steps"], name
         assert w["curve"][0]["rows"] == 64 and w["curve"][0]["train_time_s"] == w["time_to_target_s"]
@@ -66,12 +69,16 @@ def test_each_configuration_trains_and_records_its_time_to_target(tiny_model_dir
 def test_short_of_the_target_every_configuration_trains_to_its_end_and_says_the_target_was_not_reached(
     tiny_model_dir, tiny_data_dir
 ):
-    out = tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1.0, rounds=2, max_steps=None))
+    out = trainer_tta.tta_section(_args(tiny_data_dir), _tiny(tiny_model_dir, target=1.0, rounds=2, max_steps=None))
     steps = {name: [w["steps"] for w in windows] for name, windows in out["rates"].items()}
     # 64 rows of batch 32: 2 steps an epoch; run_glue's 3 epochs, the recipe's 1 on both sides
-    assert steps == {tta.TRAINER_DEFAULTS: [6, 6], tta.TRAINER_RECIPE: [2, 2], tta.PROJECT: [2, 2]}
+    assert steps == {
+        trainer_tta.TRAINER_DEFAULTS: [6, 6],
+        trainer_tta.TRAINER_RECIPE: [2, 2],
+        trainer_tta.PROJECT: [2, 2],
+    }
     assert [c["epochs"] for c in out["configs"].values()] == [3, 1, 1]
-    assert [p["step"] for p in out["rates"][tta.TRAINER_DEFAULTS][0]["curve"]] == [2, 4, 6]
+    assert [p["step"] for p in out["rates"][trainer_tta.TRAINER_DEFAULTS][0]["curve"]] == [2, 4, 6]
     for windows in out["rates"].values():
         assert all(w["time_to_target_s"] is None and w["reason"].startswith("not reached") for w in windows)
     assert all(
@@ -88,10 +95,10 @@ def test_a_budget_ends_a_trainer_configuration_short_of_the_target_at_its_first_
     # an unreachable target: without the budget each would train 4 steps (max_steps; an epoch of 128 rows);
     # with 0 s the Trainer's stop at their first evaluation, step 2
     sizes = _tiny(tiny_model_dir, target=1.0, budget_s=0.0, train_rows=128)
-    out = tta.tta_section(_args(tiny_data_dir), sizes)
+    out = trainer_tta.tta_section(_args(tiny_data_dir), sizes)
     steps = {name: w["steps"] for name, (w,) in out["rates"].items()}
     # the run path has no budget
-    assert steps == {tta.TRAINER_DEFAULTS: 2, tta.TRAINER_RECIPE: 2, tta.PROJECT: 4}
+    assert steps == {trainer_tta.TRAINER_DEFAULTS: 2, trainer_tta.TRAINER_RECIPE: 2, trainer_tta.PROJECT: 4}
     for (w,) in out["rates"].values():
         assert w["time_to_target_s"] is None and w["beyond_s"] == w["curve"][-1]["train_time_s"] > 0
 
@@ -116,27 +123,27 @@ def _fake(times: dict, beyond: float | None = None) -> dict:
         for name, ts in times.items()
     }
     return {
-        "sizes": {**tta.Sizes().__dict__},
-        "configs": tta.CONFIGS,
+        "sizes": {**trainer_tta.Sizes().__dict__},
+        "configs": trainer_tta.CONFIGS,
         "rates": rates,
-        "ratios": {f"{a} / {b}": tta.ratios(rates, a, b) for a, b in tta.RATIOS},
+        "ratios": {f"{a} / {b}": trainer_tta.ratios(rates, a, b) for a, b in trainer_tta.RATIOS},
     }
 
 
 def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path):
     t = _fake(
         {
-            tta.TRAINER_DEFAULTS: [600.0, 900.0, None],
-            tta.TRAINER_RECIPE: [330.0, 360.0, 300.0],
-            tta.PROJECT: [300.0, 300.0, 200.0],
+            trainer_tta.TRAINER_DEFAULTS: [600.0, 900.0, None],
+            trainer_tta.TRAINER_RECIPE: [330.0, 360.0, 300.0],
+            trainer_tta.PROJECT: [300.0, 300.0, 200.0],
         }
     )
-    assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {
+    assert t["ratios"][f"{trainer_tta.TRAINER_DEFAULTS} / {trainer_tta.PROJECT}"] == {
         "median": 2.5,
         "per_round": [2.0, 3.0, None],
         "at_least": [2.0, 3.0, None],
     }
-    assert t["ratios"][f"{tta.TRAINER_RECIPE} / {tta.PROJECT}"]["median"] == pytest.approx(1.2)
+    assert t["ratios"][f"{trainer_tta.TRAINER_RECIPE} / {trainer_tta.PROJECT}"]["median"] == pytest.approx(1.2)
     block = render.render({"tta": t}, META)["tta"]
     assert "| 750 (2 of 3) |" in block
     assert "= 1.20x** (median of 3 per-round ratios, range 1.10 .. 1.50)" in block
@@ -147,7 +154,7 @@ def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path
         "round); where both did, median 2.50x" in block
     )
     raw = tmp_path / "bench.jsonl"
-    old = _fake({name: [1.0] for name in tta.CONFIGS})
+    old = _fake({name: [1.0] for name in trainer_tta.CONFIGS})
     rows = (json.dumps({"meta": META, "section": "tta", "result": r}) for r in (old, t))
     raw.write_text("\n".join(rows) + "\n")
     blocks = render.render_raw(raw)
@@ -156,10 +163,14 @@ def test_ratios_are_paired_by_round_and_the_raw_file_renders_the_latest(tmp_path
 
 def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and_only_that():
     t = _fake(
-        {tta.TRAINER_DEFAULTS: [None, 900.0], tta.TRAINER_RECIPE: [330.0, 360.0], tta.PROJECT: [150.0, 200.0]},
+        {
+            trainer_tta.TRAINER_DEFAULTS: [None, 900.0],
+            trainer_tta.TRAINER_RECIPE: [330.0, 360.0],
+            trainer_tta.PROJECT: [150.0, 200.0],
+        },
         beyond=600.0,
     )
-    assert t["ratios"][f"{tta.TRAINER_DEFAULTS} / {tta.PROJECT}"] == {
+    assert t["ratios"][f"{trainer_tta.TRAINER_DEFAULTS} / {trainer_tta.PROJECT}"] == {
         "median": 4.5,
         "per_round": [None, 4.5],
         "at_least": [4.0, 4.5],
@@ -171,7 +182,10 @@ def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and
         "**Trainer, run_glue defaults / project run path >= 4.00x** in each of 2 round(s) (a lower "
         "bound: the Trainer did not reach 90% in 1 of them" in block
     )
-    never = _fake({tta.TRAINER_DEFAULTS: [None], tta.TRAINER_RECIPE: [330.0], tta.PROJECT: [300.0]}, beyond=600.0)
+    never = _fake(
+        {trainer_tta.TRAINER_DEFAULTS: [None], trainer_tta.TRAINER_RECIPE: [330.0], trainer_tta.PROJECT: [300.0]},
+        beyond=600.0,
+    )
     block = render.render({"tta": never}, META)["tta"]
     assert "| ≥ 600 (a minimum: not reached) |" in block
     assert "time to 90% (s, median; ≥: a minimum)" in block
@@ -211,7 +225,7 @@ def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny
     )
     raw = tmp_path / "results" / "_bench" / "bench.jsonl"
     (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
-    assert row["section"] == "tta" and len(row["result"]["rates"][tta.PROJECT]) == 1
+    assert row["section"] == "tta" and len(row["result"]["rates"][trainer_tta.PROJECT]) == 1
     text = out.read_text()
     assert "kept" in text and "<!-- bench:tta begin -->" in text  # the main block keeps its last figures
     assert "`python -m bench --device cpu" in text and "| project run path |" in text

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.calc import facts as roofline
+from helpers.calc import facts
 
 
 @pytest.mark.parametrize(
@@ -28,11 +28,11 @@ from helpers.calc import facts as roofline
     ],
 )
 def test_cuda_device_key(name, key):
-    assert roofline.cuda_device_key(name) == key
+    assert facts.cuda_device_key(name) == key
 
 
 def test_device_peaks_csv_has_every_device_with_a_source():
-    peaks = roofline.load_device_peaks()
+    peaks = facts.load_device_peaks()
     assert list(peaks.columns) == [
         "device",
         "key",
@@ -46,13 +46,13 @@ def test_device_peaks_csv_has_every_device_with_a_source():
     assert (peaks["source"].str.strip().str.len() > 0).all()
     assert peaks["key"].is_unique
     # every key the name mapping can return has a roof
-    for _, key in roofline.CUDA_NAME_KEYS:
-        roof = roofline.device_roof(key, "bf16")
-        assert roof["peak_tflops"] > roofline.device_roof(key, "fp32")["peak_tflops"] > 0
+    for _, key in facts.CUDA_NAME_KEYS:
+        roof = facts.device_roof(key, "bf16")
+        assert roof["peak_tflops"] > facts.device_roof(key, "fp32")["peak_tflops"] > 0
         assert roof["mem_bw_gbps"] > 0 and roof["source"]
     assert (
-        roofline.device_roof("trn1-chip", "bf16")["peak_tflops"]
-        == 2 * roofline.device_roof("trn1-core", "bf16")["peak_tflops"]
+        facts.device_roof("trn1-chip", "bf16")["peak_tflops"]
+        == 2 * facts.device_roof("trn1-core", "bf16")["peak_tflops"]
     )
     with pytest.raises(ValueError):
-        roofline.device_roof("host", "fp32")  # measured at run time, not published
+        facts.device_roof("host", "fp32")  # measured at run time, not published

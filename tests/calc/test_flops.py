@@ -6,7 +6,7 @@ from conftest import tiny_bert_config
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertForSequenceClassification
 
-from helpers.calc import flops as roofline
+from helpers.calc import flops
 
 
 def counted_flops(model: torch.nn.Module, batch: int, seq_len: int, device: str = "cpu") -> tuple[int, int]:
@@ -29,8 +29,8 @@ def test_flops_match_flop_counter_tiny(batch, seq_len):
     cfg = tiny_bert_config(attn_implementation="eager")
     model = BertForSequenceClassification(cfg).train()
     forward, total = counted_flops(model, batch, seq_len)
-    assert roofline.forward_flops(cfg, batch, seq_len) == pytest.approx(forward, rel=0.05)
-    assert roofline.model_flops(cfg, batch, seq_len) == pytest.approx(total, rel=0.05)
+    assert flops.forward_flops(cfg, batch, seq_len) == pytest.approx(forward, rel=0.05)
+    assert flops.model_flops(cfg, batch, seq_len) == pytest.approx(total, rel=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -47,20 +47,20 @@ def bert_base_meta():
 def test_flops_match_flop_counter_bert_base(bert_base_meta, batch, seq_len):
     cfg, model = bert_base_meta
     forward, total = counted_flops(model, batch, seq_len, device="meta")
-    assert roofline.forward_flops(cfg, batch, seq_len) == pytest.approx(forward, rel=0.05)
-    assert roofline.model_flops(cfg, batch, seq_len) == pytest.approx(total, rel=0.05)
+    assert flops.forward_flops(cfg, batch, seq_len) == pytest.approx(forward, rel=0.05)
+    assert flops.model_flops(cfg, batch, seq_len) == pytest.approx(total, rel=0.05)
 
 
 def test_param_count_matches_model(bert_base_meta):
     cfg = tiny_bert_config()
     model = BertForSequenceClassification(cfg)
-    assert roofline.param_count(cfg) == sum(p.numel() for p in model.parameters())
+    assert flops.param_count(cfg) == sum(p.numel() for p in model.parameters())
     cfg, model = bert_base_meta
-    assert roofline.param_count(cfg) == sum(p.numel() for p in model.parameters()) == 109_486_854
+    assert flops.param_count(cfg) == sum(p.numel() for p in model.parameters()) == 109_486_854
 
 
 def test_mfu_is_model_flops_over_the_peak():
     cfg = BertConfig(num_labels=6)
-    assert roofline.model_flops(cfg, 8, 32) == 3 * roofline.forward_flops(cfg, 8, 32)
+    assert flops.model_flops(cfg, 8, 32) == 3 * flops.forward_flops(cfg, 8, 32)
     # 1 TFLOP of model work in 0.5 s on a 4 TFLOP/s device: 2 TFLOP/s achieved, 50%
-    assert roofline.estimate_mfu(1e12, 0.5, 4.0) == pytest.approx(0.5)
+    assert flops.estimate_mfu(1e12, 0.5, 4.0) == pytest.approx(0.5)

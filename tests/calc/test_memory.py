@@ -10,8 +10,7 @@ import torch
 from conftest import tiny_bert_config
 from transformers import BertConfig, BertForSequenceClassification
 
-from helpers.calc import facts, memory
-from helpers.calc import flops as roofline
+from helpers.calc import facts, flops, memory
 
 # Small enough to train in a second, big enough that activations dominate the peak. The vocabulary is
 # cut to 2,048 so the AdamW step's temporaries (two copies of the largest parameter, the word
@@ -127,13 +126,13 @@ def test_saved_activations_match_autograd_exactly(precision):
 
 def test_static_terms_by_precision():
     cfg = BertConfig(num_labels=6)
-    n = roofline.param_count(cfg)
+    n = flops.param_count(cfg)
     fp32 = memory.estimate_train_memory(cfg, 8, 128, "fp32")
     assert fp32["weights"] + fp32["gradients"] + fp32["adamw_exp_avg"] + fp32["adamw_exp_avg_sq"] == 16 * n
     assert fp32["master_weights"] == 0
     bf16 = memory.estimate_train_memory(cfg, 8, 128, "bf16")
     assert bf16["master_weights"] == 4 * n
-    assert bf16["weights"] == 2 * roofline.param_breakdown(cfg)["matmul_weights"]
+    assert bf16["weights"] == 2 * flops.param_breakdown(cfg)["matmul_weights"]
     pure = memory.estimate_train_memory(cfg, 8, 128, "bf16-pure-sr")
     assert pure["weights"] + pure["gradients"] + pure["adamw_exp_avg"] + pure["adamw_exp_avg_sq"] == 8 * n
     assert pure["activations"] < bf16["activations"] < fp32["activations"]
@@ -158,15 +157,15 @@ def test_checkpointing_lowers_activations():
 
 def test_lora_keeps_gradients_and_adamw_moments_for_the_trainable_parameters_only():
     cfg = BertConfig(num_labels=6)
-    trainable = roofline.lora_trainable(cfg, 8, "query,value")
+    trainable = flops.lora_trainable(cfg, 8, "query,value")
     full = memory.estimate_train_memory(cfg, 32, 32, "bf16")
     lora = memory.estimate_train_memory(cfg, 32, 32, "bf16", trainable=trainable)
     assert lora["gradients"] == 4 * trainable and lora["adamw_exp_avg"] == lora["adamw_exp_avg_sq"] == 4 * trainable
-    assert full["gradients"] == 4 * roofline.param_count(cfg)  # None: every parameter trains
+    assert full["gradients"] == 4 * flops.param_count(cfg)  # None: every parameter trains
     for same in ("weights", "master_weights", "activations"):  # frozen weights are still stored and read
         assert lora[same] == full[same], same
     # 3 x 4 bytes fewer per frozen parameter: about 1.3 GB of bert-base's, a larger batch on the same device
-    assert full["total"] - lora["total"] == 12 * (roofline.param_count(cfg) - trainable)
+    assert full["total"] - lora["total"] == 12 * (flops.param_count(cfg) - trainable)
     assert memory.largest_batch_that_fits(cfg, 16, 32, "bf16", trainable=trainable) > memory.largest_batch_that_fits(
         cfg, 16, 32, "bf16"
     )

@@ -11,7 +11,7 @@ from zeus_fakes import Clock, zeus_gpus  # noqa: F401 - a fixture
 
 from helpers.calc.job_cost import samples_per_joule
 from helpers.measure.energy_meter import NO_STEADY, start_energy
-from helpers.measure.energy_readers import NO_PUBLISHED_MAX, NOT_MEASURED, parse_power_utilization, published_max_watts
+from helpers.measure.energy_readers import NO_PUBLISHED_MAX, parse_power_utilization, published_max_watts
 from helpers.run import schema
 
 
@@ -40,7 +40,7 @@ def test_nvml_energy_counter_gives_measured_joules_and_mean_watts_of_the_whole_r
     assert "nvmlDeviceGetTotalEnergyConsumption" in out["source"] and "zeus" in out["source"]
     assert out["devices"] == {"cuda": {"name": "Fake GPU 0"}}
     # no timer told the meter of a steady window: no steady figure, said so, never the whole run's instead
-    assert out["method"] == NOT_MEASURED and out["joules"] == NOT_MEASURED and out["window"] == "steady"
+    assert out["method"] is None and out["joules"] is None and out["window"] == "steady"
     assert out["reason"] == NO_STEADY
     schema.Energy.model_validate(out)  # the record's section: every key typed
     assert meter.stop() is out  # a second stop returns the same record
@@ -64,8 +64,8 @@ def test_nvml_unavailable_is_not_measured_never_zero(monkeypatch):
     monkeypatch.setattr(zeus.device.gpu, "nvml_is_available", lambda: False)  # as without a driver
     monkeypatch.setattr(zeus.device.gpu, "amdsmi_is_available", lambda: False)
     out = start_energy("cuda", start_thread=False).stop()
-    assert out["method"] == NOT_MEASURED
-    assert out["joules"] == NOT_MEASURED and out["mean_watts"] == NOT_MEASURED
+    assert out["method"] is None
+    assert out["joules"] is None and out["mean_watts"] is None
     assert out["joules"] != 0
     assert "NVML unavailable" in out["reason"] and "NVML" in out["source"]
     assert samples_per_joule(1000, out) is None
@@ -102,7 +102,7 @@ def test_the_current_cuda_device_is_the_gpu_read(zeus_gpus, monkeypatch):
 def test_a_gpu_the_node_does_not_have_is_not_measured(zeus_gpus):
     zeus_gpus(n=1)
     out = start_energy("cuda", cuda_devices=range(2), start_thread=False).stop()
-    assert out["method"] == NOT_MEASURED and "NVML unavailable" in out["reason"] and out["device_count"] == 2
+    assert out["method"] is None and "NVML unavailable" in out["reason"] and out["device_count"] == 2
 
 
 # ----------------------------------------------------------------------------- RAPL (cpu)
@@ -159,7 +159,7 @@ def test_rapl_unreadable_counter_is_not_measured(tmp_path):
     (tmp_path / "intel-rapl:0" / "energy_uj").mkdir(parents=True)  # reading it raises, as root-only files do
     write(tmp_path / "intel-rapl:0" / "max_energy_range_uj", 10)
     out = start_energy("cpu", rapl_root=tmp_path, start_thread=False).stop()
-    assert out["method"] == NOT_MEASURED and "cannot read" in out["reason"]
+    assert out["method"] is None and "cannot read" in out["reason"]
 
 
 # ----------------------------------------------------------------------------- Neuron sysfs
@@ -233,7 +233,7 @@ def test_neuron_estimate_from_utilization_and_max_power(tmp_path):
 
 def test_neuron_without_published_max_power_keeps_utilization(tmp_path):
     out = neuron_meter(tmp_path, facts(tmp_path / "power.csv", ""))
-    assert out["method"] == NOT_MEASURED and out["joules"] == NOT_MEASURED
+    assert out["method"] is None and out["joules"] is None
     assert out["reason"] == NO_PUBLISHED_MAX
     assert out["mean_power_util_pct"] == pytest.approx(45.0)
     schema.Energy.model_validate(out)
@@ -257,7 +257,7 @@ def test_neuron_window_without_a_new_record_is_not_measured(tmp_path):
     )
     clock.t = 30.0
     out = meter.stop()
-    assert out["method"] == NOT_MEASURED and "a minute" in out["reason"]
+    assert out["method"] is None and "a minute" in out["reason"]
 
 
 @pytest.mark.parametrize("text", ["", "POWER_STATUS_VALID,1,2,3", "POWER_STATUS_VALID,x,1.00,2.00,3.00"])
@@ -271,6 +271,6 @@ def test_missing_everything_is_not_measured(tmp_path, device_type):
     out = start_energy(
         device_type, rapl_root=tmp_path / "none", neuron_root=tmp_path / "none", start_thread=False
     ).stop()
-    assert out["method"] == NOT_MEASURED
-    assert out["joules"] == NOT_MEASURED and out["mean_watts"] == NOT_MEASURED
+    assert out["method"] is None
+    assert out["joules"] is None and out["mean_watts"] is None
     assert out["reason"] and out["power_samples"] == 0

@@ -7,13 +7,13 @@ import time
 import pytest
 
 from helpers.measure.monitor import Monitor, start_monitor
-from helpers.measure.utilization_sources import NOT_MEASURED, Source
+from helpers.measure.utilization_sources import Source
 from helpers.run import schema
 
 
 def _assert_not_measured(out: dict, fields: tuple[str, ...]) -> None:
     for field in fields:
-        assert out[f"{field}_mean"] == NOT_MEASURED and out[f"{field}_p90"] == NOT_MEASURED
+        assert out[f"{field}_mean"] is None and out[f"{field}_p90"] is None
     assert out["reason"]
     json.dumps(out)
 
@@ -51,7 +51,7 @@ def test_nvml_on_this_machine_never_reports_zero():
     result = out.stop()
     # On a GPU machine it measures; without one it says so. Never a made-up 0.
     if "reason" in result:
-        assert result["sm_util_pct_mean"] == NOT_MEASURED
+        assert result["sm_util_pct_mean"] is None
     else:
         assert isinstance(result["mem_used_gib_mean"], float) and result["mem_used_gib_mean"] > 0
 

@@ -11,7 +11,6 @@ import pytest
 from helpers.measure import neuron_monitor
 from helpers.measure.monitor import start_monitor
 from helpers.measure.neuron_monitor import parse_neuron_monitor_line, summarize_neuron_monitor
-from helpers.measure.utilization_sources import NOT_MEASURED
 from helpers.run import schema
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "neuron_monitor"
@@ -23,7 +22,7 @@ def _lines(name: str) -> list[str]:
 
 def _assert_not_measured(out: dict, fields: tuple[str, ...]) -> None:
     for field in fields:
-        assert out[f"{field}_mean"] == NOT_MEASURED and out[f"{field}_p90"] == NOT_MEASURED
+        assert out[f"{field}_mean"] is None and out[f"{field}_p90"] is None
     assert out["reason"]
     json.dumps(out)
 
@@ -80,7 +79,7 @@ def test_summarize_counts_malformed_line():
 
 def test_summarize_nothing_parseable_is_not_measured():
     out = summarize_neuron_monitor(["garbage", "{"])
-    assert out["neuroncore_util_pct_mean"] == NOT_MEASURED
+    assert out["neuroncore_util_pct_mean"] is None
     assert out["malformed_lines"] == 2 and out["samples"] == 0 and out["reason"]
 
 

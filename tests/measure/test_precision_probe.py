@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from helpers.measure import precision_probe as pp
+from helpers.measure import precision_probe
 from helpers.measure.precision_probe import cpu_probe as real_cache  # before conftest's
 from helpers.measure.precision_probe import paired_probe as real_probe
 from helpers.run.args import NeuronArgs
@@ -16,8 +16,8 @@ from helpers.run.device import DeviceInfo
 @pytest.fixture(autouse=True)
 def real_cache_fake_probe(monkeypatch):
     """The real cache (conftest cans it for every other test); each test says what its probe measures."""
-    monkeypatch.setattr(pp, "cpu_probe", real_cache)
-    monkeypatch.setattr(pp, "_MEASURED", {})
+    monkeypatch.setattr(precision_probe, "cpu_probe", real_cache)
+    monkeypatch.setattr(precision_probe, "_MEASURED", {})
 
 
 def _cpu(bf16: bool) -> DeviceInfo:
@@ -38,7 +38,7 @@ def _probe(ratio: float, **kw) -> dict:
 
 def _counting(monkeypatch, ratio: float) -> list:
     calls = []
-    monkeypatch.setattr(pp, "paired_probe", lambda: calls.append(torch.get_num_threads()) or _probe(ratio))
+    monkeypatch.setattr(precision_probe, "paired_probe", lambda: calls.append(torch.get_num_threads()) or _probe(ratio))
     return calls
 
 
@@ -52,7 +52,7 @@ def _counting(monkeypatch, ratio: float) -> list:
 )
 def test_auto_on_a_cpu_follows_the_probe(ratio, used, words, monkeypatch, tmp_path):
     calls = _counting(monkeypatch, ratio)
-    choice = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
+    choice = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
     assert (choice.used, choice.compute_dtype) == (used, used) and words in choice.auto_reason
     assert choice.probe["ratio"] == ratio and len(calls) == 1
     assert choice.mechanism == ("fp32" if used == "fp32" else "torch.autocast(cpu, torch.bfloat16) over fp32 weights")
@@ -60,30 +60,30 @@ def test_auto_on_a_cpu_follows_the_probe(ratio, used, words, monkeypatch, tmp_pa
 
 def test_a_cpu_without_bf16_instructions_is_not_probed(monkeypatch, tmp_path):
     calls = _counting(monkeypatch, 3.0)
-    choice = pp.resolve("auto", _cpu(False), NeuronArgs(), tmp_path)
-    assert (choice.used, choice.auto_reason, choice.probe) == ("fp32", pp.NO_BF16, None) and calls == []
+    choice = precision_probe.resolve("auto", _cpu(False), NeuronArgs(), tmp_path)
+    assert (choice.used, choice.auto_reason, choice.probe) == ("fp32", precision_probe.NO_BF16, None) and calls == []
     assert not list(tmp_path.iterdir())
 
 
 def test_a_precision_given_is_kept_and_never_probed(monkeypatch, tmp_path):
     calls = _counting(monkeypatch, 0.5)
-    choice = pp.resolve("bf16", _cpu(True), NeuronArgs(), tmp_path)
+    choice = precision_probe.resolve("bf16", _cpu(True), NeuronArgs(), tmp_path)
     assert (choice.used, choice.auto_reason, calls) == ("bf16", None, [])
 
 
 def test_the_probe_is_read_from_its_file_instead_of_run_again(monkeypatch, tmp_path):
     calls, key = _counting(monkeypatch, 1.4), _cpu(True).key
-    first = pp.cpu_probe(key, tmp_path)
-    assert pp.cpu_probe(key, tmp_path) == first and len(calls) == 1
-    monkeypatch.setattr(pp, "_MEASURED", {})  # a new process: the file alone answers
-    assert pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path).used == "bf16" and len(calls) == 1
+    first = precision_probe.cpu_probe(key, tmp_path)
+    assert precision_probe.cpu_probe(key, tmp_path) == first and len(calls) == 1
+    monkeypatch.setattr(precision_probe, "_MEASURED", {})  # a new process: the file alone answers
+    assert precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path).used == "bf16" and len(calls) == 1
     kept = json.loads((tmp_path / f"{key}.precision.json").read_text())
     assert list(kept) == [f"bf16 autocast vs fp32, {torch.get_num_threads()} threads"]
     assert f"(_peaks/{key}.precision.json)" in first["source"] and str(tmp_path) not in first["source"]
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)
     try:
-        pp.cpu_probe(key, tmp_path)  # another thread count is another probe
+        precision_probe.cpu_probe(key, tmp_path)  # another thread count is another probe
     finally:
         torch.set_num_threads(threads)
     assert calls == [threads, threads + 1] and len(json.loads((tmp_path / f"{key}.precision.json").read_text())) == 2
@@ -92,13 +92,13 @@ def test_the_probe_is_read_from_its_file_instead_of_run_again(monkeypatch, tmp_p
 def test_a_file_cut_short_is_probed_again_and_a_failing_probe_means_fp32(monkeypatch, tmp_path):
     (tmp_path / "cpu-test.precision.json").write_text('{"bf16 autocast vs fp32, 1 thr')
     calls = _counting(monkeypatch, 1.4)
-    assert pp.cpu_probe("cpu-test", tmp_path)["ratio"] == 1.4 and len(calls) == 1
+    assert precision_probe.cpu_probe("cpu-test", tmp_path)["ratio"] == 1.4 and len(calls) == 1
 
     def broken():
         raise RuntimeError("oneDNN has no bf16 kernel")
 
-    monkeypatch.setattr(pp, "paired_probe", broken)
-    choice = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path / "elsewhere")
+    monkeypatch.setattr(precision_probe, "paired_probe", broken)
+    choice = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path / "elsewhere")
     assert choice.used == "fp32" and "probe failed (RuntimeError: oneDNN" in choice.auto_reason
 
 
@@ -108,4 +108,4 @@ def test_the_probe_runs_for_real_on_a_tiny_bert():
     assert out["fp32_step_s"] > 0 and out["bf16_step_s"] > 0 and out["ratio"] > 0
     assert out["rounds"] == len(out["per_round"]) == 3 and out["threads"] == torch.get_num_threads()
     assert out["ratio"] == pytest.approx(sorted(out["per_round"])[1])  # the median of the paired rounds
-    assert pp._complete(out) and out["cpu"]
+    assert precision_probe._complete(out) and out["cpu"]

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.run import args as run_args
 from helpers.run.args import (
     FIELDS,
+    LORA_ROLES,
+    PRESETS,
     ConfigError,
     MeasureArgs,
     NeuronArgs,
@@ -19,7 +20,6 @@ from helpers.run.args import (
     TrainArgs,
     build_args,
     lora_roles,
-    results_dir,
 )
 
 
@@ -177,7 +177,7 @@ def test_a_hugging_face_name_in_a_notebook_says_what_to_write():
 
 
 def test_the_preset_choices_are_the_presets():
-    assert typing.get_args(typing.get_type_hints(TrainArgs)["preset"]) == tuple(run_args.PRESETS)
+    assert typing.get_args(typing.get_type_hints(TrainArgs)["preset"]) == tuple(PRESETS)
 
 
 def test_preset_fills_only_what_was_not_given():
@@ -216,11 +216,6 @@ def test_with_values_keeps_what_was_given_and_checks_the_new_values():
         args.with_values(max_steps=0)
 
 
-def test_old_runs_jsonl_results_path_means_its_folder(tmp_path):
-    assert results_dir(build_args({"results_path": str(tmp_path / "x" / "runs.jsonl")})) == tmp_path / "x"
-    assert results_dir(build_args({"results_path": str(tmp_path / "y")})) == tmp_path / "y"
-
-
 def test_run_args_flat_names_every_field_once():
     flat = RunArgs().flat()
     assert flat["batch"] == 8 and flat["optlevel"] == 2 and list(flat) == list(FIELDS)
@@ -235,7 +230,7 @@ def test_stop_at_accuracy_needs_a_periodic_evaluation():
 
 
 def test_lora_targets_name_roles_in_their_order():
-    assert lora_roles("all-linear") == run_args.LORA_ROLES
+    assert lora_roles("all-linear") == LORA_ROLES
     assert lora_roles(" value, query,") == ("query", "value")
     for bad in ("query,ffn", " , ", ""):
         with pytest.raises(ConfigError, match="lora_targets=.* is invalid"):

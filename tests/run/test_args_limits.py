@@ -1,4 +1,4 @@
-"""#29's limits that need more than the arguments (the machine's cores, a data file, the decision's inputs):
+"""The limits that need more than the arguments (the machine's cores, a data file, the decision's inputs):
 each refused before anything runs, with an error that names what to change."""
 
 import json

@@ -6,8 +6,7 @@ from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
 from helpers.measure.timing import StepTimer
-from helpers.run import precision as prec
-from helpers.run import train
+from helpers.run import precision, train
 from helpers.run.device import resolve_device
 from helpers.run.optim import build_optimizer, build_scheduler
 
@@ -42,7 +41,7 @@ def _batches(n=6, batch=8, length=12):
 @pytest.mark.parametrize("mode", ["fp32", "bf16", "fp16", "bf16-pure", "bf16-pure-sr"])
 def test_every_mode_trains(mode):
     torch.manual_seed(0)
-    model = prec.prepare_model(BertForSequenceClassification(tiny_bert_config(vocab_size=200)), mode)
+    model = precision.prepare_model(BertForSequenceClassification(tiny_bert_config(vocab_size=200)), mode)
     opt = build_optimizer(model, 2e-3, None, 0.0, precision=mode)
     sched = build_scheduler(opt, 48, 0.0)
     result = train.fit(
@@ -75,7 +74,7 @@ def _steps_on_bf16_weights(mode: str, steps: int = 20) -> torch.Tensor:
 def build_optimizer_for(params, mode):
     groups = [{"params": params, "weight_decay": 0.0}]
     if mode == "bf16-pure-sr":
-        return prec.sr_adamw(groups, lr=1e-4)
+        return precision.sr_adamw(groups, lr=1e-4)
     return torch.optim.AdamW(groups, lr=1e-4)
 
 
@@ -89,6 +88,6 @@ def test_sr_moves_weights_where_round_to_nearest_stalls():
 
 
 def test_mechanism_names_the_implementation():
-    assert "torchao" in prec.mechanism("bf16-pure-sr", "cpu")
-    assert "NEURON_RT_STOCHASTIC_ROUNDING_EN" in prec.mechanism("bf16-pure-sr", "xla", neuron=True)
-    assert prec.grad_scaler("fp16", "cpu") is not None and prec.grad_scaler("bf16", "cpu") is None
+    assert "torchao" in precision.mechanism("bf16-pure-sr", "cpu")
+    assert "NEURON_RT_STOCHASTIC_ROUNDING_EN" in precision.mechanism("bf16-pure-sr", "xla", neuron=True)
+    assert precision.grad_scaler("fp16", "cpu") is not None and precision.grad_scaler("bf16", "cpu") is None

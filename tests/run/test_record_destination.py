@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.run import record_destination as destination
-from helpers.run import records
+from helpers.run import record_destination, records
 from helpers.run.args import ConfigError
 
 WORKERS, TRIALS = 8, 40
@@ -27,7 +26,7 @@ def _contend(path: str, start, tried, done, wins) -> None:
     for trial in range(TRIALS):
         start.wait()
         try:
-            claim = destination.claim_name(records.Path(path))
+            claim = record_destination.claim_name(records.Path(path))
         except ConfigError:
             claim = None
         if claim is not None:
@@ -35,15 +34,15 @@ def _contend(path: str, start, tried, done, wins) -> None:
         tried.wait()
         if claim is not None:
             if trial % 2:
-                destination.release(claim)
+                record_destination.release(claim)
             else:
-                os.close(destination._HELD.pop(claim)[1])  # a live pid in a file nobody holds: "pid reused"
+                os.close(record_destination._HELD.pop(claim)[1])  # a live pid in a file nobody holds: "pid reused"
         done.wait()
 
 
 def test_many_processes_taking_over_one_stale_claim_get_exactly_one_winner(tmp_path):
     path = tmp_path / "r@cpu.json"
-    claim = destination._claim_path(path)
+    claim = record_destination._claim_path(path)
     claim.write_text(json.dumps({"host": "old-spot-instance", "pid": 4242, "since": "2026-01-01T00:00:00+00:00"}))
     ctx = multiprocessing.get_context("fork")
     start, tried, done = (ctx.Barrier(WORKERS) for _ in range(3))
@@ -61,8 +60,8 @@ def test_many_processes_taking_over_one_stale_claim_get_exactly_one_winner(tmp_p
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from helpers.run import record_destination as destination
-    destination.claim_name(Path(sys.argv[1]))
+    from helpers.run import record_destination
+    record_destination.claim_name(Path(sys.argv[1]))
     print("held", flush=True)
     time.sleep(120)
 """)
@@ -76,31 +75,31 @@ def test_a_claim_held_by_a_live_run_is_refused_naming_its_holder_and_freed_when_
         with pytest.raises(
             ConfigError, match=f"is running on this device now .claimed by pid {holder.pid} on {socket.gethostname()}"
         ):
-            destination.claim_name(path)
+            record_destination.claim_name(path)
     finally:
         holder.kill()
         holder.wait()
-    claim = destination.claim_name(path)  # killed: its file is left, its lock went with it
+    claim = record_destination.claim_name(path)  # killed: its file is left, its lock went with it
     assert json.loads(claim.read_text())["pid"] == os.getpid()
-    destination.release(claim)
+    record_destination.release(claim)
     assert not claim.exists()
 
 
 def test_a_folder_at_the_claim_path_is_removed_when_empty_and_named_when_not(tmp_path):
     path = tmp_path / "r@cpu.json"
-    claim = destination._claim_path(path)
+    claim = record_destination._claim_path(path)
     claim.mkdir()
-    destination.release(destination.claim_name(path))
+    record_destination.release(record_destination.claim_name(path))
     claim.mkdir()
     (claim / "x").write_text("someone's")
     with pytest.raises(ConfigError, match=f"a folder is at the claim path {claim}"):
-        destination.claim_name(path)
+        record_destination.claim_name(path)
 
 
 def test_a_run_never_removes_a_claim_it_does_not_hold(tmp_path):
-    claim = destination._claim_path(tmp_path / "r@cpu.json")
+    claim = record_destination._claim_path(tmp_path / "r@cpu.json")
     claim.write_text("{}")
-    destination.release(claim)
+    record_destination.release(claim)
     assert claim.exists()
 
 
@@ -109,7 +108,7 @@ def test_a_folder_or_fifo_with_the_records_name_is_refused_before_the_run(tmp_pa
     path = tmp_path / "r@cpu.json"
     path.mkdir() if kind == "folder" else os.mkfifo(path)
     with pytest.raises(records.RecordWriteError, match=f"a {kind} is at the record's path {path}"):
-        destination.check_destination(path)
+        record_destination.check_destination(path)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -124,14 +123,14 @@ def test_a_folder_or_fifo_with_the_records_name_is_refused_before_the_run(tmp_pa
 )
 def test_any_claim_file_nobody_holds_is_taken_over_and_a_held_one_never_is(tmp_path, content):
     path = tmp_path / "r@cpu.json"
-    claim = destination._claim_path(path)
+    claim = record_destination._claim_path(path)
     claim.write_bytes(content)
-    mine = destination.claim_name(path)
+    mine = record_destination.claim_name(path)
     assert mine == claim and json.loads(claim.read_text())["pid"] == os.getpid()
     ctx = multiprocessing.get_context("fork")
-    other = ctx.Process(target=destination.claim_name, args=(path,))  # held here: the other process is refused
+    other = ctx.Process(target=record_destination.claim_name, args=(path,))  # held here: the other process is refused
     other.start()
     other.join(timeout=60)
     assert other.exitcode == 1 and claim.exists()
-    destination.release(mine)
+    record_destination.release(mine)
     assert not claim.exists()

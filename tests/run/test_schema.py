@@ -1,4 +1,4 @@
-"""The typed record: every committed record validates, older files upgrade, bad or newer ones are skipped by
+"""The typed record: every committed record validates, bad, older or newer files are skipped by
 name with the reason, and no JSON value in any field crashes reading the records or building the report's frame."""
 
 import importlib.util
@@ -42,12 +42,11 @@ def test_every_committed_record_file_matches_the_committed_json_schema():
     assert not failing, failing
 
 
-def test_the_migration_rewrites_an_old_record_as_the_reader_reads_it_and_once(tmp_path):
+def test_the_migration_rewrites_a_record_as_the_reader_reads_it_and_once(tmp_path):
     spec = importlib.util.spec_from_file_location("migrate", REPO / "scripts" / "migrate_records.py")
     migrate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(migrate)
     old = record("cpu", "batch_scaling", {"batch": 8}, run_name="old")
-    old.update(schema_version=3, profile=None)
     old["energy"] = {**old["energy"], "joules": "not measured", "mean_watts": "nan"}
     path = tmp_path / "batch_scaling" / "old@cpu.json"
     path.parent.mkdir()
@@ -65,45 +64,30 @@ def test_the_committed_json_schema_is_the_models():
     assert schema.SCHEMA_FILE.read_text() == schema.json_schema(), "run: python -m helpers.run.schema --write"
 
 
-def test_an_old_records_sentinel_strings_and_nan_become_none_with_the_reason_kept():
+def test_sentinel_strings_and_nan_become_none_with_the_reason_kept():
     old = {
-        "schema_version": 3,
+        "schema_version": schema.SCHEMA_VERSION,
+        "run_id": "r1",
         "run_name": "old",
         "status": "finished",
-        "profile": None,
         "energy": {"joules": "not measured", "mean_watts": "nan", "seconds": 20.0, "reason": "no RAPL"},
         "systems": {"mfu": float("nan"), "peak_tflops": 1.0},
     }
     rec, why = schema.validate(old)
-    assert why is None and rec["schema_version"] == schema.SCHEMA_VERSION and rec["run_id"]
+    assert why is None and rec["schema_version"] == schema.SCHEMA_VERSION
     assert rec["energy"]["joules"] is None and rec["energy"]["mean_watts"] is None
     assert rec["energy"]["seconds"] == 20.0 and rec["energy"]["reason"] == "no RAPL"
     assert rec["systems"]["mfu"] is None and rec["systems"]["peak_tflops"] == 1.0
 
 
-def test_a_schema_4_data_parallel_records_window_rates_become_the_jobs():
-    """Schema 4 kept a two-rank run's window rates per rank beside the job's samples_per_s."""
-    timing = {
-        "samples_per_s": 200.0,
-        "samples_per_s_per_device": 100.0,
-        "window_series": [[10, 98.0], [20, 102.0]],
-        "window_samples_per_s": {"min": 98.0, "median": 100.0, "max": 102.0},
-    }
-    old = {**record("cpu", "scaling", {"num_devices": 2}, run_name="ddp"), "schema_version": 4, "timing": timing}
-    single = {**record("cpu", "scaling", {"num_devices": 1}, run_name="one"), "schema_version": 4}
-    rec, why = schema.validate(old)
-    assert why is None and rec["timing"]["samples_per_s"] == 200.0
-    assert rec["timing"]["window_samples_per_s"] == {"min": 196.0, "median": 200.0, "max": 204.0}
-    assert rec["timing"]["window_series"] == [[10, 196.0], [20, 204.0]]
-    one, _ = schema.validate(single)
-    assert one["timing"]["window_samples_per_s"] == single["timing"]["window_samples_per_s"]
-
-
-def test_a_wrong_type_and_a_newer_schema_are_skipped_by_file_with_the_reason(tmp_path):
+def test_a_wrong_type_an_older_and_a_newer_schema_are_skipped_by_file_with_the_reason(tmp_path):
     good = record("cpu", "batch_scaling", {"batch": 8}, run_name="good")
     bad = {**record("cpu", "batch_scaling", {"batch": 16}, run_name="bad"), "timing": {"samples_per_s": "fast"}}
     newer = {**record("cpu", "batch_scaling", {"batch": 32}, run_name="newer"), "schema_version": 99}
-    for name, rec in (("good", good), ("bad", bad), ("newer", newer)):
+    older = {**record("cpu", "batch_scaling", {"batch": 64}, run_name="older"), "schema_version": 4}
+    unversioned = {k: v for k, v in record("cpu", "batch_scaling", {"batch": 2}, run_name="none").items()}
+    unversioned.pop("schema_version", None)
+    for name, rec in (("good", good), ("bad", bad), ("newer", newer), ("older", older), ("none", unversioned)):
         (tmp_path / "s").mkdir(exist_ok=True)
         (tmp_path / "s" / f"{name}@cpu.json").write_text(json.dumps(rec))
     found, skipped = records.read_records(tmp_path)
@@ -111,6 +95,8 @@ def test_a_wrong_type_and_a_newer_schema_are_skipped_by_file_with_the_reason(tmp
     reasons = dict(skipped)
     assert any(k.startswith("s/bad@cpu.json: timing.samples_per_s") for k in reasons), reasons
     assert any(k.startswith("s/newer@cpu.json: schema_version 99 is newer") for k in reasons), reasons
+    assert "s/older@cpu.json: schema_version 4 is older than this code reads (5)" in reasons, reasons
+    assert "s/none@cpu.json: schema_version None is not a schema version (an integer from 1)" in reasons, reasons
 
 
 def test_a_misspelled_key_is_refused_at_the_top_and_in_the_typed_sections():
@@ -173,7 +159,7 @@ def every_section() -> dict:
     return rec
 
 
-# every section that took any key before #36, by where it sits in a record
+# every section that took any key before the sections were typed, by where it sits in a record
 OPEN_BEFORE = (
     "device",
     "precision",
@@ -243,7 +229,9 @@ def test_a_record_with_a_misspelled_key_in_a_section_is_named_and_skipped_by_the
 @pytest.mark.parametrize("source", [PsutilSource, NvmlSource, NeuronMonitorSource])
 def test_a_sources_figures_not_measured_are_a_valid_utilization_section(source):
     """Each source's figures are fields of the section: a source adding one fails here until it is typed."""
-    assert source.fields == schema.UTILIZATION_FIGURES[source.backend]
+    assert {f"{field}_{stat}" for field in source.fields for stat in ("mean", "p90")} <= set(
+        schema.Utilization.model_fields
+    )
     section = not_measured(source.backend, source.fields, "no device")
     assert schema.Utilization.model_validate(section).reason == "no device"
 

@@ -181,7 +181,7 @@ def test_gradscaler_skipped_steps_are_counted_and_do_not_advance_the_schedule(mo
     model = _model()
     opt = build_optimizer(model, 1e-3, None, 0.0)
     sched = build_scheduler(opt, 100, 0.1)
-    monkeypatch.setattr(train.prec, "grad_scaler", lambda precision, device: SkippingScaler({1, 2}))
+    monkeypatch.setattr(train, "grad_scaler", lambda precision, device: SkippingScaler({1, 2}))
     result = train.fit(
         model,
         _batches(6, 4),

@@ -744,7 +744,7 @@ def test_persistent_cache_on_xla_cpu_is_written_but_never_loaded(tmp_path):
 
 def test_an_unwritable_xla_cache_dir_is_named_at_start_and_leaves_no_claim(tiny_model_dir, tmp_path):
     from helpers import steps
-    from helpers.run import record_destination as destination
+    from helpers.run import record_destination
 
     args = build_args(
         dict(
@@ -758,4 +758,4 @@ def test_an_unwritable_xla_cache_dir_is_named_at_start_and_leaves_no_claim(tiny_
     with pytest.raises(records.RecordWriteError, match="xla_cache_dir='/proc/no-such/cache' cannot hold"):
         steps.start(args)
     # this run's claims only: another test's run in this process may still hold its own
-    assert not list(tmp_path.rglob("*.claim")) and not [p for p in destination._HELD if tmp_path in p.parents]
+    assert not list(tmp_path.rglob("*.claim")) and not [p for p in record_destination._HELD if tmp_path in p.parents]

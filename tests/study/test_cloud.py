@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from helpers import check
-from helpers.calc import prices as cost
+from helpers.calc import prices
 from helpers.calc.facts import cuda_device_key, load_instance_prices
 from helpers.study import cloud, frame
 from helpers.study.sweep import plan, runner, suites
@@ -173,7 +173,7 @@ def test_every_step_has_a_limit_and_the_printed_bound_is_their_sum(target):
     for part in ("start:", "setup:", "run:", "the check", "the suites", "idle:", "in all, at most"):
         assert part in text
     if TARGETS_PINNED[target]:
-        assert f"at most ${cost.instance_price(cloud.TARGETS[target].instance) * total_s / 3600:.2f}" in text
+        assert f"at most ${prices.instance_price(cloud.TARGETS[target].instance) * total_s / 3600:.2f}" in text
         assert f"{config['resources']['disk_size']} GB disk (EBS) bills apart" in text
 
 
@@ -194,7 +194,7 @@ def test_an_offer_by_accelerator_name_is_priced_per_gpu_and_every_card_it_may_be
         name = spec.resources["accelerators"].split(":")[0]
         assert all(cuda_device_key(card) for card in cloud.CARDS[name])
         share = plan.target_of("nvidia", spec.instance, gpus=1).price_per_hour_usd
-        assert share == pytest.approx(cost.instance_price(spec.instance) / 8)
+        assert share == pytest.approx(prices.instance_price(spec.instance) / 8)
     a100 = cloud.cost_text("a100", cloud.render("a100"))
     assert "AWS sells A100s only eight to a p4d.24xlarge" in a100 and "no offer of one A100 exists" in a100
 
@@ -363,7 +363,7 @@ def test_the_dry_run_prints_the_task_the_plan_and_the_cost_and_touches_nothing(t
     assert "instance_type: trn1.2xlarge" in text and "valid: SkyPilot" in text  # the task, validated
     assert "Plan of `python -m helpers.study.sweep SUITE --variant quick --target trainium" in text
     assert "--instance trn1.2xlarge" in text and "## smoke (1 points)" in text  # the sweep's plan
-    price = cost.instance_price("trn1.2xlarge")
+    price = prices.instance_price("trn1.2xlarge")
     assert f"trn1.2xlarge at ${price:g}/h" in text and "the check 8,100 s" in text  # the bound: setup, check
     assert f"Cost: at most ${price * cloud.total_hours(cloud.render('trn1')):.2f}" in text
     assert "*Neuron SDK 2.31*" in text and "sky launch -c accelbench-trn1" in text
@@ -374,7 +374,7 @@ def test_the_dry_run_prints_the_task_the_plan_and_the_cost_and_touches_nothing(t
 @pytest.mark.slow
 def test_the_local_target_runs_the_task_here_and_its_record_lands_where_the_report_reads(tmp_path):
     if find_spec("helpers.check") is None:
-        pytest.skip("the run's first step, `python -m helpers.check`, is not in this checkout (#35 item 2)")
+        pytest.skip("the run's first step, `python -m helpers.check`, is not in this checkout")
     results = tmp_path / "results"
     # the committed roofs and precision probe of this machine, as in Experiment/results: read, not re-measured
     shutil.copytree(REPO / "Experiment" / "results" / "_peaks", results / "_peaks")

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from helpers.study import drift as between_suites
+from helpers.study.drift import drift_pct
 from helpers.study.frame import MIN_RUNS
 from helpers.study.notation import fmt, short_device
 
@@ -228,7 +228,7 @@ def interleaved(*arms: pd.DataFrame) -> bool:
 def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
     """Return the drift (%) between suites on the rows' device (the agreement table's largest gap), None if
     no configuration there was timed by two suites."""
-    return between_suites.drift_pct(df, str(rows["device_key"].iloc[0]))
+    return drift_pct(df, str(rows["device_key"].iloc[0]))
 
 
 def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:

@@ -13,9 +13,9 @@ import math
 import shlex
 import sys
 
-from helpers.run.args import RESULTS_DIR, repo_path
+from helpers.run.paths import RESULTS_DIR, repo_path
 from helpers.study import frame
-from helpers.study.decide import ranking as decide
+from helpers.study.decide import ranking
 from helpers.study.frame import current_points
 from helpers.study.notation import header
 from helpers.study.sweep.suites import SUITES_DIR, find_suites
@@ -39,9 +39,9 @@ def whole_number(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: print the decision table for a job; --write DIR also writes it with its plot into DIR."""
-    p = argparse.ArgumentParser(prog="python -m helpers.study.decide", description=decide.__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m helpers.study.decide", description=ranking.__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=float, default=3, help="epochs of the job")
-    p.add_argument("--rows", type=whole_number, default=decide.FULL_ROWS, help="training rows per epoch")
+    p.add_argument("--rows", type=whole_number, default=ranking.FULL_ROWS, help="training rows per epoch")
     p.add_argument("--target-accuracy", type=float, default=0.94, help="validation accuracy to reach (0-1)")
     p.add_argument("--runs-sharing-cache", type=int, default=1, help="runs that share one compile cache")
     p.add_argument("--warm-cache", action="store_true", help="the compile cache is already warm")
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
-    job = decide.Job(
+    job = ranking.Job(
         args.epochs,
         args.rows,
         args.target_accuracy,
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     df = current_points(df, find_suites(args.suites_dir))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
         print(f"skipped record {what}", file=sys.stderr)
-    table = decide.decision(df, job)
-    print(decide.markdown(table, breaks := decide.break_even(table, job), job))
+    table = ranking.decision(df, job)
+    print(ranking.markdown(table, breaks := ranking.break_even(table, job), job))
     if args.write:
         from helpers.study.decide import cost_plot  # matplotlib only where the figure is drawn
 
@@ -116,9 +116,9 @@ def main(argv: list[str] | None = None) -> None:
         page, figure = out / "decide.md", out / "decide_cost.png"
         try:
             out.mkdir(parents=True, exist_ok=True)
-            text = decide.markdown(table, breaks, job, figure="decide_cost.png")
+            text = ranking.markdown(table, breaks, job, figure="decide_cost.png")
             page.write_text(f"{header(command)}\n\n{text}\n")
-            print(f"wrote {page}\nwrote {cost_plot.plot(table, breaks, job, command, figure, decide.PAIRS)}")
+            print(f"wrote {page}\nwrote {cost_plot.plot(table, breaks, job, command, figure, ranking.PAIRS)}")
         except OSError as err:
             p.error(f"--write {args.write}: cannot write there ({err.strerror or err}: {err.filename or out})")
 

@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from helpers.calc.facts import cuda_device_key
-from helpers.study import plot_style as style
+from helpers.study import plot_style
 
 
 def _family(r: pd.Series) -> str:
@@ -25,15 +25,15 @@ def _family(r: pd.Series) -> str:
 def _colour(r: pd.Series, measured: dict[str, tuple[str, str]] | None = None) -> str:
     """Return the device's colour as the report's other figures give it (published devices by the study's name)."""
     if r["source"] == "published":
-        return style.published_colour(str(r["device"]))
-    return (measured or style.device_styles({r["device"]: _family(r)}))[r["device"]][0]
+        return plot_style.published_colour(str(r["device"]))
+    return (measured or plot_style.device_styles({r["device"]: _family(r)}))[r["device"]][0]
 
 
 def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compiled: str) -> None:
     top = max([10.0, 2 * job.epochs] + [1.2 * e for e in crossings["epochs"] if e < 100])
     epochs = np.linspace(0, top, 201)
     mine = d[d["source"] != "published"]
-    measured = style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
+    measured = plot_style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
     for _, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
         ax.plot(
@@ -83,15 +83,15 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
     legend entry naming each pair left out for want of a like configuration."""
     panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
     drawn = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
-    with style.theme():
-        fig, axes = style.figure(len(drawn), width=5.8, height=5.6)
+    with plot_style.theme():
+        fig, axes = plot_style.figure(len(drawn), width=5.8, height=5.6)
         for ax, (pair, title, d) in zip(axes, drawn):
             crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
             _panel(ax, d, crossings, job, title, pair[0])
         for pair, title, d in panels:
             if d.empty and (table["family"] == pair[0]).any():
                 why = f"not drawn: {title} (no eager run of the same configuration)"
-                style.key(fig, Patch(facecolor="white", label=why))
+                plot_style.key(fig, Patch(facecolor="white", label=why))
         price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
         cache = ", warm cache" if job.warm_cache else ""
         fig.suptitle(
@@ -99,7 +99,7 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
             f"{job.runs_sharing_cache} run(s){cache}, then $ per epoch,\n"
             f"priced at {price}: on-demand us-east-1"
         )
-        style.finish(fig, command, *style.handles(fig))
+        plot_style.finish(fig, command, *plot_style.handles(fig))
     return fig
 
 
@@ -109,4 +109,4 @@ def plot(
     """Write the figure to `path` (PNG) with a footer naming `command`; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return style.save(figure(table, breaks, job, command, pairs), path)
+    return plot_style.save(figure(table, breaks, job, command, pairs), path)

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from helpers.calc import job_cost as calc
+from helpers.calc import job_cost
 from helpers.calc.facts import load_instance_prices
 from helpers.study.notation import DASH, fmt
 
@@ -57,7 +57,7 @@ def reading(a, b, epochs: float | None, job) -> str:
         )
     cheaper = a["epoch_usd"] < b["epoch_usd"]
     if a["lower_bound"] and cheaper:
-        budget = calc.one_off_budget_s(job.epochs, a["epoch_usd"], b["one_off_usd"], b["epoch_usd"], a["usd_per_h"])
+        budget = job_cost.one_off_budget_s(job.epochs, a["epoch_usd"], b["one_off_usd"], b["epoch_usd"], a["usd_per_h"])
         return (
             f"compile not measured; cheaper per epoch, so cheaper for {job.epochs:g} epochs "
             f"if compilation takes under {fmt(budget)} s"

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from helpers.calc import job_cost as calc
-from helpers.calc import prices as cost
+from helpers.calc import job_cost, prices
 from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
-from helpers.run.args import PRESETS, repo_path
+from helpers.run.args import PRESETS
+from helpers.run.paths import repo_path
 from helpers.study.decide import page
 from helpers.study.notation import DASH, fmt, short_device
 from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
@@ -125,8 +125,8 @@ def measured_price(row) -> tuple[str | None, float, str, float]:
     else:  # m6i prices scale with size: 2k vCPUs cost k x the 2-vCPU instance
         key, units = CPU_STANDIN, math.ceil(_count(row.get("threads"), CPU_STANDIN_VCPUS) / CPU_STANDIN_VCPUS)
     listed = row.get("instance") if family != "cpu" else None
-    instance, usd_h, note = cost.accelerator_price(listed, key, units)
-    return instance, usd_h, note, cost.whole_instances_price(instance, units)
+    instance, usd_h, note = prices.accelerator_price(listed, key, units)
+    return instance, usd_h, note, prices.whole_instances_price(instance, units)
 
 
 def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_s: float) -> tuple[float, str]:
@@ -135,25 +135,25 @@ def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_
         return math.nan, DASH
     if not isinstance(curve, list) or not curve:
         return math.nan, "no curve recorded (run with eval_every)"
-    epochs = calc.epochs_to_target(curve, job.target_accuracy, run_rows, scale)
+    epochs = job_cost.epochs_to_target(curve, job.target_accuracy, run_rows, scale)
     if epochs is None:
         best = max(p["val_accuracy"] for p in curve)
-        covered = calc.epochs_covered(curve, run_rows, scale)
+        covered = job_cost.epochs_covered(curve, run_rows, scale)
         return math.nan, f"not reached in {covered:.3g} epoch{'s' * (covered != 1)} (best {best:.1%})"
     if epochs > job.epochs:
         return math.nan, f"not reached in the job's {job.epochs:g} epochs (needs {epochs:.2f})"
-    seconds = calc.wall_s(share_s, epoch_s, epochs)
+    seconds = job_cost.wall_s(share_s, epoch_s, epochs)
     scaled = ", scaled" if run_rows != job.rows else ""
     return seconds, f"{fmt(seconds)} s ({epochs:.2f} epochs" + scaled + ")"
 
 
 def _measured(row, job: Job, trn1_one_off: list) -> dict:
     cacheable = row["device_type"] == "xla"
-    one_off = calc.one_off_s(row.get("compile_s"), row.get("first_step_s"), row.get("step_ms", math.nan) / 1000)
+    one_off = job_cost.one_off_s(row.get("compile_s"), row.get("first_step_s"), row.get("step_ms", math.nan) / 1000)
     if row.get("device.neuron") is True and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
         trn1_one_off.append(one_off)  # compile time depends on the model and shapes: only the study's model
-    share = calc.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
-    epoch_s = calc.per_epoch_s(job.rows, row["samples_per_s"])
+    share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
+    epoch_s = job_cost.per_epoch_s(job.rows, row["samples_per_s"])
     run_rows = int(row["train_subset"]) if not _missing(row.get("train_subset")) else FULL_ROWS
     scale = _count(row.get("num_devices"))  # the curve counts rank 0's samples; ranks step in lockstep
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
@@ -195,7 +195,7 @@ def _energy(row, job: Job) -> str:
         return "not measured"
     if row.get("energy_window") != "steady":  # older records: energy from before the first step, one node
         return "not over the timed window (older record)"
-    return f"{calc.energy_j(job.epochs * job.rows, per_joule) / 1e3:.3g} kJ ({method})"
+    return f"{job_cost.energy_j(job.epochs * job.rows, per_joule) / 1e3:.3g} kJ ({method})"
 
 
 def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
@@ -203,10 +203,10 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
     rows = []
     for _, r in study.iterrows():
         printed = r["instance_as_printed"].lower().replace("-", ".")
-        instance, usd_share, note = cost.accelerator_price(printed, STUDY_KEYS.get(r["device"]))
+        instance, usd_share, note = prices.accelerator_price(printed, STUDY_KEYS.get(r["device"]))
         compiled = r["device"] == "trn1"
         one_off = trn1_one_off[0] if compiled and trn1_one_off else (math.nan if compiled else 0.0)
-        share = calc.one_off_share_s(one_off, job.runs_sharing_cache, True, job.warm_cache)
+        share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, True, job.warm_cache)
         rows.append(
             {
                 "device": r["device"],
@@ -217,7 +217,7 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
                 "setup": setup_key(*STUDY_SETUP),
                 "instance": instance,
                 "usd_share_h": usd_share,
-                "usd_whole_h": cost.whole_instances_price(instance, 1),
+                "usd_whole_h": prices.whole_instances_price(instance, 1),
                 "price_note": note,
                 "published_usd_per_h": r["cost_per_hour_usd"],
                 "published_instance": r["instance_as_printed"],
@@ -243,11 +243,11 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
     # the price a single user pays: the whole instance, unless the job says it shares one
     t["usd_per_h"] = t["usd_share_h"] if job.shared_instance else t["usd_whole_h"]
     # one-off dollars, dollars per epoch, then the job and the target at this instance price
-    t["one_off_usd"] = calc.usd(t["one_off_s"], t["usd_per_h"])
-    t["epoch_usd"] = calc.usd(t["epoch_s"], t["usd_per_h"])
-    t["job_s"] = calc.wall_s(t["one_off_s"].fillna(0), t["epoch_s"], job.epochs)
-    t["job_usd"] = calc.usd(t["job_s"], t["usd_per_h"])
-    t["target_usd"] = calc.usd(t["target_s"], t["usd_per_h"])
+    t["one_off_usd"] = job_cost.usd(t["one_off_s"], t["usd_per_h"])
+    t["epoch_usd"] = job_cost.usd(t["epoch_s"], t["usd_per_h"])
+    t["job_s"] = job_cost.wall_s(t["one_off_s"].fillna(0), t["epoch_s"], job.epochs)
+    t["job_usd"] = job_cost.usd(t["job_s"], t["usd_per_h"])
+    t["target_usd"] = job_cost.usd(t["target_s"], t["usd_per_h"])
     t["lower_bound"] = t["one_off_s"].isna()  # a compiled device whose compile time is unknown
     marks = {i: [] for i in t.index}
     # marks only among rows of one configuration, and at least two of them
@@ -288,7 +288,7 @@ def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
                     }
                 )
             for _, b in alike.iterrows():
-                epochs = calc.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"], b["epoch_usd"])
+                epochs = job_cost.break_even_epochs(a["one_off_usd"], a["epoch_usd"], b["one_off_usd"], b["epoch_usd"])
                 out.append(
                     {
                         "device": f"{a['device']} ({a['source']})",

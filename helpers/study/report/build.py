@@ -20,10 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from helpers.run import records
-from helpers.run.args import repo_path
+from helpers.run.paths import repo_path
 from helpers.study import frame
 from helpers.study.claims import findings
-from helpers.study.decide import ranking as decide
+from helpers.study.decide import ranking
 from helpers.study.frame import current_points
 from helpers.study.notation import fmt, header
 from helpers.study.published import PUBLISHED_DIR
@@ -83,17 +83,17 @@ def first_runs(df: pd.DataFrame) -> str:
 
 def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_dir, command: str) -> str:
     """Return the accelerator decision for the study's job (3 epochs of 16,000 rows, 94% validation accuracy)."""
-    job = decide.Job()
-    table = decide.decision(df, job, published_dir)
-    breaks = decide.break_even(table, job)
+    job = ranking.Job()
+    table = ranking.decision(df, job, published_dir)
+    breaks = ranking.break_even(table, job)
     figure = None
     if pictures_dir is not None:
         from helpers.study.decide import cost_plot  # matplotlib only where the figure is drawn
 
         path = repo_path(pictures_dir) / "decide_cost.png"
-        png = cost_plot.plot(table, breaks, job, command, path, decide.PAIRS)
+        png = cost_plot.plot(table, breaks, job, command, path, ranking.PAIRS)
         figure = Path(os.path.relpath(png, out_dir)).as_posix()
-    return decide.markdown(table, breaks, job, figure=figure)
+    return ranking.markdown(table, breaks, job, figure=figure)
 
 
 def build_report(
@@ -114,9 +114,9 @@ def build_report(
     current = current_points(df, suites)
     pictures = {}
     if plots:
-        from helpers.study.report import plots as figures  # matplotlib only where figures are drawn
+        from helpers.study.report.plots import make_all  # matplotlib only where figures are drawn
 
-        pictures = figures.make_all(current, pictures_dir, published_dir, command)
+        pictures = make_all(current, pictures_dir, published_dir, command)
     head, written, bodies = header(command), [], []
     for suite in suites:
         whole = suite.kind == "derived" and not suite.report.get("source")  # e.g. the roofline: every run

@@ -20,8 +20,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from helpers.calc.facts import load_device_peaks
-from helpers.run.args import repo_path
-from helpers.study import plot_style as style
+from helpers.run.paths import repo_path
+from helpers.study import plot_style
 from helpers.study.frame import SHARES
 from helpers.study.report import plots_tuning
 
@@ -43,26 +43,26 @@ BETWEEN_RUNS = "median of independent runs; bars: their range"
 
 def batch_scaling(df, published_dir):
     """Throughput and step time against batch, per device: medians over independent runs, bars their range."""
-    d = style.rows(df, "batch_scaling", "samples_per_s")
+    d = plot_style.rows(df, "batch_scaling", "samples_per_s")
     if d.empty:
         return None
-    fig, (a, b) = style.figure(2)
-    style.log_y(a, style.lines(a, d, "batch", "samples_per_s", suffix=style.runs_text))
-    style.log_y(b, style.lines(b, d, "batch", "step_ms", suffix=style.runs_text))
+    fig, (a, b) = plot_style.figure(2)
+    plot_style.log_y(a, plot_style.lines(a, d, "batch", "samples_per_s", suffix=plot_style.runs_text))
+    plot_style.log_y(b, plot_style.lines(b, d, "batch", "step_ms", suffix=plot_style.runs_text))
     a.set(title=f"Throughput vs batch\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     b.set(
         title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
         ylabel="median step time, ms",
     )
     for ax in (a, b):
-        style.log2_axis(ax.xaxis, d["batch"])
+        plot_style.log2_axis(ax.xaxis, d["batch"])
         ax.set_xlabel("batch size, samples per step")
     return fig
 
 
 def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
     """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series."""
-    other = style.rows(df, suite, "step_ms", "max_length")
+    other = plot_style.rows(df, suite, "step_ms", "max_length")
     keys = ["device_key", "model", "batch", "precision"]
     series = d.drop_duplicates(keys).set_index(keys)["series"]
     other = other.join(series.rename("same"), on=keys, how="inner")
@@ -81,7 +81,7 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
             "linestyle": "none",
             "label": f"{series}: profile_memory suite (same configuration, another sweep)",
         }
-        agg = style.spread(g, "max_length", "step_ms")
+        agg = plot_style.spread(g, "max_length", "step_ms")
         b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
         if 32 in agg.index:
             rel = agg.loc[agg.index != 32, ["mid", "lo", "hi"]] / agg.loc[32, "mid"]
@@ -91,16 +91,16 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
 def seq_len(df, published_dir):
     """Tokens/s and step time against sequence length (medians of runs, bars their range); growth relative to
     L=32 beside the model's FLOP growth, the profile_memory suite's runs and the published trn1's."""
-    d = style.rows(df, "seq_len", "step_ms")
+    d = plot_style.rows(df, "seq_len", "step_ms")
     if d.empty:
         return None
-    fig, (a, b, c) = style.figure(3, width=4.6, height=4.0)
-    style.log_y(a, style.lines(a, d, "max_length", "tokens_per_s", suffix=style.runs_text))
-    style.log_y(b, style.lines(b, d, "max_length", "step_ms", suffix=style.runs_text))
+    fig, (a, b, c) = plot_style.figure(3, width=4.6, height=4.0)
+    plot_style.log_y(a, plot_style.lines(a, d, "max_length", "tokens_per_s", suffix=plot_style.runs_text))
+    plot_style.log_y(b, plot_style.lines(b, d, "max_length", "step_ms", suffix=plot_style.runs_text))
     at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
     rel = d[d["series"].isin(at32.index)]
-    style.lines(
-        c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel", suffix=style.runs_text
+    plot_style.lines(
+        c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel", suffix=plot_style.runs_text
     )
     _profile_points(b, c, _alike(df, d, "profile_memory"))
     for model, g in rel.groupby("model", sort=False):  # FLOPs per step from shapes: a model, the same per device
@@ -114,13 +114,13 @@ def seq_len(df, published_dir):
                 linewidth=1,
                 label=f"model: {model} FLOPs per step ÷ at L=32",
             )
-    pub = style.published(published_dir, "seq_len_profile.csv")
+    pub = plot_style.published(published_dir, "seq_len_profile.csv")
     pub_rel = pub["step_time_ms"] / pub.loc[pub["max_length"] == 32, "step_time_ms"].iloc[0]
     c.plot(
         pub["max_length"],
         pub_rel,
-        color=style.published_colour("trn1"),
-        **style.PUBLISHED,
+        color=plot_style.published_colour("trn1"),
+        **plot_style.PUBLISHED,
         label="published (trn1 · bert-base), over its own L=32",
     )
     lengths = sorted(set(d["max_length"]) | set(pub["max_length"]))
@@ -133,9 +133,9 @@ def seq_len(df, published_dir):
         ylabel="step time ÷ step time at L=32",
     )
     for ax in (a, b, c):
-        style.log2_axis(ax.xaxis, lengths if ax is c else d["max_length"])
+        plot_style.log2_axis(ax.xaxis, lengths if ax is c else d["max_length"])
         ax.set_xlabel("sequence length L, tokens (padded)")
-    style.log2_axis(c.yaxis, [x / 32 for x in lengths])
+    plot_style.log2_axis(c.yaxis, [x / 32 for x in lengths])
     return fig
 
 
@@ -150,7 +150,7 @@ def _roofs(d: pd.DataFrame) -> dict:
     bandwidth = load_device_peaks().set_index("key")["mem_bw_gbps"]
     out = {}
     for (who, dtype), g in d.dropna(subset=["peak_tflops"]).groupby(["who", "compute_dtype"], sort=False):
-        fam = style.family(g.iloc[0])
+        fam = plot_style.family(g.iloc[0])
         measured = g["peak_bw_gbps"].median() if "peak_bw_gbps" in g else np.nan  # a CPU's, with its peak
         bw = measured if pd.notna(measured) else float(bandwidth.get(ROOF_KEYS.get(fam, fam), np.nan))
         out[(who, dtype)] = (
@@ -164,7 +164,7 @@ def _roofs(d: pd.DataFrame) -> dict:
 
 def published_roof(published_dir) -> dict:
     """Return the roof the study drew (Experiment/published/device_peaks.csv): device, TFLOP/s, GB/s."""
-    row = style.published(published_dir, "device_peaks.csv").iloc[0]
+    row = plot_style.published(published_dir, "device_peaks.csv").iloc[0]
     return {
         "device": row["device"],
         "peak_tflops": float(row["peak_tflops"]),
@@ -180,7 +180,7 @@ def roofline(df, published_dir):
     d = d.assign(compute_dtype=d["compute_dtype"].fillna("fp32"))  # as the frame's peak assumes
     if d.empty:
         return None
-    traj = style.published(published_dir, "roofline.csv")
+    traj = plot_style.published(published_dir, "roofline.csv")
     ai, tf = traj["arithmetic_intensity_flop_per_byte"], traj["achieved_tflops"]
     study = published_roof(published_dir)
     roofs = _roofs(d)
@@ -190,7 +190,7 @@ def roofline(df, published_dir):
         if b > 0
     ]
     xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
-    fig, (ax,) = style.figure(1, width=9.5, height=6.0)
+    fig, (ax,) = plot_style.figure(1, width=9.5, height=6.0)
     for (who, dtype), g in d.groupby(["who", "compute_dtype"], sort=False):
         ax.scatter(
             g["ai"],
@@ -214,7 +214,7 @@ def roofline(df, published_dir):
         xs,
         study["peak_tflops"],
         study["mem_bw_gbps"],
-        style.published_colour("trn1"),
+        plot_style.published_colour("trn1"),
         "-.",
         f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, "
         f"{study['mem_bw_gbps']:g} GB/s",
@@ -222,7 +222,7 @@ def roofline(df, published_dir):
     ax.plot(
         ai,
         tf,
-        color=style.published_colour("trn1"),
+        color=plot_style.published_colour("trn1"),
         marker="X",
         markersize=10,
         linestyle="none",
@@ -233,13 +233,13 @@ def roofline(df, published_dir):
         "",
         xy=(ai.iloc[-1], tf.iloc[-1]),
         xytext=(ai.iloc[0], tf.iloc[0]),
-        arrowprops={"arrowstyle": "->", "color": style.published_colour("trn1"), "linewidth": 1.5},
+        arrowprops={"arrowstyle": "->", "color": plot_style.published_colour("trn1"), "linewidth": 1.5},
     )
     for b, x, y in zip(traj["batch"], ai, tf):
         ax.annotate(f"b{b}", (x, y), xytext=(0, -15), textcoords="offset points", ha="center", fontsize=8)
     peaks = [r[0] for r in roofs.values()] + [study["peak_tflops"]]
-    style.log_axis(ax.xaxis, xs[0], xs[-1])
-    style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
+    plot_style.log_axis(ax.xaxis, xs[0], xs[-1])
+    plot_style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
     ax.set(
         xlabel="arithmetic intensity, FLOP per byte of memory traffic (a model: FLOPs and bytes from shapes; "
         "the study's: its own count)",
@@ -252,11 +252,11 @@ def roofline(df, published_dir):
 def profile(df, published_dir):
     """Share of a training step's profiled time by op class, per device and length, as stacked bars."""
     columns = [f"share_{s}" for s in SHARES]
-    d = style.rows(df, "profile_memory", "share_matmul")
+    d = plot_style.rows(df, "profile_memory", "share_matmul")
     if d.empty:
         return None
     shares = d.groupby(["series", "max_length"], sort=False)[columns].mean().fillna(0)
-    fig, (ax,) = style.figure(1, width=8.5, height=0.45 * len(shares) + 1.8)
+    fig, (ax,) = plot_style.figure(1, width=8.5, height=0.45 * len(shares) + 1.8)
     left = np.zeros(len(shares))
     y = np.arange(len(shares))[::-1]
     for column, colour in zip(columns, sns.color_palette("pastel", len(columns))):
@@ -278,13 +278,13 @@ def memory(df, published_dir):
 
     from helpers.calc.memory import GIB, estimate_train_memory
 
-    d = pd.concat([style.rows(df, s, "mem_gib", "batch", "max_length") for s in ("batch_scaling", "small_batch")])
+    d = pd.concat([plot_style.rows(df, s, "mem_gib", "batch", "max_length") for s in ("batch_scaling", "small_batch")])
     if d.empty:
         return None
     d = d.assign(series=d["series"] + ", L=" + d["max_length"].astype(int).astype(str))
-    fig, (ax,) = style.figure(1, width=8.0, height=4.6)
-    style.lines(ax, d, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
-    ranges = pd.concat([style.spread(g, "batch", "mem_gib") for _, g in d.groupby("series")])
+    fig, (ax,) = plot_style.figure(1, width=8.0, height=4.6)
+    plot_style.lines(ax, d, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
+    ranges = pd.concat([plot_style.spread(g, "batch", "mem_gib") for _, g in d.groupby("series")])
     within = ((ranges["hi"] - ranges["lo"]) / ranges["mid"]).max()
     batches = range(2, 65)  # the suites' batches span 2..64
     cfg = BertConfig(num_labels=6)
@@ -299,22 +299,22 @@ def memory(df, published_dir):
             label=f"estimate: bert-base, L={length}, {mode}, AdamW",
         )
     peaks = load_device_peaks().set_index("key")
-    measured = [ROOF_KEYS.get(style.family(r), style.family(r)) for _, r in d.iterrows()]
+    measured = [ROOF_KEYS.get(plot_style.family(r), plot_style.family(r)) for _, r in d.iterrows()]
     capacity: dict[float, list[str]] = {}
     for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
         if key in peaks.index and key != "host":
-            name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(key, style.CUDA_SHORT.get(key, key))
+            name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(key, plot_style.CUDA_SHORT.get(key, key))
             capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
     for gib in capacity:
         ax.axhline(gib, color="gray", linewidth=0.8)
-    style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
-    style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
+    plot_style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
+    plot_style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
     ax.set(
         xlabel="batch size, samples per step",
         ylabel="peak memory, GiB",
         title="Memory vs batch: measured peaks, estimates, device capacities\n"
         "(measured: CUDA max allocated on GPUs, process RSS elsewhere;\n"
-        f"median of {style.count_text(ranges['runs'])} runs, which differ by at most "
+        f"median of {plot_style.count_text(ranges['runs'])} runs, which differ by at most "
         f"{within:.0%}: no bars)",
     )
     right = ax.twinx()
@@ -328,14 +328,14 @@ def memory(df, published_dir):
 def small_batch(df, published_dir):
     """Utilization % of each kind on an axis of its own (published SM % and engine %, and each measured metric
     apart: a CPU % never shares an axis with them), and samples/s at small batches."""
-    d, speed = (style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
+    d, speed = (plot_style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
     if d.empty and speed.empty:
         return None
     d = d[d["util_pct"].notna()]
     metrics = list(dict.fromkeys(d["util_metric"]))
-    fig, axes = style.figure(2 + len(metrics), width=5.0, height=3.8)
+    fig, axes = plot_style.figure(2 + len(metrics), width=5.0, height=3.8)
     a, b, own = axes[0], axes[-1], axes[1:-1]
-    pub = style.published(published_dir, "small_batch_util.csv")
+    pub = plot_style.published(published_dir, "small_batch_util.csv")
     for column, device, what, marker in (
         ("a100_sm_util_pct", "A100", "SM utilization %", "X"),
         ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
@@ -344,7 +344,7 @@ def small_batch(df, published_dir):
         a.plot(
             pub["batch"],
             pub[column],
-            color=style.published_colour(device),
+            color=plot_style.published_colour(device),
             marker=marker,
             markersize=8,
             linestyle="--" if marker == "X" else ":",
@@ -352,19 +352,19 @@ def small_batch(df, published_dir):
         )
     a.set(title="Published: A100 SM % and trn1 engine %", ylabel="utilization, %", ylim=(0, 105))
     for ax, metric in zip(own, metrics):
-        style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=style.runs_text)
+        plot_style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=plot_style.runs_text)
         ax.set(title=f"Measured:\n{metric}\n(median of runs; bars: their range)", ylabel="%", ylim=(0, 105))
-    style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", suffix=style.runs_text))
+    plot_style.log_y(b, plot_style.lines(b, speed, "batch", "samples_per_s", suffix=plot_style.runs_text))
     b.set(title=f"Throughput at small batches\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     for ax in axes:
-        style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
+        plot_style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
         ax.set_xlabel("batch size, samples per step")
     return fig
 
 
 def padding(df, published_dir):
     """Graph compilations and train time (compiling part lighter) for static against dynamic padding."""
-    d = style.rows(df, "padding", "compilations")
+    d = plot_style.rows(df, "padding", "compilations")
     if d.empty:
         return None
     multiple = d["pad_to_multiple_of"].map(lambda m: f",\nmultiple of {int(m)}" if pd.notna(m) and m else "")
@@ -372,10 +372,10 @@ def padding(df, published_dir):
     cases = sorted(set(d["case"]), key=lambda c: (not c.startswith("static"), "multiple" not in c, c))
     series = list(dict.fromkeys(d["series"]))
     width = 0.8 / len(series)
-    fig, (a, b) = style.figure(2, width=5.0, height=3.8)
+    fig, (a, b) = plot_style.figure(2, width=5.0, height=3.8)
     for k, s in enumerate(series):
         g = d[d["series"] == s].groupby("case")[["compilations", "train_s", "train_compile_s"]].median().reindex(cases)
-        train = style.spread(d[d["series"] == s], "case", "train_s").reindex(cases)
+        train = plot_style.spread(d[d["series"] == s], "case", "train_s").reindex(cases)
         compiling = g["train_compile_s"].fillna(0).clip(upper=g["train_s"])  # what of the train time compiled
         x = np.arange(len(cases)) + (k - (len(series) - 1) / 2) * width
         colour = d.loc[d["series"] == s, "colour"].iloc[0]
@@ -392,9 +392,9 @@ def padding(df, published_dir):
     a.yaxis.set_major_locator(MaxNLocator(integer=True))  # a graph count is whole
     a.set(title="XLA graph compilations", ylabel="graph compilations, count")
     b.set(title="Train time, median of runs\n(lighter: compiling; whiskers: run range)", ylabel="train time, s")
-    style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))
+    plot_style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))
     runs = d.groupby(["series", "case"]).size()
-    style.key(
+    plot_style.key(
         fig,
         Line2D(
             [],
@@ -433,12 +433,12 @@ def figures(df: pd.DataFrame, published_dir, command: str):
     """Yield (suite, file name, finished figure) for every figure that has data."""
     if df.empty:
         return
-    df = style.with_devices(df)
-    with style.theme():
+    df = plot_style.with_devices(df)
+    with plot_style.theme():
         for suite, name, draw in PLOTS:
             fig = draw(df, published_dir)
             if fig is not None:
-                style.finish(fig, command, *style.handles(fig))
+                plot_style.finish(fig, command, *plot_style.handles(fig))
                 yield suite, name, fig
 
 
@@ -450,5 +450,5 @@ def make_all(
     pictures_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[Path]] = {}
     for suite, name, fig in figures(df, published_dir, command):
-        out.setdefault(suite, []).append(style.save(fig, pictures_dir / f"{name}.png"))
+        out.setdefault(suite, []).append(plot_style.save(fig, pictures_dir / f"{name}.png"))
     return out

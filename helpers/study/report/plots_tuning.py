@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib import colormaps
 from matplotlib.patches import Patch, Rectangle
 
-from helpers.study import plot_style as style
+from helpers.study import plot_style
 from helpers.study.claims import accuracy
 from helpers.study.frame import NEAR_MAJORITY
 
@@ -70,7 +70,7 @@ def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[floa
         annot=text,
         fmt="",
         annot_kws={"fontsize": 7.5},
-        yticklabels=[style.lr_text(v) for v in grid.index],
+        yticklabels=[plot_style.lr_text(v) for v in grid.index],
         cbar_kws={"label": "accuracy, %", "pad": 0.03},
     )
     for i, j in zip(*np.nonzero(near.to_numpy())):
@@ -89,10 +89,10 @@ def cell_text(mean: float, half: float) -> str:
 def lr_llrd(df, published_dir):
     """Mean test accuracy % ± 95% half-width over LR x LLRD decay per measured device, hatched near the majority,
     published beside (± the test set's sampling error)."""
-    d = style.rows(df, "lr_llrd", "test_acc", "lr")
+    d = plot_style.rows(df, "lr_llrd", "test_acc", "lr")
     if d.empty:
         return None
-    pub = style.published(published_dir, "lr_llrd.csv").assign(majority=np.nan)
+    pub = plot_style.published(published_dir, "lr_llrd.csv").assign(majority=np.nan)
     pub = pub.assign(decay=pub["llrd_decay"].map(_decay), lr=pub["lr"].astype(float))
     d = d.assign(decay=d["llrd_decay"].map(_decay), lr=d["lr"].astype(float))
     lrs = sorted(set(d["lr"]) | set(pub["lr"]))
@@ -108,11 +108,11 @@ def lr_llrd(df, published_dir):
             _grid(pub, "accuracy", lrs, decays, STUDY_TEST_ROWS),
         )
     )
-    fig, axes = style.figure(len(panels), width=4.4, height=3.8)
+    fig, axes = plot_style.figure(len(panels), width=4.4, height=3.8)
     vrange = colour_range([cells for _, cells in panels])
     for ax, (title, cells) in zip(axes, panels):
         _heatmap(ax, cells, title, vrange)
-    style.key(
+    plot_style.key(
         fig,
         Patch(
             facecolor="white",
@@ -124,9 +124,9 @@ def lr_llrd(df, published_dir):
         share = d["majority"].dropna()
         text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
         label = f"within {100 * NEAR_MAJORITY:.0f} points of always answering the commonest label{text}"
-        style.key(fig, Patch(facecolor=NEAR, label=f"{label}: learned ~nothing", **HATCH))
+        plot_style.key(fig, Patch(facecolor=NEAR, label=f"{label}: learned ~nothing", **HATCH))
     if any(grid.isna().to_numpy().any() for _, (grid, *_) in panels):
-        style.key(fig, Patch(facecolor="0.88", label="not run"))
+        plot_style.key(fig, Patch(facecolor="0.88", label="not run"))
     return fig
 
 
@@ -159,18 +159,18 @@ def sampling_error(acc: float, rows: int = STUDY_TEST_ROWS) -> float:
 
 def precision(df, published_dir):
     """Test accuracy % by precision mode per length (95% intervals), and the stochastic-rounding effect."""
-    d = style.rows(df, "precision", "test_acc", "max_length", "precision")
+    d = plot_style.rows(df, "precision", "test_acc", "max_length", "precision")
     if d.empty:
         return None
     lengths = sorted(d["max_length"].dropna().astype(int).unique())
     modes = [m for m in MODES if m in set(d["precision"])] + sorted(set(d["precision"]) - set(MODES))
-    pub = style.published(published_dir, "stochastic_rounding.csv")
+    pub = plot_style.published(published_dir, "stochastic_rounding.csv")
     pub = pub.assign(precision=pub["stochastic_rounding"].map({"off": "bf16-pure", "on": "bf16-pure-sr"}))
-    fig, axes = style.figure(len(lengths) + 1, width=4.3, height=3.8, wrap=4)
+    fig, axes = plot_style.figure(len(lengths) + 1, width=4.3, height=3.8, wrap=4)
     series = list(dict.fromkeys(d["series"]))
     shift = {s: (k - (len(series) - 1) / 2) * 0.5 / len(series) for k, s in enumerate(series)}
     trn1 = {
-        "color": style.published_colour("trn1"),
+        "color": plot_style.published_colour("trn1"),
         "marker": "X",
         "markersize": 9,
         "linestyle": "none",
@@ -236,7 +236,7 @@ def workload(g: pd.DataFrame) -> str:
 
 def speedup(df, published_dir):
     """Baseline -> optimized speedup (train time ratio) per device, measured and published, as horizontal bars."""
-    d = style.rows(df, "speedup", "train_s")
+    d = plot_style.rows(df, "speedup", "train_s")
     bars = []
     for series, g in d.groupby("series", sort=False):
         t = g.groupby("preset")["train_s"].agg(["median", "min", "max", "count"])
@@ -246,7 +246,7 @@ def speedup(df, published_dir):
             spread = (base["min"] / opt["max"], base["max"] / opt["min"]) if runs > 1 else None
             bars.append(
                 (
-                    style.family(g.iloc[0]),
+                    plot_style.family(g.iloc[0]),
                     f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, {runs} run{'s' * (runs > 1)};\n{workload(g)})",
                     base["median"] / opt["median"],
                     g["colour"].iloc[0],
@@ -256,21 +256,21 @@ def speedup(df, published_dir):
             )
     if not bars:
         return None
-    for _, r in style.published(published_dir, "speedup.csv").iterrows():
+    for _, r in plot_style.published(published_dir, "speedup.csv").iterrows():
         fam = {"a100": "a100-40gb"}.get(r["device"].lower(), r["device"].lower())
         bars.append(
             (
                 fam,
                 f"published ({r['device']} · bert-base;\n{STUDY_WORKLOAD})",
                 r["speedup"],
-                style.published_colour(r["device"]),
-                style.PUBLISHED_HATCH,
+                plot_style.published_colour(r["device"]),
+                plot_style.PUBLISHED_HATCH,
                 None,
             )
         )
     order = list(dict.fromkeys(b[0] for b in bars))
     bars.sort(key=lambda b: (order.index(b[0]), b[4] is not None))
-    fig, (ax,) = style.figure(1, width=8.0, height=0.6 * len(bars) + 1.6)
+    fig, (ax,) = plot_style.figure(1, width=8.0, height=0.6 * len(bars) + 1.6)
     y = np.arange(len(bars))[::-1]
     for yi, (_, label, value, colour, hatch, spread) in zip(y, bars):
         ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else None)
@@ -292,19 +292,19 @@ def speedup(df, published_dir):
         title="Baseline → optimized: how many times faster training gets\n(each bar over its own rows × epochs)",
         xlabel="speedup: baseline train time ÷ optimized train time (×)",
     )
-    style.key(
+    plot_style.key(
         fig,
         Patch(
             facecolor="0.6",
             label="measured here (model and variant in the label; whiskers: the extreme ratios between runs)",
         ),
     )
-    style.key(
+    plot_style.key(
         fig,
         Patch(
             facecolor="white",
             edgecolor="black",
-            hatch=style.PUBLISHED_HATCH,
+            hatch=plot_style.PUBLISHED_HATCH,
             label=f"published by the study (bert-base, {STUDY_WORKLOAD})",
         ),
     )

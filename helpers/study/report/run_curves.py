@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from helpers.study import plot_style as style
+from helpers.study import plot_style
 
 
 def frames(record: dict) -> dict[str, pd.DataFrame]:
@@ -26,7 +26,7 @@ def frames(record: dict) -> dict[str, pd.DataFrame]:
 def draw(record: dict) -> plt.Figure:
     """Return a figure of the run's three curves (a panel says so when its curve was not recorded)."""
     data = frames(record)
-    with style.theme():  # the report's look, without changing the notebook's own settings
+    with plot_style.theme():  # the report's look, without changing the notebook's own settings
         fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
         panels = [
             (a, "loss", "step", "loss", "training loss (mean per timing window)", "optimizer step"),

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.calc import prices as cost
+from helpers.calc import prices
 from helpers.calc.facts import device_roof, load_instance_prices
 from helpers.calc.flops import forward_flops, model_flops
 from helpers.run import models
-from helpers.run.args import build_args, repo_path
+from helpers.run.args import build_args
 from helpers.run.device import compute_dtype
+from helpers.run.paths import repo_path
 from helpers.study.sweep import graphs
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand, timeout_of
 
@@ -90,13 +91,13 @@ def target_of(name: str, instance: str | None = None, gpus: int | None = None) -
     if instance not in row.index:
         return Target(name, instance, None, math.nan, f"no price for {instance} in helpers/facts/instance_prices.csv")
     r = row.loc[instance]
-    note = f"${cost.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
+    note = f"${prices.instance_price(instance):g}/h on demand ({r['region']}, {r['date']}; {r['source']})"
     device = RANK_DEVICE.get(r["device"], r["device"])
     if gpus:
-        price = cost.price_per_accelerator_hour(instance) * gpus
+        price = prices.price_per_accelerator_hour(instance) * gpus
         share = f"{gpus} of its {r['accelerators']} accelerators at their share, ${price:g}/h, of {note}"
         return Target(name, instance, device, price, share)
-    return Target(name, instance, device, cost.instance_price(instance), note)
+    return Target(name, instance, device, prices.instance_price(instance), note)
 
 
 @functools.cache

@@ -25,7 +25,8 @@ import psutil
 import yaml
 
 from helpers.run import records, schema
-from helpers.run.args import REPO_ROOT, ConfigError, build_args
+from helpers.run.args import ConfigError, build_args
+from helpers.run.paths import REPO_ROOT
 from helpers.study.sweep.suites import ENVS, Point, Suite
 
 POINT_TAG = "ACCELBENCH_POINT"  # in the environment of every process of a point (the kernel inherits it)

@@ -37,9 +37,10 @@ import numpy as np
 import psutil
 
 from helpers.run import records
-from helpers.run.args import REPO_ROOT, RunArgs, build_args, repo_path
+from helpers.run.args import RunArgs, build_args
 from helpers.run.argv import to_argv
 from helpers.run.neuron import neuron_env
+from helpers.run.paths import REPO_ROOT, repo_path
 from helpers.study.sweep import graphs
 from helpers.study.sweep.plan import COMPILE_S_PER_GRAPH
 from helpers.study.sweep.points import env_python, kill_processes

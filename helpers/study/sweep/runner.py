@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from helpers.run import records
-from helpers.run.args import ConfigError, repo_path
+from helpers.run.args import ConfigError
+from helpers.run.paths import repo_path
 from helpers.study.sweep import plan, points, precompile
 from helpers.study.sweep.suites import (
     SUITES_DIR,

@@ -32,7 +32,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.run.args import FIELDS, ConfigError, build_args, repo_path, unknown_message
+from helpers.run.args import FIELDS, ConfigError, build_args, unknown_message
+from helpers.run.paths import repo_path
 
 SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")

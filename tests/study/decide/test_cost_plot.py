@@ -6,8 +6,7 @@ import pytest
 from plot_checks import overlaps
 
 from helpers.study import frame
-from helpers.study.decide import cost_plot
-from helpers.study.decide import ranking as decide
+from helpers.study.decide import cost_plot, ranking
 from tests.study.decide.job_records import write_job_records
 
 
@@ -17,13 +16,13 @@ def df(tmp_path) -> pd.DataFrame:
 
 
 def test_plot_is_deterministic(df, tmp_path):
-    job = decide.Job()
-    table = decide.decision(df, job)
-    breaks = decide.break_even(table, job)
+    job = ranking.Job()
+    table = ranking.decision(df, job)
+    breaks = ranking.break_even(table, job)
     command = "python -m helpers.study.decide"
-    first = cost_plot.plot(table, breaks, job, command, tmp_path / "a.png", decide.PAIRS).read_bytes()
+    first = cost_plot.plot(table, breaks, job, command, tmp_path / "a.png", ranking.PAIRS).read_bytes()
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
-    assert cost_plot.plot(table, breaks, job, command, tmp_path / "b.png", decide.PAIRS).read_bytes() == first
+    assert cost_plot.plot(table, breaks, job, command, tmp_path / "b.png", ranking.PAIRS).read_bytes() == first
 
 
 def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
@@ -55,9 +54,9 @@ def test_the_cost_plot_promises_break_even_dots_only_where_it_draws_them(df):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    job = decide.Job()
-    table = decide.decision(pd.DataFrame(), job)  # published only: trn1's compile is not measured, no crossing
-    breaks = decide.break_even(table, job)
+    job = ranking.Job()
+    table = ranking.decision(pd.DataFrame(), job)  # published only: trn1's compile is not measured, no crossing
+    breaks = ranking.break_even(table, job)
     fig, ax = plt.subplots()
     cost_plot._panel(
         ax, table[table["family"].isin(("trn1", "gpu"))], breaks[breaks["epochs"].notna()], job, "t", "trn1"
@@ -65,13 +64,13 @@ def test_the_cost_plot_promises_break_even_dots_only_where_it_draws_them(df):
     assert "no break-even" in ax.get_title() and not [l for l in ax.lines if l.get_marker() == "o"]
     plt.close(fig)
     fig, ax = plt.subplots()
-    table = decide.decision(df, decide.Job(shared_instance=True))
-    breaks = decide.break_even(table, decide.Job(shared_instance=True))
+    table = ranking.decision(df, ranking.Job(shared_instance=True))
+    breaks = ranking.break_even(table, ranking.Job(shared_instance=True))
     cost_plot._panel(
         ax,
         table[table["family"].isin(("trn1", "gpu"))],
         breaks[breaks["family"] == "trn1"].dropna(subset=["epochs"]),
-        decide.Job(shared_instance=True),
+        ranking.Job(shared_instance=True),
         "t",
         "trn1",
     )
@@ -83,9 +82,9 @@ def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
     from helpers.study import plot_style
 
     xla = df["device_type"] == "xla"
-    job = decide.Job()
-    table = decide.decision(df.assign(batch=df["batch"].where(~xla, 8)), job)  # XLA on the CPU: no like eager run
-    fig = cost_plot.figure(table, decide.break_even(table, job), job, "python -m helpers.study.decide", decide.PAIRS)
+    job = ranking.Job()
+    table = ranking.decision(df.assign(batch=df["batch"].where(~xla, 8)), job)  # XLA on the CPU: no like eager run
+    fig = cost_plot.figure(table, ranking.break_even(table, job), job, "python -m helpers.study.decide", ranking.PAIRS)
     assert overlaps(fig) == [] and len(fig.axes) == 1
     assert "priced at the whole instance: on-demand us-east-1" in fig._suptitle.get_text()
     assert (
@@ -95,10 +94,10 @@ def test_the_cost_plot_states_its_price_and_names_a_pair_it_cannot_draw(df):
 
 
 def test_only_rows_that_break_even_compared_are_drawn(df):
-    job = decide.Job()
+    job = ranking.Job()
     xla = df["device_type"] == "xla"
     unlike = df.assign(batch=df["batch"].where(~xla, 8), max_length=df["max_length"].where(~xla, 64))
-    table = decide.decision(unlike, job)  # XLA on the CPU ran another configuration than the CPU
-    breaks = decide.break_even(table, job)
+    table = ranking.decision(unlike, job)  # XLA on the CPU ran another configuration than the CPU
+    breaks = ranking.break_even(table, job)
     assert cost_plot.compared(table, breaks, ("xla-cpu", "cpu")).empty  # nothing drawn under "XLA on this CPU"
     assert set(cost_plot.compared(table, breaks, ("trn1", "gpu"))["family"]) == {"trn1", "gpu"}

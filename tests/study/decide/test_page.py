@@ -3,21 +3,20 @@ resolve, the question first and the conclusion last."""
 
 import pytest
 
-from helpers.study.decide import page
-from helpers.study.decide import ranking as decide
+from helpers.study.decide import page, ranking
 from tests.study.decide.job_records import TRN1, df, results  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize("ratio, said", [(1.05, "no order can be claimed"), (1.5, "never: costs 50% more per epoch")])
 def test_never_is_said_only_beyond_the_gap_single_runs_resolve(ratio, said):
     a = {"epoch_usd": ratio, "lower_bound": False, "one_off_usd": 1.0, "usd_per_h": 1.0}
-    assert said in page.reading(a, {"epoch_usd": 1.0, "one_off_usd": 0.0}, None, decide.Job())
+    assert said in page.reading(a, {"epoch_usd": 1.0, "one_off_usd": 0.0}, None, ranking.Job())
 
 
 def test_markdown_asks_first_and_concludes_last(df):
-    job = decide.Job(shared_instance=True)
-    table = decide.decision(df, job)
-    lines = decide.markdown(table, decide.break_even(table, job), job).splitlines()
+    job = ranking.Job(shared_instance=True)
+    table = ranking.decision(df, job)
+    lines = ranking.markdown(table, ranking.break_even(table, job), job).splitlines()
     assert (
         lines[0].startswith(
             "Which device for 3 epochs over 16,000 training rows (any model, full fine-tuning), target 94%"

@@ -6,16 +6,16 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.calc import job_cost as calc
+from helpers.calc import job_cost
 from helpers.run import records
 from helpers.study import frame
-from helpers.study.decide import ranking as decide
+from helpers.study.decide import ranking
 from tests.record_fixtures import DEVICES, record, write
 from tests.study.decide.job_records import A100_USD_H, CPU_USD_H, FULL, OPTIMIZED, TRN1, TRN1_USD_H, df, results, row_of  # noqa: F401
 
 
 def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):
-    chosen = decide.representative(df).set_index("device_key")
+    chosen = ranking.representative(df).set_index("device_key")
     assert chosen.loc[DEVICES["a100"]["key"], "run_name"] == FULL
     assert chosen.loc[DEVICES["a100"]["key"], "rule"] == "speedup suite, optimized preset, all rows"
     assert chosen.loc[DEVICES["cpu"]["key"], "rule"] == "speedup suite, optimized preset, subset (quick)"
@@ -23,7 +23,7 @@ def test_representative_rule_prefers_the_optimized_run_over_all_rows(df):
 
 
 def test_decision_rows_match_hand_computed_values(df):
-    table = decide.decision(df, decide.Job(epochs=3, rows=16_000, target_accuracy=0.94, shared_instance=True))
+    table = ranking.decision(df, ranking.Job(epochs=3, rows=16_000, target_accuracy=0.94, shared_instance=True))
     trn1, a100 = row_of(table, "Trainium"), row_of(table, "A100")
     # trn1: one-off = first step (2 + 300 s) - steady step 0.08 s = 301.92 s > compile 300 s; 20 s/epoch
     assert trn1["one_off_s"] == pytest.approx(301.92)
@@ -57,48 +57,50 @@ def test_decision_rows_match_hand_computed_values(df):
 
 
 def test_a_single_user_pays_the_whole_instance_unless_the_job_shares_it(df):
-    whole = row_of(decide.decision(df, decide.Job()), "A100")
-    shared = row_of(decide.decision(df, decide.Job(shared_instance=True)), "A100")
+    whole = row_of(ranking.decision(df, ranking.Job()), "A100")
+    shared = row_of(ranking.decision(df, ranking.Job(shared_instance=True)), "A100")
     assert whole["usd_per_h"] == 21.96 and shared["usd_per_h"] == pytest.approx(21.96 / 8)
     assert whole["job_usd"] == pytest.approx(8 * shared["job_usd"])  # one A100 of a p4d.24xlarge, alone
-    page = decide.markdown(t := decide.decision(df, decide.Job()), decide.break_even(t, decide.Job()), decide.Job())
+    page = ranking.markdown(
+        t := ranking.decision(df, ranking.Job()), ranking.break_even(t, ranking.Job()), ranking.Job()
+    )
     assert "p4d.24xlarge: whole $21.96/h, shared $2.745/h" in page and "priced at the whole instance" in page
 
 
 def test_a_mark_needs_two_rows_of_the_same_job(df):
     alone = df[df["device"].str.contains("A100") & (df["train_subset"].isna())]
-    table = decide.decision(alone, decide.Job(model="bert-base-uncased"))
+    table = ranking.decision(alone, ranking.Job(model="bert-base-uncased"))
     assert row_of(table, "A100", "published")["mark"] == "fastest of 5 (published)"  # the A100 and the study's four
     assert "of 5" in row_of(table, "L4", "published")["mark"]
-    cpu_only = decide.decision(df[df["device_type"] == "cpu"], decide.Job())
+    cpu_only = ranking.decision(df[df["device_type"] == "cpu"], ranking.Job())
     assert row_of(cpu_only, "Xeon", "proxy")["mark"] == ""  # the only row over 1,280 rows: nothing to be cheapest among
 
 
 def test_a_model_or_lora_rank_without_records_says_no_record(df):
-    job = decide.Job(model="roberta-base", lora_r=8)
-    table = decide.decision(df, job)
-    assert table.empty and "No record for roberta-base, LoRA r=8" in decide.markdown(
-        table, decide.break_even(table, job), job
+    job = ranking.Job(model="roberta-base", lora_r=8)
+    table = ranking.decision(df, job)
+    assert table.empty and "No record for roberta-base, LoRA r=8" in ranking.markdown(
+        table, ranking.break_even(table, job), job
     )
-    assert len(decide.decision(df, decide.Job(model="bert-base-uncased"))) == len(decide.decision(df, decide.Job()))
+    assert len(ranking.decision(df, ranking.Job(model="bert-base-uncased"))) == len(ranking.decision(df, ranking.Job()))
 
 
 def test_runs_sharing_the_cache_split_only_the_compilation(df):
-    table = decide.decision(df, decide.Job(runs_sharing_cache=4))
+    table = ranking.decision(df, ranking.Job(runs_sharing_cache=4))
     assert row_of(table, "Trainium")["one_off_s"] == pytest.approx(301.92 / 4)
     assert row_of(table, "A100")["one_off_s"] == pytest.approx(1.92)  # CUDA warm-up is paid by every run
-    assert row_of(decide.decision(df, decide.Job(warm_cache=True)), "Trainium")["one_off_s"] == 0.0
+    assert row_of(ranking.decision(df, ranking.Job(warm_cache=True)), "Trainium")["one_off_s"] == 0.0
 
 
 def test_target_beyond_the_job_is_not_reached(df):
-    table = decide.decision(df, decide.Job(epochs=0.25, target_accuracy=0.94))
+    table = ranking.decision(df, ranking.Job(epochs=0.25, target_accuracy=0.94))
     assert row_of(table, "Trainium")["target"] == "not reached in the job's 0.25 epochs (needs 0.50)"
 
 
 def test_break_even_epochs_of_trn1_against_the_a100(df):
-    job = decide.Job(shared_instance=True)
-    table = decide.decision(df, job)
-    breaks = decide.break_even(table, job).set_index(["device", "against"])
+    job = ranking.Job(shared_instance=True)
+    table = ranking.decision(df, job)
+    breaks = ranking.break_even(table, job).set_index(["device", "against"])
     # trn1 saves (13.33 s x $2.745 - 20 s x $1.34375) / 3600 per epoch; its extra one-off repays after ~41 epochs
     one_off = (301.92 * TRN1_USD_H - 1.92 * A100_USD_H) / 3600
     saving = (16_000 / 1200 * A100_USD_H - 20 * TRN1_USD_H) / 3600
@@ -127,20 +129,20 @@ def test_job_energy_is_the_records_samples_per_joule_over_its_steady_windows(tmp
     older["energy"].pop("window", None)  # a record from before energy followed the timing windows
     for rec in (two, older):
         write(records.record_path(tmp_path, rec["suite"], rec["run_name"], rec["device"]["key"]), rec)
-    table = decide.decision(frame.load(tmp_path)[0], decide.Job(epochs=3, rows=16_000))
+    table = ranking.decision(frame.load(tmp_path)[0], ranking.Job(epochs=3, rows=16_000))
     assert row_of(table, "A100")["energy"] == "10.4 kJ (measured)"  # 48,000 job samples / 4.6 samples per J
     assert row_of(table, "T4")["energy"] == "not over the timed window (older record)"
 
 
 def test_without_a_trn1_record_the_compile_is_not_measured_and_a_budget_is_given():
-    job = decide.Job()
-    table = decide.decision(pd.DataFrame(), job)
+    job = ranking.Job()
+    table = ranking.decision(pd.DataFrame(), job)
     assert set(table["source"]) == {"published"}
     trn1 = row_of(table, "trn1", "published")
     assert trn1["lower_bound"] and math.isnan(trn1["one_off_s"])
-    reading = decide.break_even(table, job).set_index("against").loc["T4 (published)", "reading"]
+    reading = ranking.break_even(table, job).set_index("against").loc["T4 (published)", "reading"]
     # T4 job $0.05365 - trn1's 3 epochs $0.03069 = $0.02296 of trn1 time at $1.34375/h = 61.5 s
-    budget = calc.one_off_budget_s(3, 27.40 / 3600 * TRN1_USD_H, 0.0, 122.39 / 3600 * 0.526, TRN1_USD_H)
+    budget = job_cost.one_off_budget_s(3, 27.40 / 3600 * TRN1_USD_H, 0.0, 122.39 / 3600 * 0.526, TRN1_USD_H)
     assert budget == pytest.approx(61.5, abs=0.1)
     assert reading == (
         f"compile not measured; cheaper per epoch, so cheaper for 3 epochs if compilation takes under {budget:.4g} s"
@@ -148,8 +150,8 @@ def test_without_a_trn1_record_the_compile_is_not_measured_and_a_budget_is_given
 
 
 def test_break_even_compares_only_rows_of_one_configuration(df):
-    job = decide.Job()
-    alike = decide.break_even(decide.decision(df, job), job).set_index(["device", "against"])
+    job = ranking.Job()
+    alike = ranking.break_even(ranking.decision(df, job), job).set_index(["device", "against"])
     # one configuration: compared (XLA on the CPU at half the CPU's samples/s costs twice as much per epoch)
     assert (
         alike.loc[("XLA CPU (Xeon @ 2.80GHz) (proxy)", "Xeon @ 2.80GHz (proxy)"), "reading"]
@@ -157,8 +159,8 @@ def test_break_even_compares_only_rows_of_one_configuration(df):
     )
     xla = df["device_type"] == "xla"
     unlike = df.assign(batch=df["batch"].where(~xla, 8), max_length=df["max_length"].where(~xla, 64))
-    table = decide.decision(unlike, job)
-    breaks = decide.break_even(table, job)
+    table = ranking.decision(unlike, job)
+    breaks = ranking.break_even(table, job)
     mine = breaks[breaks["device"] == "XLA CPU (Xeon @ 2.80GHz) (proxy)"]
     assert (
         len(mine) == 1 and mine["against"].iloc[0] == "no eager CPU run of bert-base-uncased, b8, L64, fp32, 1,280 rows"
@@ -170,8 +172,8 @@ def test_break_even_compares_only_rows_of_one_configuration(df):
 def test_no_cheapest_across_unlike_precisions(df):
     cpu = df["device_type"] == "cpu"
     bf16 = df.assign(precision=df["precision"].where(~cpu, "bf16"))  # the CPU in bf16, XLA on it in fp32
-    table = decide.decision(bf16, decide.Job())
+    table = ranking.decision(bf16, ranking.Job())
     assert row_of(table, "^Xeon", "proxy")["mark"] == "" and row_of(table, "XLA", "proxy")["mark"] == ""
-    assert "Xeon @ 2.80GHz (proxy) is cheapest" not in decide.markdown(
-        table, decide.break_even(table, decide.Job()), decide.Job()
+    assert "Xeon @ 2.80GHz (proxy) is cheapest" not in ranking.markdown(
+        table, ranking.break_even(table, ranking.Job()), ranking.Job()
     )

@@ -1,7 +1,5 @@
 """The report from many machines' records: one frame, device column groups, findings first, same bytes twice."""
 
-import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +12,7 @@ from helpers.run import records
 from helpers.run.args import build_args
 from helpers.study import frame
 from helpers.study.notation import short_device
-from helpers.study.report import build as report
+from helpers.study.report.build import build_report, first_runs, main
 from helpers.study.sweep.suites import expand, resolve_suite
 
 
@@ -75,9 +73,7 @@ def two_machines(tmp_path_factory, tiny_model_dir, tiny_data_dir):
 
 
 def build(root: Path, out: Path, **kw) -> list[Path]:
-    return report.build_report(
-        root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report", **kw
-    )
+    return build_report(root, out / "Experiment", out / "Pictures", command="python -m helpers.study.report", **kw)
 
 
 def test_a_record_copied_from_another_machine_is_its_own_row(two_machines):
@@ -128,18 +124,6 @@ def test_rendering_starts_no_process(two_machines, tmp_path, monkeypatch):
     build(two_machines, tmp_path, include_fixtures=True)
 
 
-def test_old_runs_jsonl_records_are_read(tmp_path, two_machines):
-    legacy = tmp_path / "results" / "old-machine" / "runs.jsonl"
-    legacy.parent.mkdir(parents=True)
-    name, params = point("seq_len", max_length=32)
-    rec = record("cpu", "seq_len", params, run_name=name)
-    rec.pop("fixture")
-    legacy.write_text(json.dumps(rec) + "\n")
-    shutil.copytree(two_machines, tmp_path / "results", dirs_exist_ok=True)
-    df, _ = frame.load(tmp_path / "results")
-    assert name in set(df["run_name"])
-
-
 def test_a_report_without_records_says_what_to_run(tmp_path):
     (tmp_path / "empty").mkdir()
     build(tmp_path / "empty", tmp_path, plots=False)
@@ -160,14 +144,14 @@ def test_every_suite_report_spec_names_known_columns(tmp_path):
 
 @pytest.mark.parametrize("make", ["missing", "empty", "unreadable"])
 def test_a_results_folder_without_records_is_refused_before_anything_is_written(tmp_path, capsys, make):
-    results = tmp_path / "resluts"  # the mistyped folder of the issue
+    results = tmp_path / "resluts"  # a mistyped folder
     if make != "missing":
         (results / "s").mkdir(parents=True)
     if make == "unreadable":
         (results / "s" / "deep@d.json").write_text("[" * 100_000 + "]" * 100_000)
     out = tmp_path / "out"
     with pytest.raises(SystemExit):
-        report.main(
+        main(
             [
                 "--results",
                 str(results),
@@ -181,12 +165,12 @@ def test_a_results_folder_without_records_is_refused_before_anything_is_written(
     err = capsys.readouterr().err
     assert f"--results {results}: " in err and "nothing was written" in err
     if make == "unreadable":
-        assert "deep@d.json: nested more than" in err
+        assert "deep@d.json: nested too deeply" in err
     assert not out.exists()
 
 
 def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_without_one():
-    assert "No smoke run yet: `make cloud TARGET=trn1`" in report.first_runs(frame.frame([]))
+    assert "No smoke run yet: `make cloud TARGET=trn1`" in first_runs(frame.frame([]))
     smoke = record(
         "a100",
         "smoke",
@@ -197,6 +181,6 @@ def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_
     )
     other = record("a100", "batch_scaling", {"batch": 8}, run_name="b8")
     failed = record("cpu", "smoke", {"batch": 8}, run_name="smoke-quick-y", status="failed")
-    text = report.first_runs(frame.frame([smoke, other, failed]))
+    text = first_runs(frame.frame([smoke, other, failed]))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "device" not in line]
     assert len(rows) == 1 and "bert-base-random" in rows[0] and "32 × 128" in rows[0] and "838.5" in rows[0]

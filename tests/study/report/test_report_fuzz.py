@@ -15,7 +15,7 @@ from record_fixtures import record
 
 from helpers.run import records
 from helpers.study import frame
-from helpers.study.report import build as report
+from helpers.study.report.build import build_report
 from helpers.study.sweep.suites import expand, resolve_suite
 
 # (record path, ...) a foreign record may hold anything at: parameters the tables group by, figures they show
@@ -129,7 +129,7 @@ def test_arbitrary_values_in_records_never_crash_the_frame_or_the_report(changes
             assert (str(path) in rates) + len(named) + fixture == 1, (n, named, changes)  # one fate each
             if n not in {i for i, _, _ in changes}:  # an untouched record keeps its figures
                 assert rates[str(path)] == BASE[n]["timing"]["samples_per_s"], (n, changes)
-        written = report.build_report(
+        written = build_report(
             root,
             Path(tmp) / "Experiment",
             Path(tmp) / "Pictures",

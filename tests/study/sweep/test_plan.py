@@ -318,7 +318,8 @@ def test_cache_report_counts_hits_and_misses(tmp_path):
         write(
             results / "seq_len" / f"{name}@xla-neuron.json",
             {
-                "schema_version": 3,
+                "schema_version": 5,
+                "run_id": name,
                 "run_name": name,
                 "suite": "seq_len",
                 "status": "finished",

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.run import records
-from helpers.run.args import REPO_ROOT, ConfigError
+from helpers.run.args import ConfigError
+from helpers.run.paths import REPO_ROOT
 from helpers.study import frame
 from helpers.study.report import sections
-from helpers.study.sweep import points, suites
-from helpers.study.sweep import runner as sweep
+from helpers.study.sweep import points, runner, suites
 
 
 def write_suite(path: Path, body: str) -> Path:
@@ -47,7 +47,7 @@ import os, time
 from helpers.run import records
 time.sleep(max_steps)
 params = {"max_steps": max_steps, "pid": os.getpid()}
-records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 5, "run_id": run_name, "run_name": run_name,
                      "suite": suite, "status": "finished", "params": params})
 """
 
@@ -257,9 +257,9 @@ def test_bf16_suites_are_skipped_without_fast_bf16_unless_forced(tmp_path, monke
         )
     )
     monkeypatch.setattr(points, "device_of", lambda env, requested="auto": {"key": "cpu-slow", "bf16_fast": False})
-    assert sweep.sweep([suite], "quick", results, tmp_path / "runs") == {}
+    assert runner.sweep([suite], "quick", results, tmp_path / "runs") == {}
     assert not results.exists()
-    assert sweep.sweep([suite], "quick", results, tmp_path / "runs", force=True) == {"bf16": {"finished": 1}}
+    assert runner.sweep([suite], "quick", results, tmp_path / "runs", force=True) == {"bf16": {"finished": 1}}
 
 
 def test_papermill_command_passes_typed_parameters_and_the_environments_kernel():
@@ -331,7 +331,7 @@ def test_token_stats_suite_writes_its_own_record(tmp_path, tiny_data_dir, tiny_m
     """,
         )
     )
-    assert sweep.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
+    assert runner.sweep([suite], "quick", results_path) == {"tok": {"finished": 1}}
     (rec,), _ = records.read_records(results_path)
     assert rec["token_stats"]["rows"] == 256 and rec["token_stats"]["chosen_pow2"] in (8, 16, 32)
     assert rec["_source"].endswith(f"@{rec['device']['key']}.json") and rec["device"]["type"] == "cpu"
@@ -368,7 +368,7 @@ def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, t
         )
     )
     runs = tmp_path / "runs"
-    assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
+    assert runner.sweep([suite], "quick", results_path, runs) == {"two": {"finished": 2}}
     recs, skipped = records.read_records(results_path)
     names = [p.run_name for p in suites.expand(suite, "quick")]
     assert not skipped and [r["run_name"] for r in recs] == names
@@ -381,7 +381,7 @@ def test_two_point_suite_runs_end_to_end_and_resumes(tmp_path, tiny_model_dir, t
         assert nb.cells[0].source.startswith("Written by `python -m helpers.study.sweep two`")
         assert "training: finished, 5 steps" in (runs / "two" / f"{name}.log").read_text()  # streamed
     # a second sweep finds both done and runs nothing
-    assert sweep.sweep([suite], "quick", results_path, runs) == {"two": {"already done": 2}}
+    assert runner.sweep([suite], "quick", results_path, runs) == {"two": {"already done": 2}}
     assert len(records.read_records(results_path)[0]) == 2
 
 
@@ -399,7 +399,7 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
             open(results_path + ".pid", "w").write(str(os.getpid()))
             time.sleep(120)
         from helpers.run import records
-        records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name,
+        records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 5, "run_id": run_name, "run_name": run_name,
                                                               "status": "finished", "params": {}})
     """,
     )
@@ -415,7 +415,7 @@ def test_failures_without_a_record_are_recorded_and_the_next_point_runs(tmp_path
     """,
         )
     )
-    summary = sweep.sweep([suite], "quick", results_path, tmp_path / "runs")
+    summary = runner.sweep([suite], "quick", results_path, tmp_path / "runs")
     assert summary == {"fails": {"oom": 1, "timeout": 1, "finished": 1}}
     oom, timeout, done = sorted(records.read_records(results_path)[0], key=lambda r: r["params"].get("max_steps", 3))
     assert oom["status"] == "oom" and "MemoryError: host ran out of memory" in oom["error"]
@@ -560,7 +560,7 @@ def test_two_sweeps_on_one_results_folder_never_run_the_same_point(tmp_path):
 
 
 def test_cli_lists_points(capsys):
-    sweep.main(["all", "--list"])
+    runner.main(["all", "--list"])
     out = capsys.readouterr().out
     assert "cost (derived, 0 points)" in out and "batch_scaling (notebook, " in out
     assert "  batch_scaling-quick-batch=" in out
@@ -574,7 +574,7 @@ t0 = time.time()
 open(f"{results_path}.{max_steps}.pid", "w").write(str(os.getpid()))
 time.sleep(max_steps)
 times = {"start": t0, "end": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")}
-records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 3, "run_name": run_name, "suite": suite,
+records.write_json_atomic(os.environ["ACCELBENCH_POINT"], {"schema_version": 5, "run_id": run_name, "run_name": run_name, "suite": suite,
                      "status": "finished", "params": times})
 """
 
@@ -595,14 +595,14 @@ def test_jobs_run_points_at_once_each_on_its_share_of_the_cores(tmp_path, monkey
     """,
         )
     )
-    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
-    assert sweep.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 4)
+    assert runner.sweep([suite], "quick", results_path, tmp_path / "runs") == {"pair": {"finished": 2}}
     a, b = sorted((r["params"] for r in records.read_records(results_path)[0]), key=lambda p: p["start"])
     assert a["omp"] == b["omp"] == "2"
     assert max(a["start"], b["start"]) < min(a["end"], b["end"])  # they overlapped
     # --jobs 1 overrides the suite: one at a time, threads left alone
     results2 = tmp_path / "again"
-    sweep.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
+    runner.sweep([suite], "quick", results2, tmp_path / "runs2", jobs=1)
     a, b = sorted((r["params"] for r in records.read_records(results2)[0]), key=lambda p: p["start"])
     assert a["omp"] is None and a["end"] <= b["start"]
 
@@ -681,9 +681,11 @@ def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(t
         }
     )
     newer.write_text(newer_text)
-    (results_path / "tok" / "junk@cpu-x.json").write_text(json.dumps({"run_name": "junk", "status": "exploded"}))
+    (results_path / "tok" / "junk@cpu-x.json").write_text(
+        json.dumps({"schema_version": records.SCHEMA_VERSION, "run_id": "j", "run_name": "junk", "status": "exploded"})
+    )
     out = io.StringIO()
-    summary = sweep.sweep([suite], "quick", results_path, out=out)
+    summary = runner.sweep([suite], "quick", results_path, out=out)
     assert summary == {"tok": {"kept: its record has a newer schema_version": 1}}
     assert newer.read_text() == newer_text  # a newer code's record is never overwritten
     text = out.getvalue()
@@ -763,21 +765,21 @@ def test_one_broken_file_among_the_suites_is_named_and_skipped_and_the_rest_go_o
         f"skipped suite file {folder / 'broken.toml'}: {folder / 'broken.toml'}: not valid TOML"
         in capsys.readouterr().err
     )
-    sweep.main(["all", "--list", "--suites-dir", str(folder)])
+    runner.main(["all", "--list", "--suites-dir", str(folder)])
     out, err = capsys.readouterr()
     assert "batch_scaling (notebook" in out and "skipped suite file" in err
     with pytest.raises(SystemExit):
-        sweep.main(["broken", "--list", "--suites-dir", str(folder)])  # by name: refused, naming the file
+        runner.main(["broken", "--list", "--suites-dir", str(folder)])  # by name: refused, naming the file
     assert "broken.toml: not valid TOML" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", ["--timeout=-1", "--timeout=0", "--timeout=nan", "--timeout=inf"])
 def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(flag, capsys, tmp_path):
     with pytest.raises(SystemExit):
-        sweep.main(["batch_scaling", flag, "--list", "--results", str(tmp_path), "--runs-dir", str(tmp_path)])
+        runner.main(["batch_scaling", flag, "--list", "--results", str(tmp_path), "--runs-dir", str(tmp_path)])
     assert "--timeout" in capsys.readouterr().err and not list(tmp_path.iterdir())
     with pytest.raises(ConfigError, match="timeout=.* is invalid"):
-        sweep.sweep([], "quick", tmp_path, tmp_path, timeout_s=float(flag.split("=")[1]))
+        runner.sweep([], "quick", tmp_path, tmp_path, timeout_s=float(flag.split("=")[1]))
 
 
 def toml_value(value) -> str:
@@ -888,6 +890,6 @@ def test_a_finished_point_stays_finished_when_its_html_copy_cannot_be_written(tm
     )
     point = suites.expand(suite, "quick")[0]
     (runs / "html" / f"{point.run_name}.html").mkdir(parents=True)  # a folder where the HTML copy goes
-    assert sweep.sweep([suite], "quick", results, runs) == {"html": {"finished": 1}}
+    assert runner.sweep([suite], "quick", results, runs) == {"html": {"finished": 1}}
     assert done_names(results) == {point.run_name}
     assert "no HTML copy (IsADirectoryError" in capsys.readouterr().err
