@@ -92,7 +92,7 @@ SYMBOLS = {
     "not testable here": "·",
 }
 # why an inconclusive verdict could not speak (the reasons' openings), shown in the summary
-BLOCKS = ("an arm did not learn", "the arms use different optimizers", "the learning-rate search has not been run")
+BLOCKS = ("an arm did not learn", "the arms use different optimizers")
 
 
 def findings(df: pd.DataFrame, published_dir: str = PUBLISHED_DIR) -> pd.DataFrame:

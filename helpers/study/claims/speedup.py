@@ -16,6 +16,7 @@ from helpers.study.claims.verdict import (
     cells,
     claim,
     compare,
+    deciding,
     device,
     judged,
     listing,
@@ -76,7 +77,7 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         rule,
         reason,
         basis,
-        "; ".join(heads[:1]),
+        deciding(signs, heads),
     )
 
 

@@ -17,6 +17,7 @@ from helpers.study.claims.verdict import (
     compare,
     compare_timed,
     concluded,
+    deciding,
     device,
     drift,
     interleaved,
@@ -236,10 +237,9 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
             if pairs:
                 signs += [compare(a, b) for _, a, b in pairs]
                 judged_groups += [gpu, core]
-                heads.append(
-                    f"batch {fmt(pairs[0][0])}: {device(gpu)} {pairs[0][1].mid:.1f}% vs "
-                    f"{device(core)} {pairs[0][2].mid:.1f}%"
-                )
+                heads += [
+                    f"batch {fmt(b)}: {device(gpu)} {x.mid:.1f}% vs {device(core)} {y.mid:.1f}%" for b, x, y in pairs
+                ]
                 parts.append(
                     f"{who(gpu)} ({gpu['util_metric'].iloc[0]}) vs {who(core)} "
                     f"({core['util_metric'].iloc[0]}): "
@@ -262,5 +262,5 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
         rule,
         reason,
         basis,
-        "; ".join(heads[:1]),
+        deciding(signs, heads),
     )

@@ -110,8 +110,8 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
                     signs.append(compare_timed(one, b, together[-1], drifts[-1]))
                     res.append(resolvable_pct(one, b))
                     shown.append(f"{level} {b} s")
+                    heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs {level} {b.mid:.0f} s")
             parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
-            heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs " + ", ".join(shown))
     return concluded(
         "--optlevel 2/3 train faster than --optlevel 1",
         text,
@@ -125,7 +125,7 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
             + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
         ),
         f"{NEEDS}: compiler_flags runs on a NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3",
-        headline="; ".join(heads[:1]),
+        headline=heads,
         tested=bool(signs),
     )
 

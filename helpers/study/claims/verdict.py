@@ -322,11 +322,13 @@ def device(rows: pd.DataFrame) -> str:
 
 
 def deciding(signs: list[int], heads: list[str]) -> str:
-    """Return the head of the comparison that decided the verdict: the first against the claim, else the first
-    unresolved, else the first ('' with none)."""
-    for wanted in (-1, 0):
-        if wanted in signs:
-            return heads[signs.index(wanted)]
+    """Return the heads of the comparisons that decided the verdict (one per sign): the first against the
+    claim, else the unresolved ones (two, and how many more), else the first ('' with none)."""
+    if -1 in signs:
+        return heads[signs.index(-1)]
+    open_ = [h for s, h in zip(signs, heads) if s == 0]
+    if open_:
+        return "; ".join(open_[:2]) + (f"; {len(open_) - 2} more unresolved" if len(open_) > 2 else "")
     return heads[0] if heads else ""
 
 

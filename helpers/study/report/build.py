@@ -1,6 +1,5 @@
 """Every table and plot of the report from the run records: Experiment/<suite>.md, Experiment/claims.md,
-Experiment/REPORT.md
-and Pictures/*.png.
+Experiment/REPORT.md and Pictures/*.png.
 
     python -m helpers.study.report [--results Experiment/results]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.study.claims.verdict import Band, Finding, combine, compare_timed
+from helpers.study.claims.verdict import Band, Finding, combine, compare_timed, deciding
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -53,3 +53,17 @@ def test_a_timing_comparison_resolves_beyond_the_drift_unless_interleaved(togeth
     faster, slower = Band(110.0, 109.0, 111.0), Band(100.0, 99.0, 101.0)  # 10% apart beyond both spreads
     assert compare_timed(faster, slower, together, drift_pct) == sign
     assert compare_timed(slower, faster, together, drift_pct) == -sign
+
+
+@pytest.mark.parametrize(
+    "signs, head",
+    [
+        ([1, -1, 1], "b"),  # the one against the claim decides
+        ([1, 0, 0], "b; c"),  # the unresolved ones keep it inconclusive
+        ([0, 0, 0, 0], "a; b; 2 more unresolved"),
+        ([1, 1, 1], "a"),
+        ([], ""),
+    ],
+)
+def test_the_headline_is_the_deciding_comparisons(signs, head):
+    assert deciding(signs, ["a", "b", "c", "d"][: len(signs)]) == head
