@@ -164,7 +164,7 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
         "spreads; does not hold if any is slower beyond them; inconclusive otherwise. " + PROXY
     )
     signs, parts, groups, heads, together, drifts = [], [], [], [], [], []
-    for g in cells(df, ("lora",)):
+    for g in cells(df, ("lora",), timed=True):
         full, lora = _settings(g)
         if full["samples_per_s"].notna().sum() == 0 or not lora:
             continue

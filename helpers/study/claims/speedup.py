@@ -50,7 +50,7 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         "proxies show only whether optimized is faster and leave it not testable here."
     )
     signs, parts, real, heads = [], [], [], []
-    for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu")):
+    for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu"), timed=True):
         base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
         if base.empty or opt.empty:
             continue
@@ -115,7 +115,7 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
         "inconclusive otherwise. A ranking: no proxy."
     )
     found: dict[str, tuple[Band, pd.DataFrame]] = {}
-    for g in cells(df, ("speedup",), ("gpu", "trn1")):
+    for g in cells(df, ("speedup",), ("gpu", "trn1"), timed=True):
         g = g[(g["preset"] == "optimized") & ~g["proxy"]]
         name = study_device(g) if len(g) else None
         if name and name not in found:

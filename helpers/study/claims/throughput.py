@@ -51,7 +51,7 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
         "study profiled bytes; here it is a model (calc.roofline, from shapes: it rises with batch by "
         "construction) and decides nothing. " + PROXY
     )
-    groups = [g for g in cells(df, ("batch_scaling",)) if g["batch"].nunique() >= 2]
+    groups = [g for g in cells(df, ("batch_scaling",), timed=True) if g["batch"].nunique() >= 2]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
     for g in groups:
         small, large = g[g["batch"] == g["batch"].min()], g[g["batch"] == g["batch"].max()]
@@ -116,7 +116,7 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
         "gives as the cause is a trn1 internal (HBM spill traffic from the Neuron profiler) and is not "
         "tested; the FLOP ratio (a model) is shown beside. " + PROXY
     )
-    groups = [g for g in cells(df, ("seq_len", "profile_memory")) if {32, 128} <= set(g["max_length"])]
+    groups = [g for g in cells(df, ("seq_len", "profile_memory"), timed=True) if {32, 128} <= set(g["max_length"])]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
     for g in groups:
         long, short = g[g["max_length"] == 128], g[g["max_length"] == 32]
@@ -161,7 +161,7 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
     )
     groups = [
         g
-        for g in cells(df, ("padding",), ("trn1", "xla-cpu"))
+        for g in cells(df, ("padding",), ("trn1", "xla-cpu"), timed=True)
         if (g["padding"] == "static").any() and (g["padding"] == "dynamic").any()
     ]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []

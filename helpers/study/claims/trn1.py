@@ -24,6 +24,7 @@ from helpers.study.claims.verdict import (
     resolvable_pct,
     who,
 )
+from helpers.study.frame import profiled
 from helpers.study.notation import fmt
 from helpers.study.published import published
 
@@ -51,6 +52,7 @@ def padding_77h(df: pd.DataFrame, published_dir: str) -> Finding:
         & (df["variant"] == "full")
         & ~df["proxy"]
         & (df["status"] == "finished")
+        & ~profiled(df)
     ]
     static, dyn = g[g["padding"] == "static"], g[(g["padding"] == "dynamic") & g["pad_to_multiple_of"].isna()]
     if static.empty or dyn.empty:
@@ -94,7 +96,7 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
         "beyond it; inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no "
         "proxy)."
     )
-    signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False)
+    signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False, timed=True)
     together, drifts, heads = [], [], []
     for g in groups:
         for (model_type, strategy), combo in g.groupby(["model_type", "distribution_strategy"]):

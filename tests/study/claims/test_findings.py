@@ -8,7 +8,7 @@ import pytest
 from helpers.study.claims import findings
 from helpers.study.claims.verdict import VERDICTS
 from helpers.study.frame import frame
-from tests.study.claims.claim_records import PUB, batches, presets, run
+from tests.study.claims.claim_records import PUB, batches, presets, run, steady
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("no_library_versions")
 def test_findings_table_and_markdown():
     tokens = run("cpu", "token_lengths", {}, "quick")
     del tokens["params"]["batch"], tokens["params"]["max_length"]  # a record without them: None in the frame
-    recs = batches("a100", [100, 200, 400]) + presets("cpu", 700.0, 100.0, "quick") + [tokens]
+    recs = batches("a100", [100, 200, 400]) + presets("cpu", 700.0, 100.0, "quick") + [tokens] + steady()
     table = findings.findings(frame(recs), PUB)
     assert len(table) == len(findings.CLAIMS) and set(table["verdict"]) <= set(VERDICTS)
     text = findings.markdown(table).strip().splitlines()
@@ -56,7 +56,7 @@ def test_the_bottom_line_says_trn1_or_gpu_cannot_be_answered_without_both_and_na
 
 def test_each_verdict_has_its_own_symbol_in_the_summary():
     assert len(set(findings.SYMBOLS.values())) == len(VERDICTS) and set(findings.SYMBOLS) == set(VERDICTS)
-    table = findings.findings(frame(batches("a100", [100, 200, 400])), PUB)
+    table = findings.findings(frame(batches("a100", [100, 200, 400]) + steady()), PUB)
     narrow = findings.summary(table, page="claims.md", quotes=False)
     assert "✔\u00a0**holds**" in narrow and "·\u00a0**not\u00a0testable\u00a0here**" in narrow
     assert "](claims.md#claim-batch_scaling)" in narrow and "the study says" not in narrow

@@ -7,7 +7,7 @@ import pytest
 
 from helpers.study.claims import lora
 from helpers.study.frame import frame
-from tests.study.claims.claim_records import PUB, lora_runs, searched
+from tests.study.claims.claim_records import PUB, lora_runs, searched, steady
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -78,7 +78,7 @@ def test_lora_accuracy_needs_seeds_and_grades_a_proxy():
 )
 def test_lora_speed_against_full_fine_tuning_between_runs(rates, verdict):
     recs = lora_runs("a100", 0, [0.93] * 3, [100, 102, 98]) + lora_runs("a100", 8, [0.92] * 3, rates)
-    found = lora.lora_speed(frame(recs), PUB)
+    found = lora.lora_speed(frame(recs + steady()), PUB)
     assert found.verdict == verdict, (found.reason, found.measured)
 
 
@@ -88,10 +88,10 @@ def test_the_speed_headline_is_the_setting_that_decided_not_the_first():
     full = lora_runs("a100", 0, [0.93] * 3, [100, 102, 98])
     fast = lora_runs("a100", 8, [0.92] * 3, [150, 152, 149], targets="all-linear")
     slow = lora_runs("a100", 8, [0.92] * 3, [70, 72, 71])
-    found = lora.lora_speed(frame(full + fast + slow), PUB)
+    found = lora.lora_speed(frame(full + fast + slow + steady()), PUB)
     assert found.verdict == "does not hold"
     assert found.headline == "A100-SXM4-40GB: LoRA r=8 (query,value) 0.71x full's samples/s", found.headline
-    both = lora.lora_speed(frame(full + fast), PUB)
+    both = lora.lora_speed(frame(full + fast + steady()), PUB)
     assert both.verdict == "holds" and both.headline.startswith("A100-SXM4-40GB: LoRA r=8 (all-linear) 1.5"), both
 
 

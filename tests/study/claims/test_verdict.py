@@ -47,7 +47,7 @@ def test_comparisons_combine_into_one_verdict(signs, verdict):
 
 
 @pytest.mark.parametrize(
-    "together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1), (False, None, 1)]
+    "together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1), (False, None, 0), (True, None, 1)]
 )
 def test_a_timing_comparison_resolves_beyond_the_drift_unless_interleaved(together, drift_pct, sign):
     faster, slower = Band(110.0, 109.0, 111.0), Band(100.0, 99.0, 101.0)  # 10% apart beyond both spreads
