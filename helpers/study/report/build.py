@@ -22,7 +22,8 @@ import pandas as pd
 from helpers.run import records
 from helpers.run.args import repo_path
 from helpers.study import frame
-from helpers.study.claims import findings
+from helpers.study.claims import accuracy, findings
+from helpers.study.claims.verdict import prepare
 from helpers.study.decide import ranking as decide
 from helpers.study.frame import current_points
 from helpers.study.notation import fmt, header
@@ -112,6 +113,8 @@ def build_report(
     suites = find_suites(suites_dir)
     df, skipped = frame.load(results, include_fixtures)
     current = current_points(df, suites)
+    if len(current):  # the claims' criterion, over every suite's runs, for the tables too
+        current = current.assign(learned=accuracy.learned(prepare(current)))
     pictures = {}
     if plots:
         from helpers.study.report import plots as figures  # matplotlib only where figures are drawn

@@ -290,7 +290,7 @@ def speedup(df, published_dir):
     ax.set_xlim(0, max(b[5][1] if b[5] else b[2] for b in bars) * 1.3)
     ax.set(
         title="Baseline → optimized: how many times faster training gets\n(each bar over its own rows × epochs)",
-        xlabel="speedup: baseline train time ÷ optimized train time (×)",
+        xlabel="speedup: median baseline train time ÷ median optimized train time, over runs (×)",
     )
     style.key(
         fig,
