@@ -208,7 +208,7 @@ def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
     (no trn1 record, no bert-base record on a GPU) and what they can, naming every device measured."""
     df = prepare(df)
     done = df[df["status"] == "finished"]
-    trn1 = sorted({short_device(d) for d in done[done["cls"] == "trn1"]["device"]})
+    trn1 = sorted({short_device(d) for d in done[(done["cls"] == "trn1") & ~done["proxy"]]["device"]})
     gpu_bert = sorted({short_device(d) for d in done[(done["cls"] == "gpu") & ~done["proxy"]]["device"]})
     n = table["verdict"].value_counts()
     untested = n.get("not testable here", 0)
@@ -218,9 +218,9 @@ def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
             "so the claims below compare the two on the study's own workload"
         )
     else:
-        missing = [w for w, have in (("a trn1", trn1), ("bert-base on a GPU", gpu_bert)) if not have]
+        missing = [w for w, have in (("a trn1", trn1), ("a GPU", gpu_bert)) if not have]
         first = (
-            f"No record here is of {' or of '.join(missing)}, so these records cannot say whether trn1 or a GPU "
+            f"No record here trains bert-base on {' or on '.join(missing)}, so these records cannot say whether trn1 or a GPU "
             f"trains the study's job faster or cheaper; {untested} of the {len(table)} claims wait for such a record"
         )
     by_class = {
@@ -234,7 +234,7 @@ def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
         f"{n.get('consistent on proxy', 0)} consistent with the study and {n.get('contradicted on proxy', 0)} "
         f"contradicting it on a proxy, {n.get('inconclusive', 0)} inconclusive"
     )
-    real = n.get("holds", 0) + n.get("does not hold", 0)
+    real = bool(trn1) or bool(gpu_bert)  # bert-base on a GPU or a NeuronCore: verdicts of the claim's own kind
     second = f"What was measured ran on {named(measured) or 'no device'}, " + (
         f"and {n.get('holds', 0)} claims hold there and {n.get('does not hold', 0)} do not; {proxied}"
         if real
