@@ -55,7 +55,9 @@ def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             line = tables.trend(df, keys[0], value, device)
             if line:
                 parts.append(line)
-    return "\n\n".join(parts)
+        if keys[0] == "batch" and len(df) and "step_ms" in df:
+            parts.append(tables.host_bound(df, device))
+    return "\n\n".join(p for p in parts if p)
 
 
 def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
