@@ -23,7 +23,7 @@ from helpers.calc.facts import load_device_peaks
 from helpers.run.args import repo_path
 from helpers.study import plot_style as style
 from helpers.study.frame import SHARES
-from helpers.study.report import plots_tuning
+from helpers.study.report import plots_tuning, tables
 
 ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
 STUDY_DEVICES = ("t4", "l4", "a100-40gb", "trn1-core")  # the study's devices, whose capacities are drawn
@@ -46,9 +46,26 @@ def batch_scaling(df, published_dir):
     d = style.rows(df, "batch_scaling", "samples_per_s")
     if d.empty:
         return None
-    fig, (a, b) = style.figure(2)
-    style.log_y(a, style.lines(a, d, "batch", "samples_per_s", suffix=style.runs_text))
-    style.log_y(b, style.lines(b, d, "batch", "step_ms", suffix=style.runs_text))
+    fig, (a, b) = style.figure(2, height=4.2)
+
+    def said(g: pd.DataFrame) -> str:
+        return f"{'/'.join(sorted(set(g['precision'].dropna().astype(str)))) or 'precision?'}, {style.runs_text(g)}"
+
+    style.log_y(a, style.lines(a, d, "batch", "samples_per_s", suffix=said))
+    style.log_y(b, style.lines(b, d, "batch", "step_ms", suffix=said))
+    for device, g in d.groupby("device", sort=False):  # an accelerator waiting on its host, said at its line
+        if tables.host_bound(g, device):
+            last = g.groupby("batch")["step_ms"].median()
+            b.annotate(
+                f"{g['who'].iloc[0]}: flat step, host-bound\n(the device waits on the host:\n"
+                "its samples/s measure the host)",
+                (last.index[-1], last.iloc[-1]),
+                xytext=(-150, 30),
+                textcoords="offset points",
+                fontsize=7,
+                color=g["colour"].iloc[0],
+                arrowprops={"arrowstyle": "->", "color": g["colour"].iloc[0], "linewidth": 0.8},
+            )
     a.set(title=f"Throughput vs batch\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     b.set(
         title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
@@ -139,7 +156,11 @@ def seq_len(df, published_dir):
     return fig
 
 
-def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle: str, label: str) -> None:
+# one dash pattern per roof, beside its device's colour: two CPUs' roofs a few percent apart stay apart
+ROOF_DASHES = ((0, (6, 2)), (0, (1, 1.5)), (0, (4, 1.5, 1, 1.5)), (0, (8, 2, 1, 2, 1, 2)), (0, (2, 3)), (0, (10, 3)))
+
+
+def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle, label: str) -> None:
     """Draw min(peak, intensity x bandwidth) over `xs` (only the flat roof where the bandwidth is unknown)."""
     ys = np.full_like(xs, peak) if np.isnan(bw_gbps) else np.minimum(peak, xs * bw_gbps / 1000)
     ax.plot(xs, ys, color=colour, linestyle=linestyle, label=label)
@@ -190,7 +211,8 @@ def roofline(df, published_dir):
         if b > 0
     ]
     xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
-    fig, (ax,) = style.figure(1, width=9.5, height=6.0)
+    # tall: five decades of TFLOP/s need the height, and the legend below takes a third of it
+    fig, (ax,) = style.figure(1, width=10.0, height=11.0)
     for (who, dtype), g in d.groupby(["who", "compute_dtype"], sort=False):
         ax.scatter(
             g["ai"],
@@ -201,14 +223,13 @@ def roofline(df, published_dir):
             facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none",
             linewidths=1.3,
             zorder=3,
-            label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})",
+            label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'}; FLOP/byte a model)",
         )
-    for (who, dtype), (peak, bw, colour, source) in roofs.items():
-        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
+    for i, ((who, dtype), (peak, bw, colour, source)) in enumerate(roofs.items()):
+        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:,.0f} GB/s"
         peak_text = f"{peak:.3g} TFLOP/s" + ("" if source == "published" else f" ({source})")
-        _roof(
-            ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":", f"roof: {who} {dtype}: {peak_text}, {bw_text}"
-        )
+        dashes = ROOF_DASHES[i % len(ROOF_DASHES)]
+        _roof(ax, xs, peak, bw, colour, dashes, f"roof: {who} {dtype}: {peak_text}, {bw_text}")
     _roof(
         ax,
         xs,
@@ -227,7 +248,8 @@ def roofline(df, published_dir):
         markersize=10,
         linestyle="none",
         zorder=4,
-        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}",
+        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}; "
+        "FLOP/byte profiled, not a model",
     )
     ax.annotate(
         "",
@@ -235,8 +257,16 @@ def roofline(df, published_dir):
         xytext=(ai.iloc[0], tf.iloc[0]),
         arrowprops={"arrowstyle": "->", "color": style.published_colour("trn1"), "linewidth": 1.5},
     )
-    for b, x, y in zip(traj["batch"], ai, tf):
-        ax.annotate(f"b{b}", (x, y), xytext=(0, -15), textcoords="offset points", ha="center", fontsize=8)
+    for b, x, y in zip(traj["batch"], ai, tf):  # above the crosses, clear of the GPU's squares below them
+        ax.annotate(
+            f"trn1 b{b} (profiled)",
+            (x, y),
+            xytext=(0, 12),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )
     peaks = [r[0] for r in roofs.values()] + [study["peak_tflops"]]
     style.log_axis(ax.xaxis, xs[0], xs[-1])
     style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
