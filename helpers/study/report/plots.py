@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from helpers.calc.facts import load_device_peaks
 from helpers.run.args import repo_path
 from helpers.study import plot_style as style
-from helpers.study.frame import SHARES
+from helpers.study.frame import SHARES, profiled
 from helpers.study.report import plots_tuning, tables
 
 ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
@@ -78,8 +78,10 @@ def batch_scaling(df, published_dir):
 
 
 def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
-    """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series."""
+    """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series; never
+    a profiled run (the profiler slows the steps it watches: another configuration, not another sweep)."""
     other = style.rows(df, suite, "step_ms", "max_length")
+    other = other[~profiled(other)]
     keys = ["device_key", "model", "batch", "precision"]
     series = d.drop_duplicates(keys).set_index(keys)["series"]
     other = other.join(series.rename("same"), on=keys, how="inner")
@@ -96,7 +98,7 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
             "markerfacecolor": "white",
             "markersize": 7,
             "linestyle": "none",
-            "label": f"{series}: profile_memory suite (same configuration, another sweep)",
+            "label": f"{series}: profile_memory suite, unprofiled runs (same configuration, another sweep)",
         }
         agg = style.spread(g, "max_length", "step_ms")
         b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
