@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
@@ -281,6 +280,19 @@ def roofline(df, published_dir):
     return fig
 
 
+# op class -> (colour, hatch): saturated hues told apart, the host gap (no op running) hatched white
+OP_COLOURS = {
+    "matmul": (style.PALETTE[0], None),
+    "attention": (style.PALETTE[1], None),
+    "elementwise_norm_act": (style.PALETTE[2], None),
+    "optimizer": (style.PALETTE[4], None),
+    "copy_data_movement": (style.PALETTE[8], None),
+    "other": (style.PALETTE[7], None),
+    "host_gap": ("white", "///"),
+}
+LABELLED_PCT = 3.0  # a narrower segment has no room for its figure: it is written beside the bar
+
+
 def profile(df, published_dir):
     """Share of a training step's profiled time by op class, per device and length, as stacked bars."""
     columns = [f"share_{s}" for s in SHARES]
@@ -288,13 +300,35 @@ def profile(df, published_dir):
     if d.empty:
         return None
     shares = d.groupby(["series", "max_length"], sort=False)[columns].mean().fillna(0)
-    fig, (ax,) = style.figure(1, width=8.5, height=0.45 * len(shares) + 1.8)
+    fig, (ax,) = style.figure(1, width=10.0, height=0.5 * len(shares) + 1.9)
     left = np.zeros(len(shares))
     y = np.arange(len(shares))[::-1]
-    for column, colour in zip(columns, sns.color_palette("pastel", len(columns))):
-        bars = ax.barh(y, shares[column], left=left, color=colour, label=OP_CLASSES[column[6:]])
-        ax.bar_label(bars, [f"{w:.0f}" if w >= 8 else "" for w in shares[column]], label_type="center", fontsize=7)
+    for column in columns:
+        colour, hatch = OP_COLOURS[column[6:]]
+        bars = ax.barh(
+            y,
+            shares[column],
+            left=left,
+            color=colour,
+            hatch=hatch,
+            edgecolor="0.3" if hatch else colour,
+            label=OP_CLASSES[column[6:]],
+        )
+        dark = column[6:] in ("matmul", "other")  # white figures on the dark segments
+        ax.bar_label(
+            bars,
+            [f"{w:.0f}" if w >= LABELLED_PCT else "" for w in shares[column]],
+            label_type="center",
+            fontsize=7,
+            color="white" if dark else "black",
+        )
         left += shares[column].to_numpy()
+    for yi, (_, row) in zip(y, shares.iterrows()):  # the segments too narrow for a figure, said beside the bar
+        small = [
+            f"{OP_CLASSES[c[6:]].split(',')[0].split(' (')[0]} {v:.1f}%" for c, v in row.items() if 0 < v < LABELLED_PCT
+        ]
+        if small:
+            ax.text(101, yi, "; ".join(small), va="center", fontsize=7, clip_on=False)
     ax.set_yticks(y, [f"{s}, L={int(L)}" for s, L in shares.index])
     ax.set(
         xlim=(0, 100),
@@ -304,8 +338,24 @@ def profile(df, published_dir):
     return fig
 
 
+def _own_config(model_name: str):
+    """Return the BertConfig of a measured model (MiniLM from its installed package), None where not at hand."""
+    from transformers import BertConfig
+
+    from helpers.run import models
+
+    if model_name == "bert-base-uncased":
+        return BertConfig(num_labels=6)
+    try:
+        return BertConfig.from_pretrained(models.minilm_dir(), num_labels=6) if model_name == "minilm" else None
+    except (ImportError, OSError):  # the package that holds MiniLM is not installed here
+        return None
+
+
 def memory(df, published_dir):
-    """Measured peak memory against batch per device, bert-base estimates (helpers/calc/memory.py), capacities."""
+    """Measured peak memory against batch, device memory (CUDA max allocated) and host memory (process RSS) on
+    axes of their own, each measured series beside the estimate of its own model (helpers/calc/memory.py),
+    bert-base's estimates and the capacities on the device panel."""
     from transformers import BertConfig
 
     from helpers.calc.memory import GIB, estimate_train_memory
@@ -314,46 +364,69 @@ def memory(df, published_dir):
     if d.empty:
         return None
     d = d.assign(series=d["series"] + ", L=" + d["max_length"].astype(int).astype(str))
-    fig, (ax,) = style.figure(1, width=8.0, height=4.6)
-    style.lines(ax, d, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
+    kinds = [
+        (kind, g)
+        for kind, g in (
+            ("device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
+            ("host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
+        )
+        if len(g)
+    ]
+    fig, axes = style.figure(len(kinds), width=6.4, height=5.0)
+    batches = range(2, 65)  # the suites' batches span 2..64
     ranges = pd.concat([style.spread(g, "batch", "mem_gib") for _, g in d.groupby("series")])
     within = ((ranges["hi"] - ranges["lo"]) / ranges["mid"]).max()
-    batches = range(2, 65)  # the suites' batches span 2..64
-    cfg = BertConfig(num_labels=6)
-    for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), (":", "--", "-.")):
-        est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
-        ax.plot(
-            batches,
-            est,
-            color="black",
-            linestyle=ls,
-            linewidth=1,
-            label=f"estimate: bert-base, L={length}, {mode}, AdamW",
+    for ax, (kind, g) in zip(axes, kinds):
+        style.lines(ax, g, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
+        device = kind.startswith("device")
+        for series, s in g.groupby("series", sort=False):  # the estimate of the measured model, beside it
+            r = s.iloc[0]
+            cfg = _own_config(str(r["model_name"]))
+            if cfg is None:
+                continue
+            mode = "bf16" if str(r["compute_dtype"]) == "bf16" else "fp32"
+            est = [
+                estimate_train_memory(cfg, int(b), int(r["max_length"]), mode, device_type="cuda" if device else "cpu")[
+                    "total"
+                ]
+                / GIB
+                for b in batches
+            ]
+            ax.plot(batches, est, color=r["colour"], linestyle=":", linewidth=1.2, label=f"model: {series}, {mode}")
+        ax.set(
+            xlabel="batch size, samples per step",
+            ylabel="peak memory, GiB",
+            title=f"{kind[0].upper()}{kind[1:]}",
         )
-    peaks = load_device_peaks().set_index("key")
-    measured = [ROOF_KEYS.get(style.family(r), style.family(r)) for _, r in d.iterrows()]
-    capacity: dict[float, list[str]] = {}
-    for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
-        if key in peaks.index and key != "host":
-            name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(key, style.CUDA_SHORT.get(key, key))
-            capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
-    for gib in capacity:
-        ax.axhline(gib, color="gray", linewidth=0.8)
-    style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
-    style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
-    ax.set(
-        xlabel="batch size, samples per step",
-        ylabel="peak memory, GiB",
-        title="Memory vs batch: measured peaks, estimates, device capacities\n"
-        "(measured: CUDA max allocated on GPUs, process RSS elsewhere;\n"
-        f"median of {style.count_text(ranges['runs'])} runs, which differ by at most "
-        f"{within:.0%}: no bars)",
+        style.log2_axis(ax.xaxis, set(g["batch"]) | {2, 4, 8, 16, 32, 64})
+        if not device:
+            style.log_axis(ax.yaxis, ax.get_ylim()[0] / 1.5, ax.get_ylim()[1] * 1.5)
+            continue
+        cfg = BertConfig(num_labels=6)
+        for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), ("-", "--", "-.")):
+            est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
+            ax.plot(
+                batches, est, color="black", linestyle=ls, linewidth=1, label=f"model: bert-base, L={length}, {mode}"
+            )
+        peaks = load_device_peaks().set_index("key")
+        measured = [ROOF_KEYS.get(style.family(r), style.family(r)) for _, r in g.iterrows()]
+        capacity: dict[float, list[str]] = {}
+        for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
+            if key in peaks.index and key != "host":
+                name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(key, style.CUDA_SHORT.get(key, key))
+                capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
+        for gib in capacity:
+            ax.axhline(gib, color="gray", linewidth=0.8)
+        style.log_axis(ax.yaxis, min(g["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
+        right = ax.twinx()
+        right.set(yscale="log", ylim=ax.get_ylim())
+        right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
+        right.yaxis.set_minor_locator(NullLocator())
+        right.grid(False)
+    fig.suptitle(
+        "Memory vs batch: measured peaks beside their model's estimate (dotted), device capacities\n"
+        f"(median of {style.count_text(ranges['runs'])} runs, which differ by at most {within:.0%}: no bars)"
     )
-    right = ax.twinx()
-    right.set(yscale="log", ylim=ax.get_ylim())
-    right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
-    right.yaxis.set_minor_locator(NullLocator())
-    right.grid(False)
     return fig
 
 
@@ -363,33 +436,41 @@ def small_batch(df, published_dir):
     d, speed = (style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
     if d.empty and speed.empty:
         return None
-    d = d[d["util_pct"].notna()]
+    # an accelerator's utilization only: a CPU process's % says nothing of the claim (GPU against trn1)
+    d = d[d["util_pct"].notna() & (d["device_type"] != "cpu")]
     metrics = list(dict.fromkeys(d["util_metric"]))
     fig, axes = style.figure(2 + len(metrics), width=5.0, height=3.8)
     a, b, own = axes[0], axes[-1], axes[1:-1]
     pub = style.published(published_dir, "small_batch_util.csv")
-    for column, device, what, marker in (
-        ("a100_sm_util_pct", "A100", "SM utilization %", "X"),
-        ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
-        ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P"),
+    for column, device, what, marker, colour in (
+        ("a100_sm_util_pct", "A100", "SM utilization %", "X", style.published_colour("A100")),
+        ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X", style.published_colour("trn1")),
+        ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P", style.DARK[5]),  # not trn1's amber twice
     ):
         a.plot(
             pub["batch"],
             pub[column],
-            color=style.published_colour(device),
+            color=colour,
             marker=marker,
             markersize=8,
             linestyle="--" if marker == "X" else ":",
             label=f"published ({device} · bert-base): {what}",
         )
-    a.set(title="Published: A100 SM % and trn1 engine %", ylabel="utilization, %", ylim=(0, 105))
+    a.set(
+        title="Published: A100 SM % and trn1 engine %"
+        + ("" if metrics else "\n(no accelerator's utilization measured here)"),
+        ylabel="utilization, %",
+        ylim=(0, 105),
+    )
     for ax, metric in zip(own, metrics):
         style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=style.runs_text)
         ax.set(title=f"Measured:\n{metric}\n(median of runs; bars: their range)", ylabel="%", ylim=(0, 105))
     style.log_y(b, style.lines(b, speed, "batch", "samples_per_s", suffix=style.runs_text))
     b.set(title=f"Throughput at small batches\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
-    for ax in axes:
-        style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
+    batches = sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"]))
+    for ax in axes:  # one extent on every panel, so a batch sits at one place across them
+        style.log2_axis(ax.xaxis, batches)
+        ax.set_xlim(batches[0] / 1.25, batches[-1] * 1.25)
         ax.set_xlabel("batch size, samples per step")
     return fig
 

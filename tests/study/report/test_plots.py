@@ -207,13 +207,18 @@ def test_the_speedup_bars_carry_the_spread_between_runs(one_cpu):
     assert any("(" in t and "–" in t for t in labels)
 
 
-def test_a_cpu_utilization_never_shares_an_axis_with_the_published_sm_and_engine_percent(several):
+def test_a_cpu_utilization_is_not_drawn_beside_the_published_sm_and_engine_percent(several):
+    """A CPU process's % says nothing of GPU against trn1; an accelerator's utilization has a panel of its own."""
     fig = plots.small_batch(plot_style.with_devices(several), PUBLISHED)
     for ax in fig.axes:
         labels = ax.get_legend_handles_labels()[1]
         if any(label.startswith("published") for label in labels):
             assert not any("Xeon" in label or "CPU" in label for label in labels), labels
-    assert any("process CPU %" in ax.get_title() for ax in fig.axes)
+    assert not any("process CPU %" in ax.get_title() for ax in fig.axes)
+    assert any(ax.get_title().startswith("Measured:") for ax in fig.axes)  # the A100's and the trn1's
+    cpu_only = several[several["device_type"] == "cpu"]
+    titles = [ax.get_title() for ax in plots.small_batch(plot_style.with_devices(cpu_only), PUBLISHED).axes]
+    assert not any(t.startswith("Measured:") for t in titles) and "no accelerator's utilization" in titles[0]
 
 
 def test_graph_counts_are_whole_numbers_on_their_axis(several):
@@ -274,7 +279,10 @@ def test_a_legend_shows_bars_only_where_the_figure_draws_some(several):
     fig = plots.memory(plot_style.with_devices(several), PUBLISHED)
     handles, labels = plot_style.handles(fig)
     assert labels and not [h for h in handles if isinstance(h, ErrorbarContainer)]
-    assert "no bars" in fig.axes[0].get_title()
+    assert "no bars" in fig._suptitle.get_text()
+    # device memory and host memory on axes of their own, each series beside its own model's estimate
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["Device memory: CUDA max allocated", "Host memory: the process's peak RSS"], titles
 
 
 def test_the_published_roof_is_the_one_the_study_drew(several):
