@@ -17,7 +17,7 @@ case "$mode" in
   gpu) variant=full results=Experiment/results step=cudagraphs out=Experiment/results/_device budget=540
     bench=(--steps 50 --windows 5) ;;
   rehearsal) variant=quick results=Experiment/runs/rehearsal/results step=compile out=Experiment/runs/rehearsal
-    budget=2400 bench=(--model minilm --steps 4 --windows 2) ;;
+    budget=2400 bench=(--model minilm --steps 4 --windows 2 --quiet-timeout 5) ;;
   *) echo "usage: scripts/device_plan.sh gpu|rehearsal (PLAN_BUDGET_S: the budget in seconds)" >&2; exit 2 ;;
 esac
 budget=${PLAN_BUDGET_S:-$budget}

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-# what sets a static-padding step's time; train_subset, epochs and the curve do not (same shapes every step)
+from helpers.study.frame import profiled
+
+# every parameter that changes the work of a static-padding step (LLRD's parameter groups and the optimizer's
+# class change the update; LoRA, the preset and the compiler's flags the graph); train_subset, epochs, the lr,
+# the seed and the curve do not (same shapes and the same operations every step)
 SAME = (
     "device_key",
     "threads",
@@ -23,15 +27,22 @@ SAME = (
     "num_devices",
     "gradient_checkpointing",
     "gradient_accumulation_steps",
+    "llrd_decay",
+    "optimizer",
+    "lora_r",
+    "lora_targets",
+    "preset",
+    "optlevel",
+    "model_type",
+    "distribution_strategy",
 )
 
 
 def agreement(df: pd.DataFrame) -> pd.DataFrame:
     """Return one row per (configuration, suite) whose configuration more than one suite timed."""
-    profiled = df[[f"share_{s}" for s in ("matmul", "host_gap")]].notna().any(axis=1)  # the profiler slows a step
-    timed = df[(df["padding"] == "static") & df["samples_per_s"].notna() & (df["status"] == "finished") & ~profiled]
+    timed = df[(df["padding"] == "static") & df["samples_per_s"].notna() & (df["status"] == "finished") & ~profiled(df)]
     if timed.empty:
-        return pd.DataFrame(columns=["config", "suite", "runs", "median", "lo", "hi", "device"])
+        return pd.DataFrame(columns=["config", "suite", "runs", "median", "lo", "hi", "device", "device_key"])
     timed = timed.assign(config=[" ".join(map(str, row)) for row in timed[list(SAME)].itertuples(index=False)])
     rows = (
         timed.groupby(["config", "suite"])
@@ -41,6 +52,7 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
             lo=("samples_per_s", "min"),
             hi=("samples_per_s", "max"),
             device=("device", "first"),
+            device_key=("device_key", "first"),
             batch=("batch", "first"),
             max_length=("max_length", "first"),
             model=("model_name", "first"),
@@ -51,12 +63,19 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
     return rows[shared].reset_index(drop=True)
 
 
-def drift_pct(df: pd.DataFrame, device_key: str) -> float | None:
-    """Return the largest gap (%) between two suites' median samples/s of one configuration on a device, the
-    drift this machine shows between suites; None when no configuration there was timed by several suites."""
-    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *SAME, "share_matmul", "share_host_gap"])))
-    rows = agreement(df[df["device_key"] == device_key])
+def drift_pcts(df: pd.DataFrame) -> dict[str, float]:
+    """Return per device key the largest gap (%) between two suites' median samples/s of one configuration,
+    the drift that machine shows between suites; a device where no configuration was timed by several suites
+    is absent."""
+    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *SAME])))
+    rows = agreement(df)
     if rows.empty:
-        return None
-    medians = rows.groupby("config")["median"]
-    return float((100 * (medians.max() - medians.min()) / medians.min()).max())
+        return {}
+    gaps = rows.groupby(["device_key", "config"])["median"].agg(lambda m: 100 * (m.max() - m.min()) / m.min())
+    return {str(k): float(v) for k, v in gaps.groupby(level=0).max().items()}
+
+
+def drift_pct(df: pd.DataFrame, device_key: str) -> float | None:
+    """Return the drift (%) between suites on a device; None when no configuration there was timed by several
+    suites."""
+    return drift_pcts(df).get(device_key)

@@ -128,6 +128,13 @@ def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Serie
     return out
 
 
+def profiled(df: pd.DataFrame) -> pd.Series:
+    """Return, per row, whether torch.profiler ran (its op shares are recorded): it slows the steps it
+    watches, so a profiled run never times a claim or the drift between suites."""
+    shares = [c for c in (f"share_{s}" for s in SHARES) if c in df]
+    return df[shares].notna().any(axis=1) if shares else pd.Series(False, index=df.index)
+
+
 def variant_of(suite, run_name: str) -> str | None:
     """Return the suite variant a run name says it belongs to (`<suite>-<variant>-...`)."""
     for variant in ("quick", "full"):

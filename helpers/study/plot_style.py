@@ -44,12 +44,13 @@ FAMILIES = {
     "trn1": (PALETTE[1], "D"),
     "a100-40gb": (PALETTE[2], "p"),
     "a100-80gb": (PALETTE[2], "p"),
-    "t4": (PALETTE[3], "^"),
+    "t4": (DARK[3], "^"),  # dark red: the colour-blind palette's vermilion reads as trn1's amber
     "l4": (PALETTE[4], "v"),
-    "cpu": (PALETTE[9], "o"),
+    "cpu": (PALETTE[7], "o"),  # grey: its light blue read as the H100/H200's blue
     "xla-cpu": (DARK[7], "v"),
 }
-SPARE = ((DARK[4], "h"), (DARK[5], "d"), (DARK[6], "8"), (DARK[8], "<"), (DARK[9], ">"))
+# the near-circles (hexagon, octagon) last: a second CPU must not read as the first's circles
+SPARE = ((DARK[4], "d"), (DARK[5], "<"), (DARK[6], ">"), (DARK[8], "h"), (DARK[9], "8"))
 CUDA_SHORT = {
     "a100-40gb": "A100 40GB",
     "a100-80gb": "A100 80GB",

@@ -43,3 +43,40 @@ def test_the_drift_between_suites_is_the_largest_gap_between_their_medians():
     assert drift_pct(df, "another-device") is None
     alone = frame(timed("small_batch", [30, 32, 34]))
     assert drift_pct(alone, alone["device_key"].iloc[0]) is None
+
+
+@pytest.mark.parametrize(
+    "other, compared",
+    [
+        ({}, True),
+        ({"llrd_decay": 0.95}, False),  # LLRD's parameter groups change the update
+        ({"lora_r": 8, "lora_targets": "query,value"}, False),
+    ],
+)
+def test_configurations_are_identical_only_in_every_parameter_that_changes_the_work(other, compared):
+    b = [
+        record(
+            "cpu",
+            "batch_scaling",
+            {"model_name": "minilm", "batch": 16, "seed": i, **other},
+            run_name=f"b-{i}",
+            samples_per_s=40,
+        )
+        for i in (1, 2, 3)
+    ]
+    assert (not agreement(frame(timed("small_batch", [30, 32, 34]) + b)).empty) is compared
+
+
+def test_another_optimizer_is_another_configuration():
+    a, b = timed("small_batch", [30, 32, 34]), timed("batch_scaling", [40, 41, 42])
+    assert not agreement(frame(a + b)).empty
+    for rec in b:
+        rec["optimizer"] = {**(rec.get("optimizer") or {}), "class": "torchao.optim.AdamW"}
+    assert agreement(frame(a + b)).empty
+
+
+def test_a_profiled_run_times_no_drift():
+    a, b = timed("small_batch", [30, 32, 34]), timed("batch_scaling", [40, 41, 42])
+    for rec in b:
+        rec["profile"] = {"class_share": {"matmul": 0.5, "host_gap": 0.1}}
+    assert agreement(frame(a + b)).empty

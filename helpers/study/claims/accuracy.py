@@ -1,5 +1,5 @@
 """What an accuracy figure can carry: intervals over seeds, the smallest difference a sample resolves,
-paired differences by seed, and the runs that learned nothing (near the majority class).
+paired differences by seed, and whether a cell learned (its mean at or above its learning floor).
 
 Plain statistics over the frame's `test_acc` (a fraction) and `majority` columns. One run's interval is
 the binomial one of its test set (it holds test-set noise only; seed-to-seed variation is not measured
@@ -55,7 +55,8 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
     if done.empty:
         return None
     means = done.groupby(list(CELL), dropna=False)["test_acc"].agg(["mean", "count"])
-    key, best = means["mean"].idxmax(), means["mean"].max()
+    top = int(means["mean"].to_numpy().argmax())  # by position: a key holding NaN cannot be looked up by label
+    key, best, count = means.index[top], means["mean"].iloc[top], means["count"].iloc[top]
     shown = ("lr", "llrd_decay", "precision", "max_length", "batch")
     shown += ("lora_r", "lora_targets") if key[CELL.index("lora_r")] else ()
     where = ", ".join(
@@ -67,8 +68,20 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
         f"{FLOOR_POINTS:g} points below {100 * best:.2f}%, the best mean test "
         f"accuracy of {r['model_name']} on this device within "
         f"{budget_rows(arm):,.0f} training rows ({key[0]} {key[1]}: {where}, "
-        f"{int(means.at[key, 'count'])} run(s))"
+        f"{int(count)} run(s))"
     )
+
+
+def learned(df: pd.DataFrame) -> pd.Series:
+    """Return per row whether its cell learned, the one criterion the tables and the claims use: the cell's mean
+    test accuracy at or above its learning floor (learning_floor); True where it has no accuracy or no floor."""
+    out = pd.Series(True, index=df.index)
+    rows = df[df["test_acc"].notna() & (df["status"] == "finished")]
+    for _, cell in rows.groupby(["device_key", "model_name", *CELL], dropna=False, sort=False):
+        found = learning_floor(df, cell)
+        if found and cell["test_acc"].mean() < found[0]:
+            out[cell.index] = False
+    return out
 
 
 def unlearned(df: pd.DataFrame, arms: dict[str, pd.DataFrame]) -> str:
@@ -143,23 +156,22 @@ def paired_diffs(df: pd.DataFrame, column: str, mode: str, ref: str, by: str) ->
 
 
 def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Return per cell: seeds, test accuracy % (95% interval), validation %, final loss, and a flag for a
-    cell whose runs ended near the majority class (they learned ~nothing and are left out of conclusions)."""
+    """Return per cell: seeds, test accuracy % (95% interval), validation %, final loss, and whether it learned
+    (the `learned` column where the frame has it, from every suite's runs; else learned() over these rows)."""
     rows = {}
+    ok = df["learned"] if "learned" in df else learned(df)
     for key, g in df.groupby(keys, dropna=False, sort=True):
         test_rows = int(g["test_rows"].max()) if "test_rows" in g and g["test_rows"].notna().any() else None
-        flagged = g["near_majority"].fillna(False).sum()
+        flagged = int((~ok[g.index].astype(bool)).sum())
         seeds = distinct_seeds(g)
         rows[key] = {
             "seeds": str(seeds) + (f" ({len(g)} runs)" if len(g) != seeds else ""),
             "test accuracy %": fmt_interval(list(g["test_acc"]), test_rows, seeds=seeds),
             "validation accuracy %": fmt_interval(list(g["val_acc"]), None, seeds=seeds),
             "final loss": f"{g['final_loss'].mean():.3f}" if g["final_loss"].notna().any() else "—",
-            "learned?": (
-                f"no: {flagged} of {len(g)} near the majority class ({100 * g['majority'].max():.1f}%)"
-                if flagged
-                else "yes"
-            ),
+            "learned?": f"no: mean below the floor ({FLOOR_POINTS:g} points under its device's best)"
+            if flagged
+            else "yes",
         }
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index = pd.MultiIndex.from_tuples(out.index, names=keys) if len(keys) > 1 else out.index.rename(keys[0])
@@ -169,13 +181,13 @@ def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def best_cell(df: pd.DataFrame, keys: list[str]) -> str:
     """Return a sentence naming the best cell that learned, its runner-up, and whether this sample can
     tell them apart (their difference against the smallest resolvable one)."""
-    learned = df[~df["near_majority"].fillna(False)]
-    if learned.empty:
-        return "No cell learned (every run ended near the majority class): this sample says nothing."
-    means = learned.groupby(keys)["test_acc"].agg(["mean", "count"]).sort_values("mean", ascending=False)
-    rows = int(learned["test_rows"].max()) if learned["test_rows"].notna().any() else None
+    learned_rows = df[(df["learned"] if "learned" in df else learned(df)).astype(bool)]
+    if learned_rows.empty:
+        return "No cell learned (every cell's mean is below its learning floor): this sample says nothing."
+    means = learned_rows.groupby(keys)["test_acc"].agg(["mean", "count"]).sort_values("mean", ascending=False)
+    rows = int(learned_rows["test_rows"].max()) if learned_rows["test_rows"].notna().any() else None
     best = means.index[0]
-    cells = learned.set_index(keys)["test_acc"]
+    cells = learned_rows.set_index(keys)["test_acc"]
     resolvable = resolvable_difference(list(cells.loc[[best]]), rows)
     text = (
         f"Best cell: {_name(keys, best)} at {100 * means.iloc[0]['mean']:.2f}% test accuracy "
@@ -188,9 +200,9 @@ def best_cell(df: pd.DataFrame, keys: list[str]) -> str:
             f" Runner-up {_name(keys, means.index[1])} is {100 * gap:.2f} points lower; the smallest "
             f"difference this sample resolves is {100 * resolvable:.2f} points, so the order is {verdict}."
         )
-    dropped = len(df) - len(learned)
+    dropped = len(df) - len(learned_rows)
     if dropped:
-        text += f" {dropped} run(s) near the majority class are left out."
+        text += f" {dropped} run(s) of cells that did not learn are left out."
     return text
 
 

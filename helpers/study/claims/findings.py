@@ -20,7 +20,8 @@ import pandas as pd
 
 from helpers.study.claims import lora, recipe, speedup, throughput, trn1
 from helpers.study.claims.quotes import short_says, study_says
-from helpers.study.claims.verdict import PROXY_RULE
+from helpers.study.claims.verdict import PROXY_RULE, prepare
+from helpers.study.notation import short_device
 from helpers.study.published import PUBLISHED_DIR
 
 QUESTION = "What do the study's claims come to on the machines whose records are here?"
@@ -79,8 +80,19 @@ NAMES = {
     "lora_accuracy": "LoRA accuracy",
     "lora_speed": "LoRA speed",
 }
+# a symbol per verdict, so that a reader tells them apart at a glance (DejaVu Sans draws each)
+SYMBOLS = {
+    "holds": "✔",
+    "does not hold": "✘",
+    "consistent on proxy": "☑",
+    "contradicted on proxy": "☒",
+    "consistent with the model": "≈",
+    "contradicted by the model": "≉",
+    "inconclusive": "?",
+    "not testable here": "·",
+}
 # why an inconclusive verdict could not speak (the reasons' openings), shown in the summary
-BLOCKS = ("an arm did not learn", "the arms use different optimizers", "the learning-rate search has not been run")
+BLOCKS = ("an arm did not learn", "the arms use different optimizers")
 
 
 def findings(df: pd.DataFrame, published_dir: str = PUBLISHED_DIR) -> pd.DataFrame:
@@ -106,10 +118,15 @@ def escaped(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def verdict_cell(row: pd.Series) -> str:
-    """Return the verdict in bold, with what kept an inconclusive one from speaking."""
-    blocks = [b for b in BLOCKS if b in row["reason"]] if row["verdict"] == "inconclusive" else []
-    return f"**{row['verdict']}**" + (": " + "; ".join(blocks) if blocks else "")
+def blocks(row: pd.Series) -> list[str]:
+    """Return what kept an inconclusive verdict from speaking (an arm that did not learn, ...)."""
+    return [b for b in BLOCKS if b in row["reason"]] if row["verdict"] == "inconclusive" else []
+
+
+def verdict_cell(row: pd.Series, why: bool = True) -> str:
+    """Return the verdict's symbol and word in bold, and (`why`) what kept an inconclusive one from speaking."""
+    said = blocks(row) if why else []
+    return f"{SYMBOLS[row['verdict']]} **{row['verdict']}**" + (": " + "; ".join(said) if said else "")
 
 
 def rests_on(row: pd.Series) -> str:
@@ -119,31 +136,39 @@ def rests_on(row: pd.Series) -> str:
     return row["reason"].split(":")[0].split(";")[0]
 
 
-def summary(table: pd.DataFrame) -> str:
-    """Return the at-a-glance table: per claim a short quote, the verdict and the number it rests on, each
-    claim linked to its section below."""
+def summary(table: pd.DataFrame, page: str = "", quotes: bool = True) -> str:
+    """Return the at-a-glance table: per claim (linked to its section in `page`) a short quote, the verdict
+    and the figure it rests on; without `quotes`, the narrow table the report's first screen holds."""
+    # the narrow table keeps each name and verdict on one line (no-break spaces): the figures wrap instead
+    keep = (lambda text: text) if quotes else (lambda text: text.replace(" ", "\u00a0"))
     shown = pd.DataFrame(
         {
-            "claim": [f"[{NAMES[k]}](#claim-{k})" for k in table["key"]],
-            "the study says": table["short"],
-            "verdict": table.apply(verdict_cell, axis=1),
-            "rests on": table.apply(rests_on, axis=1),
+            "claim": [f"[{keep(NAMES[k])}]({page}#claim-{k})" for k in table["key"]],
+            **({"the study says": table["short"]} if quotes else {}),
+            "verdict": [keep(verdict_cell(r, why=quotes)) for _, r in table.iterrows()],
+            "rests on": [
+                rests_on(r) + ("" if quotes or not blocks(r) else f" ({'; '.join(blocks(r))})")
+                for _, r in table.iterrows()
+            ],
         }
     )
     return shown.map(escaped).to_markdown(index=False, disable_numparse=True)
 
 
 def counts(table: pd.DataFrame) -> str:
-    """Return the verdict counts in one sentence."""
+    """Return the verdict counts in one sentence, each with its symbol (the summary's legend)."""
     n = table["verdict"].value_counts()
+
+    def said(verdict: str, words: str) -> str:
+        return f"{SYMBOLS[verdict]} {n.get(verdict, 0)} {words}"
+
     return (
-        f"Of {len(table)} claims, on records of the claim's own kind {n.get('holds', 0)} hold and "
-        f"{n.get('does not hold', 0)} do not hold; on proxies (direction only) "
-        f"{n.get('consistent on proxy', 0)} are consistent and {n.get('contradicted on proxy', 0)} "
-        f"contradicted; against a model's estimate {n.get('consistent with the model', 0)} are "
-        f"consistent and {n.get('contradicted by the model', 0)} contradicted; "
-        f"{n.get('inconclusive', 0)} are inconclusive and {n.get('not testable here', 0)} are not "
-        "testable here."
+        f"Of {len(table)} claims, on records of the claim's own kind (bert-base on a GPU or trn1) "
+        f"{said('holds', 'hold')} and {said('does not hold', 'do not hold')}; on proxies (direction only) "
+        f"{said('consistent on proxy', 'are consistent')} and {said('contradicted on proxy', 'contradicted')}; "
+        f"against a model's estimate {said('consistent with the model', 'are consistent')} and "
+        f"{said('contradicted by the model', 'contradicted')}; {said('inconclusive', 'are inconclusive')} and "
+        f"{said('not testable here', 'are not testable here')}."
     )
 
 
@@ -165,9 +190,54 @@ def details(row: pd.Series) -> str:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """Return the findings as Markdown: the question, the summary table and the counts, then the proxy rule
-    and one section per claim."""
+    """Return the findings as Markdown: the question, the summary table with the study's words and the counts,
+    then the proxy rule and one section per claim (Experiment/claims.md)."""
     sections = "\n\n".join(details(r) for _, r in table.iterrows())
     return (
         f"{QUESTION}\n\n{summary(table)}\n\n{counts(table)}\n\n## The claims one by one\n\n{PROXY_RULE}\n\n{sections}\n"
     )
+
+
+def named(devices: list[str]) -> str:
+    """Return 'a', 'a and b' or 'a, b and c'."""
+    return " and ".join([", ".join(devices[:-1]), devices[-1]] if len(devices) > 1 else devices)
+
+
+def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
+    """Return the answer to "trn1 or GPU?" the records allow, in two plain sentences: what they cannot answer
+    (no trn1 record, no bert-base record on a GPU) and what they can, naming every device measured."""
+    df = prepare(df)
+    done = df[df["status"] == "finished"]
+    trn1 = sorted({short_device(d) for d in done[(done["cls"] == "trn1") & ~done["proxy"]]["device"]})
+    gpu_bert = sorted({short_device(d) for d in done[(done["cls"] == "gpu") & ~done["proxy"]]["device"]})
+    n = table["verdict"].value_counts()
+    untested = n.get("not testable here", 0)
+    if trn1 and gpu_bert:
+        first = (
+            f"The records hold bert-base on trn1 ({named(trn1)}) and on a GPU ({named(gpu_bert)}), "
+            "so the claims below compare the two on the study's own workload"
+        )
+    else:
+        missing = [w for w, have in (("a trn1", trn1), ("a GPU", gpu_bert)) if not have]
+        first = (
+            f"No record here trains bert-base on {' or on '.join(missing)}, so these records cannot say whether trn1 or a GPU "
+            f"trains the study's job faster or cheaper; {untested} of the {len(table)} claims are not testable here"
+        )
+    by_class = {
+        cls: sorted({short_device(d) for d in done[done["cls"] == cls]["device"]}) for cls in ("gpu", "trn1", "cpu")
+    }
+    xla = sorted({short_device(d) for d in done[done["cls"] == "xla-cpu"]["device"]})
+    measured = [f"the {named(v)}" + (" GPU" if c == "gpu" else "") for c, v in by_class.items() if v and c != "cpu"]
+    if by_class["cpu"]:
+        measured.append(f"the CPUs {named(by_class['cpu'])}" + (f" (torch-xla on {len(xla)} of them)" if xla else ""))
+    proxied = (
+        f"{n.get('consistent on proxy', 0)} consistent with the study and {n.get('contradicted on proxy', 0)} "
+        f"contradicting it on a proxy, {n.get('inconclusive', 0)} inconclusive"
+    )
+    real = bool(trn1) or bool(gpu_bert)  # bert-base on a GPU or a NeuronCore: verdicts of the claim's own kind
+    second = f"What was measured ran on {named(measured) or 'no device'}, " + (
+        f"and {n.get('holds', 0)} claims hold there and {n.get('does not hold', 0)} do not; {proxied}"
+        if real
+        else f"mostly MiniLM as a stand-in, so it shows directions only: {proxied}"
+    )
+    return f"**Bottom line.** {first}. {second}."

@@ -132,7 +132,8 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         signs.append(
             0 if unresolved else (1 if diff + half < WITHIN_POINTS else (-1 if diff - half > WITHIN_POINTS else 0))
         )
-        heads.append(f"{device(g)}: gap {diff:+.2f} ± {half:.2f} points")
+        state = " (lr search not run)" if missing else (" (best lr at the searched edge)" if edge else "")
+        heads.append(f"{device(g)}: gap {diff:+.2f} ± {half:.2f} points{state}")
         parts.append(
             f"{who(g)}, {budget(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
             f"({len(seeded[best])} seeds vs {len(full_acc)}); lr: full fine-tuning "
@@ -149,7 +150,7 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         f"the gap's interval (± {max(widths, default=0):.2f} points) straddles {WITHIN_POINTS:g} point",
         "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one device",
         blocked=blocked,
-        headline="; ".join(heads[:1]),
+        headline=heads,
     )
 
 
@@ -163,7 +164,7 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
         "spreads; does not hold if any is slower beyond them; inconclusive otherwise. " + PROXY
     )
     signs, parts, groups, heads, together, drifts = [], [], [], [], [], []
-    for g in cells(df, ("lora",)):
+    for g in cells(df, ("lora",), timed=True):
         full, lora = _settings(g)
         if full["samples_per_s"].notna().sum() == 0 or not lora:
             continue
@@ -176,14 +177,10 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
             drifts.append(drift(df, g))
             signs.append(compare_timed(mine, base, together[-1], drifts[-1]))
             shown.append(f"{name} {ratio(mine, base)}x")
+            heads.append(f"{device(g)}: {name} {ratio(mine, base).mid:.2f}x full's samples/s")
         parts.append(
             f"{who(g)}: samples/s over full fine-tuning's {base} (every lr's runs: speed does not "
             "depend on it): " + ", ".join(shown)
-        )
-        heads.append(
-            f"{device(g)}: "
-            + ", ".join(f"{ratio(band(c, 'samples_per_s'), base).mid:.2f}x" for c in lora.values())
-            + " full's samples/s"
         )
     return concluded(
         "LoRA trains faster per step",
@@ -197,5 +194,5 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
             ["the samples/s spreads overlap"] + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
         ),
         "needs lora runs: full fine-tuning and at least one LoRA setting on one device",
-        headline="; ".join(heads[:1]),
+        headline=heads,
     )

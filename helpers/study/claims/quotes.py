@@ -54,8 +54,16 @@ def study_says(key: str, published_dir: str) -> str:
     return text + (f" Ours, not the study's: {q.ours}." if q.ours else "")
 
 
+# claims whose quote names only the topic (a table's column, a line of future work): the summary states the
+# claim tested beside it, ours
+TOPIC_ONLY = ("cost_ranking", "lora_accuracy", "lora_speed")
+
+
 def short_says(key: str, published_dir: str) -> str:
     """Return '§x "short part of the quote"' (the section without its gloss), marked '· test: ours' where the
-    rule tests our hypothesis."""
+    rule tests our hypothesis, and with the claim tested ('· ours: ...') where the quote names only its topic."""
     q = quote(key, published_dir)
-    return f'{q.section.split(" (")[0]} "{shown(q.short)}"' + (" · test: ours" if q.ours else "")
+    said = f'{q.section.split(" (")[0]} "{shown(q.short)}"'
+    if key in TOPIC_ONLY and q.ours:
+        return f"{said} · ours: {q.ours}"
+    return said + (" · test: ours" if q.ours else "")

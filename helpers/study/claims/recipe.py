@@ -76,7 +76,7 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
             halves.append(half)
             shown.append(f"L={length} {100 * mean:+.2f} ± {100 * half:.2f} points ({len(diffs[length])} pairs)")
         parts.append(f"{who(g)}: SR − no SR paired by seed: " + ", ".join(shown))
-        heads.append(f"{device(g)}: SR − no SR " + ", ".join(x.split(" ±")[0] for x in shown))
+        heads += [f"{device(g)}: SR − no SR {x.split(' ±')[0]}" for x in shown]
     return concluded(
         "Stochastic rounding's effect depends on sequence length",
         text,
@@ -88,7 +88,7 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
         f"these pairs resolve an SR effect of ±{100 * max(halves, default=0):.2f} points",
         "needs precision runs in bf16-pure and bf16-pure-sr with the same seeds at L=16 and L=32",
         blocked=blocked,
-        headline="; ".join(heads[:1]),
+        headline=heads,
     )
 
 
@@ -155,5 +155,5 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
         f"the seeds resolve a difference of {100 * max(res, default=0):.2f} points",
         "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95",
         blocked=blocked,
-        headline="; ".join(heads[:1]),
+        headline=heads,
     )

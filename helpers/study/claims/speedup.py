@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.calc.facts import cuda_device_key
-from helpers.calc.prices import accelerator_price, price_per_accelerator_hour
+from helpers.calc.prices import accelerator_price, price_per_accelerator_hour, whole_instances_price
 from helpers.study.claims.verdict import (
     Band,
     Finding,
@@ -16,6 +16,7 @@ from helpers.study.claims.verdict import (
     cells,
     claim,
     compare,
+    deciding,
     device,
     judged,
     listing,
@@ -49,7 +50,7 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         "proxies show only whether optimized is faster and leave it not testable here."
     )
     signs, parts, real, heads = [], [], [], []
-    for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu")):
+    for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu"), timed=True):
         base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
         if base.empty or opt.empty:
             continue
@@ -76,25 +77,34 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         rule,
         reason,
         basis,
-        "; ".join(heads[:1]),
+        deciding(signs, heads),
     )
 
 
 def at_our_prices(pub: pd.DataFrame) -> str:
-    """Return the study's seconds per task (cost.csv) priced at helpers/facts/instance_prices.csv, ranked, with
+    """Return the study's seconds per task (cost.csv) priced at helpers/facts/instance_prices.csv, ranked, per
+    accelerator-hour (the study's basis, this claim's) and, beside it, per whole instance (the decision's), with
     where its price or instance differs from the facts'."""
-    costs, notes = {}, []
+    shared, whole, notes = {}, {}, []
     for r in pub.itertuples():
         instance = r.instance_as_printed.lower().replace("-", ".")
         used, per_hour, note = accelerator_price(instance, STUDY_KEYS[r.device])
-        costs[r.device] = float(r.sec_per_epoch) * int(r.epochs_in_task) * per_hour / 3600
+        task_h = float(r.sec_per_epoch) * int(r.epochs_in_task) / 3600
+        shared[r.device], whole[r.device] = task_h * per_hour, task_h * whole_instances_price(used, 1)
         if note or abs(per_hour - float(r.cost_per_hour_usd)) > 0.005:
             notes.append(
                 f"{r.device}: ${r.cost_per_hour_usd}/h printed, ${per_hour:.3f}/h for one on {used}"
                 + (f" ({note})" if note else "")
             )
-    ranked = " < ".join(f"{d} ${c:.4f}" for d, c in sorted(costs.items(), key=lambda x: x[1]))
-    return ranked + (f" ({'; '.join(notes)})" if notes else "")
+
+    def ranked(costs: dict) -> str:
+        return " < ".join(f"{d} ${c:.4f}" for d, c in sorted(costs.items(), key=lambda x: x[1]))
+
+    return (
+        f"per accelerator-hour (the study's basis) {ranked(shared)}"
+        + (f" ({'; '.join(notes)})" if notes else "")
+        + f"; beside it, per whole instance (a single user's bill, the decision's basis in cost.md) {ranked(whole)}"
+    )
 
 
 @claim
@@ -108,13 +118,15 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
         + f". At this repository's prices its own times rank {at_our_prices(pub)}"
     )
     rule = (
-        "optimized train time × on-demand price per accelerator-hour (helpers/facts/instance_prices.csv), "
+        "optimized train time × on-demand price per accelerator-hour (helpers/facts/instance_prices.csv; the "
+        "study's basis: one accelerator's share of the instance, where the decision in cost.md prices the whole "
+        "instance), "
         "for the study's devices measured with bert-base: holds if every pair adjacent in the study's order "
         "costs more in that order beyond the steps' spread; does not hold if any pair is reversed beyond it; "
         "inconclusive otherwise. A ranking: no proxy."
     )
     found: dict[str, tuple[Band, pd.DataFrame]] = {}
-    for g in cells(df, ("speedup",), ("gpu", "trn1")):
+    for g in cells(df, ("speedup",), ("gpu", "trn1"), timed=True):
         g = g[(g["preset"] == "optimized") & ~g["proxy"]]
         name = study_device(g) if len(g) else None
         if name and name not in found:

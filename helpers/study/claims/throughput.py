@@ -17,6 +17,7 @@ from helpers.study.claims.verdict import (
     compare,
     compare_timed,
     concluded,
+    deciding,
     device,
     drift,
     interleaved,
@@ -50,7 +51,7 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
         "study profiled bytes; here it is a model (calc.roofline, from shapes: it rises with batch by "
         "construction) and decides nothing. " + PROXY
     )
-    groups = [g for g in cells(df, ("batch_scaling",)) if g["batch"].nunique() >= 2]
+    groups = [g for g in cells(df, ("batch_scaling",), timed=True) if g["batch"].nunique() >= 2]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
     for g in groups:
         small, large = g[g["batch"] == g["batch"].min()], g[g["batch"] == g["batch"].max()]
@@ -115,7 +116,7 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
         "gives as the cause is a trn1 internal (HBM spill traffic from the Neuron profiler) and is not "
         "tested; the FLOP ratio (a model) is shown beside. " + PROXY
     )
-    groups = [g for g in cells(df, ("seq_len", "profile_memory")) if {32, 128} <= set(g["max_length"])]
+    groups = [g for g in cells(df, ("seq_len", "profile_memory"), timed=True) if {32, 128} <= set(g["max_length"])]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
     for g in groups:
         long, short = g[g["max_length"] == 128], g[g["max_length"] == 32]
@@ -160,7 +161,7 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
     )
     groups = [
         g
-        for g in cells(df, ("padding",), ("trn1", "xla-cpu"))
+        for g in cells(df, ("padding",), ("trn1", "xla-cpu"), timed=True)
         if (g["padding"] == "static").any() and (g["padding"] == "dynamic").any()
     ]
     signs, parts, res, together, drifts, heads = [], [], [], [], [], []
@@ -236,10 +237,9 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
             if pairs:
                 signs += [compare(a, b) for _, a, b in pairs]
                 judged_groups += [gpu, core]
-                heads.append(
-                    f"batch {fmt(pairs[0][0])}: {device(gpu)} {pairs[0][1].mid:.1f}% vs "
-                    f"{device(core)} {pairs[0][2].mid:.1f}%"
-                )
+                heads += [
+                    f"batch {fmt(b)}: {device(gpu)} {x.mid:.1f}% vs {device(core)} {y.mid:.1f}%" for b, x, y in pairs
+                ]
                 parts.append(
                     f"{who(gpu)} ({gpu['util_metric'].iloc[0]}) vs {who(core)} "
                     f"({core['util_metric'].iloc[0]}): "
@@ -262,5 +262,5 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
         rule,
         reason,
         basis,
-        "; ".join(heads[:1]),
+        deciding(signs, heads),
     )

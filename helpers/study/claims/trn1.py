@@ -24,6 +24,7 @@ from helpers.study.claims.verdict import (
     resolvable_pct,
     who,
 )
+from helpers.study.frame import profiled
 from helpers.study.notation import fmt
 from helpers.study.published import published
 
@@ -51,6 +52,7 @@ def padding_77h(df: pd.DataFrame, published_dir: str) -> Finding:
         & (df["variant"] == "full")
         & ~df["proxy"]
         & (df["status"] == "finished")
+        & ~profiled(df)
     ]
     static, dyn = g[g["padding"] == "static"], g[(g["padding"] == "dynamic") & g["pad_to_multiple_of"].isna()]
     if static.empty or dyn.empty:
@@ -94,7 +96,7 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
         "beyond it; inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no "
         "proxy)."
     )
-    signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False)
+    signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False, timed=True)
     together, drifts, heads = [], [], []
     for g in groups:
         for (model_type, strategy), combo in g.groupby(["model_type", "distribution_strategy"]):
@@ -110,8 +112,8 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
                     signs.append(compare_timed(one, b, together[-1], drifts[-1]))
                     res.append(resolvable_pct(one, b))
                     shown.append(f"{level} {b} s")
+                    heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs {level} {b.mid:.0f} s")
             parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
-            heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs " + ", ".join(shown))
     return concluded(
         "--optlevel 2/3 train faster than --optlevel 1",
         text,
@@ -125,7 +127,7 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
             + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
         ),
         f"{NEEDS}: compiler_flags runs on a NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3",
-        headline="; ".join(heads[:1]),
+        headline=heads,
         tested=bool(signs),
     )
 
@@ -187,7 +189,8 @@ def allreduce(df: pd.DataFrame, published_dir: str) -> Finding:
         listing(found),
         "not testable here",
         rule,
-        f"{NEEDS}: a 2-NeuronCore trn1 run profiled with neuron-profile; no record field holds AllReduce GB/s",
+        "needs AllReduce GB/s of a 2-core trn1 run, a field no record holds yet: the effective bandwidth "
+        "from neuron-profile's collectives at L=32 and at L=128; a scaling record's samples/s does not measure it",
         "none",
     )
 
@@ -233,7 +236,9 @@ def host_memory(df: pd.DataFrame, published_dir: str) -> Finding:
 
     rule = (
         "on trn1.2xlarge records of bert-base at batch > 48: holds if any ran out of memory (status "
-        "oom), does not hold if any finished; not testable without such a record (host memory is a trn1 "
+        "oom); a run that finished decides nothing, for the study's own batch 64 finished too, on 90 GB of "
+        "swap, and no record field holds the swap a run used: it would not hold on a run that finished "
+        "without swapping, once a record holds that figure; not testable until then (host memory is a trn1 "
         "internal: no proxy). The estimate (helpers/calc/memory.py: bert-base, L=128, fp32 training "
         f"state on a {HOST_GIB} GiB host) is a model and decides nothing: what the compiler holds on the "
         "host is not in it."
@@ -248,14 +253,22 @@ def host_memory(df: pd.DataFrame, published_dir: str) -> Finding:
     )
     text = "batch 64 ran only with 90 GB of swap (§3.3, §5.2.2)"
     finished, oom = runs[runs["status"] == "finished"], runs[runs["status"] == "oom"]
-    if not (len(finished) or len(oom)):
+    if not len(oom):
+        why = (
+            f"{len(finished)} finished at batch > 48, which decides nothing without the swap they used (no "
+            "record field holds it)"
+            if len(finished)
+            else "needs a trn1.2xlarge run at batch > 48 out of memory, or one with its swap use recorded: bert-base "
+            "on a trn1.2xlarge at batch > 48"
+        )
         return Finding(
             "Batch sizes above 48 cause OOM on trn1.2xlarge",
             text,
             (f"{listing([runs])}; " if len(runs) else "") + estimate,
             "not testable here",
             rule,
-            f"{NEEDS}: bert-base on a trn1.2xlarge at batch > 48",
+            why + "; a run out of memory there would make it hold, and one that finished without swapping "
+            "(a record of the host's swap used, a field no record holds yet) would make it not hold",
             "none",
         )
     measured = (
@@ -270,8 +283,8 @@ def host_memory(df: pd.DataFrame, published_dir: str) -> Finding:
         "Batch sizes above 48 cause OOM on trn1.2xlarge",
         text,
         measured,
-        "does not hold" if len(finished) else "holds",
+        "holds",
         rule,
-        f"measured: {len(finished)} finished, {len(oom)} out of memory at batch > 48",
+        f"measured: {len(oom)} out of memory at batch > 48 ({len(finished)} finished: swap not recorded)",
         headline=f"{len(oom)} of {len(runs)} runs at batch > 48 out of memory",
     )

@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from helpers.study.drift import drift_pct
-from helpers.study.frame import MIN_RUNS
+from helpers.study.drift import drift_pcts
+from helpers.study.frame import MIN_RUNS, profiled
 from helpers.study.notation import fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
@@ -163,9 +163,13 @@ def cells(
     classes: tuple[str, ...] = tuple(CLASSES),
     status: str | None = "finished",
     prefer_real: bool = True,
+    timed: bool = False,
 ) -> list[pd.DataFrame]:
-    """Return the rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is."""
+    """Return the rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is;
+    `timed`: without the profiled runs (the profiler slows the steps it watches)."""
     rows = df[df["suite"].isin(suites) & df["cls"].isin(classes)]
+    if timed:
+        rows = rows[~profiled(rows)]
     if status:
         rows = rows[rows["status"] == status]
     if prefer_real and (~rows["proxy"]).any():
@@ -226,16 +230,21 @@ def interleaved(*arms: pd.DataFrame) -> bool:
 
 
 def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
-    """Return the drift (%) between suites on the rows' device (the agreement table's largest gap), None if
-    no configuration there was timed by two suites."""
-    return drift_pct(df, str(rows["device_key"].iloc[0]))
+    """Return the drift (%) between suites on the rows' device (the agreement table's largest gap); on a device
+    that timed no configuration in two suites, the largest any device here shows (a machine's drift is not
+    known to be smaller than the others'); None when no device shows one."""
+    drifts = drift_pcts(df)
+    return drifts.get(str(rows["device_key"].iloc[0]), max(drifts.values(), default=None))
 
 
 def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:
     """Return compare(a, b), left unresolved when the arms did not run interleaved and differ by no more than
-    the drift between suites (a noise the range between back-to-back runs does not show)."""
+    the drift between suites (a noise the range between back-to-back runs does not show), or when they did
+    not run interleaved and that drift is unknown (no configuration there was timed by two suites)."""
     sign = compare(a, b)
-    if sign and not together and drift_pct is not None:
+    if sign and not together:
+        if drift_pct is None:
+            return 0
         gap = 100 * abs(a.mid - b.mid) / min(a.mid, b.mid)
         return sign if gap > drift_pct else 0
     return sign
@@ -247,9 +256,15 @@ def noise_note(together: list[bool], drifts: list[float | None]) -> str:
     unknown = sum(1 for d, t in zip(drifts, together) if not t and d is None)
     parts = []
     if known:
-        parts.append(f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%)")
+        parts.append(
+            f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%; a device "
+            "that timed no configuration in two suites takes the largest another device here shows)"
+        )
     if unknown:
-        parts.append("arms not interleaved and the drift between suites not measured on that device")
+        parts.append(
+            "arms not interleaved and no device here measured the drift between suites: not resolved "
+            "(interleaved repeats, or one configuration timed by two suites, would resolve them)"
+        )
     return "; ".join(parts)
 
 
@@ -322,11 +337,13 @@ def device(rows: pd.DataFrame) -> str:
 
 
 def deciding(signs: list[int], heads: list[str]) -> str:
-    """Return the head of the comparison that decided the verdict: the first against the claim, else the first
-    unresolved, else the first ('' with none)."""
-    for wanted in (-1, 0):
-        if wanted in signs:
-            return heads[signs.index(wanted)]
+    """Return the heads of the comparisons that decided the verdict (one per sign): the first against the
+    claim, else the unresolved ones (two, and how many more), else the first ('' with none)."""
+    if -1 in signs:
+        return heads[signs.index(-1)]
+    open_ = [h for s, h in zip(signs, heads) if s == 0]
+    if open_:
+        return "; ".join(open_[:2]) + (f"; {len(open_) - 2} more unresolved" if len(open_) > 2 else "")
     return heads[0] if heads else ""
 
 

@@ -34,15 +34,30 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
     epochs = np.linspace(0, top, 201)
     mine = d[d["source"] != "published"]
     measured = plot_style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
-    for _, r in d.iterrows():
+    costs = {i: np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"] for i, r in d.iterrows()}
+    # a line far above the others (an 8-GPU instance priced whole) would squeeze them into the bottom: it
+    # leaves the axes, labelled with its cost at the right edge
+    ends = sorted(c[-1] for c in costs.values())
+    ceiling = 2.5 * ends[-2] if len(ends) > 1 and ends[-1] > 4 * ends[-2] else None
+    for i, r in d.iterrows():
         label = f"{r['device']} ({r['source']}{', compile not measured' if r['lower_bound'] else ''})"
         ax.plot(
             epochs,
-            np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"],
+            costs[i],
             label=label,
             color=_colour(r, measured),
             linestyle="--" if r["source"] == "published" else "-",
         )
+        if ceiling and costs[i][-1] > ceiling:
+            at = int(np.argmax(costs[i] > ceiling))
+            ax.annotate(
+                f"{r['device']} ↑ ${costs[i][-1]:.2f} at {top:g} epochs\n({r['instance']}, whole instance)",
+                (epochs[at], ceiling),
+                xytext=(6, -26),
+                textcoords="offset points",
+                fontsize=7,
+                color=_colour(r, measured),
+            )
     shown = crossings[crossings["epochs"] <= top]
     for _, c in shown.iterrows():
         ax.plot(c["epochs"], c["usd_at"], "o", color="black", markersize=4)
@@ -54,7 +69,7 @@ def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compil
         xlabel=f"epochs over {job.rows:,} rows (dotted: the job, {job.epochs:g})",
         ylabel="job cost, USD",
         xlim=(0, top),
-        ylim=(0, None),
+        ylim=(0, ceiling),
         title=f"{title}\n"
         + (f"{d['setup'].iloc[0]}\n" if d["setup"].nunique() == 1 else "")
         + ("(dots: break-even epochs)" if len(shown) else "(no break-even in this range)"),
@@ -84,7 +99,7 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
     panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
     drawn = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
     with plot_style.theme():
-        fig, axes = plot_style.figure(len(drawn), width=5.8, height=5.6)
+        fig, axes = plot_style.figure(len(drawn), width=6.4, height=6.0)
         for ax, (pair, title, d) in zip(axes, drawn):
             crossings = breaks[(breaks["family"] == pair[0]) & breaks["epochs"].notna()]
             _panel(ax, d, crossings, job, title, pair[0])
@@ -94,8 +109,14 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
                 plot_style.key(fig, Patch(facecolor="white", label=why))
         price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance"
         cache = ", warm cache" if job.warm_cache else ""
+        drawn_rows = pd.concat([p[2] for p in drawn])
+        lines = (
+            "every line published (dashed):\nno measured run of a like configuration is drawn"
+            if len(drawn_rows) and (drawn_rows["source"] == "published").all()
+            else "solid: measured, dashed: published"
+        )
         fig.suptitle(
-            f"Job cost against epochs (dashed: published)\none-off compile shared by "
+            f"Job cost against epochs\n{lines};\none-off compile shared by "
             f"{job.runs_sharing_cache} run(s){cache}, then $ per epoch,\n"
             f"priced at {price}: on-demand us-east-1"
         )

@@ -75,7 +75,8 @@ def _instance_cell(r) -> str:
         else []
     )
     notes += [r["price_note"]] if r["price_note"] else []
-    return f"{r['instance']}: whole {money(r['usd_whole_h'])}/h, shared {money(r['usd_share_h'])}/h" + (
+    name = r["instance"] if isinstance(r["instance"], str) else "no instance priced"
+    return f"{name}: whole {money(r['usd_whole_h'])}/h, shared {money(r['usd_share_h'])}/h" + (
         f" ({'; '.join(notes)})" if notes else ""
     )
 
@@ -91,6 +92,11 @@ def markdown(table: pd.DataFrame, breaks: pd.DataFrame, job, figure: str | None 
     link), the rules and prices, the conclusion last."""
     target = f", target {job.target_accuracy:.0%} validation accuracy" if job.target_accuracy else ""
     price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance (a single user)"
+    basis, other = (
+        ("one accelerator's share", "whole instance")
+        if job.shared_instance
+        else ("whole instance", "one accelerator's share")
+    )
     question = (
         f"Which device for {job.epochs:g} epochs over {job.rows:,} training rows "
         f"({_who(job)}){target}, "
@@ -124,7 +130,8 @@ def markdown(table: pd.DataFrame, breaks: pd.DataFrame, job, figure: str | None 
             ],
             "s/epoch": table["epoch_s"].map(fmt),
             "job s": at_least + table["job_s"].map(fmt),
-            "job $": at_least + table["job_usd"].map(money),
+            f"job $ ({basis})": at_least + table["job_usd"].map(money),
+            f"job $ ({other}, beside)": at_least + table["job_usd_other"].map(money),
             "to target": table["target"],
             "$ to target": table["target_usd"].map(money),
             "energy (training)": table["energy"],

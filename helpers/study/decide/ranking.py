@@ -124,7 +124,8 @@ def measured_price(row) -> tuple[str | None, float, str, float]:
         key, units = "trn1-chip", math.ceil(devices / CORES_PER_TRN1_CHIP)
     else:  # m6i prices scale with size: 2k vCPUs cost k x the 2-vCPU instance
         key, units = CPU_STANDIN, math.ceil(_count(row.get("threads"), CPU_STANDIN_VCPUS) / CPU_STANDIN_VCPUS)
-    listed = row.get("instance") if family != "cpu" else None
+    listed = row.get("instance") if family in ("gpu", "trn1") else None  # XLA on the CPU is priced as the CPU
+    listed = listed if isinstance(listed, str) else None  # a record without one: None, never NaN
     instance, usd_h, note = prices.accelerator_price(listed, key, units)
     return instance, usd_h, note, prices.whole_instances_price(instance, units)
 
@@ -247,6 +248,8 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
     t["epoch_usd"] = job_cost.usd(t["epoch_s"], t["usd_per_h"])
     t["job_s"] = job_cost.wall_s(t["one_off_s"].fillna(0), t["epoch_s"], job.epochs)
     t["job_usd"] = job_cost.usd(t["job_s"], t["usd_per_h"])
+    # the other basis, shown beside: a single user's bill against one accelerator's share (the study's)
+    t["job_usd_other"] = job_cost.usd(t["job_s"], t["usd_whole_h"] if job.shared_instance else t["usd_share_h"])
     t["target_usd"] = job_cost.usd(t["target_s"], t["usd_per_h"])
     t["lower_bound"] = t["one_off_s"].isna()  # a compiled device whose compile time is unknown
     marks = {i: [] for i in t.index}

@@ -45,8 +45,9 @@ def agreement_markdown(df: pd.DataFrame) -> str:
                 }
             )
     head = (
-        "Identical configurations timed by different suites (static padding, same model, batch, length, "
-        "precision, device and threads, not profiled: train_subset does not change a step) "
+        "Identical configurations timed by different suites (static padding; the same device, threads, "
+        "model, batch, length, precision, LLRD, optimizer, LoRA, preset and compiler flags, every parameter "
+        "that changes a step's work; not profiled: train_subset, the lr and the seed do not change a step) "
         "should agree within "
         "the range between their runs."
     )

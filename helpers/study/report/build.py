@@ -1,5 +1,5 @@
-"""Every table and plot of the report from the run records: Experiment/<suite>.md, Experiment/REPORT.md
-and Pictures/*.png.
+"""Every table and plot of the report from the run records: Experiment/<suite>.md, Experiment/claims.md,
+Experiment/REPORT.md and Pictures/*.png.
 
     python -m helpers.study.report [--results Experiment/results]
 
@@ -22,7 +22,8 @@ import pandas as pd
 from helpers.run import records
 from helpers.run.paths import repo_path
 from helpers.study import frame
-from helpers.study.claims import findings
+from helpers.study.claims import accuracy, findings
+from helpers.study.claims.verdict import prepare
 from helpers.study.decide import ranking
 from helpers.study.frame import current_points
 from helpers.study.notation import fmt, header
@@ -112,12 +113,14 @@ def build_report(
     suites = find_suites(suites_dir)
     df, skipped = frame.load(results, include_fixtures)
     current = current_points(df, suites)
+    if len(current):  # the claims' criterion, over every suite's runs, for the tables too
+        current = current.assign(learned=accuracy.learned(prepare(current)))
     pictures = {}
     if plots:
         from helpers.study.report.plots import make_all  # matplotlib only where figures are drawn
 
         pictures = make_all(current, pictures_dir, published_dir, command)
-    head, written, bodies = header(command), [], []
+    head, written = header(command), []
     for suite in suites:
         whole = suite.kind == "derived" and not suite.report.get("source")  # e.g. the roofline: every run
         source = suite.report.get("source") or suite.name
@@ -135,7 +138,6 @@ def build_report(
         path = out_dir / f"{suite.name}.md"
         path.write_text(f"{head}\n\n{text}")
         written.append(path)
-        bodies.append(text)
     shown = results.relative_to(repo_path(".")) if results.is_relative_to(repo_path(".")) else results
     note = (
         f"{len(df)} records below `{shown}`, "
@@ -143,12 +145,20 @@ def build_report(
         + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "")
         + "."
     )
+    table = findings.findings(current, published_dir)
+    claims = out_dir / "claims.md"
+    claims.write_text(f"{head}\n\n# The study's claims, one by one\n\n{findings.markdown(table)}")
     intro = [
         head,
         "",
         "# BERT fine-tuning on dair-ai/emotion: the report",
         "",
-        findings.markdown(findings.findings(current, published_dir)),
+        findings.bottom_line(df, table),
+        "",
+        findings.summary(table, page="claims.md", quotes=False),
+        "",
+        findings.counts(table)
+        + " Each claim's words in the study, its rule, evidence and verdict: [claims.md](claims.md).",
         "",
         "Published columns are the original study's figures (Experiment/published/README.md), "
         "never results of this repository. "
@@ -169,10 +179,16 @@ def build_report(
         "",
         agreement_markdown(current),
         "",
+        "## Sections",
+        "",
+        "Each suite's tables and figures are on a page of their own:",
+        "",
+        *[f"- [{suite.order}. {suite.title}]({suite.name}.md)" for suite in suites],
+        "",
     ]
     report = out_dir / "REPORT.md"
-    report.write_text("\n".join(intro) + "\n" + "\n".join(bodies))
-    return written + [report] + [p for ps in pictures.values() for p in ps]
+    report.write_text("\n".join(intro))
+    return written + [claims, report] + [p for ps in pictures.values() for p in ps]
 
 
 def unusable_results(results: Path) -> str | None:

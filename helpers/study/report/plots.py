@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
@@ -22,8 +21,8 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from helpers.calc.facts import load_device_peaks
 from helpers.run.paths import repo_path
 from helpers.study import plot_style
-from helpers.study.frame import SHARES
-from helpers.study.report import plots_tuning
+from helpers.study.frame import SHARES, profiled
+from helpers.study.report import plots_tuning, tables
 
 ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
 STUDY_DEVICES = ("t4", "l4", "a100-40gb", "trn1-core")  # the study's devices, whose capacities are drawn
@@ -46,9 +45,28 @@ def batch_scaling(df, published_dir):
     d = plot_style.rows(df, "batch_scaling", "samples_per_s")
     if d.empty:
         return None
-    fig, (a, b) = plot_style.figure(2)
-    plot_style.log_y(a, plot_style.lines(a, d, "batch", "samples_per_s", suffix=plot_style.runs_text))
-    plot_style.log_y(b, plot_style.lines(b, d, "batch", "step_ms", suffix=plot_style.runs_text))
+    fig, (a, b) = plot_style.figure(2, height=4.2)
+
+    def said(g: pd.DataFrame) -> str:
+        return (
+            f"{'/'.join(sorted(set(g['precision'].dropna().astype(str)))) or 'precision?'}, {plot_style.runs_text(g)}"
+        )
+
+    plot_style.log_y(a, plot_style.lines(a, d, "batch", "samples_per_s", suffix=said))
+    plot_style.log_y(b, plot_style.lines(b, d, "batch", "step_ms", suffix=said))
+    for device, g in d.groupby("device", sort=False):  # an accelerator waiting on its host, said at its line
+        if tables.host_bound(g, device):
+            last = g.groupby("batch")["step_ms"].median()
+            b.annotate(
+                f"{g['who'].iloc[0]}: flat step, host-bound\n(the device waits on the host:\n"
+                "its samples/s measure the host)",
+                (last.index[-1], last.iloc[-1]),
+                xytext=(-150, 30),
+                textcoords="offset points",
+                fontsize=7,
+                color=g["colour"].iloc[0],
+                arrowprops={"arrowstyle": "->", "color": g["colour"].iloc[0], "linewidth": 0.8},
+            )
     a.set(title=f"Throughput vs batch\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     b.set(
         title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
@@ -61,8 +79,10 @@ def batch_scaling(df, published_dir):
 
 
 def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
-    """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series."""
+    """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series; never
+    a profiled run (the profiler slows the steps it watches: another configuration, not another sweep)."""
     other = plot_style.rows(df, suite, "step_ms", "max_length")
+    other = other[~profiled(other)]
     keys = ["device_key", "model", "batch", "precision"]
     series = d.drop_duplicates(keys).set_index(keys)["series"]
     other = other.join(series.rename("same"), on=keys, how="inner")
@@ -79,7 +99,7 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
             "markerfacecolor": "white",
             "markersize": 7,
             "linestyle": "none",
-            "label": f"{series}: profile_memory suite (same configuration, another sweep)",
+            "label": f"{series}: profile_memory suite, unprofiled runs (same configuration, another sweep)",
         }
         agg = plot_style.spread(g, "max_length", "step_ms")
         b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
@@ -139,7 +159,11 @@ def seq_len(df, published_dir):
     return fig
 
 
-def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle: str, label: str) -> None:
+# one dash pattern per roof, beside its device's colour: two CPUs' roofs a few percent apart stay apart
+ROOF_DASHES = ((0, (6, 2)), (0, (1, 1.5)), (0, (4, 1.5, 1, 1.5)), (0, (8, 2, 1, 2, 1, 2)), (0, (2, 3)), (0, (10, 3)))
+
+
+def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle, label: str) -> None:
     """Draw min(peak, intensity x bandwidth) over `xs` (only the flat roof where the bandwidth is unknown)."""
     ys = np.full_like(xs, peak) if np.isnan(bw_gbps) else np.minimum(peak, xs * bw_gbps / 1000)
     ax.plot(xs, ys, color=colour, linestyle=linestyle, label=label)
@@ -190,7 +214,8 @@ def roofline(df, published_dir):
         if b > 0
     ]
     xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
-    fig, (ax,) = plot_style.figure(1, width=9.5, height=6.0)
+    # tall: five decades of TFLOP/s need the height, and the legend below takes a third of it
+    fig, (ax,) = plot_style.figure(1, width=10.0, height=11.0)
     for (who, dtype), g in d.groupby(["who", "compute_dtype"], sort=False):
         ax.scatter(
             g["ai"],
@@ -201,14 +226,13 @@ def roofline(df, published_dir):
             facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none",
             linewidths=1.3,
             zorder=3,
-            label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'})",
+            label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'}; FLOP/byte a model)",
         )
-    for (who, dtype), (peak, bw, colour, source) in roofs.items():
-        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:.3g} GB/s"
+    for i, ((who, dtype), (peak, bw, colour, source)) in enumerate(roofs.items()):
+        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:,.0f} GB/s"
         peak_text = f"{peak:.3g} TFLOP/s" + ("" if source == "published" else f" ({source})")
-        _roof(
-            ax, xs, peak, bw, colour, "--" if dtype == "bf16" else ":", f"roof: {who} {dtype}: {peak_text}, {bw_text}"
-        )
+        dashes = ROOF_DASHES[i % len(ROOF_DASHES)]
+        _roof(ax, xs, peak, bw, colour, dashes, f"roof: {who} {dtype}: {peak_text}, {bw_text}")
     _roof(
         ax,
         xs,
@@ -227,7 +251,8 @@ def roofline(df, published_dir):
         markersize=10,
         linestyle="none",
         zorder=4,
-        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}",
+        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}; "
+        "FLOP/byte profiled, not a model",
     )
     ax.annotate(
         "",
@@ -235,8 +260,16 @@ def roofline(df, published_dir):
         xytext=(ai.iloc[0], tf.iloc[0]),
         arrowprops={"arrowstyle": "->", "color": plot_style.published_colour("trn1"), "linewidth": 1.5},
     )
-    for b, x, y in zip(traj["batch"], ai, tf):
-        ax.annotate(f"b{b}", (x, y), xytext=(0, -15), textcoords="offset points", ha="center", fontsize=8)
+    for b, x, y in zip(traj["batch"], ai, tf):  # above the crosses, clear of the GPU's squares below them
+        ax.annotate(
+            f"trn1 b{b} (profiled)",
+            (x, y),
+            xytext=(0, 12),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )
     peaks = [r[0] for r in roofs.values()] + [study["peak_tflops"]]
     plot_style.log_axis(ax.xaxis, xs[0], xs[-1])
     plot_style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
@@ -249,6 +282,19 @@ def roofline(df, published_dir):
     return fig
 
 
+# op class -> (colour, hatch): saturated hues told apart, the host gap (no op running) hatched white
+OP_COLOURS = {
+    "matmul": (plot_style.PALETTE[0], None),
+    "attention": (plot_style.PALETTE[1], None),
+    "elementwise_norm_act": (plot_style.PALETTE[2], None),
+    "optimizer": (plot_style.PALETTE[4], None),
+    "copy_data_movement": (plot_style.PALETTE[8], None),
+    "other": (plot_style.PALETTE[7], None),
+    "host_gap": ("white", "///"),
+}
+LABELLED_PCT = 3.0  # a narrower segment has no room for its figure: it is written beside the bar
+
+
 def profile(df, published_dir):
     """Share of a training step's profiled time by op class, per device and length, as stacked bars."""
     columns = [f"share_{s}" for s in SHARES]
@@ -256,13 +302,35 @@ def profile(df, published_dir):
     if d.empty:
         return None
     shares = d.groupby(["series", "max_length"], sort=False)[columns].mean().fillna(0)
-    fig, (ax,) = plot_style.figure(1, width=8.5, height=0.45 * len(shares) + 1.8)
+    fig, (ax,) = plot_style.figure(1, width=10.0, height=0.5 * len(shares) + 1.9)
     left = np.zeros(len(shares))
     y = np.arange(len(shares))[::-1]
-    for column, colour in zip(columns, sns.color_palette("pastel", len(columns))):
-        bars = ax.barh(y, shares[column], left=left, color=colour, label=OP_CLASSES[column[6:]])
-        ax.bar_label(bars, [f"{w:.0f}" if w >= 8 else "" for w in shares[column]], label_type="center", fontsize=7)
+    for column in columns:
+        colour, hatch = OP_COLOURS[column[6:]]
+        bars = ax.barh(
+            y,
+            shares[column],
+            left=left,
+            color=colour,
+            hatch=hatch,
+            edgecolor="0.3" if hatch else colour,
+            label=OP_CLASSES[column[6:]],
+        )
+        dark = column[6:] in ("matmul", "other")  # white figures on the dark segments
+        ax.bar_label(
+            bars,
+            [f"{w:.0f}" if w >= LABELLED_PCT else "" for w in shares[column]],
+            label_type="center",
+            fontsize=7,
+            color="white" if dark else "black",
+        )
         left += shares[column].to_numpy()
+    for yi, (_, row) in zip(y, shares.iterrows()):  # the segments too narrow for a figure, said beside the bar
+        small = [
+            f"{OP_CLASSES[c[6:]].split(',')[0].split(' (')[0]} {v:.1f}%" for c, v in row.items() if 0 < v < LABELLED_PCT
+        ]
+        if small:
+            ax.text(101, yi, "; ".join(small), va="center", fontsize=7, clip_on=False)
     ax.set_yticks(y, [f"{s}, L={int(L)}" for s, L in shares.index])
     ax.set(
         xlim=(0, 100),
@@ -272,8 +340,24 @@ def profile(df, published_dir):
     return fig
 
 
+def _own_config(model_name: str):
+    """Return the BertConfig of a measured model (MiniLM from its installed package), None where not at hand."""
+    from transformers import BertConfig
+
+    from helpers.run import models
+
+    if model_name == "bert-base-uncased":
+        return BertConfig(num_labels=6)
+    try:
+        return BertConfig.from_pretrained(models.minilm_dir(), num_labels=6) if model_name == "minilm" else None
+    except (ImportError, OSError):  # the package that holds MiniLM is not installed here
+        return None
+
+
 def memory(df, published_dir):
-    """Measured peak memory against batch per device, bert-base estimates (helpers/calc/memory.py), capacities."""
+    """Measured peak memory against batch, device memory (CUDA max allocated) and host memory (process RSS) on
+    axes of their own, each measured series beside the estimate of its own model (helpers/calc/memory.py),
+    bert-base's estimates and the capacities on the device panel."""
     from transformers import BertConfig
 
     from helpers.calc.memory import GIB, estimate_train_memory
@@ -282,46 +366,71 @@ def memory(df, published_dir):
     if d.empty:
         return None
     d = d.assign(series=d["series"] + ", L=" + d["max_length"].astype(int).astype(str))
-    fig, (ax,) = plot_style.figure(1, width=8.0, height=4.6)
-    plot_style.lines(ax, d, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
+    kinds = [
+        (kind, g)
+        for kind, g in (
+            ("device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
+            ("host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
+        )
+        if len(g)
+    ]
+    fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)
+    batches = range(2, 65)  # the suites' batches span 2..64
     ranges = pd.concat([plot_style.spread(g, "batch", "mem_gib") for _, g in d.groupby("series")])
     within = ((ranges["hi"] - ranges["lo"]) / ranges["mid"]).max()
-    batches = range(2, 65)  # the suites' batches span 2..64
-    cfg = BertConfig(num_labels=6)
-    for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), (":", "--", "-.")):
-        est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
-        ax.plot(
-            batches,
-            est,
-            color="black",
-            linestyle=ls,
-            linewidth=1,
-            label=f"estimate: bert-base, L={length}, {mode}, AdamW",
+    for ax, (kind, g) in zip(axes, kinds):
+        plot_style.lines(ax, g, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
+        device = kind.startswith("device")
+        for series, s in g.groupby("series", sort=False):  # the estimate of the measured model, beside it
+            r = s.iloc[0]
+            cfg = _own_config(str(r["model_name"]))
+            if cfg is None:
+                continue
+            mode = "bf16" if str(r["compute_dtype"]) == "bf16" else "fp32"
+            est = [
+                estimate_train_memory(cfg, int(b), int(r["max_length"]), mode, device_type="cuda" if device else "cpu")[
+                    "total"
+                ]
+                / GIB
+                for b in batches
+            ]
+            ax.plot(batches, est, color=r["colour"], linestyle=":", linewidth=1.2, label=f"model: {series}, {mode}")
+        ax.set(
+            xlabel="batch size, samples per step",
+            ylabel="peak memory, GiB",
+            title=f"{kind[0].upper()}{kind[1:]}",
         )
-    peaks = load_device_peaks().set_index("key")
-    measured = [ROOF_KEYS.get(plot_style.family(r), plot_style.family(r)) for _, r in d.iterrows()]
-    capacity: dict[float, list[str]] = {}
-    for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
-        if key in peaks.index and key != "host":
-            name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(key, plot_style.CUDA_SHORT.get(key, key))
-            capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
-    for gib in capacity:
-        ax.axhline(gib, color="gray", linewidth=0.8)
-    plot_style.log2_axis(ax.xaxis, set(d["batch"]) | {2, 4, 8, 16, 32, 64})
-    plot_style.log_axis(ax.yaxis, min(d["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
-    ax.set(
-        xlabel="batch size, samples per step",
-        ylabel="peak memory, GiB",
-        title="Memory vs batch: measured peaks, estimates, device capacities\n"
-        "(measured: CUDA max allocated on GPUs, process RSS elsewhere;\n"
-        f"median of {plot_style.count_text(ranges['runs'])} runs, which differ by at most "
-        f"{within:.0%}: no bars)",
+        plot_style.log2_axis(ax.xaxis, set(g["batch"]) | {2, 4, 8, 16, 32, 64})
+        if not device:
+            plot_style.log_axis(ax.yaxis, ax.get_ylim()[0] / 1.5, ax.get_ylim()[1] * 1.5)
+            continue
+        cfg = BertConfig(num_labels=6)
+        for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), ("-", "--", "-.")):
+            est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
+            ax.plot(
+                batches, est, color="black", linestyle=ls, linewidth=1, label=f"model: bert-base, L={length}, {mode}"
+            )
+        peaks = load_device_peaks().set_index("key")
+        measured = [ROOF_KEYS.get(plot_style.family(r), plot_style.family(r)) for _, r in g.iterrows()]
+        capacity: dict[float, list[str]] = {}
+        for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
+            if key in peaks.index and key != "host":
+                name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(
+                    key, plot_style.CUDA_SHORT.get(key, key)
+                )
+                capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
+        for gib in capacity:
+            ax.axhline(gib, color="gray", linewidth=0.8)
+        plot_style.log_axis(ax.yaxis, min(g["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
+        right = ax.twinx()
+        right.set(yscale="log", ylim=ax.get_ylim())
+        right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
+        right.yaxis.set_minor_locator(NullLocator())
+        right.grid(False)
+    fig.suptitle(
+        "Memory vs batch: measured peaks beside their model's estimate (dotted), device capacities\n"
+        f"(median of {plot_style.count_text(ranges['runs'])} runs, which differ by at most {within:.0%}: no bars)"
     )
-    right = ax.twinx()
-    right.set(yscale="log", ylim=ax.get_ylim())
-    right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
-    right.yaxis.set_minor_locator(NullLocator())
-    right.grid(False)
     return fig
 
 
@@ -331,33 +440,47 @@ def small_batch(df, published_dir):
     d, speed = (plot_style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
     if d.empty and speed.empty:
         return None
-    d = d[d["util_pct"].notna()]
+    # an accelerator's utilization only: a CPU process's % says nothing of the claim (GPU against trn1)
+    d = d[d["util_pct"].notna() & (d["device_type"] != "cpu")]
     metrics = list(dict.fromkeys(d["util_metric"]))
     fig, axes = plot_style.figure(2 + len(metrics), width=5.0, height=3.8)
     a, b, own = axes[0], axes[-1], axes[1:-1]
     pub = plot_style.published(published_dir, "small_batch_util.csv")
-    for column, device, what, marker in (
-        ("a100_sm_util_pct", "A100", "SM utilization %", "X"),
-        ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X"),
-        ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P"),
+    for column, device, what, marker, colour in (
+        ("a100_sm_util_pct", "A100", "SM utilization %", "X", plot_style.published_colour("A100")),
+        ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X", plot_style.published_colour("trn1")),
+        (
+            "trn_vector_engine_util_pct",
+            "trn1",
+            "vector engine active %",
+            "P",
+            plot_style.DARK[5],
+        ),  # not trn1's amber twice
     ):
         a.plot(
             pub["batch"],
             pub[column],
-            color=plot_style.published_colour(device),
+            color=colour,
             marker=marker,
             markersize=8,
             linestyle="--" if marker == "X" else ":",
             label=f"published ({device} · bert-base): {what}",
         )
-    a.set(title="Published: A100 SM % and trn1 engine %", ylabel="utilization, %", ylim=(0, 105))
+    a.set(
+        title="Published: A100 SM % and trn1 engine %"
+        + ("" if metrics else "\n(no accelerator's utilization measured here)"),
+        ylabel="utilization, %",
+        ylim=(0, 105),
+    )
     for ax, metric in zip(own, metrics):
         plot_style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=plot_style.runs_text)
         ax.set(title=f"Measured:\n{metric}\n(median of runs; bars: their range)", ylabel="%", ylim=(0, 105))
     plot_style.log_y(b, plot_style.lines(b, speed, "batch", "samples_per_s", suffix=plot_style.runs_text))
     b.set(title=f"Throughput at small batches\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
-    for ax in axes:
-        plot_style.log2_axis(ax.xaxis, sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"])))
+    batches = sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"]))
+    for ax in axes:  # one extent on every panel, so a batch sits at one place across them
+        plot_style.log2_axis(ax.xaxis, batches)
+        ax.set_xlim(batches[0] / 1.25, batches[-1] * 1.25)
         ax.set_xlabel("batch size, samples per step")
     return fig
 

@@ -1,8 +1,8 @@
 """The report's figures of what the study tuned: LR x LLRD, precision modes, and the baseline -> optimized speedup.
 
 Accuracies are percent; an interval is 95%, over seeds (several runs) or the test set (one run), from
-helpers/study/claims/accuracy.py. Heatmap cells within NEAR_MAJORITY of always answering the commonest label
-learned ~nothing and are marked. The study's published accuracies (bert-base on trn1) stand beside
+helpers/study/claims/accuracy.py. Cells and points that did not learn (the claims' criterion, the frame's
+`learned` column) are hatched or hollow. The study's published accuracies (bert-base on trn1) stand beside
 measured bert-base runs, and as differences beside any model's.
 """
 
@@ -16,7 +16,6 @@ from matplotlib.patches import Patch, Rectangle
 
 from helpers.study import plot_style
 from helpers.study.claims import accuracy
-from helpers.study.frame import NEAR_MAJORITY
 
 # precision mode: its tick label (bf16-pure rounds each weight update to nearest or stochastically)
 MODES = {
@@ -26,7 +25,7 @@ MODES = {
     "bf16-pure-sr": "bf16-pure\nstochastic",
 }
 HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
-NEAR = "0.7"  # the near-majority cells, off the colour scale: light enough for dark text through the hatching
+NEAR = "0.7"  # cells that did not learn, below the colour scale: light enough for dark text through the hatching
 CMAP = colormaps["viridis"].with_extremes(under=NEAR)
 STUDY_TEST_ROWS = 2000  # dair-ai/emotion's test split: the rows the study's accuracies are counted on
 STUDY_TRAIN_ROWS = 16_000  # its train split, which the study trained on for 3 epochs (report 5.8)
@@ -40,20 +39,25 @@ def _decay(value) -> str:
 
 def _grid(d: pd.DataFrame, value: str, lrs, decays, rows: int | None = None) -> tuple[pd.DataFrame, ...]:
     """Return mean accuracy % by (lr, decay), the 95% half-width in points (over seeds; one run or a published
-    mean: the test set's sampling error at `rows`), and whether each cell ended near the majority class."""
-    g = d.groupby(["lr", "decay"]).agg(acc=(value, "mean"), majority=("majority", "mean"))
+    mean: the test set's sampling error at `rows`), and whether each cell did not learn (the claims' criterion,
+    the frame's `learned` column; published cells have none)."""
+    d = d.assign(unlearned=~d["learned"].astype(bool) if "learned" in d else False)
+    g = d.groupby(["lr", "decay"]).agg(acc=(value, "mean"), unlearned=("unlearned", "any"))
     half = d.groupby(["lr", "decay"])[value].agg(lambda v: _interval(v, rows)[1] if v.count() > 1 or rows else np.nan)
     grid = g["acc"].unstack().reindex(index=lrs, columns=decays) * 100
-    near = ((g["acc"] - g["majority"]) < NEAR_MAJORITY).unstack().reindex(index=lrs, columns=decays)
+    near = g["unlearned"].unstack().reindex(index=lrs, columns=decays)
     return grid, near.fillna(False).astype(bool), half.unstack().reindex(index=lrs, columns=decays)
 
 
 def colour_range(panels: list[tuple[pd.DataFrame, ...]]) -> tuple[float, float]:
-    """Return one accuracy range for every panel (learned cells only), so one colour means one accuracy."""
+    """Return one accuracy range for the panels' learned cells, widened by their largest 95% half-width, so
+    two cells whose intervals overlap never read as far apart in colour."""
     learned = np.concatenate([g.to_numpy(dtype=float)[~n.to_numpy() & ~g.isna().to_numpy()] for g, n, *_ in panels])
     every = np.concatenate([g.to_numpy(dtype=float).ravel() for g, *_ in panels])
+    halves = np.concatenate([h.to_numpy(dtype=float)[~n.to_numpy()] for _, n, h in panels])
+    pad = float(np.nanmax(halves)) if np.isfinite(halves).any() else 0.05
     lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(every), np.nanmax(every))
-    return lo - 0.05, hi + 0.05
+    return lo - pad, hi + pad
 
 
 def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
@@ -99,19 +103,20 @@ def lr_llrd(df, published_dir):
     decays = ["none"] + sorted((set(d["decay"]) | set(pub["decay"])) - {"none"}, key=float, reverse=True)
     seeds = lambda g: f"mean of {g['seed'].nunique()} seeds" if g["seed"].nunique() > 1 else "one seed"  # noqa: E731
     panels = [
-        (f"{s}\nmeasured, {seeds(g)}", _grid(g, "test_acc", lrs, decays, int(g["test_rows"].max())))
+        (f"{s}\nmeasured, {seeds(g)}; {workload(g)}", _grid(g, "test_acc", lrs, decays, int(g["test_rows"].max())))
         for s, g in d.groupby("series", sort=False)
     ]
     panels.append(
         (
-            f"published (trn1 · bert-base)\nmean of 2 runs; ± test set at n={STUDY_TEST_ROWS:,}",
+            f"published (trn1 · bert-base)\nmean of 2 runs, ± test set at n={STUDY_TEST_ROWS:,}; {STUDY_WORKLOAD}",
             _grid(pub, "accuracy", lrs, decays, STUDY_TEST_ROWS),
         )
     )
-    fig, axes = plot_style.figure(len(panels), width=4.4, height=3.8)
-    vrange = colour_range([cells for _, cells in panels])
+    fig, axes = plot_style.figure(len(panels), width=5.4, height=3.9)
+    # a colour scale per panel: another model and budget, its accuracies are not on the others' scale, and one
+    # scale would saturate the published panel and hide its differences
     for ax, (title, cells) in zip(axes, panels):
-        _heatmap(ax, cells, title, vrange)
+        _heatmap(ax, cells, title, colour_range([cells]))
     plot_style.key(
         fig,
         Patch(
@@ -121,10 +126,8 @@ def lr_llrd(df, published_dir):
         ),
     )
     if any(near.to_numpy().any() for _, (_, near, _) in panels):
-        share = d["majority"].dropna()
-        text = f" ({100 * share.mean():.1f}%)" if len(share) else ""
-        label = f"within {100 * NEAR_MAJORITY:.0f} points of always answering the commonest label{text}"
-        plot_style.key(fig, Patch(facecolor=NEAR, label=f"{label}: learned ~nothing", **HATCH))
+        label = "did not learn: mean over 5 points under the best its model reached on that device at that budget"
+        plot_style.key(fig, Patch(facecolor="white", label=f"{label} (hatched; the claims' criterion)", **HATCH))
     if any(grid.isna().to_numpy().any() for _, (grid, *_) in panels):
         plot_style.key(fig, Patch(facecolor="0.88", label="not run"))
     return fig
@@ -137,8 +140,11 @@ def _interval(values, rows=None) -> tuple[float, float]:
     return 100 * mean, 0.0 if np.isnan(half) else 100 * half
 
 
-def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.DataFrame, label: str) -> None:
-    """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device."""
+def _points(
+    ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.DataFrame, label: str, hollow: bool = False
+) -> None:
+    """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device
+    (hollow: a figure that cannot speak, an arm that did not learn)."""
     if stats:
         mean, half = zip(*stats)
         ax.errorbar(
@@ -148,8 +154,20 @@ def _points(ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.
             linestyle="none",
             marker=g["marker"].iloc[0],
             color=g["colour"].iloc[0],
+            markerfacecolor="white" if hollow else g["colour"].iloc[0],
             label=label,
         )
+
+
+def _why_not(arms: pd.DataFrame) -> list[str]:
+    """Return why a difference between these arms is not the mode's effect: an arm that did not learn (the
+    claims' learning floor, the `learned` column), arms on unlike optimizers."""
+    why = []
+    if "learned" in arms and not arms["learned"].astype(bool).all():
+        why.append("an arm did not learn")
+    if arms.groupby("precision")["optimizer"].first().nunique() > 1:
+        why.append("unlike optimizers")
+    return why
 
 
 def sampling_error(acc: float, rows: int = STUDY_TEST_ROWS) -> float:
@@ -177,11 +195,23 @@ def precision(df, published_dir):
         "label": f"published (trn1 · bert-base), one run each; bars: test-set sampling error at "
         f"n={STUDY_TEST_ROWS:,} (95%)",
     }
+    learned = d["learned"].astype(bool) if "learned" in d else pd.Series(True, index=d.index)
     for ax, length in zip(axes, lengths):
         for s in series:
             g = d[(d["series"] == s) & (d["max_length"] == length)].groupby("precision")
             stats = {m: _interval(x["test_acc"], x["test_rows"].max()) for m, x in g}
-            _points(ax, [modes.index(m) for m in stats], list(stats.values()), shift[s], d[d["series"] == s], s)
+            flat = {m: bool(learned[x.index].all()) for m, x in g}
+            for ok in (True, False):
+                ms = [m for m in stats if flat[m] is ok]
+                _points(
+                    ax,
+                    [modes.index(m) for m in ms],
+                    [stats[m] for m in ms],
+                    shift[s],
+                    d[d["series"] == s],
+                    s if ok else f"{s}: did not learn (hollow; the claims' floor)",
+                    hollow=not ok,
+                )
         p = pub[(pub["max_length"] == length) & pub["precision"].isin(modes)]
         if (d["model"] == "bert-base").any():  # published runs are bert-base: beside bert-base runs only
             ax.errorbar(
@@ -202,16 +232,23 @@ def precision(df, published_dir):
         ax.set_ylim(lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo))
     ax = axes[-1]
     for s in series:
-        diffs = accuracy.paired_diffs(d[d["series"] == s], "precision", "bf16-pure-sr", "bf16-pure", "max_length")
+        mine = d[d["series"] == s]
+        diffs = accuracy.paired_diffs(mine, "precision", "bf16-pure-sr", "bf16-pure", "max_length")
         diffs = {int(L): v for L, v in diffs.items() if int(L) in lengths}
-        _points(
-            ax,
-            [lengths.index(L) for L in diffs],
-            [_interval(np.array(v)) for v in diffs.values()],
-            shift[s],
-            d[d["series"] == s],
-            s,
-        )
+        for L, v in diffs.items():
+            arms = mine[(mine["max_length"] == L) & mine["precision"].isin(("bf16-pure", "bf16-pure-sr"))]
+            why = _why_not(arms.assign(learned=learned[arms.index]))
+            mean, half = _interval(np.array(v))
+            _points(ax, [lengths.index(L)], [(mean, half)], shift[s], mine, s, hollow=bool(why))
+            if why:  # the difference is drawn, and said not to be stochastic rounding's effect
+                ax.annotate(
+                    "not an SR effect:\n" + ",\n".join(why),
+                    (lengths.index(L) + shift[s], mean),
+                    xytext=(8, 0),
+                    textcoords="offset points",
+                    fontsize=7,
+                    va="center",
+                )
     wide = pub.pivot_table(index="max_length", columns="stochastic_rounding", values="accuracy")
     effect = ((wide["on"] - wide["off"]) * 100).reindex(lengths).dropna()
     band = [np.hypot(sampling_error(wide.loc[L, "on"]), sampling_error(wide.loc[L, "off"])) for L in effect.index]
@@ -268,30 +305,41 @@ def speedup(df, published_dir):
                 None,
             )
         )
-    order = list(dict.fromkeys(b[0] for b in bars))
-    bars.sort(key=lambda b: (order.index(b[0]), b[4] is not None))
-    fig, (ax,) = plot_style.figure(1, width=8.0, height=0.6 * len(bars) + 1.6)
-    y = np.arange(len(bars))[::-1]
-    for yi, (_, label, value, colour, hatch, spread) in zip(y, bars):
-        ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else None)
-        if spread:  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
-            ax.errorbar(
-                value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4, linewidth=1.0
+    # measured (MiniLM, its own rows) and published (bert-base, the study's job) on axes of their own: a
+    # speedup of one workload is not on the other's scale
+    groups = [
+        (f"measured here ({', '.join(sorted({b[1].split(' · ')[-1].split(' (')[0] for b in mine}))})", mine)
+        for mine in [[b for b in bars if b[4] is None]]
+        if mine
+    ] + [("published by the study (bert-base, 16,000 rows × 3 epochs)", [b for b in bars if b[4] is not None])]
+    groups = [(t, g) for t, g in groups if g]
+    fig, axes = plot_style.figure(len(groups), width=8.0, height=0.6 * max(len(g) for _, g in groups) + 1.6, wrap=1)
+    for ax, (panel, group) in zip(axes, groups):
+        y = np.arange(len(group))[::-1]
+        for yi, (_, label, value, colour, hatch, spread) in zip(y, group):
+            ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else None)
+            if spread:  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
+                ax.errorbar(
+                    value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4, linewidth=1.0
+                )
+            right = spread[1] if spread else value
+            ax.text(
+                right,
+                yi,
+                f" {value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""),
+                va="center",
+                fontsize=8,
             )
-        right = spread[1] if spread else value
-        ax.text(
-            right,
-            yi,
-            f" {value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""),
-            va="center",
-            fontsize=8,
+        ax.set_yticks(y, [g[1] for g in group])
+        ax.set_xlim(0, max(g[5][1] if g[5] else g[2] for g in group) * 1.3)
+        published_panel = group[0][4] is not None
+        ax.set(
+            title=panel,
+            xlabel="speedup: baseline ÷ optimized train time, one run each (×)"
+            if published_panel
+            else "speedup: median baseline ÷ median optimized train time (×)",
         )
-    ax.set_yticks(y, [b[1] for b in bars])
-    ax.set_xlim(0, max(b[5][1] if b[5] else b[2] for b in bars) * 1.3)
-    ax.set(
-        title="Baseline → optimized: how many times faster training gets\n(each bar over its own rows × epochs)",
-        xlabel="speedup: baseline train time ÷ optimized train time (×)",
-    )
+    fig.suptitle("Baseline → optimized: how many times faster training gets")
     plot_style.key(
         fig,
         Patch(

@@ -185,6 +185,32 @@ def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
     )
 
 
+# a step whose time grows less than this while its batch grows HOST_BOUND_BATCHES-fold did not wait on the
+# accelerator's arithmetic: the host (Python, kernel launches, the input) set its pace
+HOST_BOUND_STEP_GROWTH, HOST_BOUND_BATCHES = 2.0, 4.0
+
+
+def host_bound(df: pd.DataFrame, device: str) -> str:
+    """Return a line saying an accelerator's step time stayed flat across the batches (the host bounds it, and
+    its samples/s measures the host, not the accelerator), or '' (a CPU is its own host)."""
+    rows = df[(df["device"] == device) & (df["device_type"] != "cpu") & df["step_ms"].notna()]
+    if rows.empty or (rows["device_type"] == "xla").all() and not rows["device.neuron"].astype(bool).any():
+        return ""
+    steps = rows.groupby("batch")["step_ms"].median().sort_index()
+    if len(steps) < 2:
+        return ""
+    batches, grown = steps.index[-1] / steps.index[0], steps.iloc[-1] / steps.iloc[0]
+    if batches < HOST_BOUND_BATCHES or grown >= HOST_BOUND_STEP_GROWTH:
+        return ""
+    return (
+        f"On {short_device(device)} the step is flat, {fmt(steps.min())}–{fmt(steps.max())} ms (medians of runs) "
+        f"at every batch from {_key(steps.index[0])} to {_key(steps.index[-1])} ({grown:.2f}x the time for "
+        f"{batches:.0f}x the samples): the device waited on the host (Python, kernel launches, the input), so its "
+        "samples/s here measures the host, not the accelerator's capacity, and rises with batch only because "
+        "the host's cost per step is spread over more samples."
+    )
+
+
 def caption(suite: Suite, df: pd.DataFrame) -> str:
     """Return the line under a table saying which variant(s), devices and runs it shows, and what was fixed."""
     parts = []

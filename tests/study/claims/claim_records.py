@@ -55,9 +55,21 @@ def run(
     return record(device, suite, params, run_name=name, **extra, **figures)
 
 
-def judge(claim, recs: list[dict]) -> Finding:
-    """Return a claim's finding on the frame of these records."""
-    return claim(frame(recs), PUB)
+def steady(gap_pct: float = 0.0, device: str = "cpu") -> list[dict]:
+    """Return a machine's runs of one configuration timed by two suites (models, time_to_accuracy; no claim
+    reads them; no accuracy), 3 each, the second `gap_pct` faster: the drift between suites it shows. A device whose arms
+    did not run interleaved and that shows no drift of its own is judged beyond the largest one any shows."""
+    return [
+        run(device, suite, {"batch": 32, "seed": seed}, "quick", samples_per_s=rate, test_acc=None, val_acc=None)
+        for suite, rate in (("models", 100.0), ("time_to_accuracy", 100.0 * (1 + gap_pct / 100)))
+        for seed in (1, 2, 3)
+    ]
+
+
+def judge(claim, recs: list[dict], drift: list[dict] | None = None) -> Finding:
+    """Return a claim's finding on the frame of these records and a machine that shows no drift between suites
+    (`drift`: other records that measure it; [] for none)."""
+    return claim(frame(recs + (steady() if drift is None else drift)), PUB)
 
 
 def check(found: Finding, verdict: str, device: str | None = None, variant: str = "full", runs: int | None = None):

@@ -56,3 +56,14 @@ def test_the_floors_cell_names_whole_numbers_as_whole_even_beside_a_record_witho
     said = accuracy.unlearned(df, {"lr 2e-5": df[df["lr"] == 2e-5]})
     batch = int(runs[0]["params"]["batch"])
     assert f"batch={batch}," in said and f"batch={batch}.0" not in said
+
+
+@pytest.mark.parametrize(
+    "low, learned", [(0.60, False), (0.87, True)]
+)  # 30 points under the best: far above the majority class, and yet it did not learn; 3 under: it did
+def test_the_tables_learned_is_the_claims_floor(low, learned):
+    df = prepare(frame(cell([0.90, 0.91], [1, 2], lr=2e-4) + cell([low, low + 0.01], [1, 2], lr=2e-5)))
+    df = df.assign(majority=0.35)  # the commonest label: every run is beyond it
+    table = accuracy.accuracy_table(df.assign(learned=accuracy.learned(df)), ["lr"])
+    assert table["learned?"].iloc[0].startswith("yes" if learned else "no: mean below the floor")
+    assert bool(accuracy.unlearned(df, {"lr 2e-5": df[df["lr"] < 1e-4]})) is not learned  # the claims agree

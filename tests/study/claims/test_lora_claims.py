@@ -7,7 +7,7 @@ import pytest
 
 from helpers.study.claims import lora
 from helpers.study.frame import frame
-from tests.study.claims.claim_records import PUB, lora_runs, searched
+from tests.study.claims.claim_records import PUB, lora_runs, searched, steady
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -78,5 +78,32 @@ def test_lora_accuracy_needs_seeds_and_grades_a_proxy():
 )
 def test_lora_speed_against_full_fine_tuning_between_runs(rates, verdict):
     recs = lora_runs("a100", 0, [0.93] * 3, [100, 102, 98]) + lora_runs("a100", 8, [0.92] * 3, rates)
-    found = lora.lora_speed(frame(recs), PUB)
+    found = lora.lora_speed(frame(recs + steady()), PUB)
     assert found.verdict == verdict, (found.reason, found.measured)
+
+
+def test_the_speed_headline_is_the_setting_that_decided_not_the_first():
+    """Two LoRA settings on one device: the faster first, the slower second; the summary's figure is the
+    slower one's (it contradicts the claim), and with both faster it is a figure that supports it."""
+    full = lora_runs("a100", 0, [0.93] * 3, [100, 102, 98])
+    fast = lora_runs("a100", 8, [0.92] * 3, [150, 152, 149], targets="all-linear")
+    slow = lora_runs("a100", 8, [0.92] * 3, [70, 72, 71])
+    found = lora.lora_speed(frame(full + fast + slow + steady()), PUB)
+    assert found.verdict == "does not hold"
+    assert found.headline == "A100-SXM4-40GB: LoRA r=8 (query,value) 0.71x full's samples/s", found.headline
+    both = lora.lora_speed(frame(full + fast + steady()), PUB)
+    assert both.verdict == "holds" and both.headline.startswith("A100-SXM4-40GB: LoRA r=8 (all-linear) 1.5"), both
+
+
+def test_the_accuracy_headline_says_what_ran_on_each_device():
+    unsearched = lora_runs("t4", 0, [0.931, 0.932, 0.930]) + lora_runs("t4", 8, [0.925, 0.935, 0.915])
+    edge = searched("a100", 0, [0.931, 0.932, 0.930]) + [
+        rec for lr in (2.5e-4, 5e-4, 1e-3) for rec in lora_runs("a100", 8, [0.90 if lr == 1e-3 else 0.85] * 3, lr=lr)
+    ]
+    found = lora.lora_accuracy(frame(unsearched + edge), PUB)
+    assert "A100-SXM4-40GB: gap" in found.headline and "(best lr at the searched edge)" in found.headline
+    assert "Tesla T4: gap" in found.headline and "(lr search not run)" in found.headline, found.headline
+    bracketed = lora.lora_accuracy(
+        frame(searched("a100", 0, [0.931, 0.932, 0.930]) + searched("a100", 8, [0.9] * 3)), PUB
+    )
+    assert "lr search" not in bracketed.headline and "edge" not in bracketed.headline, bracketed.headline

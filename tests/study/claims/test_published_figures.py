@@ -1,6 +1,10 @@
 """Each rule, fed the study's own published figures (Experiment/published/*.csv) as records of bert-base on
 the study's devices, reaches what the study concluded, or, where its figures do not carry its words, the
-verdict the report says they reach (and the report says so in the claim's published text)."""
+verdict the report says they reach (and the report says so in the claim's published text).
+
+The study's timings are one run a cell, one after another: its drift between suites is unknown, so a timing
+rule judges them beyond the drift the machines here show (a CPU's 20%, `steady(20.0)`), and cannot speak
+where no machine shows one."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from helpers.study.claims import recipe, speedup, throughput, trn1
 from helpers.study.frame import frame
 from helpers.study.published import published
 from tests.record_fixtures import record
+from tests.study.claims.claim_records import steady
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -42,7 +47,8 @@ def test_batch_scaling_on_the_studys_figures_holds():
         study("trn1", "batch_scaling", {"batch": int(r.batch)}, f"b{r.batch}", samples_per_s=float(r.achieved_tflops))
         for r in pub.itertuples()
     ]
-    assert throughput.batch_scaling(frame(recs), PUB).verdict == "holds"
+    assert throughput.batch_scaling(frame(recs + steady(20.0)), PUB).verdict == "holds"  # 2x: beyond 20%
+    assert throughput.batch_scaling(frame(recs), PUB).verdict == "inconclusive"  # no drift known anywhere
 
 
 def test_seq_len_on_the_studys_figures_holds_and_the_report_says_its_cliff_is_not_in_them():
@@ -58,12 +64,12 @@ def test_seq_len_on_the_studys_figures_holds_and_the_report_says_its_cliff_is_no
         )
         for r in pub.itertuples()
     ]
-    found = throughput.seq_len(frame(recs), PUB)
+    found = throughput.seq_len(frame(recs + steady(20.0)), PUB)
     assert found.verdict == "holds", found.reason  # L=32 maximizes end-to-end throughput
     assert "2.09x the time" in found.published and "no 'spilling cliff' shows" in found.published
 
 
-def test_optlevel_on_the_studys_figures_holds():
+def test_optlevel_on_the_studys_figures_holds_only_below_a_drift_of_4_percent():
     pub = published("compiler_flags.csv", PUB)
     pub = pub[pub["distribution_strategy"] == "llm-training"]
     recs = [
@@ -76,7 +82,9 @@ def test_optlevel_on_the_studys_figures_holds():
         )
         for r in pub.itertuples()
     ]
-    assert trn1.optlevel(frame(recs), PUB).verdict == "holds"
+    # 132.10 s against 127.39 and 126.30 s: 3.7% and 4.6% apart, one run each
+    assert trn1.optlevel(frame(recs + steady(2.0)), PUB).verdict == "holds"
+    assert trn1.optlevel(frame(recs + steady(20.0)), PUB).verdict == "inconclusive"
 
 
 def test_stochastic_rounding_on_the_studys_figures_is_inconclusive_as_the_report_says():

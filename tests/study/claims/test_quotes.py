@@ -49,3 +49,13 @@ def test_the_shown_quote_turns_latex_into_symbols_and_labels_ours():
     assert said.startswith('§9 (future work): "LoRA adaptation on Trainium."')
     assert "Ours, not the study's:" in said
     assert "Ours" not in quotes.study_says("host_memory", PUB)
+
+
+def test_a_summary_quote_that_names_only_its_topic_carries_the_claim_it_tests():
+    from helpers.study.claims.quotes import short_says
+
+    cost = short_says("cost_ranking", "Experiment/published")
+    assert cost.startswith('§6 "Cost for Our Task" · ours: Per 3-epoch task the L4 is cheapest'), cost
+    assert "· ours: LoRA trains more samples per second" in short_says("lora_speed", "Experiment/published")
+    tuned = short_says("lr_llrd", "Experiment/published")  # its quote states the claim: ours is tested beside
+    assert tuned.endswith("· test: ours") and "ours:" not in tuned

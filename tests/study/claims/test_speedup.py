@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from helpers.study.claims import speedup
-from tests.study.claims.claim_records import check, judge, presets, run
+from helpers.study.frame import frame
+from tests.study.claims.claim_records import PUB, check, judge, presets, run
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -40,3 +41,13 @@ def test_cost_ranking(trn1_s, verdict):
 def test_cost_ranking_needs_two_study_devices():
     found = judge(speedup.cost_ranking, [run("a100", "speedup", {"preset": "optimized"}, train_s=40.0)])
     check(found, "not testable here", "a100", "full", 1)
+
+
+def test_the_cost_claim_states_its_price_basis_and_shows_the_other_beside():
+    found = speedup.cost_ranking(frame([]), PUB)
+    assert "per accelerator-hour (the study's basis) L4" in found.published
+    # the A100 of a p4d.24xlarge: cheaper than trn1 per accelerator, the dearest per whole instance
+    shared, whole = found.published.split("(the study's basis)")[1].split("beside it, per whole instance")
+    assert shared.index("A100 $") < shared.index("trn1 $") and whole.rstrip(".").endswith(tuple("0123456789"))
+    assert whole.index("trn1 $") < whole.index("A100 $")
+    assert "study's basis: one accelerator's share" in found.rule

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.study.claims import throughput
-from tests.study.claims.claim_records import batches, check, judge, padding_runs, run, util_runs
+from tests.study.claims.claim_records import batches, check, judge, padding_runs, run, steady, util_runs
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -167,7 +167,7 @@ def test_a_timing_verdict_resolves_beyond_the_drift_unless_its_arms_ran_interlea
     found = judge(throughput.batch_scaling, drifting([100, 101, 99], [110, 111, 109], rep))
     assert found.verdict == verdict, found.reason
     if not rep:
-        assert "drift between suites (20.0%)" in found.reason
+        assert "drift between suites (20.0%" in found.reason
 
 
 def test_the_summary_number_is_the_comparison_that_decided_the_verdict():
@@ -175,3 +175,33 @@ def test_the_summary_number_is_the_comparison_that_decided_the_verdict():
     assert found.verdict == "inconclusive" and found.headline.startswith("Tesla T4: 1.02x"), found.headline
     both = judge(throughput.batch_scaling, batches("a100", [100, 200, 400]) + batches("t4", [100, 150, 300]))
     assert both.verdict == "holds" and both.headline.startswith("A100"), both.headline
+
+
+@pytest.mark.parametrize(
+    "drift, verdict",
+    [
+        ([], "inconclusive"),  # no device here measured a drift: one run a cell, one after another, cannot speak
+        (steady(5.0), "holds"),  # another machine's 5% drift: a 2x difference is beyond it
+        (steady(150.0), "inconclusive"),  # beyond 2x: not even that
+    ],
+)
+def test_an_unknown_drift_leaves_a_comparison_of_runs_not_interleaved_unresolved(drift, verdict):
+    found = judge(throughput.batch_scaling, batches("a100", [100, 150, 200]), drift=drift)
+    assert found.verdict == verdict, found.reason
+    if not drift:
+        assert "no device here measured the drift between suites: not resolved" in found.reason
+
+
+def profiled_pair(shares: dict | None) -> list[dict]:
+    """Return seq_len's L=32 and L=128 on a trn1, L=32 the faster, profiled (`shares`) or not."""
+    return [
+        run("trn1", "profile_memory", {"max_length": L, "batch": 8}, samples_per_s=s, shares=shares)
+        for L, s in ((32, 145.0), (128, 70.0))
+    ]
+
+
+def test_a_profiled_run_never_times_a_claim():
+    plain = judge(throughput.seq_len, profiled_pair(None))
+    assert plain.verdict == "holds", plain.reason
+    profiled = judge(throughput.seq_len, profiled_pair({"matmul": 0.5, "host_gap": 0.1}))
+    assert profiled.verdict == "not testable here", profiled.reason

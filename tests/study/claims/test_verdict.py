@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.study.claims.verdict import Band, Finding, combine, compare_timed
+from helpers.study.claims.verdict import Band, Finding, combine, compare_timed, deciding
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -47,9 +47,23 @@ def test_comparisons_combine_into_one_verdict(signs, verdict):
 
 
 @pytest.mark.parametrize(
-    "together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1), (False, None, 1)]
+    "together, drift_pct, sign", [(True, 20.0, 1), (False, 20.0, 0), (False, 5.0, 1), (False, None, 0), (True, None, 1)]
 )
 def test_a_timing_comparison_resolves_beyond_the_drift_unless_interleaved(together, drift_pct, sign):
     faster, slower = Band(110.0, 109.0, 111.0), Band(100.0, 99.0, 101.0)  # 10% apart beyond both spreads
     assert compare_timed(faster, slower, together, drift_pct) == sign
     assert compare_timed(slower, faster, together, drift_pct) == -sign
+
+
+@pytest.mark.parametrize(
+    "signs, head",
+    [
+        ([1, -1, 1], "b"),  # the one against the claim decides
+        ([1, 0, 0], "b; c"),  # the unresolved ones keep it inconclusive
+        ([0, 0, 0, 0], "a; b; 2 more unresolved"),
+        ([1, 1, 1], "a"),
+        ([], ""),
+    ],
+)
+def test_the_headline_is_the_deciding_comparisons(signs, head):
+    assert deciding(signs, ["a", "b", "c", "d"][: len(signs)]) == head

@@ -177,3 +177,28 @@ def test_no_cheapest_across_unlike_precisions(df):
     assert "Xeon @ 2.80GHz (proxy) is cheapest" not in ranking.markdown(
         table, ranking.break_even(table, ranking.Job()), ranking.Job()
     )
+
+
+def test_the_answer_prices_one_basis_and_shows_the_other_beside_it(df):
+    whole_job, shared_job = ranking.Job(), ranking.Job(shared_instance=True)
+    whole = row_of(ranking.decision(df, whole_job), "A100")
+    shared = row_of(ranking.decision(df, shared_job), "A100")
+    assert whole["job_usd_other"] == pytest.approx(shared["job_usd"])  # beside: the share, 1/8 of the bill
+    assert shared["job_usd_other"] == pytest.approx(whole["job_usd"])
+    page = ranking.markdown(t := ranking.decision(df, whole_job), ranking.break_even(t, whole_job), whole_job)
+    assert "job $ (whole instance)" in page and "job $ (one accelerator's share, beside)" in page
+    page = ranking.markdown(t := ranking.decision(df, shared_job), ranking.break_even(t, shared_job), shared_job)
+    assert "job $ (one accelerator's share)" in page and "job $ (whole instance, beside)" in page
+
+
+def test_no_nan_where_an_instance_name_belongs(df):
+    """XLA on the CPU is priced as the CPU (a stand-in instance); a GPU the facts do not price says so."""
+    unpriced = df.copy()
+    unpriced.loc[unpriced["device"].str.contains("A100"), "device"] = "NVIDIA H200"
+    unpriced.loc[unpriced["device"] == "NVIDIA H200", "instance"] = float("nan")
+    page = ranking.markdown(
+        t := ranking.decision(unpriced, ranking.Job()), ranking.break_even(t, ranking.Job()), ranking.Job()
+    )
+    assert "nan" not in page and "no instance priced: whole —/h" in page
+    xla = row_of(ranking.decision(df, ranking.Job()), "XLA", "proxy")
+    assert xla["instance"] == "m6i.large" and "not in the facts" not in xla["price_note"]

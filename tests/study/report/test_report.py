@@ -92,7 +92,9 @@ def test_device_tables_show_every_machine_and_findings_open_the_report(two_machi
     assert "samples/s · A100-SXM4-40GB" in table and f"samples/s · {this_cpu}" in table
     text = (tmp_path / "Experiment" / "REPORT.md").read_text()
     first_heading = text.split("\n## ")[0]
-    assert "What do the study's claims come to" in first_heading  # the findings table comes first
+    assert first_heading.split("\n\n")[2].startswith("**Bottom line.**")  # the answer, then the findings
+    assert "](claims.md#claim-" in first_heading  # each row links its claim's section on claims.md
+    assert "What do the study's claims come to" in (tmp_path / "Experiment" / "claims.md").read_text()
     assert "| claim" in first_heading or "claim |" in first_heading
     assert "AWS Trainium (trn1.2xlarge)" in text and "A100" in text
     roofline = (tmp_path / "Experiment" / "roofline.md").read_text()  # a derived section reads every suite's runs
