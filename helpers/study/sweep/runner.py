@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwinds into run_notebook
     try:
         suites = [
-            with_overrides(retarget(s, args.target), args.set)
+            with_overrides(retarget(s, args.target), args.set, args.variant)
             for s in (
                 every_suite(args.suites_dir) if args.suite == "all" else [resolve_suite(args.suite, args.suites_dir)]
             )

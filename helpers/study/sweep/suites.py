@@ -72,9 +72,9 @@ class Suite:
     overrides: dict = field(default_factory=dict)  # `sweep --set`: over every point's own values (new run names)
 
 
-def with_overrides(suite: Suite, text: list[str]) -> Suite:
+def with_overrides(suite: Suite, text: list[str], variant: str = "quick") -> Suite:
     """Return `suite` with NAME=VALUE settings (VALUE read as a TOML value, else as text) over every point,
-    each checked as a run parameter; raise ConfigError naming a bad one."""
+    each point of `variant` checked with them; raise ConfigError naming a bad one."""
     overrides = {}
     for item in text:
         name, sep, value = item.partition("=")
@@ -87,8 +87,13 @@ def with_overrides(suite: Suite, text: list[str]) -> Suite:
             overrides[name.strip()] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
             overrides[name.strip()] = value
-    build_args(overrides)
-    return dataclasses.replace(suite, overrides={**suite.overrides, **overrides})
+    changed = dataclasses.replace(suite, overrides={**suite.overrides, **overrides})
+    for point in _combinations(changed, variant) if variant in suite.variants else [overrides]:
+        try:
+            build_args(point)
+        except ConfigError as err:
+            raise ConfigError(f"--set {' '.join(text)} on {suite.name} [{variant}]: {err}") from None
+    return changed
 
 
 @dataclass

@@ -38,6 +38,17 @@ def test_set_puts_a_parameter_over_every_point_and_names_them_anew():
     assert not {p.run_name for p in graphed} & {p.run_name for p in plain}  # never taken for the eager records
 
 
+def test_set_is_checked_against_each_point_of_the_variant_it_runs():
+    """time_to_accuracy's quick points pad dynamically: length buckets fit them; its full points pad statically."""
+    suite = suites.load_suite(suites.repo_path("Experiment/suites/time_to_accuracy.toml"))
+    settings = ["step_mode=compile", "pad_to_multiple_of=16"]
+    assert all(
+        p.params["pad_to_multiple_of"] == 16 for p in suites.expand(suites.with_overrides(suite, settings), "quick")
+    )
+    with pytest.raises(ConfigError, match=r"time_to_accuracy \[full\].*dynamic"):
+        suites.with_overrides(suite, settings, "full")
+
+
 @pytest.mark.parametrize(
     "setting, message",
     [("stepmode=compile", "did you mean 'step_mode'"), ("step_mode", "NAME=VALUE"), ("batch=0", "batch")],
