@@ -333,8 +333,7 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
     written = records.as_json(rec)
     if run.lead:
         try:
-            records.write_record(run.record_path, rec)
-            where = run.record_path
+            where = records.write_record(run.record_path, rec)
         except records.RecordWriteError as err:
             where = Path.cwd() / run.record_path.name
             print(records.json_text(written), file=sys.stderr)  # the whole record, wherever the output goes
@@ -349,7 +348,10 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
             )
         finally:
             destination.release(run.claim)
-        print(f"record: {rec.status}, written to {where}")
+        kept = f" (the {records.status_in(run.record_path)} record at {run.record_path} is kept)"
+        print(
+            f"record: {rec.status}, written to {where}" + (kept if where == records.aside_path(run.record_path) else "")
+        )
     run.finished = {**written, "_source": str(run.record_path)}  # _source: in memory only
     return run.finished
 

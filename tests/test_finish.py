@@ -167,3 +167,33 @@ def test_gradient_checkpointing_on_neuron_runs_and_a_failure_keeps_its_own_error
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, **args))
     assert rec["status"] == "failed"
     assert rec["error"] == "RuntimeError: neuronx-cc: unsupported checkpoint region"
+
+
+def test_a_failed_or_interrupted_rerun_never_replaces_the_finished_record(
+    tiny_model_dir, tiny_data_dir, tmp_path, capsys
+):
+    """replace_record=True with a mistyped data_dir, or Ctrl-C while it trains: the finished record stays, the
+    rerun's record is written aside and the run says where both are."""
+    finished = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept"))
+    path = Path(finished["_source"])
+    typo = _args(tiny_model_dir, tmp_path / "emotoin", tmp_path, run_name="kept", replace_record=True)
+    assert steps.run_all(typo)["status"] == "failed"
+    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept", replace_record=True))
+    steps.finish(run, "interrupted", steps.INTERRUPTED)
+    assert records.read_record(path)["run_id"] == finished["run_id"]
+    aside = records.read_record(records.aside_path(path))
+    assert aside["status"] == "interrupted" and aside["run_id"] == run.record.run_id
+    assert f"(the finished record at {path} is kept)" in capsys.readouterr().out
+
+
+def test_make_baseline_never_asks_to_replace_a_record_and_refuses_a_name_of_two_words():
+    """`make baseline` run again keeps the finished record unless the user asks (EXTRA="-p replace_record True");
+    a BASELINE_RUN of two words is refused before anything runs; the name goes to papermill as text (-r)."""
+    repo = Path(__file__).resolve().parents[1]
+    plan = subprocess.run(["make", "-n", "baseline"], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert "replace_record" not in plan.stdout and "-r run_name 'minilm-baseline'" in plan.stdout
+    bad = subprocess.run(
+        ["make", "-n", "baseline", "BASELINE_RUN=my run"], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode != 0 and "papermill" not in bad.stdout and "date" not in bad.stdout
+    assert "BASELINE_RUN='my run' is not one word" in bad.stderr

@@ -263,8 +263,8 @@ class MeasureArgs:
     # issue 29: one run per name at a time
     replace_record: bool = arg(
         False,
-        "run even though a finished record of this run_name exists on this "
-        "device (it is replaced); False: refused before training",
+        "run even though a finished record of this run_name exists on this device (a finished rerun "
+        "replaces it; a failed or interrupted one is written to _reruns/ beside it); False: refused before training",
     )
 
     def __post_init__(self) -> None:

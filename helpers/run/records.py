@@ -31,6 +31,9 @@ from helpers.run import schema
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 STATUSES = get_args(schema.Status)
 DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run these again
+# what a record at a path is replaced by: only one of an outcome as final (a finished record only by a finished one)
+FINALITY = {"finished": 2, "diverged": 1, "oom": 1}
+ASIDE = "_reruns"  # beside the suite's records: a rerun's record that did not replace a more final one
 ADHOC = "adhoc"  # the folder of runs that belong to no suite
 PEAKS = "_peaks"  # the per-machine roofs and precision probe, beside the suites' folders
 # how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
@@ -211,15 +214,17 @@ def _umask() -> int:
     return mask
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> Path:
-    """Write `obj` as JSON to `path` whole (temporary file, fsync, rename); raise naming the path."""
+def write_json_atomic(path: str | Path, obj: Any, mode: int | None = None) -> Path:
+    """Write `obj` as JSON to `path` whole (temporary file, fsync, rename) with the permission bits `mode`
+    (default: a new file's under the umask); raise naming the path."""
     path = Path(path)
     text = json_text(obj)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a record is read by other users and tools
+        # mkstemp makes 0600; a record is read by other users and tools
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -245,11 +250,43 @@ def as_json(record: schema.RunRecord) -> dict:
 
 
 def write_record(path: str | Path, record: schema.RunRecord) -> Path:
-    """Check `record` against the schema and write it to `path` atomically; return the path."""
+    """Check `record` against the schema and write it to `path` atomically; return the path written, which is
+    `aside_path(path)` when `path` holds a more final record (a failed or interrupted rerun never replaces a
+    finished record: a finished one is replaced only by a finished one)."""
     valid, why = schema.validate(as_json(record))
     if why:
         raise RecordWriteError(f"the record for {path} does not match the schema ({why}); nothing was written")
+    if FINALITY.get(valid["status"], 0) < FINALITY.get(status_in(path), 0):
+        path = aside_path(path)
     return write_json_atomic(path, valid)
+
+
+def aside_path(path: str | Path) -> Path:
+    """Return where a rerun's record goes when the record at `path` is more final: `_reruns/` beside it,
+    a folder no reader of records looks in."""
+    return Path(path).parent / ASIDE / Path(path).name
+
+
+def status_in(path: str | Path) -> str | None:
+    """Return the status the file at `path` states (valid record or not: a newer code's finished record is
+    still finished), or None when there is no such file or no status in it."""
+    try:
+        obj = read_json(path)
+    except RecordReadError:
+        return None
+    return obj.get("status") if isinstance(obj, dict) and isinstance(obj.get("status"), str) else None
+
+
+def unreadable(path: str | Path) -> str | None:
+    """Return why the file at `path` is not a record this code reads (cut short, an unknown key, a newer
+    schema), or None when there is no file there or it is one."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return schema.validate(read_json(path))[1]
+    except RecordReadError as err:
+        return str(err)
 
 
 def read_record(path: str | Path) -> dict | None:

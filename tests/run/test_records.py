@@ -208,3 +208,33 @@ def test_a_written_record_says_its_schema_version_so_it_is_never_upgraded_again(
     records.write_record(path, rec)
     assert json.loads(path.read_text())["schema_version"] == records.SCHEMA_VERSION
     assert records.read_record(path)["timing"]["window_samples_per_s"] == rates
+
+
+@pytest.mark.parametrize("rerun", ["failed", "interrupted", "oom", "diverged"])
+@pytest.mark.parametrize("extra_key", [False, True])
+def test_a_finished_record_is_replaced_only_by_a_finished_one(tmp_path, rerun, extra_key):
+    """A rerun of a finished name (replace_record, `make baseline`) that fails or is interrupted writes its
+    record aside, never over the finished one, even one a newer commit wrote (an unknown key); a finished
+    rerun replaces it."""
+    path = tmp_path / "adhoc" / "base@cpu-x.json"
+    first = records.run_record({"run_name": "base"}, [], status="finished")
+    records.write_record(path, first)
+    if extra_key:  # a newer commit of the same schema version: this code cannot read it, it is still finished
+        path.write_text(json.dumps({**json.loads(path.read_text()), "new_section": {"x": 1}}))
+    before = path.read_text()
+    worse = records.run_record({"run_name": "base"}, [], status=rerun)
+    written = records.write_record(path, worse)
+    assert path.read_text() == before
+    assert written == records.aside_path(path) and records.read_record(written)["run_id"] == worse.run_id
+    assert records.read_records(tmp_path)[0] == [] if extra_key else len(records.read_records(tmp_path)[0]) == 1
+    again = records.run_record({"run_name": "base"}, [], status="finished")
+    assert records.write_record(path, again) == path
+    assert records.read_record(path)["run_id"] == again.run_id
+
+
+def test_a_failed_record_replaces_a_failed_one(tmp_path):
+    path = tmp_path / "r@cpu-x.json"
+    for status in ("failed", "interrupted", "failed"):
+        rec = records.run_record({"run_name": "r"}, [], status=status)
+        assert records.write_record(path, rec) == path
+        assert records.read_record(path)["status"] == status
