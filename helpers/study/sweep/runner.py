@@ -35,6 +35,7 @@ from helpers.study.sweep.suites import (
     find_suites,
     resolve_suite,
     retarget,
+    suites_folder,
 )
 
 RUNS_DIR = "Experiment/runs"
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--results", default=RESULTS, help="folder of the run records (relative to the repo root)")
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
-    parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--suites-dir", default=SUITES_DIR, type=suites_folder)
     parser.add_argument(
         "--target",
         choices=TARGETS,

@@ -566,6 +566,13 @@ def test_cli_lists_points(capsys):
     assert "  batch_scaling-quick-batch=" in out
 
 
+@pytest.mark.parametrize("folder", ["Experiment/suite", "Experiment/results"])  # a typo; a folder of no suite
+def test_sweep_all_with_a_mistyped_suites_folder_is_refused_not_an_empty_success(folder, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        sweep.main(["all", "--suites-dir", folder, "--list"])
+    assert stopped.value.code == 2 and f"--suites-dir: {folder}: " in capsys.readouterr().err
+
+
 # a stand-in that records when it ran and on how many threads it was told to run
 TIMED = """
 import os, time
