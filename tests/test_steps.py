@@ -1,8 +1,11 @@
 """The run path: every outcome of a run reaches its record file, and nothing is built before the checks."""
 
+import math
+
 import pytest
 
 from helpers import steps
+from helpers.measure import peaks
 from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
 from helpers.run import records
 from helpers.run.args import ConfigError, build_args
@@ -30,7 +33,8 @@ def _only_record(results):
     return rec
 
 
-def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_dir, tmp_path):
+def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(peaks, "BUSY_CORES", math.inf)  # tests share the machine: its load is not tested here
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="ok", suite="demo"))
     saved = _only_record(tmp_path)
     assert saved["_source"] == str(tmp_path / "demo" / f"ok@{rec['device']['key']}.json")
@@ -273,6 +277,7 @@ def test_stop_at_accuracy_none_trains_to_the_end_and_a_value_stops_at_the_first_
 INTERRUPTED_RUN = """
 import sys
 from helpers import steps
+from helpers.measure import peaks
 from helpers.run.args import build_args
 steps.run_all(build_args(dict(model_name=sys.argv[1], data_dir=sys.argv[2], results_path=sys.argv[3], batch=8,
                               max_length=16, epochs=1000, lr=5e-3, progress=False, log_every=1, precision="fp32",

@@ -109,3 +109,14 @@ def test_the_probe_runs_for_real_on_a_tiny_bert():
     assert out["rounds"] == len(out["per_round"]) == 3 and out["threads"] == torch.get_num_threads()
     assert out["ratio"] == pytest.approx(sorted(out["per_round"])[1])  # the median of the paired rounds
     assert pp._complete(out) and out["cpu"]
+
+
+def test_a_probe_measured_while_other_processes_use_the_cpus_decides_this_run_only(monkeypatch, tmp_path):
+    """A probe at load 7.3 was kept, so later quiet runs trained in fp32 where bf16 is 1.51x faster."""
+    monkeypatch.setattr(pp, "paired_probe", lambda: _probe(0.9, others_cores=1.7, cpu_count=2))
+    busy = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
+    assert busy.used == "fp32" and "not kept: measured while other processes kept 1.7 of 2" in busy.probe["source"]
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setattr(pp, "paired_probe", lambda: _probe(1.51, others_cores=0.05, cpu_count=2))
+    quiet = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
+    assert quiet.used == "bf16" and len(list(tmp_path.iterdir())) == 1
