@@ -12,6 +12,7 @@ copying folders. Old `runs.jsonl` files (one record per line) are still read.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import math
@@ -20,6 +21,7 @@ import platform
 import re
 import socket
 import tempfile
+import time
 import uuid
 from collections import Counter
 from importlib import metadata
@@ -342,10 +344,24 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
     return found, skipped
 
 
+def unix_seconds(text: str) -> float:
+    """Return `text` as a Unix time in seconds; argparse's error for what is none (nan, inf, negative, a time
+    after tomorrow: milliseconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Unix time in seconds (from `date +%s`)")
+    if value > time.time() + 86400:
+        raise argparse.ArgumentTypeError(
+            f"{text} is after tomorrow: a Unix time in seconds is expected (milliseconds? divide by 1000)"
+        )
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print the headline figures of a record file, or of the newest record below a folder."""
-    import argparse
-
     from helpers.run.args import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
@@ -353,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", help="only records of this run name")
     parser.add_argument(
         "--since",
-        type=float,
+        type=unix_seconds,
         help="only records whose file was written after this Unix time "
         "(`make baseline`: its own start, so another machine's older record is never shown)",
     )

@@ -238,3 +238,16 @@ def test_a_failed_record_replaces_a_failed_one(tmp_path):
         rec = records.run_record({"run_name": "r"}, [], status=status)
         assert records.write_record(path, rec) == path
         assert records.read_record(path)["status"] == status
+
+
+@pytest.mark.parametrize("since", ["nan", "inf", "1e400", "-5", str(int(time.time() * 1000)), "yesterday"])
+def test_the_printer_refuses_a_since_that_is_no_unix_time_in_seconds(tmp_path, since, capsys):
+    """nan, 1e400 and milliseconds were accepted, then answered "no record written by this run"."""
+    with pytest.raises(SystemExit) as stopped:
+        records.main([str(tmp_path), "--since", since])
+    assert stopped.value.code == 2 and "--since: " in capsys.readouterr().err
+
+
+def test_the_printer_takes_a_since_of_now_in_seconds(tmp_path):
+    with pytest.raises(SystemExit, match="no record written by this run"):
+        records.main([str(tmp_path), "--since", str(time.time())])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -571,6 +572,23 @@ def test_sweep_all_with_a_mistyped_suites_folder_is_refused_not_an_empty_success
     with pytest.raises(SystemExit) as stopped:
         sweep.main(["all", "--suites-dir", folder, "--list"])
     assert stopped.value.code == 2 and f"--suites-dir: {folder}: " in capsys.readouterr().err
+
+
+def test_a_results_folder_the_sweep_cannot_write_is_refused_in_words(tmp_path, tiny_data_dir, capsys):
+    """A read-only results root gave a traceback on the point's .lock file."""
+    toml = write_suite(
+        tmp_path / "tok.toml", f'kind = "token_stats"\n[params]\ndata_dir = "{tiny_data_dir}"\n[quick]\n[full]\n'
+    )
+    results = tmp_path / "ro"
+    results.mkdir()
+    os.chmod(results, 0o555)
+    if os.access(results, os.W_OK):  # root writes anywhere: a results root below a file is as unwritable
+        (tmp_path / "a-file").write_text("")
+        results = tmp_path / "a-file" / "results"
+    with pytest.raises(SystemExit) as stopped:
+        sweep.main([str(toml), "--results", str(results)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"--results='{results / 'tok'}' cannot hold run records" in err
 
 
 # a stand-in that records when it ran and on how many threads it was told to run
