@@ -103,6 +103,9 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         records.check_writable(repo_path(args.neuron.xla_cache_dir), "xla_cache_dir")
     if dev.neuron and args.neuron.neuron_cache_dir and "://" not in args.neuron.neuron_cache_dir:  # s3:// is remote
         records.check_writable(repo_path(args.neuron.neuron_cache_dir), "neuron_cache_dir")
+    # the destination before the probe: the name auto gets (bf16, fp32, fp16) is as long as the one it has now
+    provisional = args.measure.run_name or default_name(args, args.train.precision)
+    destination.check_destination(records.record_path(results_dir(args), args.measure.suite, provisional, dev.key))
     # after the checks: auto on a CPU may probe bf16 against fp32 (seconds, once per machine and threads)
     probe_t0 = time.perf_counter()
     choice = precision_probe.resolve(args.train.precision, dev, args.neuron, results_dir(args) / records.PEAKS)

@@ -199,3 +199,23 @@ def test_make_baseline_never_asks_to_replace_a_record_and_refuses_a_name_of_two_
     )
     assert bad.returncode != 0 and "papermill" not in bad.stdout and "date" not in bad.stdout
     assert "BASELINE_RUN='my run' is not one word" in bad.stderr
+
+
+@pytest.mark.parametrize("bad", [{"suite": "demo"}, {"run_name": "fifo"}])
+def test_a_bad_destination_is_refused_before_the_precision_probe_runs(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, bad
+):
+    """A fresh results folder with a bad destination was refused after the bf16 probe (28-45 s on a CPU)."""
+    import os
+
+    from helpers.measure import precision_probe
+    from helpers.run import device
+
+    probed = []
+    monkeypatch.setattr(precision_probe, "resolve", lambda *a: probed.append(a))
+    (tmp_path / "demo").write_text("a file where the suite's folder goes")
+    (tmp_path / "adhoc").mkdir()
+    os.mkfifo(records.record_path(tmp_path, None, "fifo", device.resolve_device("cpu").key))
+    with pytest.raises(records.RecordWriteError, match="demo|a FIFO is at the record's path"):
+        steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, **{"precision": "auto", **bad}))
+    assert not probed
