@@ -9,6 +9,7 @@ from helpers.measure import peaks
 from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
 from helpers.run import records
 from helpers.run.args import ConfigError, build_args
+from helpers.run.summary import headline
 
 
 def _args(tiny_model_dir, tiny_data_dir, results, **kw):
@@ -311,6 +312,8 @@ def test_sigint_while_training_is_recorded_as_interrupted_and_frees_the_name(tin
     assert proc.returncode != 0, out  # the interrupt still stops the caller
     rec = _only_record(tmp_path)
     assert rec["status"] == "interrupted" and rec["error"] == steps.INTERRUPTED, out
+    assert rec["phases"]["train"] > 0, rec["phases"]  # its seconds until the interrupt, not `other`'s
+    assert f"train interrupted after {rec['phases']['train']:.1f} s" in headline(rec)
     assert not list(tmp_path.rglob("*.claim"))
     steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="stopped"))  # the name is free again
 
