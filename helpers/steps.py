@@ -89,6 +89,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     model_config = models.load_config(args.task.model_name)
     args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built
+    check_data_dir(args.task.data_dir)
     if dev.type == "xla" and args.task.padding == "dynamic":
         warnings.warn(
             "padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
@@ -160,6 +161,19 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         record_failures_in_notebook(run, finish)
     run.record.phases.start = time.perf_counter() - t0 - probes_s
     return run
+
+
+def check_data_dir(given: str | None) -> None:
+    """Raise ConfigError when the data folder given (or in $EMOTION_DATA_DIR) lacks a split file: a mistyped
+    folder stops the run before anything is recorded."""
+    folder = given or os.environ.get(data.ENV_VAR)
+    missing = [f"{s}.jsonl" for s in data.SPLITS if folder and not (Path(folder) / f"{s}.jsonl").is_file()]
+    if missing:
+        where = f"data_dir={folder!r}" if given else f"${data.ENV_VAR}={folder!r}"
+        raise ConfigError(
+            f"{where} holds no {', '.join(missing)}: a data folder holds {', '.join(s + '.jsonl' for s in data.SPLITS)} "
+            "(`python -m helpers.run.data export DIR` writes one); nothing was run or recorded"
+        )
 
 
 _first_start = True  # whether start() has not run yet in this process

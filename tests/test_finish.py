@@ -179,13 +179,16 @@ def test_a_failed_or_interrupted_rerun_never_replaces_the_finished_record(
     finished = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept"))
     path = Path(finished["_source"])
     typo = _args(tiny_model_dir, tmp_path / "emotoin", tmp_path, run_name="kept", replace_record=True)
-    assert steps.run_all(typo)["status"] == "failed"
-    run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept", replace_record=True))
-    steps.finish(run, "interrupted", steps.INTERRUPTED)
+    with pytest.raises(ConfigError, match="emotoin.* holds no train.jsonl, validation.jsonl, test.jsonl"):
+        steps.run_all(typo)  # refused before anything is recorded
     assert records.read_record(path)["run_id"] == finished["run_id"]
-    aside = records.read_record(records.aside_path(path))
-    assert aside["status"] == "interrupted" and aside["run_id"] == run.record.run_id
-    assert f"(the finished record at {path} is kept)" in capsys.readouterr().out
+    for status, error in (("failed", "DataError: train.jsonl:3: not valid JSON"), ("interrupted", steps.INTERRUPTED)):
+        run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept", replace_record=True))
+        steps.finish(run, status, error)
+        assert records.read_record(path)["run_id"] == finished["run_id"]
+        aside = records.read_record(records.aside_path(path))
+        assert aside["status"] == status and aside["run_id"] == run.record.run_id
+        assert f"(the finished record at {path} is kept)" in capsys.readouterr().out
 
 
 def test_make_baseline_never_asks_to_replace_a_record_and_refuses_a_name_of_two_words():
