@@ -145,11 +145,17 @@ def cpu_probe(device_key: str, peaks_dir: str | Path | None) -> dict:
     if not _complete(known.get(key)) or busy_problem(known[key]):
         probe = _MEASURED.get((device_key, key)) or paired_probe()
         if busy := busy_problem(probe):  # this run's choice, never a later quiet run's
-            return {**probe, "source": f"measured on this machine now, not kept: {busy}"}
+            return recorded(probe, f"measured on this machine now, not kept: {busy}")
         known[key] = _MEASURED[(device_key, key)] = probe
         kept = keep(path, known)
     where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a record never names a checkout's path
-    return {**known[key], "source": f"measured on this machine at {known[key]['threads']} threads{where}"}
+    return recorded(known[key], f"measured on this machine at {known[key]['threads']} threads{where}")
+
+
+def recorded(probe: dict, source: str) -> dict:
+    """Return the probe as the record's `precision.probe` holds it: with where it comes from, and without the
+    CPU share of other processes, which the _peaks file keeps (the source says when it was too busy to keep)."""
+    return {**{k: v for k, v in probe.items() if k not in ("others_cores", "cpu_count")}, "source": source}
 
 
 def choose(probe: dict | None, has_bf16: bool) -> tuple[str, str]:

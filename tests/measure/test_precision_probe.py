@@ -120,3 +120,12 @@ def test_a_probe_measured_while_other_processes_use_the_cpus_decides_this_run_on
     monkeypatch.setattr(pp, "paired_probe", lambda: _probe(1.51, others_cores=0.05, cpu_count=2))
     quiet = pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
     assert quiet.used == "bf16" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_probe_a_run_records_passes_the_records_schema(monkeypatch, tmp_path):
+    """The busy figures stay in the _peaks file: the record's probe section has no field for them."""
+    from helpers.run.schema import PrecisionProbe
+
+    for others in (1.7, 0.05):
+        monkeypatch.setattr(pp, "paired_probe", lambda others=others: _probe(1.5, others_cores=others, cpu_count=2))
+        PrecisionProbe.model_validate(pp.resolve("auto", _cpu(True), NeuronArgs(), tmp_path).probe)
