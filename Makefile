@@ -141,20 +141,27 @@ BASELINE_RESULTS ?= Experiment/results
 # truncation of the longer rows) with lr 2e-4 reached 90% validation in 350 steps on both seeds and 91.45% test
 # accuracy after the epoch; L=32 at lr 1e-4..3e-4 stayed near 89% test (README.md, "Quick start")
 BASELINE_PARAMS ?= -p model_name minilm -p max_length 64 -p padding dynamic -p group_by_length True \
-	-p batch 32 -p lr 2e-4 -p epochs 1 -p log_every 50 -p eval_every 50 -p progress False -p replace_record True
+	-p batch 32 -p lr 2e-4 -p epochs 1 -p log_every 50 -p eval_every 50 -p progress False
+# a finished record of BASELINE_RUN on this device is kept: run again under another BASELINE_RUN, or replace it
+# by asking (EXTRA="-p replace_record True"; only a finished run replaces it). -r: the name as typed (text)
+ifneq ($(filter baseline,$(MAKECMDGOALS)),)
+ifneq ($(words $(BASELINE_RUN)),1)
+$(error BASELINE_RUN='$(BASELINE_RUN)' is not one word: give a run name of letters, digits and . _ , + - =)
+endif
+endif
 baseline: venv
 	@mkdir -p Experiment/runs
-	@date +%s > Experiment/runs/.$(BASELINE_RUN).started
-	$(VENV)/bin/papermill Nvidia/baseline.ipynb Experiment/runs/$(BASELINE_RUN).ipynb --log-output \
-	  $(BASELINE_PARAMS) -p run_name $(BASELINE_RUN) -p results_path $(BASELINE_RESULTS) $(EXTRA)
-	$(PY) -m helpers.run.records $(BASELINE_RESULTS)/adhoc --run $(BASELINE_RUN) \
-	  --since $$(cat Experiment/runs/.$(BASELINE_RUN).started)
+	@date +%s > 'Experiment/runs/.$(BASELINE_RUN).started'
+	$(VENV)/bin/papermill Nvidia/baseline.ipynb 'Experiment/runs/$(BASELINE_RUN).ipynb' --log-output \
+	  $(BASELINE_PARAMS) -r run_name '$(BASELINE_RUN)' -p results_path $(BASELINE_RESULTS) $(EXTRA)
+	$(PY) -m helpers.run.records $(BASELINE_RESULTS)/adhoc --run '$(BASELINE_RUN)' \
+	  --since $$(cat 'Experiment/runs/.$(BASELINE_RUN).started')
 	@echo "executed notebook: Experiment/runs/$(BASELINE_RUN).ipynb"
 
 ## baseline-smoke: `make baseline` on a tiny setting (CI runs it: the first command must never break)
 baseline-smoke:
 	$(MAKE) baseline BASELINE_RUN=baseline-smoke BASELINE_RESULTS=$(abspath .ci/smoke-results) \
-	  EXTRA="-p train_subset 256 -p eval_subset 64 -p max_steps 4 -p eval_every 2"
+	  EXTRA="-p train_subset 256 -p eval_subset 64 -p max_steps 4 -p eval_every 2 -p replace_record True"
 
 ## bench: the harness-overhead / optimized-preset benchmark (bench/, beside the package; writes BENCHMARKS.md figures)
 bench: venv

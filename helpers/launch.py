@@ -34,7 +34,7 @@ from helpers.run.args import RunArgs
 from helpers.run.argv import to_argv
 from helpers.run.ddp import LAUNCH_ID, Rank, allreduce_share
 from helpers.run.paths import REPO_ROOT
-from helpers.run.schema import Timing
+from helpers.run.schema import RunRecord, Timing
 
 
 class DistributedRunError(RuntimeError):
@@ -85,19 +85,38 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
         errors = rank_errors(log_dir)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
-    found = records.read_record(record_path)
-    if found is not None and found.get("distributed", {}).get("launch_id") != launch_id:
-        found = None  # an older run's record at the same name
+    return launch_outcome(args, name, record_path, launch_id, code, errors, list(tail))
+
+
+def launch_outcome(
+    args: RunArgs, name: str, record_path: Path, launch_id: str, code: int, errors: list[RankError], tail: list[str]
+) -> dict:
+    """Return rank 0's record of a launch that ended with `code`; else record which rank failed and why (in
+    rank 0's record where it wrote one, else in a failed record of the launcher's) and raise
+    DistributedRunError."""
+    # rank 0's record: at its path, or aside where a more final record of the name is kept (records.write_record)
+    where, found = next(
+        (
+            (path, rec)
+            for path in (record_path, records.aside_path(record_path))
+            if (rec := records.read_record(path)) and rec.get("distributed", {}).get("launch_id") == launch_id
+        ),
+        (record_path, None),  # none: an older run's record at the same name is not this launch's
+    )
     if code == 0 and found is not None:
         return found
-    cause = failure_cause(errors, list(tail)) or f"torchrun exited with code {code}"
+    cause = failure_cause(errors, tail) or f"torchrun exited with code {code}"
     if found is not None and found.get("error") and not any(e.rank == 0 for e in errors):
         cause += f"; rank 0 recorded: {found['error']}"
-    elif not errors and last_exception(list(tail)):
+    elif not errors and last_exception(tail):
         # no error file (a rank that failed before its entry point ran): the last exception it printed
-        cause += f"; a rank raised {last_exception(list(tail))}"
+        cause += f"; a rank raised {last_exception(tail)}"
+    if found is not None and found.get("status") != "finished":
+        # rank 0 recorded what it saw (a peer's connection reset); the launch knows which rank failed first
+        update = {"error": f"torchrun launch failed: {cause}"}
+        where = records.write_record(where, RunRecord.model_validate(found).model_copy(update=update))
     if found is None:
-        records.write_record(
+        where = records.write_record(
             record_path,
             records.run_record(
                 {**args.flat(), "run_name": name},
@@ -118,7 +137,7 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
         )
     raise DistributedRunError(
         f"distributed run {name!r} failed: {cause}. A failed record is in "
-        f"{record_path}. Last output lines:\n" + "".join(list(tail)[-15:])
+        f"{where}. Last output lines:\n" + "".join(tail[-15:])
     )
 
 

@@ -226,6 +226,9 @@ def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResu
             sampler=t.sampler,
             step_mode=tr.step_mode,
         )
+    except BaseException:  # stopped inside the loop (Ctrl-C, an error): its seconds are training's, not `other`'s
+        run.record.phases.train = time.perf_counter() - step_t0 - roof_s
+        raise
     finally:
         measured_energy = energy.stop()  # the sections are kept when the loop raises
         run.record.utilization, run.record.energy = monitor.stop(), measured_energy

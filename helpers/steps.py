@@ -98,6 +98,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     model_config = models.load_config(args.task.model_name)
     args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built
+    check_data_dir(args.task.data_dir)
     if dev.type == "xla" and args.task.padding == "dynamic":
         warnings.warn(
             "padding='dynamic' on XLA: every new (batch, length) shape compiles a new graph "
@@ -112,6 +113,11 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         records.check_writable(repo_path(args.neuron.xla_cache_dir), "xla_cache_dir")
     if dev.neuron and args.neuron.neuron_cache_dir and "://" not in args.neuron.neuron_cache_dir:  # s3:// is remote
         records.check_writable(repo_path(args.neuron.neuron_cache_dir), "neuron_cache_dir")
+    # the destination before the probe: the name auto gets (bf16, fp32, fp16) is as long as the one it has now
+    provisional = args.measure.run_name or default_name(args, args.train.precision)
+    record_destination.check_destination(
+        records.record_path(results_dir(args), args.measure.suite, provisional, dev.key)
+    )
     # after the checks: auto on a CPU may probe bf16 against fp32 (seconds, once per machine and threads)
     probe_t0 = time.perf_counter()
     choice = precision_probe.resolve(args.train.precision, dev, args.neuron, results_dir(args) / records.PEAKS)
@@ -166,6 +172,19 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         record_failures_in_notebook(run, finish)
     run.record.phases.start = time.perf_counter() - t0 - probes_s
     return run
+
+
+def check_data_dir(given: str | None) -> None:
+    """Raise ConfigError when the data folder given (or in $EMOTION_DATA_DIR) lacks a split file: a mistyped
+    folder stops the run before anything is recorded."""
+    folder = given or os.environ.get(data.ENV_VAR)
+    missing = [f"{s}.jsonl" for s in data.SPLITS if folder and not (Path(folder) / f"{s}.jsonl").is_file()]
+    if missing:
+        where = f"data_dir={folder!r}" if given else f"${data.ENV_VAR}={folder!r}"
+        raise ConfigError(
+            f"{where} holds no {', '.join(missing)}: a data folder holds {', '.join(s + '.jsonl' for s in data.SPLITS)} "
+            "(`python -m helpers.run.data export DIR` writes one); nothing was run or recorded"
+        )
 
 
 _first_start = True  # whether start() has not run yet in this process
@@ -342,8 +361,7 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
     written = records.as_json(rec)
     if run.lead:
         try:
-            records.write_record(run.record_path, rec)
-            where = run.record_path
+            where = records.write_record(run.record_path, rec)
         except records.RecordWriteError as err:
             where = Path.cwd() / run.record_path.name
             print(records.json_text(written), file=sys.stderr)  # the whole record, wherever the output goes
@@ -358,7 +376,10 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
             )
         finally:
             record_destination.release(run.claim)
-        print(f"record: {rec.status}, written to {where}")
+        kept = f" (the {records.status_in(run.record_path)} record at {run.record_path} is kept)"
+        print(
+            f"record: {rec.status}, written to {where}" + (kept if where == records.aside_path(run.record_path) else "")
+        )
     run.finished = {**written, "_source": str(run.record_path)}  # _source: in memory only
     return run.finished
 

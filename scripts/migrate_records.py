@@ -11,9 +11,12 @@ as the writer writes it: the record checked by `schema.validate`, then written w
 - the loss curve's step numbers are written as the reader returns them (50 -> 50.0).
 
 So the report reads each migrated file exactly as it read the old one. A file already as the writer writes
-it, or of a newer schema than this code's, is not touched, which makes a second run a no-op. The peaks
-folder holds no run records and is skipped; the bench's records (`_bench/`) are migrated too, since the
-committed schema describes them.
+it, or of a newer schema than this code's, is not touched, which makes a second run a no-op. A file that holds
+no record this code reads (not JSON, cut short, a list, a schema_version that is not a number, a FIFO or
+another file that is not a regular one) is named and left as it is, and the rest are migrated; the command
+then exits 1. A record keeps its permission bits, and a symbolic link stays a link (its target is rewritten).
+The peaks folder holds no run records and is skipped; the bench's records (`_bench/`) are migrated too,
+since the committed schema describes them.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/migrate_records.py [RESULTS_DIR]
 """
@@ -21,7 +24,8 @@ committed schema describes them.
 from __future__ import annotations
 
 import argparse
-import json
+import stat
+import sys
 from pathlib import Path
 
 from helpers.run import records, schema
@@ -40,29 +44,41 @@ def record_files(root: Path) -> list[Path]:
 
 
 def migrate(path: Path) -> bool:
-    """Rewrite the record in `path` as the writer writes it where its text differs; return whether it did."""
-    text = path.read_text(encoding="utf-8")
-    obj = json.loads(text)
-    if obj.get("schema_version", 1) > schema.SCHEMA_VERSION:
+    """Rewrite the record in `path` as the writer writes it where its text differs; return whether it did.
+    Raise RecordReadError naming the file when it holds no record this code reads."""
+    target = path.resolve()  # a link's record is rewritten where it lies: the link stays a link
+    obj = records.read_json(target)  # never opens a FIFO or a folder
+    version = obj.get("schema_version", 1) if isinstance(obj, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
         return False
     valid, why = schema.validate(obj)
     if why:
-        raise SystemExit(f"{path}: not a valid record ({why}); nothing more was migrated")
-    if records.json_text(valid) == text:
+        raise records.RecordReadError(f"{path}: not a valid record ({why})")
+    if records.json_text(valid) == target.read_text(encoding="utf-8"):
         return False
-    records.write_json_atomic(path, valid)
+    records.write_json_atomic(target, valid, mode=stat.S_IMODE(target.stat().st_mode))
     return True
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: migrate every older record below the results folder and name each one."""
+    """Command line: migrate every older record below the results folder and name each one; name each file
+    that holds no record, go on, and exit 1 if there was one."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("results", nargs="?", type=Path, default=RESULTS_DIR, help="a results folder")
     root = parser.parse_args(argv).results
-    done = [p for p in record_files(root) if migrate(p)]
+    done, unread = [], []
+    for path in record_files(root):
+        try:
+            if migrate(path):
+                done.append(path)
+        except records.RecordReadError as err:
+            unread.append(path)
+            print(f"not migrated: {err}", file=sys.stderr)
     for path in done:
         print(f"migrated {path.relative_to(root)}")
     print(f"{len(done)} record(s) rewritten as the writer writes schema version {schema.SCHEMA_VERSION}")
+    if unread:
+        raise SystemExit(f"{len(unread)} file(s) not migrated: they hold no record this code reads (named above)")
 
 
 if __name__ == "__main__":

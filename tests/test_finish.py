@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import multiprocessing
 import shutil
 import subprocess
@@ -49,8 +50,9 @@ STORED = '{"fp32, 1 threads": {"peak_tflops": %s, "mem_bw_gbps": 10.0, "threads"
     ],
 )
 def test_a_malformed_peaks_file_is_measured_again_and_never_costs_the_record(
-    tiny_model_dir, tiny_data_dir, tmp_path, peaks
+    tiny_model_dir, tiny_data_dir, tmp_path, peaks, monkeypatch
 ):
+    monkeypatch.setattr("helpers.measure.peaks.BUSY_CORES", math.inf)  # tests share the machine: not tested here
     run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="p"))
     peaks_file = records.peaks_dir(run.record_path) / f"{run.dev.key}.json"
     peaks_file.parent.mkdir(parents=True)
@@ -166,3 +168,56 @@ def test_gradient_checkpointing_on_neuron_runs_and_a_failure_keeps_its_own_error
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, **args))
     assert rec["status"] == "failed"
     assert rec["error"] == "RuntimeError: neuronx-cc: unsupported checkpoint region"
+
+
+def test_a_failed_or_interrupted_rerun_never_replaces_the_finished_record(
+    tiny_model_dir, tiny_data_dir, tmp_path, capsys
+):
+    """replace_record=True with a mistyped data_dir, or Ctrl-C while it trains: the finished record stays, the
+    rerun's record is written aside and the run says where both are."""
+    finished = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept"))
+    path = Path(finished["_source"])
+    typo = _args(tiny_model_dir, tmp_path / "emotoin", tmp_path, run_name="kept", replace_record=True)
+    with pytest.raises(ConfigError, match="emotoin.* holds no train.jsonl, validation.jsonl, test.jsonl"):
+        steps.run_all(typo)  # refused before anything is recorded
+    assert records.read_record(path)["run_id"] == finished["run_id"]
+    for status, error in (("failed", "DataError: train.jsonl:3: not valid JSON"), ("interrupted", steps.INTERRUPTED)):
+        run = steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="kept", replace_record=True))
+        steps.finish(run, status, error)
+        assert records.read_record(path)["run_id"] == finished["run_id"]
+        aside = records.read_record(records.aside_path(path))
+        assert aside["status"] == status and aside["run_id"] == run.record.run_id
+        assert f"(the finished record at {path} is kept)" in capsys.readouterr().out
+
+
+def test_make_baseline_never_asks_to_replace_a_record_and_refuses_a_name_of_two_words():
+    """`make baseline` run again keeps the finished record unless the user asks (EXTRA="-p replace_record True");
+    a BASELINE_RUN of two words is refused before anything runs; the name goes to papermill as text (-r)."""
+    repo = Path(__file__).resolve().parents[1]
+    plan = subprocess.run(["make", "-n", "baseline"], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert "replace_record" not in plan.stdout and "-r run_name 'minilm-baseline'" in plan.stdout
+    bad = subprocess.run(
+        ["make", "-n", "baseline", "BASELINE_RUN=my run"], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode != 0 and "papermill" not in bad.stdout and "date" not in bad.stdout
+    assert "BASELINE_RUN='my run' is not one word" in bad.stderr
+
+
+@pytest.mark.parametrize("bad", [{"suite": "demo"}, {"run_name": "fifo"}])
+def test_a_bad_destination_is_refused_before_the_precision_probe_runs(
+    tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, bad
+):
+    """A fresh results folder with a bad destination was refused after the bf16 probe (28-45 s on a CPU)."""
+    import os
+
+    from helpers.measure import precision_probe
+    from helpers.run import device
+
+    probed = []
+    monkeypatch.setattr(precision_probe, "resolve", lambda *a: probed.append(a))
+    (tmp_path / "demo").write_text("a file where the suite's folder goes")
+    (tmp_path / "adhoc").mkdir()
+    os.mkfifo(records.record_path(tmp_path, None, "fifo", device.resolve_device("cpu").key))
+    with pytest.raises(records.RecordWriteError, match="demo|a FIFO is at the record's path"):
+        steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, **{"precision": "auto", **bad}))
+    assert not probed

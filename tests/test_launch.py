@@ -315,3 +315,29 @@ def test_the_error_files_are_read_earliest_first_and_a_killed_rank_comes_from_th
         "rank 1 exited with code -9 (Signal 9 (SIGKILL) received by PID 7); rank 2 raised ValueError: boom 2 "
         "(at /x/train.py:12 in step); rank 0 raised RuntimeError: boom 0 (at /x/train.py:10 in step)"
     )
+
+
+def test_a_rank_killed_beside_rank_0s_failed_record_is_named_in_that_record(tmp_path):
+    """Rank 1 killed in a two-rank run: rank 0 recorded its own "Connection reset by peer" only, and the
+    launcher, finding rank 0's record, left it so."""
+    args = build_args({"num_devices": 2, "run_name": "pair"})
+    path = tmp_path / "adhoc" / "pair@cpu.json"
+    reset = "RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection reset by peer"
+    rank0 = records.run_record(
+        {**args.flat()}, [], status="failed", error=reset, distributed={"world_size": 2, "launch_id": "L1"}
+    )
+    records.write_record(path, rank0)
+    summary = [
+        "Root Cause (first observed failure):\n",
+        "[0]:\n",
+        "  rank      : 1 (local_rank: 1)\n",
+        "  exitcode  : -9 (pid: 7)\n",
+        "  traceback : Signal 9 (SIGKILL) received by PID 7\n",
+    ]
+    errors = [launch.RankError(0, "RuntimeError", reset.split(": ", 1)[1], None, 2)]
+    with pytest.raises(launch.DistributedRunError, match=f"rank 1 exited with code -9.*A failed record is in {path}"):
+        launch.launch_outcome(args, "pair", path, "L1", 1, errors, summary)
+    rec = records.read_record(path)
+    assert rec["run_id"] == rank0.run_id and rec["status"] == "failed"
+    assert rec["error"].startswith("torchrun launch failed: rank 1 exited with code -9 (Signal 9 (SIGKILL)")
+    assert "rank 0 raised RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection reset by peer" in rec["error"]

@@ -1,12 +1,16 @@
 """The run path: every outcome of a run reaches its record file, and nothing is built before the checks."""
 
+import math
+
 import pytest
 
 import helpers.run.train
 from helpers import steps
+from helpers.measure import peaks
 from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
 from helpers.run import records
 from helpers.run.args import ConfigError, build_args
+from helpers.run.summary import headline
 
 
 def _args(tiny_model_dir, tiny_data_dir, results, **kw):
@@ -31,7 +35,8 @@ def _only_record(results):
     return rec
 
 
-def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_dir, tmp_path):
+def test_finished_run_is_written_where_its_name_says(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(peaks, "BUSY_CORES", math.inf)  # tests share the machine: its load is not tested here
     rec = steps.run_all(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="ok", suite="demo"))
     saved = _only_record(tmp_path)
     assert saved["_source"] == str(tmp_path / "demo" / f"ok@{rec['device']['key']}.json")
@@ -273,6 +278,7 @@ def test_stop_at_accuracy_none_trains_to_the_end_and_a_value_stops_at_the_first_
 INTERRUPTED_RUN = """
 import sys
 from helpers import steps
+from helpers.measure import peaks
 from helpers.run.args import build_args
 steps.run_all(build_args(dict(model_name=sys.argv[1], data_dir=sys.argv[2], results_path=sys.argv[3], batch=8,
                               max_length=16, epochs=1000, lr=5e-3, progress=False, log_every=1, precision="fp32",
@@ -306,6 +312,8 @@ def test_sigint_while_training_is_recorded_as_interrupted_and_frees_the_name(tin
     assert proc.returncode != 0, out  # the interrupt still stops the caller
     rec = _only_record(tmp_path)
     assert rec["status"] == "interrupted" and rec["error"] == steps.INTERRUPTED, out
+    assert rec["phases"]["train"] > 0, rec["phases"]  # its seconds until the interrupt, not `other`'s
+    assert f"train interrupted after {rec['phases']['train']:.1f} s" in headline(rec)
     assert not list(tmp_path.rglob("*.claim"))
     steps.start(_args(tiny_model_dir, tiny_data_dir, tmp_path, run_name="stopped"))  # the name is free again
 

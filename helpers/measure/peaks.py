@@ -19,6 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
+import psutil
 import torch
 
 from helpers.run.records import RecordReadError, now, read_json, write_json_atomic
@@ -33,6 +34,35 @@ SHAPES = (
 )
 CAP_S = 8.0  # seconds a peak measurement may take in all
 FLOORS = Path(__file__).resolve().parents[1] / "facts" / "cpu_roof_floor.csv"
+# cores other processes kept busy, on average, while a roof or the precision probe was measured, above which
+# it is never kept: a roof of 0.0278 TFLOP/s measured under load (a quarter of the quiet one, above the
+# floor) made the next quiet run's MFU 0.81 instead of about 0.11
+BUSY_CORES = 0.5
+
+
+def cpu_mark() -> tuple[float, float, float]:
+    """Return (now in seconds, the CPU seconds every process has used, the CPU seconds this one has used)."""
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + sum(getattr(t, f, 0.0) for f in ("irq", "softirq", "steal"))
+    own = psutil.Process().cpu_times()
+    return time.perf_counter(), busy, own.user + own.system
+
+
+def others_cores(mark: tuple[float, float, float]) -> float:
+    """Return how many cores other processes kept busy, on average, from `mark` (cpu_mark()) to now."""
+    wall, busy, own = cpu_mark()
+    return max(0.0, ((busy - mark[1]) - (own - mark[2])) / max(wall - mark[0], 1e-9))
+
+
+def busy_problem(measured: dict) -> str | None:
+    """Return why a measurement is not kept when other processes shared the CPUs while it ran, else None."""
+    others = measured.get("others_cores")
+    if isinstance(others, (int, float)) and not isinstance(others, bool) and others > BUSY_CORES:
+        return (
+            f"measured while other processes kept {others:.1f} of {measured.get('cpu_count') or '?'} cores busy "
+            f"(more than {BUSY_CORES}): a busy machine"
+        )
+    return None
 
 
 def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
@@ -65,7 +95,7 @@ def copy_gbps(n_bytes: int = 2**27, seconds: float = 0.5) -> float:
 def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds; the
     best shape is timed twice and the faster round kept (another process can only slow a round down)."""
-    start, load = time.perf_counter(), os.getloadavg()[0]
+    start, load, mark = time.perf_counter(), os.getloadavg()[0], cpu_mark()
     probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, median of 3
     probe_s = 2 * 256**3 / (probe_tflops * 1e12)
     results: dict[str, float] = {}
@@ -82,15 +112,17 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     shape = next((s for s in SHAPES if s[0] == best), None)
     if shape and time.perf_counter() - start < cap_s / 2:
         rounds.append(matmul_tflops(*shape[1:], DTYPES[dtype], seconds=min(0.5, cap_s / 10)))
+    bandwidth = copy_gbps()
     return {
         "peak_tflops": max(rounds),
-        "mem_bw_gbps": copy_gbps(),
+        "mem_bw_gbps": bandwidth,
         "shape": best,
         "by_shape": results,
         "rounds_tflops": rounds,
         "threads": torch.get_num_threads(),
         "measured_at": now(),
         "load_1min": max(load, os.getloadavg()[0]),
+        "others_cores": round(others_cores(mark), 3),
         "cpu_count": os.cpu_count(),
         "seconds": round(time.perf_counter() - start, 2),
     }
@@ -126,6 +158,8 @@ def roof_problem(peak: object, device_key: str, dtype: str) -> str | None:
     for name in ("peak_tflops", "mem_bw_gbps"):
         if not (math.isfinite(peak[name]) and peak[name] > 0):
             return f"{name}={peak[name]!r} is not a positive finite number"
+    if busy := busy_problem(peak):
+        return busy
     floor = floor_tflops(device_key, dtype, int(peak["threads"]))
     if floor is not None and peak["peak_tflops"] < floor:
         load = peak.get("load_1min")

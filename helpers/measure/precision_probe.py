@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from helpers.measure.peaks import keep, read_kept
+from helpers.measure.peaks import busy_problem, cpu_mark, keep, others_cores, read_kept
 from helpers.run.args import NeuronArgs
 from helpers.run.device import DeviceInfo, compute_dtype, cpu_capability, cpu_name, resolve_precision
 from helpers.run.precision import autocast, mechanism
@@ -95,7 +95,7 @@ def _paired_rounds(cfg, batch: int, seq_len: int, rounds: int, cap_s: float) -> 
         optimizer.zero_grad(set_to_none=True)
         return time.perf_counter() - t0
 
-    start = time.perf_counter()
+    start, mark = time.perf_counter(), cpu_mark()
     step("fp32"), step("bf16")  # warm-up: oneDNN picks and JITs its kernels on the first call of each dtype
     times_s: dict[str, list[float]] = {"fp32": [], "bf16": []}
     for r in range(rounds):
@@ -117,6 +117,8 @@ def _paired_rounds(cfg, batch: int, seq_len: int, rounds: int, cap_s: float) -> 
         "threads": torch.get_num_threads(),
         "measured_at": now(),
         "load_1min": os.getloadavg()[0],
+        "others_cores": round(others_cores(mark), 3),
+        "cpu_count": os.cpu_count(),
         "seconds": round(time.perf_counter() - start, 2),
     }
 
@@ -140,12 +142,20 @@ def cpu_probe(device_key: str, peaks_dir: str | Path | None) -> dict:
     key = probe_key(torch.get_num_threads())
     path = Path(peaks_dir) / f"{device_key}.precision.json" if peaks_dir else None
     known, kept = read_kept(path), ""
-    if not _complete(known.get(key)):
-        known[key] = _MEASURED.get((device_key, key)) or paired_probe()
-        _MEASURED[(device_key, key)] = known[key]
+    if not _complete(known.get(key)) or busy_problem(known[key]):
+        probe = _MEASURED.get((device_key, key)) or paired_probe()
+        if busy := busy_problem(probe):  # this run's choice, never a later quiet run's
+            return recorded(probe, f"measured on this machine now, not kept: {busy}")
+        known[key] = _MEASURED[(device_key, key)] = probe
         kept = keep(path, known)
     where = f" (_peaks/{path.name}{kept})" if path else ""  # relative: a record never names a checkout's path
-    return {**known[key], "source": f"measured on this machine at {known[key]['threads']} threads{where}"}
+    return recorded(known[key], f"measured on this machine at {known[key]['threads']} threads{where}")
+
+
+def recorded(probe: dict, source: str) -> dict:
+    """Return the probe as the record's `precision.probe` holds it: with where it comes from, and without the
+    CPU share of other processes, which the _peaks file keeps (the source says when it was too busy to keep)."""
+    return {**{k: v for k, v in probe.items() if k not in ("others_cores", "cpu_count")}, "source": source}
 
 
 def choose(probe: dict | None, has_bf16: bool) -> tuple[str, str]:
@@ -208,11 +218,14 @@ def main(argv: list[str] | None = None) -> None:
     known = read_kept(path)
     for threads in args.threads:
         torch.set_num_threads(threads)
-        known[probe_key(threads)] = probe = paired_probe()
+        probe = paired_probe()
+        busy = busy_problem(probe)
         print(
             f"{threads} threads: fp32 {probe['fp32_step_s']:.3f} s, bf16 autocast {probe['bf16_step_s']:.3f} s a "
-            f"step; {choose(probe, dev.bf16_fast)[1]}"
+            f"step; {choose(probe, dev.bf16_fast)[1]}" + (f": NOT kept: {busy}" if busy else "")
         )
+        if not busy:
+            known[probe_key(threads)] = probe
     print(f"wrote {path}{keep(path, known) or ''}")
 
 

@@ -25,7 +25,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import pydantic
 from pydantic import (
@@ -268,8 +268,8 @@ class MeasureArgs:
     # issue 29: one run per name at a time
     replace_record: bool = arg(
         False,
-        "run even though a finished record of this run_name exists on this "
-        "device (it is replaced); False: refused before training",
+        "run even though a finished record of this run_name exists on this device (a finished rerun "
+        "replaces it; a failed or interrupted one is written to _reruns/ beside it); False: refused before training",
     )
 
     def __post_init__(self) -> None:
@@ -413,6 +413,37 @@ class RunArgs:
         return build_args({**{k: self.flat()[k] for k in self.given}, **values}, given=self.given | set(values))
 
 
+def admitted(annotation: Any) -> set[type]:
+    """Return the Python types a field's annotation admits (Optional, Annotated and Literal unwrapped)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return {type(v) for v in get_args(annotation)}
+    if origin is Annotated:
+        return admitted(get_args(annotation)[0])
+    if origin is Union:
+        return set().union(*(admitted(a) for a in get_args(annotation)))
+    return {annotation}
+
+
+WORDS = {int: "a number", float: "a number", str: "text", type(None): "None"}
+ADMITTED = {name: admitted(GROUPS[group].__pydantic_fields__[name].annotation) for name, (group, _) in FIELDS.items()}
+
+
+def inexact(name: str, value: Any) -> str | None:
+    """Return why `value` is not of parameter `name`'s type although pydantic would convert it (True to 1 or
+    1.0, papermill's number 0.0001 for the text 1e-4), or None."""
+    kinds = ADMITTED[name]
+    if isinstance(value, bool) and bool not in kinds:
+        words = sorted({WORDS.get(k, k.__name__) for k in kinds})
+        return f"{name}={value!r} is invalid: a bool is not {' or '.join(words)}"
+    if isinstance(value, float) and str in kinds and not kinds & {int, float}:
+        return (
+            f"{name}={value!r} is invalid: a number where text is expected, and a number's text is not what was "
+            f"typed (papermill's -p reads 1e-4 as 0.0001): give it as text (papermill -r {name} VALUE)"
+        )
+    return None
+
+
 def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) -> RunArgs:
     """Return checked arguments from a mapping of parameter names; `given` (default: every name in
     `values`) are the caller's, and the preset fills the parameters outside it. Raise ConfigError."""
@@ -422,6 +453,9 @@ def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) ->
     given = set(values) if given is None else set(given)
     preset = PRESETS.get(values.get("preset", "none"), {})  # an unknown one is refused by TrainArgs
     merged = {**values, **{k: v for k, v in preset.items() if k not in given}}
+    for name, value in merged.items():
+        if why := inexact(name, value):
+            raise ConfigError(f"{why}. {name}: {FIELDS[name][1].metadata['help']}")
     try:
         groups = {
             group: cls(**{k: v for k, v in merged.items() if FIELDS[k][0] == group}) for group, cls in GROUPS.items()

@@ -80,12 +80,15 @@ def notebook_args(namespace: Mapping[str, Any]) -> RunArgs:
     so a misspelled `-p` name is refused, not ignored. Given = the names papermill injected; in a
     hand-run notebook (no injected cell), the values that differ from the defaults.
     """
+    given = papermill_given(namespace.get("In"))
     params = {
         k: str(v) if isinstance(v, Path) else v
         for k, v in namespace.items()
-        if not k.startswith("_") and k not in IPYTHON_NAMES and isinstance(v, (type(None), bool, int, float, str, Path))
+        if not k.startswith("_")
+        and k not in IPYTHON_NAMES
+        # what papermill injected is a parameter whatever its type: `-y 'batch: [8, 16]'` is refused, not dropped
+        and (isinstance(v, (type(None), bool, int, float, str, Path)) or k in (given or ()))
     }
-    given = papermill_given(namespace.get("In"))
     if given is None:
         defaults = RunArgs().flat()
         given = {k for k, v in params.items() if k not in defaults or v != defaults[k]}

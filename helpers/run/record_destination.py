@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 
 from helpers.run.args import ConfigError
-from helpers.run.records import DONE, RecordWriteError, check_writable, now, read_record
+from helpers.run.records import DONE, RecordWriteError, check_writable, now, read_record, unreadable
 
 NAME_MAX = 255  # bytes in one file name on ext4, xfs, tmpfs, EBS and EFS
 TEMP_EXTRA = len("..12345678.tmp")  # write_json_atomic's temporary name: .<name>.<8 random chars>.tmp
@@ -117,6 +117,12 @@ def claim_name(path: Path, replace: bool = False) -> Path:
         raise ConfigError(
             f"a {done['status']} run named {done['run_name']!r} is already recorded on this device "
             f"({path}): give another run_name, or replace_record=True to run it again"
+        )
+    why = None if replace else unreadable(path)
+    if why:  # a newer commit's record (an unknown key) or a hand-edited one: kept, never replaced unasked
+        raise ConfigError(
+            f"the file at the record's path {path} is not a record this code reads ({why}); it is kept: "
+            "move it away, give another run_name, or replace_record=True to replace it"
         )
     claim = _claim_path(path)
     if _HELD.get(claim, (None,))[0] == os.getpid():  # this process's own (a notebook cell run again)

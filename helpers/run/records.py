@@ -12,6 +12,7 @@ copying folders.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import math
@@ -20,6 +21,7 @@ import platform
 import re
 import socket
 import tempfile
+import time
 import uuid
 from collections import Counter
 from importlib import metadata
@@ -31,6 +33,9 @@ from helpers.run import schema
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 STATUSES = get_args(schema.Status)
 DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run these again
+# what a record at a path is replaced by: only one of an outcome as final (a finished record only by a finished one)
+FINALITY = {"finished": 2, "diverged": 1, "oom": 1}
+ASIDE = "_reruns"  # beside the suite's records: a rerun's record that did not replace a more final one
 ADHOC = "adhoc"  # the folder of runs that belong to no suite
 PEAKS = "_peaks"  # the per-machine roofs and precision probe, beside the suites' folders
 # how CUDA (OutOfMemoryError), the host (MemoryError) and XLA (RESOURCE_EXHAUSTED) say out of memory
@@ -194,15 +199,17 @@ def _umask() -> int:
     return mask
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> Path:
-    """Write `obj` as JSON to `path` whole (temporary file, fsync, rename); raise naming the path."""
+def write_json_atomic(path: str | Path, obj: Any, mode: int | None = None) -> Path:
+    """Write `obj` as JSON to `path` whole (temporary file, fsync, rename) with the permission bits `mode`
+    (default: a new file's under the umask); raise naming the path."""
     path = Path(path)
     text = json_text(obj)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a record is read by other users and tools
+        # mkstemp makes 0600; a record is read by other users and tools
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -228,11 +235,43 @@ def as_json(record: schema.RunRecord) -> dict:
 
 
 def write_record(path: str | Path, record: schema.RunRecord) -> Path:
-    """Check `record` against the schema and write it to `path` atomically; return the path."""
+    """Check `record` against the schema and write it to `path` atomically; return the path written, which is
+    `aside_path(path)` when `path` holds a more final record (a failed or interrupted rerun never replaces a
+    finished record: a finished one is replaced only by a finished one)."""
     valid, why = schema.validate(as_json(record))
     if why:
         raise RecordWriteError(f"the record for {path} does not match the schema ({why}); nothing was written")
+    if FINALITY.get(valid["status"], 0) < FINALITY.get(status_in(path), 0):
+        path = aside_path(path)
     return write_json_atomic(path, valid)
+
+
+def aside_path(path: str | Path) -> Path:
+    """Return where a rerun's record goes when the record at `path` is more final: `_reruns/` beside it,
+    a folder no reader of records looks in."""
+    return Path(path).parent / ASIDE / Path(path).name
+
+
+def status_in(path: str | Path) -> str | None:
+    """Return the status the file at `path` states (valid record or not: a newer code's finished record is
+    still finished), or None when there is no such file or no status in it."""
+    try:
+        obj = read_json(path)
+    except RecordReadError:
+        return None
+    return obj.get("status") if isinstance(obj, dict) and isinstance(obj.get("status"), str) else None
+
+
+def unreadable(path: str | Path) -> str | None:
+    """Return why the file at `path` is not a record this code reads (cut short, an unknown key, a newer
+    schema), or None when there is no file there or it is one."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return schema.validate(read_json(path))[1]
+    except RecordReadError as err:
+        return str(err)
 
 
 def read_record(path: str | Path) -> dict | None:
@@ -283,6 +322,22 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
     return found, skipped
 
 
+def unix_seconds(text: str) -> float:
+    """Return `text` as a Unix time in seconds; argparse's error for what is none (nan, inf, negative, a time
+    after tomorrow: milliseconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Unix time in seconds (from `date +%s`)")
+    if value > time.time() + 86400:
+        raise argparse.ArgumentTypeError(
+            f"{text} is after tomorrow: a Unix time in seconds is expected (milliseconds? divide by 1000)"
+        )
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print the headline figures of a record file, or of the newest record below a folder."""
     import argparse
@@ -294,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", help="only records of this run name")
     parser.add_argument(
         "--since",
-        type=float,
+        type=unix_seconds,
         help="only records whose file was written after this Unix time "
         "(`make baseline`: its own start, so another machine's older record is never shown)",
     )

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 def headline(record: dict) -> str:
     """Return the record's headline figures in three lines."""
-    t, m, dev = record.get("timing", {}), record.get("metrics", {}), record.get("device", {})
+    t, m, dev = record.get("timing") or {}, record.get("metrics", {}), record.get("device", {})
+    phases, status = record.get("phases") or {}, record.get("status")
     lines = [
-        f"{record['run_name']}: {record.get('status')} on {dev.get('name')} "
+        f"{record['run_name']}: {status} on {dev.get('name')} "
         f"({dev.get('cpu_capability')}), precision {record.get('precision', {}).get('used')}",
         f"  train {t.get('train_time_s') or 0:.1f} s, {t.get('samples_per_s') or 0:.1f} samples/s, "
-        f"step {t.get('step_time_median_s') or 0:.3f} s (median)",
+        f"step {t.get('step_time_median_s') or 0:.3f} s (median)"
+        if t.get("train_time_s") is not None
+        else f"  train {status} "
+        + (f"after {phases['train']:.1f} s" if phases.get("train") else "before training")
+        + ": no timing window closed",
         f"  test accuracy {m.get('test_accuracy')}, macro-F1 {m.get('test_macro_f1')}, "
         f"final loss {m.get('final_loss')}",
     ]
@@ -22,8 +27,8 @@ def headline(record: dict) -> str:
             if ninety.get("train_time_s") is not None
             else f"  time to 90% validation accuracy: {ninety['reason']}"
         )
-    if (record.get("phases") or {}).get("wall") is not None:
-        lines.append(wall_line(record["phases"]))
+    if phases.get("wall") is not None:
+        lines.append(wall_line(phases, None if t.get("train_time_s") is not None else status))
     if record.get("error"):
         lines.append(f"  error: {str(record['error']).splitlines()[0][:200]}")
     return "\n".join(lines)
@@ -47,10 +52,12 @@ WALL_PARTS = (
 )
 
 
-def wall_line(phases: dict) -> str:
-    """Return the wall split as one line: seconds per phase, and the wall as a multiple of the training's."""
+def wall_line(phases: dict, stopped: str | None = None) -> str:
+    """Return the wall split as one line: seconds per phase, and the wall as a multiple of the training's;
+    `stopped`: how training ended where no timing window closed (interrupted, failed), shown beside it."""
     parts = [
-        f"{words} {phases[key]:.1f}" + (f" ({phases.get('periodic_evals')})" if key == "periodic_eval" else "")
+        f"{words}{f' ({stopped})' if stopped and key == 'train' else ''} {phases[key]:.1f}"
+        + (f" ({phases.get('periodic_evals')})" if key == "periodic_eval" else "")
         for key, words in WALL_PARTS
         if phases.get(key) is not None
     ]

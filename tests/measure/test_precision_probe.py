@@ -109,3 +109,25 @@ def test_the_probe_runs_for_real_on_a_tiny_bert():
     assert out["rounds"] == len(out["per_round"]) == 3 and out["threads"] == torch.get_num_threads()
     assert out["ratio"] == pytest.approx(sorted(out["per_round"])[1])  # the median of the paired rounds
     assert precision_probe._complete(out) and out["cpu"]
+
+
+def test_a_probe_measured_while_other_processes_use_the_cpus_decides_this_run_only(monkeypatch, tmp_path):
+    """A probe at load 7.3 was kept, so later quiet runs trained in fp32 where bf16 is 1.51x faster."""
+    monkeypatch.setattr(precision_probe, "paired_probe", lambda: _probe(0.9, others_cores=1.7, cpu_count=2))
+    busy = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
+    assert busy.used == "fp32" and "not kept: measured while other processes kept 1.7 of 2" in busy.probe["source"]
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setattr(precision_probe, "paired_probe", lambda: _probe(1.51, others_cores=0.05, cpu_count=2))
+    quiet = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
+    assert quiet.used == "bf16" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_probe_a_run_records_passes_the_records_schema(monkeypatch, tmp_path):
+    """The busy figures stay in the _peaks file: the record's probe section has no field for them."""
+    from helpers.run.schema import PrecisionProbe
+
+    for others in (1.7, 0.05):
+        monkeypatch.setattr(
+            precision_probe, "paired_probe", lambda others=others: _probe(1.5, others_cores=others, cpu_count=2)
+        )
+        PrecisionProbe.model_validate(precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path).probe)

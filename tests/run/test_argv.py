@@ -186,3 +186,31 @@ def test_stop_at_accuracy_none_from_a_notebook_and_the_cli():
     assert nb.measure.stop_at_accuracy is None and nb.measure.eval_every == 5
     assert parse_cli(["--stop_at_accuracy", "None"]).measure.stop_at_accuracy is None
     assert parse_cli(["--stop_at_accuracy", "0.9", "--eval_every", "50"]).measure.stop_at_accuracy == 0.9
+
+
+@pytest.mark.parametrize(
+    "injected, value, message",
+    [
+        (
+            "batch = [8, 16]",
+            [8, 16],
+            "batch=.8, 16. is invalid: Input should be a valid integer",
+        ),  # -y 'batch: [8, 16]'
+        ("lr = [0.1]", [0.1], r"lr=\[0.1\] is invalid: Input should be a valid number"),
+        ("llrd_decay = True", True, "llrd_decay=True is invalid: a bool is not None or a number"),  # -p llrd_decay True
+        ("lora_r = True", True, "lora_r=True is invalid: a bool is not a number"),
+        ("batch = True", True, "batch=True is invalid: a bool is not a number"),
+        ("run_name = 0.0001", 0.0001, "run_name=0.0001 is invalid: a number where text is expected.*-r run_name"),
+    ],
+)
+def test_papermill_values_of_the_wrong_type_are_refused_never_dropped_or_converted(injected, value, message):
+    """papermill's -y keeps a YAML list and -p reads True as a bool and 1e-4 as a number: a list was dropped
+    (the default trained while params_given named it), True read as 1 or 1.0, 1e-4 recorded as 0.0001."""
+    name = injected.split(" = ")[0]
+    with pytest.raises(ConfigError, match=message):
+        notebook_args({name: value, "In": [f"# Parameters\n{injected}\n"]})
+
+
+def test_a_whole_number_for_a_text_parameter_and_bools_for_bool_ones_stay_accepted():
+    args = notebook_args({"run_name": 42, "progress": False, "In": ["# Parameters\nrun_name = 42\nprogress = False\n"]})
+    assert args.measure.run_name == "42" and args.measure.progress is False

@@ -134,3 +134,16 @@ def test_any_claim_file_nobody_holds_is_taken_over_and_a_held_one_never_is(tmp_p
     assert other.exitcode == 1 and claim.exists()
     record_destination.release(mine)
     assert not claim.exists()
+
+
+def test_a_record_this_code_cannot_read_is_kept_unless_the_user_asks_to_replace_it(tmp_path):
+    """A newer commit's finished record (a key this code does not know) at the run's path: refused, naming it;
+    replace_record=True claims the name (and only a finished rerun replaces it: records.write_record)."""
+    path = tmp_path / "adhoc" / "r@cpu-x.json"
+    path.parent.mkdir()
+    finished = records.as_json(records.run_record({"run_name": "r"}, [], status="finished"))
+    path.write_text(json.dumps({**finished, "new_section": {"x": 1}}))
+    with pytest.raises(ConfigError, match="new_section: Extra inputs are not permitted.*it is kept"):
+        record_destination.claim_name(path)
+    record_destination.release(record_destination.claim_name(path, replace=True))
+    assert json.loads(path.read_text())["new_section"] == {"x": 1}

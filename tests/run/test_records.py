@@ -202,3 +202,46 @@ def test_a_written_record_says_its_schema_version_so_it_is_never_upgraded_again(
     records.write_record(path, rec)
     assert json.loads(path.read_text())["schema_version"] == records.SCHEMA_VERSION
     assert records.read_record(path)["timing"]["window_samples_per_s"] == rates
+
+
+@pytest.mark.parametrize("rerun", ["failed", "interrupted", "oom", "diverged"])
+@pytest.mark.parametrize("extra_key", [False, True])
+def test_a_finished_record_is_replaced_only_by_a_finished_one(tmp_path, rerun, extra_key):
+    """A rerun of a finished name (replace_record, `make baseline`) that fails or is interrupted writes its
+    record aside, never over the finished one, even one a newer commit wrote (an unknown key); a finished
+    rerun replaces it."""
+    path = tmp_path / "adhoc" / "base@cpu-x.json"
+    first = records.run_record({"run_name": "base"}, [], status="finished")
+    records.write_record(path, first)
+    if extra_key:  # a newer commit of the same schema version: this code cannot read it, it is still finished
+        path.write_text(json.dumps({**json.loads(path.read_text()), "new_section": {"x": 1}}))
+    before = path.read_text()
+    worse = records.run_record({"run_name": "base"}, [], status=rerun)
+    written = records.write_record(path, worse)
+    assert path.read_text() == before
+    assert written == records.aside_path(path) and records.read_record(written)["run_id"] == worse.run_id
+    assert records.read_records(tmp_path)[0] == [] if extra_key else len(records.read_records(tmp_path)[0]) == 1
+    again = records.run_record({"run_name": "base"}, [], status="finished")
+    assert records.write_record(path, again) == path
+    assert records.read_record(path)["run_id"] == again.run_id
+
+
+def test_a_failed_record_replaces_a_failed_one(tmp_path):
+    path = tmp_path / "r@cpu-x.json"
+    for status in ("failed", "interrupted", "failed"):
+        rec = records.run_record({"run_name": "r"}, [], status=status)
+        assert records.write_record(path, rec) == path
+        assert records.read_record(path)["status"] == status
+
+
+@pytest.mark.parametrize("since", ["nan", "inf", "1e400", "-5", str(int(time.time() * 1000)), "yesterday"])
+def test_the_printer_refuses_a_since_that_is_no_unix_time_in_seconds(tmp_path, since, capsys):
+    """nan, 1e400 and milliseconds were accepted, then answered "no record written by this run"."""
+    with pytest.raises(SystemExit) as stopped:
+        records.main([str(tmp_path), "--since", since])
+    assert stopped.value.code == 2 and "--since: " in capsys.readouterr().err
+
+
+def test_the_printer_takes_a_since_of_now_in_seconds(tmp_path):
+    with pytest.raises(SystemExit, match="no record written by this run"):
+        records.main([str(tmp_path), "--since", str(time.time())])

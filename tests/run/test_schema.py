@@ -3,6 +3,7 @@ name with the reason, and no JSON value in any field crashes reading the records
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -58,6 +59,37 @@ def test_the_migration_rewrites_a_record_as_the_reader_reads_it_and_once(tmp_pat
     assert records.read_records(tmp_path)[0] == before  # the report reads the same record
     migrate.main([str(tmp_path)])
     assert path.read_text() == text  # a second run changes nothing
+
+
+def test_the_migration_names_each_file_it_cannot_read_goes_on_and_keeps_modes_and_links(tmp_path, capsys):
+    """A JSON list, a string schema_version, a cut-short file or a FIFO stopped the migration with a traceback
+    that named no file (the FIFO hung it), leaving every later record unmigrated; a 0600 record came back 0644
+    and a link came back a copy."""
+    spec = importlib.util.spec_from_file_location("migrate", REPO / "scripts" / "migrate_records.py")
+    migrate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migrate)
+    folder = tmp_path / "s"
+    folder.mkdir()
+    bad = {"a-list@cpu.json": "[1, 2]", "b-version@cpu.json": '{"schema_version": "5"}', "c-cut@cpu.json": '{"run'}
+    for name, text in bad.items():
+        (folder / name).write_text(text)
+    os.mkfifo(folder / "d-fifo@cpu.json")
+    private = folder / "e-private@cpu.json"
+    private.write_text(json.dumps(record("cpu", "s", {"batch": 8}, run_name="private")))  # not as the writer writes
+    private.chmod(0o600)
+    elsewhere = tmp_path / "kept" / "f-linked@cpu.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(json.dumps(record("cpu", "s", {"batch": 8}, run_name="linked")))
+    (folder / "f-linked@cpu.json").symlink_to(elsewhere)
+    with pytest.raises(SystemExit, match="4 file.s. not migrated"):
+        migrate.main([str(folder)])
+    out, err = capsys.readouterr()
+    for name in [*bad, "d-fifo@cpu.json"]:
+        assert f"not migrated: {folder / name}: " in err
+    assert "migrated e-private@cpu.json" in out and "migrated f-linked@cpu.json" in out
+    assert oct(private.stat().st_mode & 0o777) == oct(0o600) and records.read_record(private)["run_name"] == "private"
+    assert (folder / "f-linked@cpu.json").is_symlink() and records.read_record(elsewhere)["run_name"] == "linked"
+    assert records.json_text(json.loads(elsewhere.read_text())) == elsewhere.read_text()
 
 
 def test_the_committed_json_schema_is_the_models():

@@ -37,3 +37,18 @@ def test_the_headline_says_when_90_percent_was_reached_or_why_not():
     missed = {**RECORD, "time_to_accuracy": {"0.90": {"train_time_s": None, "reason": "best 88.1%"}}}
     assert headline(missed).endswith("time to 90% validation accuracy: best 88.1%")
     assert "time to 90%" not in headline(RECORD)
+
+
+def test_an_interrupted_runs_training_is_shown_as_interrupted_not_as_zero_seconds():
+    """Ctrl-C while training: the headline said "train 0.0 s" and the wall put training under "other"."""
+    stopped = {
+        **RECORD,
+        "status": "interrupted",
+        "timing": None,
+        "phases": {"wall": 50.0, "startup": 3.0, "train": 42.0, "other": 5.0},
+    }
+    text = headline(stopped)
+    assert "train interrupted after 42.0 s: no timing window closed" in text and "train 0.0 s" not in text
+    assert "training (interrupted) 42.0, other 5.0" in text
+    early = headline({**stopped, "status": "failed", "phases": {"wall": 4.0, "startup": 3.0, "other": 1.0}})
+    assert "train failed before training" in early

@@ -18,7 +18,7 @@ from helpers.study import frame
 from helpers.study.decide import ranking
 from helpers.study.frame import current_points
 from helpers.study.notation import header
-from helpers.study.sweep.suites import SUITES_DIR, find_suites
+from helpers.study.sweep.suites import SUITES_DIR, find_suites, suites_folder
 
 # a job's size is bounded so that its hours and dollars stay finite numbers: a million epochs of a billion
 # rows is past any fine-tuning job, and past it float arithmetic turns costs into inf ("cheapest at $inf")
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--suites-dir",
         default=SUITES_DIR,
+        type=suites_folder,
         help="suites whose current points are read (a record of an "
         "edited suite's older point, or of no suite, is left out, as in the report)",
     )

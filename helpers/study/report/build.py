@@ -30,7 +30,7 @@ from helpers.study.notation import fmt, header
 from helpers.study.published import PUBLISHED_DIR
 from helpers.study.report import sections
 from helpers.study.report.agreement import agreement_markdown
-from helpers.study.sweep.suites import SUITES_DIR, find_suites
+from helpers.study.sweep.suites import SUITES_DIR, find_suites, suites_folder
 
 OUT_DIR = "Experiment"
 PICTURES_DIR = "Pictures"
@@ -202,18 +202,42 @@ def unusable_results(results: Path) -> str | None:
     return None
 
 
+def same_folder(a: str | Path, b: str | Path) -> bool:
+    """True when the folders `a` and `b` (relative to the repository root) are one."""
+    return repo_path(a).resolve() == repo_path(b).resolve()
+
+
+def committed_outputs(args: argparse.Namespace) -> list[str]:
+    """Return the committed report's folders that the command line `args` would write into."""
+    return [
+        f"--{flag} {default}"
+        for flag, given, default, writes in (
+            ("out-dir", args.out_dir, OUT_DIR, True),
+            ("pictures", args.pictures, PICTURES_DIR, not args.no_plots),
+        )
+        if writes and same_folder(given, default)
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: python -m helpers.study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
     parser = argparse.ArgumentParser(prog="python -m helpers.study.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=RESULTS, help="folder of the run records (every machine's below it)")
     parser.add_argument("--out-dir", default=OUT_DIR, help="where <suite>.md and REPORT.md go")
     parser.add_argument("--pictures", default=PICTURES_DIR, help="where the figures go")
-    parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--suites-dir", default=SUITES_DIR, type=suites_folder)
     parser.add_argument("--no-plots", action="store_true", help="tables only")
     args = parser.parse_args(argv)
     why = unusable_results(repo_path(args.results))
     if why:  # before anything is written: a mistyped folder must never empty the committed report
         parser.error(f"--results {args.results}: {why}; nothing was written")
+    committed = committed_outputs(args)
+    if committed and not same_folder(args.results, RESULTS):
+        parser.error(
+            f"--results {args.results}: the committed report ({', '.join(committed)}) is made from every record "
+            f"below {RESULTS}; a report of {args.results} alone goes elsewhere: give --out-dir and --pictures "
+            "(nothing was written)"
+        )
     command = shlex.join(["python", "-m", "helpers.study.report", *(sys.argv[1:] if argv is None else argv)])
     for path in build_report(
         args.results, args.out_dir, args.pictures, args.suites_dir, command=command, plots=not args.no_plots

@@ -212,15 +212,6 @@ def run_notebook(
     return status, wall
 
 
-def newer_record(record_file: Path) -> bool:
-    """True when `record_file` holds a record of a newer schema than this code's: never overwritten."""
-    try:
-        version = records.read_json(record_file).get("schema_version")
-    except (records.RecordReadError, AttributeError):
-        return False
-    return isinstance(version, int) and not isinstance(version, bool) and version > records.SCHEMA_VERSION
-
-
 def record_failure(
     record_file: Path, params: dict, status: str, error: str, dev: dict | None = None, runner: dict | None = None
 ) -> schema.RunRecord:
@@ -312,8 +303,9 @@ def run_point(
         done = records.read_record(record_file)
         if done is not None and done.get("status") in records.DONE:
             return "already done", 0.0, record_file
-        if done is None and newer_record(record_file):
-            return "kept: its record has a newer schema_version", 0.0, record_file
+        why = None if done is not None else records.unreadable(record_file)
+        if why:  # a newer commit's record (a newer schema, an unknown key) or a hand-edited one: never deleted
+            return f"kept: its record is not one this code reads ({why})", 0.0, record_file
         try:
             build_args(params)  # the one place parameters are checked
             if suite.kind == "token_stats":

@@ -36,6 +36,7 @@ from helpers.study.sweep.suites import (
     find_suites,
     resolve_suite,
     retarget,
+    suites_folder,
     timeout_of,
     with_overrides,
 )
@@ -92,6 +93,8 @@ def sweep(
             print(f"skipped {suite.name}: {reason}", file=out)
         else:
             plan.append((suite, dev))
+    for suite, _ in plan:  # a folder it cannot write (read-only): refused before any point runs or locks
+        records.check_writable(results / suite.name, "--results")
     for suite, _ in plan:  # records the sweep cannot read (invalid, a newer schema): named, then run past
         for what in records.read_records(results / suite.name)[1] if (results / suite.name).is_dir() else ():
             print(f"skipped record {suite.name}/{what}", file=out)
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--results", default=RESULTS, help="folder of the run records (relative to the repo root)")
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where executed notebooks and logs go")
-    parser.add_argument("--suites-dir", default=SUITES_DIR)
+    parser.add_argument("--suites-dir", default=SUITES_DIR, type=suites_folder)
     parser.add_argument(
         "--target",
         choices=TARGETS,
@@ -227,7 +230,10 @@ def main(argv: list[str] | None = None) -> None:
         print(plan.plan_text(suites, args.variant, args.target, args.instance, command))
         return
     state = precompile.precompile(suites, args.variant) if args.precompile else None
-    sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs, force=args.force)
+    try:
+        sweep(suites, args.variant, args.results, args.runs_dir, args.timeout, jobs=args.jobs, force=args.force)
+    except records.RecordWriteError as err:
+        parser.error(str(err))
     if state is not None:
         precompile.cache_report(state, suites, args.variant, args.results)
 

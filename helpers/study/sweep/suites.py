@@ -21,6 +21,7 @@ of one cell are spread over the sweep, not run back to back, and their spread is
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import hashlib
@@ -238,6 +239,17 @@ def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
     for path, why in broken.items():
         print(f"skipped suite file {path}: {why}", file=sys.stderr)
     return found
+
+
+def suites_folder(text: str) -> str:
+    """Return `text` (a --suites-dir value) when it names a folder holding suite files; argparse's error
+    otherwise: a mistyped folder would make the report, the decision and `sweep all` read no suite at all."""
+    folder = repo_path(text)
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder of suite files (the suites: {SUITES_DIR})")
+    if not any(folder.glob("*.toml")):
+        raise argparse.ArgumentTypeError(f"{text}: holds no suite file (*.toml)")
+    return text
 
 
 def resolve_suite(name: str, suites_dir: str | Path = SUITES_DIR) -> Suite:

@@ -108,3 +108,10 @@ def test_a_deeply_nested_record_is_named_and_the_table_still_printed(results, ca
     out, err = capsys.readouterr()
     assert "A100" in out and "100,000 rows" in out
     assert "skipped record speedup/deep@cpu-x.json: nested too deeply" in err
+
+
+def test_a_mistyped_suites_folder_is_refused(results, tmp_path, capsys):
+    """A typo in --suites-dir read no suite, so every measured device dropped out of the decision."""
+    with pytest.raises(SystemExit):
+        command.main(["--results", str(results), "--suites-dir", str(tmp_path / "suite")])
+    assert "no such folder of suite files" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from helpers.run import records
 from helpers.run.args import build_args
 from helpers.study import frame
 from helpers.study.notation import short_device
+from helpers.study.report import build
 from helpers.study.report.build import build_report, first_runs, main
 from helpers.study.sweep.suites import expand, resolve_suite
 
@@ -186,3 +187,40 @@ def test_the_first_runs_table_shows_each_devices_smoke_run_and_says_what_to_run_
     text = first_runs(frame.frame([smoke, other, failed]))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "device" not in line]
     assert len(rows) == 1 and "bert-base-random" in rows[0] and "32 × 128" in rows[0] and "838.5" in rows[0]
+
+
+@pytest.fixture()
+def one_record(tmp_path) -> Path:
+    """A results folder holding one record (a first cloud run's `smoke` folder)."""
+    name, params = point("batch_scaling", batch=8)
+    write(tmp_path / "smoke", record("a100", "batch_scaling", params, run_name=name))
+    return tmp_path / "smoke"
+
+
+def test_a_mistyped_suites_folder_is_refused_before_anything_is_written(one_record, tmp_path, capsys):
+    out = tmp_path / "out"
+    for typo in (tmp_path / "Experiment" / "suite", one_record):  # missing; a folder without suite files
+        with pytest.raises(SystemExit):
+            main(["--results", str(one_record), "--out-dir", str(out), "--suites-dir", str(typo), "--no-plots"])
+        assert f"--suites-dir: {typo}: " in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_report_of_another_folder_never_rewrites_the_committed_report(one_record, tmp_path, monkeypatch, capsys):
+    """`report --results Experiment/results/smoke` would have rewritten every committed page from 1 record:
+    refused unless the report goes elsewhere (--out-dir, and --pictures where it draws)."""
+    committed = tmp_path / "Experiment"
+    monkeypatch.setattr(build, "OUT_DIR", str(committed))
+    monkeypatch.setattr(build, "PICTURES_DIR", str(tmp_path / "Pictures"))
+    monkeypatch.setattr(build, "RESULTS", str(one_record.parent))
+    with pytest.raises(SystemExit):
+        main(["--results", str(one_record), "--no-plots"])
+    assert f"the committed report (--out-dir {committed}) is made from every record" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--results", str(one_record), "--out-dir", str(tmp_path / "mine")])  # its plots: Pictures/
+    assert "(--pictures " in capsys.readouterr().err
+    assert not committed.exists() and not (tmp_path / "Pictures").exists()
+    main(["--results", str(one_record), "--out-dir", str(tmp_path / "mine"), "--no-plots"])
+    assert (tmp_path / "mine" / "REPORT.md").exists()
+    main(["--results", str(one_record.parent) + "/", "--no-plots"])  # the committed report's own folder
+    assert (committed / "REPORT.md").exists()

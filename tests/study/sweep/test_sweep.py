@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -566,6 +567,30 @@ def test_cli_lists_points(capsys):
     assert "  batch_scaling-quick-batch=" in out
 
 
+@pytest.mark.parametrize("folder", ["Experiment/suite", "Experiment/results"])  # a typo; a folder of no suite
+def test_sweep_all_with_a_mistyped_suites_folder_is_refused_not_an_empty_success(folder, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        runner.main(["all", "--suites-dir", folder, "--list"])
+    assert stopped.value.code == 2 and f"--suites-dir: {folder}: " in capsys.readouterr().err
+
+
+def test_a_results_folder_the_sweep_cannot_write_is_refused_in_words(tmp_path, tiny_data_dir, capsys):
+    """A read-only results root gave a traceback on the point's .lock file."""
+    toml = write_suite(
+        tmp_path / "tok.toml", f'kind = "token_stats"\n[params]\ndata_dir = "{tiny_data_dir}"\n[quick]\n[full]\n'
+    )
+    results = tmp_path / "ro"
+    results.mkdir()
+    os.chmod(results, 0o555)
+    if os.access(results, os.W_OK):  # root writes anywhere: a results root below a file is as unwritable
+        (tmp_path / "a-file").write_text("")
+        results = tmp_path / "a-file" / "results"
+    with pytest.raises(SystemExit) as stopped:
+        runner.main([str(toml), "--results", str(results)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"--results='{results / 'tok'}' cannot hold run records" in err
+
+
 # a stand-in that records when it ran and on how many threads it was told to run
 TIMED = """
 import os, time
@@ -650,7 +675,16 @@ def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
             assert first and not second
 
 
-def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(tmp_path, tiny_data_dir, tiny_model_dir):
+@pytest.mark.parametrize(
+    "version, why",
+    [
+        (records.SCHEMA_VERSION + 1, f"schema_version {records.SCHEMA_VERSION + 1} is newer"),
+        (records.SCHEMA_VERSION, "new_section: Extra inputs are not permitted"),  # a newer commit, same schema
+    ],
+)
+def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(
+    tmp_path, tiny_data_dir, tiny_model_dir, version, why
+):
     import io
     import json
 
@@ -672,25 +706,20 @@ def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(t
     key = points.device_of("main", "cpu")["key"]
     newer = records.record_path(results_path, "tok", point.run_name, key)
     newer.parent.mkdir(parents=True)
-    newer_text = json.dumps(
-        {
-            "schema_version": records.SCHEMA_VERSION + 1,
-            "run_name": point.run_name,
-            "status": "finished",
-            "new_section": {"x": 1},
-        }
-    )
+    finished = records.as_json(records.run_record({"run_name": point.run_name}, [], status="finished"))
+    newer_text = json.dumps({**finished, "schema_version": version, "new_section": {"x": 1}})
     newer.write_text(newer_text)
     (results_path / "tok" / "junk@cpu-x.json").write_text(
         json.dumps({"schema_version": records.SCHEMA_VERSION, "run_id": "j", "run_name": "junk", "status": "exploded"})
     )
     out = io.StringIO()
     summary = runner.sweep([suite], "quick", results_path, out=out)
-    assert summary == {"tok": {"kept: its record has a newer schema_version": 1}}
+    ((kept, count),) = summary["tok"].items()
+    assert count == 1 and kept.startswith("kept: its record is not one this code reads") and why in kept
     assert newer.read_text() == newer_text  # a newer code's record is never overwritten
     text = out.getvalue()
     assert re.search(r"skipped record tok/junk@cpu-x\.json: status: .*1 problem", text), text
-    assert f"skipped record tok/{newer.name}: schema_version {records.SCHEMA_VERSION + 1} is newer" in text
+    assert f"skipped record tok/{newer.name}: {why}" in text
     assert "tok: 1 kept" in text  # the sweep went on to its summary
 
 
