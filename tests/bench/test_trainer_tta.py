@@ -215,3 +215,31 @@ def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny
     text = out.read_text()
     assert "kept" in text and "<!-- bench:tta begin -->" in text  # the main block keeps its last figures
     assert "`python -m bench --device cpu" in text and "| project run path |" in text
+
+
+def test_to_the_end_each_seed_trains_the_whole_recipe_in_both_and_reports_its_test_accuracy(
+    tiny_model_dir, tiny_data_dir
+):
+    # a target the first evaluation reaches: without to_the_end both would stop at step 2 of 4
+    sizes = _tiny(
+        tiny_model_dir,
+        train_rows=128,
+        target=1e-9,
+        rounds=2,
+        seeds=(0, 1),
+        to_the_end=True,
+        configs=(tta.TRAINER_RECIPE, tta.PROJECT),
+    )
+    out = tta.tta_section(_args(tiny_data_dir), sizes)
+    assert set(out["rates"]) == {tta.TRAINER_RECIPE, tta.PROJECT} and list(out["ratios"]) == [
+        f"{tta.TRAINER_RECIPE} / {tta.PROJECT}"
+    ]
+    for name, windows in out["rates"].items():
+        assert [w["seed"] for w in windows] == [0, 1], name
+        assert all(w["steps"] == 4 and 0 <= w["test_accuracy"] <= 1 for w in windows), name  # 128 rows, batch 32
+
+
+def test_stopping_at_the_target_measures_no_test_accuracy(tiny_model_dir, tiny_data_dir):
+    sizes = _tiny(tiny_model_dir, train_rows=128, target=1e-9, configs=(tta.PROJECT,))
+    (w,) = tta.tta_section(_args(tiny_data_dir), sizes)["rates"][tta.PROJECT]
+    assert w["steps"] == 2 and w["test_accuracy"] is None and w["seed"] == 42
