@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--tta-configs", nargs="+", default=list(tta.configs), choices=list(tta.configs), help="tta: which to run"
     )
     parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
+    parser.add_argument("--eval-precision", default="auto", help="eval: the run's precision (auto: its probe's)")
     parser.add_argument(
         "--eval-train-steps",
         type=int,

@@ -249,7 +249,31 @@ def _eval(e: dict) -> list[str]:
         + f" ({e['labels_predicted']} labels predicted); mean loss {after['loss']:.6f} / "
         f"{before['loss']:.6f}.",
         "",
+        *_eval_levers(e, names[1]),
     ]
+
+
+def _eval_levers(e: dict, after: str) -> list[str]:
+    """Return one line per evaluation lever: its rows/s against `after`'s, paired by round, and the rows whose
+    prediction it changes (nothing for a raw file from before the levers were timed)."""
+    lines = []
+    for name, lever in (e.get("levers") or {}).items():
+        _, text = paired_text(e["rates"], name, after)
+        acc, base = e["figures"][name]["accuracy"], e["figures"]["after"]["accuracy"]
+        lines.append(
+            f"- **{name} / after rows/s = {text}**; accuracy {acc:.4f} against {base:.4f}, "
+            f"{lever['rows_predicted_apart']} of {e['rows']:,} rows predicted otherwise."
+        )
+    return (
+        [
+            "Evaluation levers, each against the after side (the training weights in the training precision):",
+            "",
+            *lines,
+            "",
+        ]
+        if lines
+        else []
+    )
 
 
 def _seconds(values: list, beyond: list | None = None) -> str:
