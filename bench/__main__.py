@@ -82,7 +82,19 @@ def main(argv: list[str] | None = None) -> dict:
         help="tta: training seconds after which a Trainer configuration short of the target "
         "ends (its time and ratio become lower bounds)",
     )
+    parser.add_argument(
+        "--tta-seeds", type=int, nargs="+", default=list(tta.seeds), help="tta: round r trains seed r of these"
+    )
+    parser.add_argument(
+        "--tta-to-the-end",
+        action="store_true",
+        help="tta: train each whole recipe (no stop at the target) and compare the final test accuracy",
+    )
+    parser.add_argument(
+        "--tta-configs", nargs="+", default=list(tta.configs), choices=list(tta.configs), help="tta: which to run"
+    )
     parser.add_argument("--eval-model", default="minilm", help="eval: the model (make baseline's)")
+    parser.add_argument("--eval-precision", default="auto", help="eval: the run's precision (auto: its probe's)")
     parser.add_argument(
         "--eval-train-steps",
         type=int,
@@ -172,6 +184,9 @@ def main(argv: list[str] | None = None) -> dict:
                     args.tta_target,
                     args.tta_rounds,
                     args.tta_budget_s,
+                    tuple(args.tta_seeds),
+                    args.tta_to_the_end,
+                    tuple(args.tta_configs),
                 ),
             )
         meta["load_end"] = os.getloadavg()[0]

@@ -24,7 +24,7 @@ from bench.harness import (
 )
 from helpers import steps
 from helpers.measure.peaks import matmul_tflops
-from helpers.run import record_destination, tokens
+from helpers.run import inference, record_destination, tokens
 from helpers.run.args import PRESETS, build_args
 from helpers.run.precision import autocast
 from helpers.run.train import evaluate, evaluate_batches
@@ -318,6 +318,7 @@ def eval_section(args, sync) -> dict:
                 EVAL_CFG
                 | {
                     "model_name": args.eval_model,
+                    "precision": getattr(args, "eval_precision", "auto"),
                     "data_dir": args.data_dir,
                     "device": args.device,
                     "train_subset": train_steps * EVAL_CFG["batch"],
@@ -350,8 +351,22 @@ def eval_section(args, sync) -> dict:
         figures["after"] = evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
         return {"samples": figures["after"]["rows"]}
 
+    def lever_window(name: str, settings: inference.EvalSettings):
+        def window() -> dict:
+            figures[name] = evaluate(
+                model, new, run.dev, run.precision, rows_per_batch=new.batch_size, settings=settings
+            )
+            return {"samples": figures[name]["rows"]}
+
+        return window
+
+    levers = eval_levers(run.precision, torch.get_num_threads())
     rates = alternate(
-        {"before: loader, no_grad": old_window, "after: sorted, built once, inference mode": new_window},
+        {
+            "before: loader, no_grad": old_window,
+            AFTER: new_window,
+            **{name: lever_window(name, settings) for name, settings in levers.items()},
+        },
         args.windows,
         args.warmup,
         sync,
@@ -360,6 +375,10 @@ def eval_section(args, sync) -> dict:
     in_order = [list(range(k, min(k + old.batch_size, len(split)))) for k in range(0, len(split), old.batch_size)]
     before = predictions(model, old, in_order, len(split), run.dev, run.precision)
     after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
+    apart = {
+        name: int((predictions(model, new, new.rows, len(split), run.dev, run.precision, settings) != after).sum())
+        for name, settings in levers.items()
+    }
     return {
         "config": EVAL_CFG | {"model_name": args.eval_model},
         "rows": len(split),
@@ -372,17 +391,42 @@ def eval_section(args, sync) -> dict:
         "same_predictions": bool(torch.equal(before, after)),
         "rows_predicted_apart": int((before != after).sum()),
         "labels_predicted": len(set(after.tolist())),
+        # each lever against `after`: its rows/s ratio is in `rates`, its per-row predictions that differ here
+        "levers": {name: {"rows_predicted_apart": apart[name]} for name in levers},
     }
 
 
-def predictions(model: torch.nn.Module, batches, rows: list[list[int]], n: int, dev, precision: str) -> torch.Tensor:
+AFTER = "after: sorted, built once, inference mode"
+
+
+def eval_levers(precision: str, threads: int) -> dict[str, inference.EvalSettings]:
+    """Return the evaluation levers timed against `AFTER` (the training weights in the training precision):
+    bf16 weights (a run under bf16 autocast), eager attention, and half the torch threads (more than one)."""
+    levers = {"eager attention": inference.EvalSettings(attention="eager")}
+    if precision == "bf16":
+        levers["bf16 weights (a copy)"] = inference.EvalSettings(weights="bf16")
+    if threads > 1:
+        levers["half the threads"] = inference.EvalSettings(threads=threads // 2)
+    return levers
+
+
+def predictions(
+    model: torch.nn.Module,
+    batches,
+    rows: list[list[int]],
+    n: int,
+    dev,
+    precision: str,
+    settings: inference.EvalSettings | None = None,
+) -> torch.Tensor:
     """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in
-    `precision`."""
+    `precision` as `settings` say (None: the training weights)."""
     out = torch.full((n,), -1)
-    model.eval()
-    with torch.inference_mode():
-        for batch, index in zip(batches, rows):
-            with autocast(precision, dev.type):
-                logits = model(**{k: v.to(dev.torch_device) for k, v in batch.items()}).logits
-            out[torch.tensor(index)] = logits.argmax(-1).cpu()
+    with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
+        eval_model.eval()
+        with torch.inference_mode():
+            for batch, index in zip(batches, rows):
+                with autocast(eval_precision, dev.type):
+                    logits = eval_model(**{k: v.to(dev.torch_device) for k, v in batch.items()}).logits
+                out[torch.tensor(index)] = logits.argmax(-1).cpu()
     return out

@@ -68,10 +68,13 @@ class Sizes:
     target: float = 0.90
     rounds: int = 1
     budget_s: float | None = None  # Trainer's training seconds after which it ends unreached; None: no budget
+    seeds: tuple[int, ...] = (42,)  # round r trains seed seeds[r % len(seeds)] in every configuration (paired)
+    to_the_end: bool = False  # train the whole recipe (no stop at the target) and evaluate the test split at its end
+    configs: tuple[str, ...] = tuple(CONFIGS)  # the configurations run (CONFIGS' names), in this order
 
 
-def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> dict:
-    """Return configuration `name`'s run parameters: its recipe, the data slice, the evaluation cadence."""
+def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str, seed: int = 42) -> dict:
+    """Return configuration `name`'s run parameters: its recipe, the data slice, the evaluation cadence, the seed."""
     return {
         "model_name": sizes.model,
         "data_dir": data_dir,
@@ -86,15 +89,15 @@ def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results:
         "results_path": results,
         "run_name": name.replace(",", "").replace(" ", "_"),
         "replace_record": True,
+        "seed": seed,
         **CONFIGS[name],
     }
 
 
-def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
+def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str, seed: int = 42) -> tuple[dict, int]:
     """Return (the outcome, the epochs run) of the recipe through the project's run path."""
-    rec = steps.run_all(
-        build_args(_values(PROJECT, sizes, data_dir, device, results) | {"stop_at_accuracy": sizes.target})
-    )
+    stop = {} if sizes.to_the_end else {"stop_at_accuracy": sizes.target}
+    rec = steps.run_all(build_args(_values(PROJECT, sizes, data_dir, device, results, seed) | stop))
     t = rec.get("timing") or {}
     return outcome(
         rec.get("curve") or [],
@@ -104,6 +107,8 @@ def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str) -
         sizes.target,
         rec["precision"]["used"],
         rec.get("status"),
+        (rec.get("metrics") or {}).get("test_accuracy") if sizes.to_the_end else None,
+        seed,
     ), rec["params"]["epochs"]
 
 
@@ -162,12 +167,15 @@ def _accuracy(prediction) -> dict:
     return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
 
 
-def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, results: str) -> tuple[dict, int]:
-    """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`."""
+def trainer_run(
+    name: str, sizes: Sizes, data_dir: str | None, device: str, results: str, seed: int = 42
+) -> tuple[dict, int]:
+    """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`; with
+    `to_the_end`, its test accuracy after the whole recipe (Trainer.predict, Trainer's own evaluation)."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
-    run = steps.start(build_args(_values(name, sizes, data_dir, device, results)))
+    run = steps.start(build_args(_values(name, sizes, data_dir, device, results, seed)))
     record_destination.release(run.claim)  # Trainer trains it: the run path writes no record of this name
     splits = steps.tokenize(run, steps.load_data(run))
     model = steps.build_model(run)
@@ -176,7 +184,8 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
     class Clock(EvalClock, TrainerCallback):
         """EvalClock as one of Trainer's callbacks."""
 
-    clock = Clock(lambda: synchronize(run.dev), sizes.target, sizes.budget_s, origin_s)
+    target = None if sizes.to_the_end else sizes.target
+    clock = Clock(lambda: synchronize(run.dev), target, sizes.budget_s, origin_s)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
             output_dir=out,
@@ -214,11 +223,21 @@ def trainer_run(name: str, sizes: Sizes, data_dir: str | None, device: str, resu
             data_collator=collate,
         )
         trainer.train()
+        # predict, not evaluate: the clock's on_evaluate would take the test split for a validation point
+        test = trainer.predict(splits["test"]).metrics["test_accuracy"] if sizes.to_the_end else None
     rows = len(splits["validation"])
     curve = [{**p, "rows": rows} for p in clock.points]
     steps_done = trainer.state.global_step
     return outcome(
-        curve, clock.train_s, steps_done, steps_done * a.train.batch, sizes.target, run.precision, "finished"
+        curve,
+        clock.train_s,
+        steps_done,
+        steps_done * a.train.batch,
+        sizes.target,
+        run.precision,
+        "finished",
+        test,
+        seed,
     ), a.train.epochs
 
 
@@ -230,9 +249,12 @@ def outcome(
     target: float,
     precision: str,
     status: str | None,
+    test_accuracy: float | None = None,
+    seed: int | None = None,
 ) -> dict:
-    """Return one configuration's round: its curve, training seconds, and when it first reached `target` (not
-    reached: more than its last evaluation's seconds, `beyond_s`)."""
+    """Return one configuration's round: its curve, training seconds, when it first reached `target` (not
+    reached: more than its last evaluation's seconds, `beyond_s`), and its seed and final test accuracy (None:
+    not measured: the round stopped at the target)."""
     hit = crossings([CurvePoint(**p) for p in curve], (target,))[f"{target:.2f}"]
     reached = hit.train_time_s is not None
     return {
@@ -248,6 +270,8 @@ def outcome(
         "samples": samples,
         "curve": curve,
         "best_val_accuracy": max((p["val_accuracy"] for p in curve), default=None),
+        "seed": seed,
+        "test_accuracy": test_accuracy,
     }
 
 
@@ -255,18 +279,19 @@ def tta_section(args, sizes: Sizes | None = None) -> dict:
     """Return each configuration's rounds (as `rates` windows: samples/s, seconds, time to target, curve),
     the configurations as run, and the per-round time-to-target ratios against the project's run path."""
     sizes = sizes or Sizes()
-    names = list(CONFIGS)
+    names = list(sizes.configs)
     rounds: dict[str, list[dict]] = {name: [] for name in names}
     epochs: dict[str, int] = {}
     # the project's own records (and roofs) stay out of the study
     with tempfile.TemporaryDirectory() as results:
         for r in range(sizes.rounds):
+            seed = sizes.seeds[r % len(sizes.seeds)]
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 other = args.gate() if getattr(args, "gate", None) else None
                 if name == PROJECT:
-                    result, epochs[name] = project_run(sizes, args.data_dir, args.device, results)
+                    result, epochs[name] = project_run(sizes, args.data_dir, args.device, results, seed)
                 else:
-                    result, epochs[name] = trainer_run(name, sizes, args.data_dir, args.device, results)
+                    result, epochs[name] = trainer_run(name, sizes, args.data_dir, args.device, results, seed)
                 rounds[name].append({**result, "other_cores": other})
     rates = {
         name: [
@@ -279,13 +304,14 @@ def tta_section(args, sizes: Sizes | None = None) -> dict:
         ]
         for name, windows in rounds.items()
     }
-    configs = {name: {**c, "epochs": epochs[name]} for name, c in CONFIGS.items()}  # as run
+    configs = {name: {**CONFIGS[name], "epochs": epochs[name]} for name in names}  # as run
+    pairs = [(a, b) for a, b in RATIOS if a in names and b in names]
     return {
         "sizes": asdict(sizes),
         "configs": configs,
         "rates": rates,
-        "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in RATIOS},
-        "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in RATIOS},
+        "ratios": {f"{a} / {b}": ratios(rates, a, b) for a, b in pairs},
+        "wall_ratios": {f"{a} / {b}": ratios(rates, a, b, "wall_to_target_s") for a, b in pairs},
     }
 
 

@@ -22,7 +22,7 @@ from helpers.measure import peak_memory, timing
 from helpers.measure.energy_meter import node_totals, start_energy, sum_nodes
 from helpers.measure.monitor import start_monitor
 from helpers.measure.profile import StepProfiler
-from helpers.run import ddp, device, optim, records, schema, tokens
+from helpers.run import ddp, device, inference, optim, records, schema, tokens
 from helpers.run.paths import repo_path
 from helpers.run_state import Run, ranks_did
 
@@ -141,6 +141,15 @@ def eval_loader(run: Run, split, sampler=None) -> EvalBatches:
     rows = eval_rows_per_batch(run)
     cut = by_length(lengths, list(sampler) if sampler is not None else list(range(len(split))), rows)
     return EvalBatches([collate(split.__getitems__(chunk)) for chunk in cut], rows, cut)
+
+
+def eval_settings(run: Run, model: torch.nn.Module) -> inference.EvalSettings:
+    """Return how the run evaluates (inference.choose: bf16 weights where it trains under bf16 autocast on a
+    CPU) and set the record's `evaluation` section to it."""
+    settings = inference.choose(run.precision, run.dev.type)
+    section = inference.describe(model, settings, run.precision, run.dev.type, eval_rows_per_batch(run))
+    run.record.evaluation = schema.Evaluation(**section)
+    return settings
 
 
 def eval_batches(run: Run, name: str, split, sampler=None) -> EvalBatches:
@@ -335,14 +344,17 @@ def _curve_callback(run: Run, model, splits, timer):
     def _evaluate_point(step: int) -> None:
         t0 = time.perf_counter()
         val = eval_batches(run, "validation", rows)  # built at the first evaluation, reused by the others
-        metrics = helpers.run.train.evaluate(model, val, run.dev, run.precision, rows_per_batch=val.batch_size)
+        settings = eval_settings(run, model)
+        metrics = helpers.run.train.evaluate(
+            model, val, run.dev, run.precision, rows_per_batch=val.batch_size, settings=settings
+        )
         if rows is splits["validation"]:  # the whole split: what the final evaluation measures too
             run.last_validation = (step, metrics)
         test_accuracy = None
         if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])
             test_accuracy = helpers.run.train.evaluate(
-                model, test, run.dev, run.precision, rows_per_batch=test.batch_size
+                model, test, run.dev, run.precision, rows_per_batch=test.batch_size, settings=settings
             )["accuracy"]
         now = time.perf_counter()
         # eval_s: this evaluation; wall_s: since start() (the seconds a user has waited,

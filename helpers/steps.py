@@ -34,7 +34,7 @@ import helpers.run.train
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
-from helpers.measured_training import eval_batches, eval_loader, prepare_training, train
+from helpers.measured_training import eval_batches, eval_loader, eval_settings, prepare_training, train
 from helpers.run import data, ddp, device, lora, models, neuron, record_destination, records, schema, tokens
 from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
 from helpers.run.argv import notebook_args, parse_cli
@@ -313,7 +313,13 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
             else:
                 batches = eval_batches(run, split, splits[split], sampler)
                 metrics = helpers.run.train.evaluate(
-                    model, batches, run.dev, run.precision, reduce=reduce, rows_per_batch=batches.batch_size
+                    model,
+                    batches,
+                    run.dev,
+                    run.precision,
+                    reduce=reduce,
+                    rows_per_batch=batches.batch_size,
+                    settings=eval_settings(run, model),
                 )
             out.update({f"{short}_{k}": v for k, v in metrics.items()})
         again = f" (step {run.last_validation[0]}'s periodic evaluation: the same weights)" if reused else ""

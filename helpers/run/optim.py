@@ -7,7 +7,6 @@ import re
 
 import torch
 
-NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layer_norm.weight", "layer_norm.bias")
 _LAYER = re.compile(r"\.encoder\.layer\.(\d+)\.")
 
 
@@ -21,15 +20,26 @@ def _depth(name: str, num_layers: int) -> int:
     return 0  # pooler, classifier: the task head trains at the full rate
 
 
+def decayed_names(model: torch.nn.Module) -> set[str]:
+    """Return the names of the parameters weight decay applies to: Trainer's rule (none inside a LayerNorm
+    module, none whose name holds bias, layernorm, rmsnorm or a norm), so a run decays what Trainer does."""
+    # imported here, as build_scheduler's transformers import; the method reads nothing of the Trainer
+    from transformers import Trainer
+
+    return set(Trainer.get_decay_parameter_names(None, model))
+
+
 def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None, weight_decay: float) -> list[dict]:
-    """Return AdamW groups: head at lr, layer i at lr*decay**(N-i), embeddings at lr*decay**(N+1)."""
+    """Return AdamW groups: head at lr, layer i at lr*decay**(N-i), embeddings at lr*decay**(N+1); biases and
+    normalization weights without weight decay (decayed_names)."""
     num_layers = model.config.num_hidden_layers
+    decayed = decayed_names(model)
     groups: dict[tuple[int, bool], dict] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
         depth = _depth(name, num_layers) if decay is not None else 0
-        no_decay = any(name.endswith(nd) for nd in NO_DECAY)
+        no_decay = name not in decayed
         key = (depth, no_decay)
         if key not in groups:
             groups[key] = {
@@ -150,9 +160,16 @@ class XlaAdamW(torch.optim.Optimizer):
 def build_scheduler(
     optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Return the linear warm-up then linear decay-to-zero schedule over `total_steps`."""
+    """Return the linear warm-up (warmup_steps(), rounded up as Trainer's) then linear decay-to-zero schedule over
+    `total_steps`."""
     # imported here: transformers.optimization imports torch_xla (trainer_pt_utils), which must start after
     # neuron.apply_env has set its environment
     from transformers import get_linear_schedule_with_warmup
 
-    return get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
+    return get_linear_schedule_with_warmup(optimizer, warmup_steps(total_steps, warmup_ratio), total_steps)
+
+
+def warmup_steps(total_steps: int, warmup_ratio: float) -> int:
+    """Return the warm-up's optimizer steps: `warmup_ratio` of `total_steps` rounded up, as Trainer rounds its
+    warmup ratio (TrainingArguments.get_warmup_steps), so 10% of 437 steps is 44 steps in both."""
+    return math.ceil(total_steps * warmup_ratio)

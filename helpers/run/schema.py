@@ -89,6 +89,16 @@ class Precision(Section):
     probe: PrecisionProbe | None = None  # the CPU's bf16-vs-fp32 probe that choice rests on
 
 
+class Evaluation(Section):
+    """How the run's evaluations ran (run.inference): the weights' precision, attention, threads, batch rows; its
+    `reason` says why."""
+
+    precision: str | None = None
+    attention: str | None = None
+    threads: Count = None
+    rows_per_batch: Count = None
+
+
 class Data(Section):
     rows: dict[str, int] = Field(default_factory=dict)
     dropped_rows: dict[str, int] = Field(default_factory=dict)
@@ -589,6 +599,7 @@ class RunRecord(BaseModel):
     utilization: Utilization | None = None
     metrics: Metrics | None = None
     curve: list[CurvePoint] = Field(default_factory=list)
+    evaluation: Evaluation | None = None  # how the periodic and final evaluations ran
     phases: Phases | None = None
     shapes: Shapes | None = None
     xla: Xla | None = None

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from helpers.run import models
+from helpers.run import inference, models
 from helpers.run.device import DeviceInfo
 from helpers.run.precision import autocast, grad_scaler
 
@@ -296,16 +296,20 @@ def evaluate(
     progress: bool = False,
     reduce=None,
     rows_per_batch: int | None = None,
+    settings: inference.EvalSettings | None = None,
 ) -> dict:
     """Return accuracy, macro-F1 and mean loss of `model` on `loader`; `reduce` sums tensors across ranks.
 
-    Forward only, in the training precision's autocast, under inference mode (no_grad on XLA, as before:
-    its evaluation graphs stay the ones compiled and counted there). On XLA each batch is one graph (cut
-    per batch) and a last partial batch is padded to `rows_per_batch`, so evaluating any number of rows
-    compiles the same few graphs.
+    Forward only, as `settings` say (inference.EvalSettings; None: in the training precision's autocast),
+    under inference mode (no_grad on XLA, as before: its evaluation graphs stay the ones compiled and counted
+    there). On XLA each batch is one graph (cut per batch) and a last partial batch is padded to
+    `rows_per_batch`, so evaluating any number of rows compiles the same few graphs.
     """
-    with torch.no_grad() if dev.type == "xla" else torch.inference_mode():
-        return evaluate_batches(model, loader, dev, precision, num_labels, progress, reduce, rows_per_batch)
+    with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
+        with torch.no_grad() if dev.type == "xla" else torch.inference_mode():
+            return evaluate_batches(
+                eval_model, loader, dev, eval_precision, num_labels, progress, reduce, rows_per_batch
+            )
 
 
 def evaluate_batches(

@@ -405,13 +405,41 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
         eval_train_steps=4,
     )
     out = cases.eval_section(args, sync=lambda: None)
-    assert [len(w) for w in out["rates"].values()] == [2, 2]
+    assert [len(w) for w in out["rates"].values()] == [2, 2, 2]  # before, after, eager attention (one thread)
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
     assert out["figures"]["before"]["rows"] == out["figures"]["after"]["rows"] == out["rows"] == 64
     assert out["same_predictions"]
     assert out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
     text = render.render({"eval": out}, META)["eval"]
     assert "after / before rows/s = " in text and "identical" in text and "**different**" not in text
+
+
+def test_eval_section_times_each_inference_lever_against_the_current_evaluation(tiny_model_dir, tiny_data_dir):
+    """Under bf16 autocast the levers are bf16 weights and eager attention (one thread: no half of them), each
+    alternated with the rest, with the rows its predictions differ on; the block gives each one's ratio."""
+    args = argparse.Namespace(
+        data_dir=str(tiny_data_dir),
+        device="cpu",
+        windows=2,
+        warmup=0,
+        gate=None,
+        eval_model=str(tiny_model_dir),
+        eval_train_steps=4,
+        eval_precision="bf16",
+    )
+    out = cases.eval_section(args, sync=lambda: None)
+    assert out["precision"] == "bf16" and set(out["levers"]) == {"bf16 weights (a copy)", "eager attention"}
+    assert all(len(out["rates"][name]) == 2 for name in out["levers"])
+    assert all(0 <= lever["rows_predicted_apart"] <= 64 for lever in out["levers"].values())
+    assert out["figures"]["bf16 weights (a copy)"]["rows"] == 64
+    text = render.render({"eval": out}, META)["eval"]
+    assert "- **bf16 weights (a copy) / after rows/s = " in text and "- **eager attention / after rows/s = " in text
+
+
+def test_the_eval_levers_follow_the_precision_and_the_threads():
+    assert set(cases.eval_levers("fp32", 1)) == {"eager attention"}
+    assert set(cases.eval_levers("bf16", 4)) == {"eager attention", "bf16 weights (a copy)", "half the threads"}
+    assert cases.eval_levers("bf16", 4)["half the threads"].threads == 2
 
 
 def test_a_lever_window_runs_with_its_threads_and_gives_the_process_its_own_back():

@@ -229,3 +229,66 @@ def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny
     text = out.read_text()
     assert "kept" in text and "<!-- bench:tta begin -->" in text  # the main block keeps its last figures
     assert "`python -m bench --device cpu" in text and "| project run path |" in text
+
+
+def test_to_the_end_each_seed_trains_the_whole_recipe_in_both_and_reports_its_test_accuracy(
+    tiny_model_dir, tiny_data_dir
+):
+    # a target the first evaluation reaches: without to_the_end both would stop at step 2 of 4
+    sizes = _tiny(
+        tiny_model_dir,
+        train_rows=128,
+        target=1e-9,
+        rounds=2,
+        seeds=(0, 1),
+        to_the_end=True,
+        configs=(trainer_tta.TRAINER_RECIPE, trainer_tta.PROJECT),
+    )
+    out = trainer_tta.tta_section(_args(tiny_data_dir), sizes)
+    assert set(out["rates"]) == {trainer_tta.TRAINER_RECIPE, trainer_tta.PROJECT} and list(out["ratios"]) == [
+        f"{trainer_tta.TRAINER_RECIPE} / {trainer_tta.PROJECT}"
+    ]
+    for name, windows in out["rates"].items():
+        assert [w["seed"] for w in windows] == [0, 1], name
+        assert all(w["steps"] == 4 and 0 <= w["test_accuracy"] <= 1 for w in windows), name  # 128 rows, batch 32
+    block = render.render({"tta": out}, META)["tta"]
+    assert "seeds 0, 1 in turn; each configuration trains its whole recipe, then evaluates the test split" in block
+    assert f"**{trainer_tta.TRAINER_RECIPE} - project run path: " in block and "mean of 2 paired seed(s)" in block
+
+
+def test_the_final_test_table_pairs_the_seeds_both_measured():
+    rates = {
+        trainer_tta.TRAINER_RECIPE: [{"seed": 0, "test_accuracy": 0.925}, {"seed": 1, "test_accuracy": 0.915}],
+        trainer_tta.PROJECT: [{"seed": 0, "test_accuracy": 0.915}, {"seed": 2, "test_accuracy": 0.5}],
+    }
+    text = "\n".join(render._final_test(rates))
+    assert "| Trainer, project recipe | 0: 92.50%, 1: 91.50% | 92.00% |" in text
+    assert "| project run path | 0: 91.50%, 2: 50.00% | 70.75% |" in text
+    # seed 0 only: both measured it
+    assert (
+        "**Trainer, project recipe - project run path: +1.00 points** (mean of 1 paired seed(s); per seed +1.00)"
+        in text
+    )
+    assert render._final_test({trainer_tta.PROJECT: [{"seed": 0, "test_accuracy": None}]}) == []
+
+
+def test_the_bench_command_takes_the_seeds_the_end_and_the_configurations(tiny_model_dir, tiny_data_dir, tmp_path):
+    from bench.__main__ import main
+
+    out = tmp_path / "BENCH.md"
+    out.write_text("# Benchmarks\n")
+    flags = ["--tta-seeds", "3", "--tta-to-the-end", "--tta-configs", trainer_tta.PROJECT, "--tta-target", "0.000001"]
+    sizes = ["--tta-model", str(tiny_model_dir), "--tta-rows", "128", "--tta-eval-every", "2", "--tta-max-steps", "4"]
+    where = ["--out", str(out), "--results", str(tmp_path / "results"), "--max-other-cores", "0"]
+    main(["--device", "cpu", "--data-dir", str(tiny_data_dir), "--sections", "tta", *flags, *sizes, *where])
+    raw = tmp_path / "results" / "_bench" / "bench.jsonl"
+    (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    (w,) = row["result"]["rates"][trainer_tta.PROJECT]
+    assert list(row["result"]["rates"]) == [trainer_tta.PROJECT] and w["seed"] == 3 and w["steps"] == 4
+    assert w["test_accuracy"] is not None and "| project run path | 3: " in out.read_text()
+
+
+def test_stopping_at_the_target_measures_no_test_accuracy(tiny_model_dir, tiny_data_dir):
+    sizes = _tiny(tiny_model_dir, train_rows=128, target=1e-9, configs=(trainer_tta.PROJECT,))
+    (w,) = trainer_tta.tta_section(_args(tiny_data_dir), sizes)["rates"][trainer_tta.PROJECT]
+    assert w["steps"] == 2 and w["test_accuracy"] is None and w["seed"] == 42

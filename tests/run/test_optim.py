@@ -142,3 +142,45 @@ def test_fused_and_foreach_adamw_make_the_for_loop_update(variant):
     assert moved > len(start) // 2  # the steps changed the weights
     for k, w in weights["adamw_torch"].items():
         torch.testing.assert_close(weights[variant][k], w, rtol=1e-5, atol=1e-6, msg=k)
+
+
+def _trainers_optimizer_and_schedule(model, tmp_path, total_steps: int, warmup_ratio: float):
+    """Return the optimizer and schedule transformers' Trainer builds for `model` (lr 1e-3, weight decay 0.01)."""
+    from transformers import Trainer, TrainingArguments
+
+    targs = TrainingArguments(
+        output_dir=str(tmp_path),
+        learning_rate=1e-3,
+        weight_decay=0.01,
+        warmup_steps=warmup_ratio,  # below 1: a ratio of the steps
+        use_cpu=True,
+        report_to="none",
+    )
+    trainer = Trainer(model=model, args=targs)
+    trainer.create_optimizer_and_scheduler(total_steps)
+    return trainer.optimizer, trainer.lr_scheduler
+
+
+def test_the_decay_groups_are_trainers_with_a_layernorm_named_norm(tmp_path):
+    # a LayerNorm whose name holds no "LayerNorm"/"layer_norm" (ModernBERT's final_norm): the old name-suffix
+    # list decayed its weight, Trainer does not
+    model = BertForSequenceClassification(tiny_bert_config(vocab_size=100))
+    model.final_norm = torch.nn.LayerNorm(64)
+    groups = optim.llrd_param_groups(model, 1e-3, None, 0.01)
+    ours = {n for g in groups if g["weight_decay"] for n in g["names"]}
+    opt, _ = _trainers_optimizer_and_schedule(model, tmp_path, 10, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    theirs = {names[id(p)] for g in opt.param_groups if g["weight_decay"] for p in g["params"]}
+    assert "final_norm.weight" not in ours
+    assert ours == theirs
+    assert {n for g in groups for n in g["names"]} - ours >= {"final_norm.bias", "classifier.bias"}
+
+
+@pytest.mark.parametrize("total_steps", [500, 437, 30])
+def test_the_schedule_is_trainers_at_every_step(model, tmp_path, total_steps):
+    # 10% of 437 steps is 43.7: Trainer warms up 44 steps (rounded up), the old schedule 43
+    opt = optim.build_optimizer(model, 1e-3, None, 0.01, "adamw_torch", "cpu")
+    ours = optim.build_scheduler(opt, total_steps, 0.1)
+    _, theirs = _trainers_optimizer_and_schedule(model, tmp_path, total_steps, 0.1)
+    for step in range(total_steps + 1):
+        assert ours.lr_lambdas[0](step) == pytest.approx(theirs.lr_lambdas[0](step), abs=1e-12), step

@@ -1,0 +1,85 @@
+"""How evaluation runs its forward passes: the weights' precision, the attention implementation and the torch
+threads, set around one evaluation and put back after it.
+
+    settings = inference.choose(precision, dev.type)              # as trained until a lever is measured to pay
+    with inference.applied(model, settings, precision) as (eval_model, eval_precision):
+        ...                                                       # forward passes only
+
+Evaluation updates no weight, so it needs no fp32 master copy: under bf16 autocast it could run a bf16 copy of
+the weights instead, without autocast's casts of every weight and activation in each forward (EvalSettings
+weights='bf16'; the copy is made at each evaluation). choose() keeps evaluation as trained until such a lever is
+measured to pay on a CPU kind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from helpers.run.precision import mechanism
+
+BF16_WEIGHTS = "bf16-pure"  # the precision a bf16 copy runs in: its weights are bf16, no autocast around it
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How an evaluation runs: `weights` 'bf16' evaluates a bf16 copy of the weights (runs training under bf16
+    autocast only), 'as trained' the training weights in the training precision; `attention` the attention
+    implementation ('sdpa', 'eager'; None: the model's); `threads` the torch threads (None: as training)."""
+
+    weights: Literal["as trained", "bf16"] = "as trained"
+    attention: str | None = None
+    threads: int | None = None
+    reason: str = "as trained: the training weights, precision, attention and threads"
+
+
+def choose(precision: str, device_type: str) -> EvalSettings:
+    """Return how a run evaluates: as it trains, on every device for now. A bf16 copy of the weights where a CPU
+    trains under bf16 autocast is a bench lever (`python -m bench --sections eval`), not a default: timed paired
+    in one process on an AMD EPYC with avx512_bf16 (1,024 validation rows, MiniLM, 5 rounds), it was 0.996x the
+    autocast evaluation's speed (0.49 .. 1.12, a loaded machine), so it is not measured to pay."""
+    return EvalSettings()
+
+
+@contextlib.contextmanager
+def applied(model: torch.nn.Module, settings: EvalSettings, precision: str) -> Iterator[tuple[torch.nn.Module, str]]:
+    """Yield (the model to evaluate, the precision to run it in) under `settings`; the model's attention
+    implementation and the torch threads are put back when the block ends."""
+    if settings.weights == "bf16" and precision != "bf16":
+        raise ValueError(f"bf16 evaluation weights need a run under bf16 autocast, not precision={precision!r}")
+    threads = torch.get_num_threads()
+    attention = model.config._attn_implementation if settings.attention else None
+    try:
+        if settings.threads:
+            torch.set_num_threads(settings.threads)
+        if attention and settings.attention != attention:
+            model.set_attn_implementation(settings.attention)
+        if settings.weights == "bf16":
+            yield copy.deepcopy(model).to(torch.bfloat16), BF16_WEIGHTS
+        else:
+            yield model, precision
+    finally:
+        if settings.threads:
+            torch.set_num_threads(threads)
+        if attention and model.config._attn_implementation != attention:
+            model.set_attn_implementation(attention)
+
+
+def describe(
+    model: torch.nn.Module, settings: EvalSettings, precision: str, device_type: str, rows_per_batch: int | None
+) -> dict:
+    """Return the record's `evaluation` section: how evaluation runs under `settings` and why."""
+    return {
+        "precision": "bf16 weights (a copy), no autocast"
+        if settings.weights == "bf16"
+        else mechanism(precision, device_type),
+        "attention": settings.attention or model.config._attn_implementation,
+        "threads": settings.threads or torch.get_num_threads(),
+        "rows_per_batch": rows_per_batch,
+        "reason": settings.reason,
+    }
