@@ -12,7 +12,6 @@ from helpers.run import records
 from helpers.run.args import build_args
 from helpers.study import frame
 from helpers.study.notation import short_device
-from helpers.study.report import build
 from helpers.study.report.build import build_report, first_runs, main
 from helpers.study.sweep.suites import expand, resolve_suite
 
@@ -210,9 +209,9 @@ def test_a_report_of_another_folder_never_rewrites_the_committed_report(one_reco
     """`report --results Experiment/results/smoke` would have rewritten every committed page from 1 record:
     refused unless the report goes elsewhere (--out-dir, and --pictures where it draws)."""
     committed = tmp_path / "Experiment"
-    monkeypatch.setattr(build, "OUT_DIR", str(committed))
-    monkeypatch.setattr(build, "PICTURES_DIR", str(tmp_path / "Pictures"))
-    monkeypatch.setattr(build, "RESULTS", str(one_record.parent))
+    monkeypatch.setattr("helpers.study.report.build.OUT_DIR", str(committed))
+    monkeypatch.setattr("helpers.study.report.build.PICTURES_DIR", str(tmp_path / "Pictures"))
+    monkeypatch.setattr("helpers.study.report.build.RESULTS", str(one_record.parent))
     with pytest.raises(SystemExit):
         main(["--results", str(one_record), "--no-plots"])
     assert f"the committed report (--out-dir {committed}) is made from every record" in capsys.readouterr().err
