@@ -182,7 +182,8 @@ def check_data_dir(given: str | None) -> None:
     if missing:
         where = f"data_dir={folder!r}" if given else f"${data.ENV_VAR}={folder!r}"
         raise ConfigError(
-            f"{where} holds no {', '.join(missing)}: a data folder holds {', '.join(s + '.jsonl' for s in data.SPLITS)} "
+            f"{where} holds no {', '.join(missing)}: a data folder holds "
+            f"{', '.join(s + '.jsonl' for s in data.SPLITS)} "
             "(`python -m helpers.run.data export DIR` writes one); nothing was run or recorded"
         )
 

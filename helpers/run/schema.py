@@ -234,7 +234,8 @@ class Energy(Section):
 
 
 class Utilization(Section):
-    """Utilization over the steady windows (measure.monitor): each figure's mean and p90, None where the source sampled none."""
+    """Utilization over the steady windows (measure.monitor): each figure's mean and p90, None where the source
+    sampled none."""
 
     backend: str | None = None  # psutil, nvml or neuron-monitor
     samples: Count = None

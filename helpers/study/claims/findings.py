@@ -220,7 +220,8 @@ def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
     else:
         missing = [w for w, have in (("a trn1", trn1), ("a GPU", gpu_bert)) if not have]
         first = (
-            f"No record here trains bert-base on {' or on '.join(missing)}, so these records cannot say whether trn1 or a GPU "
+            f"No record here trains bert-base on {' or on '.join(missing)}, so these records cannot say "
+            "whether trn1 or a GPU "
             f"trains the study's job faster or cheaper; {untested} of the {len(table)} claims are not testable here"
         )
     by_class = {

@@ -274,7 +274,8 @@ def render(frame: pd.DataFrame, keys: dict, target: Target, command: str) -> str
         "order); `new`: not compiled by an earlier point (one compile cache): only those are charged",
         f"- compile: {COMPILE_SOURCE}"
         if target.name == "trainium"
-        else "- compile: none; eager CUDA compiles no graphs (torch.compile's, where a suite sets it, is not estimated)",
+        else "- compile: none; eager CUDA compiles no graphs "
+        "(torch.compile's, where a suite sets it, is not estimated)",
         "- train / eval: model FLOPs (helpers/calc/flops.py) / (assumed MFU x datasheet peak of the "
         "matmul dtype, helpers/facts/device_peaks.csv); MFU: " + "; ".join(sources),
         f"- price: {target.price_note}",
