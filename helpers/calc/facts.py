@@ -1,6 +1,8 @@
-"""The facts that change, read from helpers/facts/*.csv: published device peaks and instance prices.
+"""The facts that change, read from helpers/facts/*.csv: published device peaks, instance prices and the devices'
+names, families and looks.
 
-Each file has a `source` column (and prices a `date`); nothing here is a literal inside a function.
+Each file of facts has a `source` column (and prices a `date`; devices.csv, names and looks, a `note`); nothing
+here is a literal inside a function.
 """
 
 from __future__ import annotations
@@ -13,30 +15,25 @@ import pandas as pd
 
 FACTS = Path(__file__).resolve().parents[1] / "facts"
 
-# torch.cuda.get_device_name() names -> device_peaks.csv key, matched whole: a name that only contains a
-# known one (H200 NVL, GH200, A10 in A10G) is another product with other clocks, so it has its own row or
-# stays unknown rather than borrow a roof. The PCIe and NVL cards are their own rows: a cloud's "H100" or
-# "A100-80GB" offer may be one (SkyPilot's names differ by cloud: on RunPod "H100" is the PCIe card).
-CUDA_NAME_KEYS = (
-    (r"NVIDIA H200", "h200"),
-    (r"NVIDIA H200 NVL", "h200-nvl"),
-    (r"NVIDIA H100 80GB HBM3", "h100"),
-    (r"NVIDIA H100 PCIe", "h100-pcie"),
-    (r"NVIDIA H100 NVL", "h100-nvl"),
-    (r"NVIDIA A100-SXM4-80GB", "a100-80gb"),
-    (r"NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
-    (r"NVIDIA A100-(SXM4|PCIE)-40GB", "a100-40gb"),
-    (r"NVIDIA A10G", "a10g"),
-    (r"NVIDIA A10", "a10"),
-    (r"NVIDIA L4", "l4"),
-    (r"(Tesla|NVIDIA) T4", "t4"),
-)
-
 
 @functools.cache
 def load_device_peaks() -> pd.DataFrame:
     """Return device_peaks.csv: published dense peaks (TFLOP/s), bandwidth (GB/s), memory (GiB)."""
     return pd.read_csv(FACTS / "device_peaks.csv")
+
+
+@functools.cache
+def load_devices() -> pd.DataFrame:
+    """Return devices.csv by key: a device_peaks.csv device or a family of them (trn1, cpu, xla-cpu) with its
+    short name, the study's name (`studied`: the very device the study ran), the peaks row one process drives,
+    its family's colour and marker, fast bf16, and its torch.cuda name (a regex)."""
+    return pd.read_csv(FACTS / "devices.csv").set_index("key", drop=False)
+
+
+@functools.cache
+def device_column(column: str) -> dict:
+    """Return one column of devices.csv as {key: value}, blanks left out."""
+    return load_devices()[column].dropna().to_dict()
 
 
 @functools.cache
@@ -59,7 +56,11 @@ def device_roof(key: str, dtype: str) -> dict:
 
 def cuda_device_key(name: str) -> str | None:
     """Return the device_peaks.csv key for a torch.cuda.get_device_name() string, None if unknown."""
-    for pattern, key in CUDA_NAME_KEYS:
+    # matched whole: a name that only contains a known one (H200 NVL, GH200, A10 in A10G) is another product with
+    # other clocks, so it has its own row or stays unknown rather than borrow a roof. The PCIe and NVL cards are
+    # their own rows: a cloud's "H100" or "A100-80GB" offer may be one (SkyPilot's names differ by cloud: on
+    # RunPod "H100" is the PCIe card).
+    for key, pattern in device_column("cuda_name").items():
         if re.fullmatch(pattern, name.strip()):
             return key
     return None

@@ -19,9 +19,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from helpers.calc.facts import cuda_device_key
+from helpers.calc.facts import cuda_device_key, device_column, load_devices
 from helpers.run.paths import repo_path
 from helpers.study.notation import short_device
+from helpers.study.published import STUDY_KEYS
 
 PALETTE = sns.color_palette("colorblind").as_hex()  # Okabe-Ito's hues: told apart by colour-blind readers too
 DARK = sns.color_palette("dark").as_hex()  # for devices beyond the families: never mistaken for one of them
@@ -34,32 +35,16 @@ THEME = {
     "errorbar.capsize": 3,
 }
 FOOTER_IN = 0.22  # height of the footer line, inches
-# (colour, marker) by device family; a family not listed, or a second device of a family, takes the next of
+# (colour, marker) by device family (helpers/facts/devices.csv, in its order: seaborn's colour-blind palette,
+# its dark one where a hue misleads); a family not listed, or a second device of a family, takes the next of
 # SPARE, in device key order
 # every marker has an inside: a hollow one (fp32 runs, a range's ends) must read apart from a filled one,
 # which a thin plus, cross or star cannot show
-FAMILIES = {
-    "h100": (PALETTE[0], "s"),
-    "h200": (PALETTE[0], "s"),
-    "trn1": (PALETTE[1], "D"),
-    "a100-40gb": (PALETTE[2], "p"),
-    "a100-80gb": (PALETTE[2], "p"),
-    "t4": (DARK[3], "^"),  # dark red: the colour-blind palette's vermilion reads as trn1's amber
-    "l4": (PALETTE[4], "v"),
-    "cpu": (PALETTE[7], "o"),  # grey: its light blue read as the H100/H200's blue
-    "xla-cpu": (DARK[7], "v"),
-}
+FAMILIES = {r.family: (r.colour, r.marker) for r in load_devices().dropna(subset=["colour"]).itertuples()}
 # the near-circles (hexagon, octagon) last: a second CPU must not read as the first's circles
 SPARE = ((DARK[4], "d"), (DARK[5], "<"), (DARK[6], ">"), (DARK[8], "h"), (DARK[9], "8"))
-CUDA_SHORT = {
-    "a100-40gb": "A100 40GB",
-    "a100-80gb": "A100 80GB",
-    "t4": "T4",
-    "l4": "L4",
-    "a10g": "A10G",
-    "h100": "H100",
-    "h200": "H200",
-}
+SHORT_NAMES = device_column("short_name")
+STUDY_FAMILIES = {name: load_devices().at[key, "family"] for name, key in STUDY_KEYS.items()}  # 'A100' -> family
 MODELS = {"minilm": "MiniLM", "bert-base-uncased": "bert-base", "bert-base-random": "bert-base (random init)"}
 # a published line; a published bar is hatched
 PUBLISHED = {"marker": "X", "linestyle": "--", "markersize": 9}
@@ -83,14 +68,8 @@ def family(row: pd.Series) -> str:
 def device_label(row: pd.Series) -> str:
     """Return a device's short name: 'trn1 NeuronCore', 'A100 40GB', 'CPU Xeon 2.80GHz', 'XLA on CPU'."""
     fam = family(row)
-    if fam == "trn1":
-        return "trn1 NeuronCore"
-    if fam in CUDA_SHORT:
-        return CUDA_SHORT[fam]
     name = short_device(str(row.get("device"))).replace("@ ", "")
-    if fam == "xla-cpu":
-        return "XLA on CPU"
-    return f"CPU {name}" if fam == "cpu" else name
+    return f"CPU {name}" if fam == "cpu" else SHORT_NAMES.get(fam, name)
 
 
 def device_styles(families: dict[str, str]) -> dict[str, tuple[str, str]]:
@@ -120,7 +99,7 @@ def with_devices(df: pd.DataFrame) -> pd.DataFrame:
 
 def published_colour(device: str) -> str:
     """Return the colour of a device the study published ('trn1', 'A100', 'T4', 'L4')."""
-    return FAMILIES.get({"a100": "a100-40gb"}.get(device.lower(), device.lower()), ("#333333",))[0]
+    return FAMILIES.get(STUDY_FAMILIES.get(device), ("#333333",))[0]
 
 
 def lr_text(value: float) -> str:

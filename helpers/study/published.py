@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from helpers.calc.facts import load_devices
 from helpers.run.paths import repo_path
 
 PUBLISHED_DIR = "Experiment/published"
 # the study's device names (cost.csv, speedup.csv) -> keys of helpers/facts/instance_prices.csv
-STUDY_KEYS = {"trn1": "trn1-chip", "T4": "t4", "L4": "l4", "A100": "a100-40gb"}
+STUDY_KEYS = {r.study_name: r.key for r in load_devices().query("studied == True").itertuples()}
 
 
 def published(file: str, published_dir=PUBLISHED_DIR) -> pd.DataFrame:

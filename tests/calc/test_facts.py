@@ -46,7 +46,7 @@ def test_device_peaks_csv_has_every_device_with_a_source():
     assert (peaks["source"].str.strip().str.len() > 0).all()
     assert peaks["key"].is_unique
     # every key the name mapping can return has a roof
-    for _, key in facts.CUDA_NAME_KEYS:
+    for key in facts.device_column("cuda_name"):
         roof = facts.device_roof(key, "bf16")
         assert roof["peak_tflops"] > facts.device_roof(key, "fp32")["peak_tflops"] > 0
         assert roof["mem_bw_gbps"] > 0 and roof["source"]
@@ -56,3 +56,21 @@ def test_device_peaks_csv_has_every_device_with_a_source():
     )
     with pytest.raises(ValueError):
         facts.device_roof("host", "fp32")  # measured at run time, not published
+
+
+def test_devices_csv_names_every_device_of_device_peaks_csv_and_no_other():
+    """devices.csv holds names and looks, device_peaks.csv the figures: they share keys and nothing else."""
+    devices, peaks = facts.load_devices(), set(facts.load_device_peaks()["key"])
+    assert devices["key"].is_unique and peaks <= set(devices["key"])
+    beyond = devices[~devices["key"].isin(peaks)]
+    assert (beyond["key"] == beyond["family"]).all(), "a row without peaks is a family (trn1, cpu, xla-cpu)"
+    assert set(facts.device_column("rank_peaks_key").values()) <= peaks  # one rank's roof is a datasheet row
+    assert set(devices.columns) & set(facts.load_device_peaks().columns) == {"key"}  # no figure kept twice
+    assert devices["short_name"].notna().all() and devices["short_name"].is_unique
+
+
+def test_a_study_device_is_one_device_with_its_name():
+    studied = facts.load_devices().query("studied == True")
+    assert studied["study_name"].is_unique and studied["study_name"].notna().all()
+    # a name the study printed stands for other cards too (the A100 80GB), never without the card it ran
+    assert set(facts.device_column("study_name").values()) == set(studied["study_name"])

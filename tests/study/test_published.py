@@ -1,6 +1,7 @@
 """helpers/study/published.py: the study's published tables are read as printed, strings kept as strings."""
 
-from helpers.study.published import PUBLISHED_DIR, published
+from helpers.calc.facts import load_instance_prices
+from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS, published
 
 
 def test_a_published_table_keeps_its_figures_as_printed(tmp_path):
@@ -14,3 +15,10 @@ def test_the_committed_statements_name_every_claims_section():
     statements = published("statements.csv", PUBLISHED_DIR)
     assert {"claim", "quote", "short", "section", "ours", "source"} <= set(statements.columns)
     assert statements["section"].str.startswith("§").all()
+
+
+def test_every_device_the_study_published_is_a_priced_device_key():
+    for table in ("cost.csv", "speedup.csv"):
+        assert set(published(table)["device"]) == set(STUDY_KEYS), table
+    assert set(STUDY_KEYS.values()) <= set(load_instance_prices()["device"])
+    assert STUDY_KEYS["A100"] == "a100-40gb" and STUDY_KEYS["trn1"] == "trn1-chip"  # the very cards it rented

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.calc.facts import cuda_device_key
+from helpers.calc.facts import cuda_device_key, device_column
 from helpers.calc.prices import accelerator_price, price_per_accelerator_hour, whole_instances_price
 from helpers.study.claims.verdict import (
     Band,
@@ -27,14 +27,14 @@ from helpers.study.claims.verdict import (
 from helpers.study.notation import fmt
 from helpers.study.published import STUDY_KEYS, published
 
-STUDY_GPUS = {"a100-40gb": "A100", "a100-80gb": "A100", "t4": "T4", "l4": "L4"}  # device key -> the study's name
+STUDY_NAMES = device_column("study_name")  # device key -> the study's name
 SPEEDUP_TOLERANCE = 0.10  # the study's speedups are single runs with no stated spread
 
 
 def study_device(rows: pd.DataFrame) -> str | None:
     """Return the study's name of a group's device (trn1, T4, L4, A100), None if it did not measure it."""
     r = rows.iloc[0]
-    return "trn1" if r["cls"] == "trn1" else STUDY_GPUS.get(cuda_device_key(str(r["device"])) or "")
+    return "trn1" if r["cls"] == "trn1" else STUDY_NAMES.get(cuda_device_key(str(r["device"])) or "")
 
 
 @claim

@@ -18,14 +18,15 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from helpers.calc.facts import load_device_peaks
+from helpers.calc.facts import device_column, load_device_peaks
 from helpers.run.paths import repo_path
 from helpers.study import plot_style
 from helpers.study.frame import SHARES, profiled
+from helpers.study.published import STUDY_KEYS
 from helpers.study.report import plots_tuning, tables
 
-ROOF_KEYS = {"trn1": "trn1-core"}  # plot_style family -> device_peaks.csv key, where they differ
-STUDY_DEVICES = ("t4", "l4", "a100-40gb", "trn1-core")  # the study's devices, whose capacities are drawn
+ROOF_KEYS = device_column("rank_peaks_key")  # plot_style family (or key) -> device_peaks.csv key of one rank
+STUDY_DEVICES = [ROOF_KEYS[key] for key in STUDY_KEYS.values()]  # the study's devices, whose capacities are drawn
 OP_CLASSES = {
     "matmul": "matmul",
     "attention": "attention",
@@ -415,9 +416,7 @@ def memory(df, published_dir):
         capacity: dict[float, list[str]] = {}
         for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
             if key in peaks.index and key != "host":
-                name = {"trn1-core": "trn1 core", "trn1-chip": "trn1 chip"}.get(
-                    key, plot_style.CUDA_SHORT.get(key, key)
-                )
+                name = plot_style.SHORT_NAMES.get(key, key)
                 capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
         for gib in capacity:
             ax.axhline(gib, color="gray", linewidth=0.8)

@@ -294,7 +294,7 @@ def speedup(df, published_dir):
     if not bars:
         return None
     for _, r in plot_style.published(published_dir, "speedup.csv").iterrows():
-        fam = {"a100": "a100-40gb"}.get(r["device"].lower(), r["device"].lower())
+        fam = plot_style.STUDY_FAMILIES.get(r["device"], r["device"].lower())
         bars.append(
             (
                 fam,

@@ -27,12 +27,13 @@ import numpy as np
 import pandas as pd
 
 from helpers.calc import prices
-from helpers.calc.facts import device_roof, load_instance_prices
+from helpers.calc.facts import device_column, device_roof, load_instance_prices
 from helpers.calc.flops import forward_flops, model_flops
 from helpers.run import models
 from helpers.run.args import build_args
 from helpers.run.device import compute_dtype
 from helpers.run.paths import repo_path
+from helpers.study.published import STUDY_KEYS
 from helpers.study.sweep import graphs
 from helpers.study.sweep.suites import TARGETS, Point, Suite, expand, timeout_of
 
@@ -44,10 +45,11 @@ COMPILE_SOURCE = (
     "neuronx-cc calls (aws/aws-k8s-tester PR #558)"
 )
 DEFAULT_INSTANCE = {"trainium": "trn1.2xlarge", "nvidia": "g6.xlarge"}
-RANK_DEVICE = {"trn1-chip": "trn1-core"}  # one process drives one NeuronCore: a rank's peak is the core's
-NO_FAST_BF16 = ("t4",)  # Turing: fp16 tensor cores, no bf16 (device_peaks.csv's 16-bit column is fp16 there)
+RANK_DEVICE = device_column("rank_peaks_key")  # one process drives one NeuronCore: a rank's peak is the core's
+# Turing: fp16 tensor cores, no bf16 (device_peaks.csv's 16-bit column is fp16 there)
+NO_FAST_BF16 = [key for key, fast in device_column("fast_bf16").items() if not fast]
 PUBLISHED = "Experiment/published"
-STUDY_NAME = {"t4": "T4", "l4": "L4", "a100-40gb": "A100"}  # device names in the study's speedup.csv
+STUDY_NAME = {key: name for name, key in STUDY_KEYS.items()}  # device names in the study's speedup.csv
 STUDY_EPOCHS, STUDY_BATCH, STUDY_LENGTH = 3, 64, 32  # the optimized configuration speedup.csv times
 POINT_FORMATS = {
     "graphs": ".0f",

@@ -400,3 +400,36 @@ def test_every_device_marker_reads_apart_hollow_and_filled():
     thin = {"P", "X", "+", "x", "*", "1", "2", "3", "4", "|", "_"}
     markers = [m for _, m in (*plot_style.FAMILIES.values(), *plot_style.SPARE)]
     assert not thin & set(markers), sorted(thin & set(markers))
+
+
+def test_a_device_colour_is_one_of_the_colour_blind_or_dark_palettes_and_its_familys():
+    import seaborn as sns
+
+    from helpers.calc.facts import load_devices
+
+    allowed = set(sns.color_palette("colorblind").as_hex()) | set(sns.color_palette("dark").as_hex())
+    assert {colour for colour, _ in plot_style.FAMILIES.values()} <= allowed
+    styled = load_devices().dropna(subset=["colour"])
+    assert (styled["key"] == styled["family"]).all() and styled["marker"].notna().all()
+    assert plot_style.published_colour("A100") == plot_style.FAMILIES["a100-40gb"][0]
+    assert plot_style.published_colour("V100") == "#333333"  # a device the study did not publish
+
+
+def test_a_gpu_is_labelled_by_its_short_name_and_an_unknown_one_by_its_own():
+    def label(name: str, key: str = "?") -> str:
+        return plot_style.device_label(pd.Series({"device_type": "cuda", "device": name, "device_key": key}))
+
+    assert label("NVIDIA A100-SXM4-40GB") == "A100 40GB" and label("Tesla T4") == "T4"
+    assert label("NVIDIA H100 PCIe") == "H100 PCIe" and label("NVIDIA GeForce RTX 4090") == "GeForce RTX 4090"
+    neuron = pd.Series({"device_type": "xla", "device.neuron": True, "device": "Trainium"})
+    xla = pd.Series({"device_type": "xla", "device.neuron": False, "device": "Xeon"})
+    assert [plot_style.device_label(r) for r in (neuron, xla)] == ["trn1 NeuronCore", "XLA on CPU"]
+    assert plot_style.device_label(pd.Series({"device_type": "cpu", "device": "AMD EPYC 7R13"})) == "CPU EPYC 7R13"
+
+
+def test_every_device_with_a_roof_has_its_short_name_for_the_capacities():
+    from helpers.calc.facts import load_device_peaks
+
+    named = {key: plot_style.SHORT_NAMES.get(key, key) for key in load_device_peaks()["key"]}
+    assert not [key for key, name in named.items() if name == key], "a capacity would read as a file key"
+    assert plots.STUDY_DEVICES and set(plots.STUDY_DEVICES) == {"t4", "l4", "a100-40gb", "trn1-core"}

@@ -140,6 +140,12 @@ def test_the_assumed_mfu_names_its_published_source():
         assert 0 < mfu < 1 and "Experiment/published" in source
 
 
+def test_only_the_card_the_study_ran_lends_its_mfu_and_a_rank_is_one_neuroncore():
+    assert math.isnan(plan.assumed_mfu("a100-80gb", 32)[0])  # the study's A100 was the 40GB card
+    assert plan.target_of("trainium").device == "trn1-core" and plan.target_of("nvidia").device == "l4"
+    assert set(plan.NO_FAST_BF16) == {"t4"}  # Turing: fp16 tensor cores only
+
+
 def test_a_point_modelled_past_its_timeout_is_marked_and_counted():
     frame, keys, _ = trn1_frame(["padding"])
     limit = suites.timeout_of(on_trn1("padding"), "full")
