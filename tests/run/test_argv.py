@@ -136,6 +136,14 @@ def test_help_lists_the_notebook_and_hugging_face_names(capsys):
     assert "--per_device_train_batch_size" in out and "--llrd_decay" in out and "--no_progress" in out
 
 
+def test_help_shows_each_flags_default_as_the_run_takes_it(capsys):
+    with pytest.raises(SystemExit):
+        parse_cli(["--help"], defaults={"device": "xla"})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "peak AdamW learning rate (default: 2e-05)" in out and "else the CPU (default: xla)" in out
+    assert "object at" not in out  # no marker of "not named" shown as a default
+
+
 def test_eval_args_choices_are_the_training_literals():
     def choices(cls: type, name: str) -> tuple:
         return typing.get_args(typing.get_type_hints(cls)[name])
