@@ -20,11 +20,11 @@ from typing import Any
 from helpers.run.args import FIELDS, GROUPS, RunArgs, build_args, unknown_message
 
 
-def cli_parser(groups: tuple[type, ...] = tuple(GROUPS.values()), description: str = "") -> Any:
-    """Return the scripts' parser of the dataclasses `groups`: numbers stay text for pydantic to read."""
+def cli_parser(description: str = "") -> Any:
+    """Return the scripts' parser of the argument dataclasses: numbers stay text for pydantic to read."""
     from transformers import HfArgumentParser  # imports transformers: only when a command line is read
 
-    parser = HfArgumentParser(groups, description=description)
+    parser = HfArgumentParser(tuple(GROUPS.values()), description=description)
     for kind in (int, float):  # argparse's int("None") would refuse what an optional field allows
         parser.register("type", kind, str)
     return parser
@@ -47,7 +47,7 @@ def parse_cli(
     argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None, description: str = ""
 ) -> RunArgs:
     """Return the arguments of a command line; the flags it names (and `defaults`, under them) are given."""
-    parser = cli_parser(description=description)
+    parser = cli_parser(description)
     parser.set_defaults(**(defaults or {}))  # what --help shows
     return build_args({**(defaults or {}), **named_flags(parser, argv)})
 
