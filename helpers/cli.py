@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import sys
 
-import pydantic
-
 from helpers import steps
 from helpers.run import ddp, record_destination
-from helpers.run.args import CHECKED, Device, Maybe, Padding, Precision, arg, build_args
-from helpers.run.argv import cli_parser, parse_cli
+from helpers.run.args import RunArgs, build_args
+from helpers.run.argv import cli_parser, named_flags, parse_cli
 
 
 class RankFailed(RuntimeError):
@@ -44,47 +42,30 @@ def exit_code(record: dict | None) -> int:
     return 0 if record is None or record.get("status") in ("finished", "diverged") else 1
 
 
-@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
-class EvalArgs:
-    """What Trainium/eval.py evaluates: a saved checkpoint on the test split."""
-
-    model_name: str = arg(None, "folder written by train.py --output_dir", ("--model_name_or_path", "--checkpoint"))
-    data_dir: Maybe[str] = arg(None, "folder of the jsonl splits; None: $EMOTION_DATA_DIR, else the hub")
-    eval_subset: Maybe[int] = arg(None, "first N test rows", ("--max_eval_samples",))
-    batch: int = arg(
-        32, "evaluation batch (at least 32, as the training runs' evaluation)", ("--per_device_eval_batch_size",)
+def eval_args(argv: list[str] | None = None, defaults: dict | None = None) -> tuple[RunArgs, str | None]:
+    """Return what Trainium/eval.py evaluates (a saved checkpoint on the test split: the training parameters,
+    at an evaluation batch of 32) and the file its metrics go to (None: printed only)."""
+    parser = cli_parser("Evaluate a fine-tuned checkpoint on dair-ai/emotion's test split")
+    parser.add_argument("--checkpoint", dest="model_name", help="folder written by train.py --output_dir")
+    parser.add_argument(
+        "--per_device_eval_batch_size", dest="batch", help="evaluation batch (at least 32, as the training runs')"
     )
-    max_length: int = arg(128, "tokens per sequence", ("--max_seq_length",))
-    padding: Padding = arg("static", "static | dynamic")
-    precision: Precision = arg("auto", "as in training")
-    device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
-    output_file: str | None = arg(None, "also write the metrics here as JSON")
+    parser.add_argument("--output_file", help="also write the metrics here as JSON")
+    defaults = {"batch": 32, **(defaults or {})}
+    parser.set_defaults(**defaults)  # what --help shows
+    values = {**defaults, **named_flags(parser, argv)}
+    output_file = values.pop("output_file")
+    if "model_name" not in values:
+        parser.error("--model_name_or_path (the checkpoint folder) is required")
+    # train_subset=1: tokenize maps every split, and only the test split is needed
+    return build_args({**values, "train_subset": 1, "progress": False}), output_file
 
 
 def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Evaluate a saved checkpoint folder on the test split; print and return accuracy and macro-F1."""
     from helpers.run import train
 
-    parser = cli_parser((EvalArgs,), "Evaluate a fine-tuned checkpoint on dair-ai/emotion's test split")
-    parser.set_defaults(**(defaults or {}))
-    (ev,) = parser.parse_args_into_dataclasses(argv)
-    if not ev.model_name:
-        parser.error("--model_name_or_path (the checkpoint folder) is required")
-    # train_subset=1: tokenize maps every split, and only the test split is needed
-    args = build_args(
-        {
-            "model_name": ev.model_name,
-            "data_dir": ev.data_dir,
-            "eval_subset": ev.eval_subset,
-            "batch": ev.batch,
-            "max_length": ev.max_length,
-            "padding": ev.padding,
-            "precision": ev.precision,
-            "device": ev.device,
-            "train_subset": 1,
-            "progress": False,
-        }
-    )
+    args, output_file = eval_args(argv, defaults)
     run = steps.start(args)
     try:  # an evaluation writes no record: the name start claimed is given back however it ends
         splits = steps.tokenize(run, steps.load_data(run), training=False)
@@ -93,11 +74,17 @@ def evaluate_main(argv: list[str] | None = None, defaults: dict | None = None) -
         metrics = train.evaluate(model, loader, run.dev, run.precision, rows_per_batch=loader.batch_size)
     finally:
         record_destination.release(run.claim)
-    out = {"checkpoint": ev.model_name, "split": "test", "device": run.dev.name, "precision": run.precision, **metrics}
+    out = {
+        "checkpoint": args.task.model_name,
+        "split": "test",
+        "device": run.dev.name,
+        "precision": run.precision,
+        **metrics,
+    }
     text = json.dumps(out, indent=2)
     print(text)
-    if ev.output_file:
-        with open(ev.output_file, "w") as f:
+    if output_file:
+        with open(output_file, "w") as f:
             f.write(text + "\n")
     return out
 

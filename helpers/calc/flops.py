@@ -12,6 +12,8 @@ FLOPs of a training step (forward + backward matmuls, `model_flops`, checked aga
 
 from __future__ import annotations
 
+from helpers.run.args import lora_roles
+
 # Bytes per element of each tensor class. weight: stored parameters (the fp32 master under autocast);
 # grad: parameter gradients; state: each AdamW moment; matmul: matmul inputs (autocast casts them to
 # 16-bit); resid: residual stream and LayerNorm (autocast keeps LayerNorm in fp32).
@@ -103,13 +105,10 @@ def model_flops(cfg, batch: int, seq_len: int, lora_r: int = 0, lora_targets: st
     return 3 * forward_flops(cfg, batch, seq_len)
 
 
-LORA_ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
-
-
 def lora_model_flops(cfg, batch: int, seq_len: int, r: int, targets: str) -> float:
     """Return forward + backward matmul FLOPs of a LoRA step: frozen weights get no weight gradient, and
     nothing below the first adapter needs an input gradient (the embeddings are frozen)."""
-    roles = set(LORA_ROLES) if targets.strip() == "all-linear" else {t.strip() for t in targets.split(",")}
+    roles = lora_roles(targets)
     B, L, H, I = batch, seq_len, cfg.hidden_size, intermediate(cfg)
     T = B * L
     total = 0.0
@@ -149,7 +148,7 @@ def lora_model_flops(cfg, batch: int, seq_len: int, r: int, targets: str) -> flo
 def lora_trainable(cfg, r: int, targets: str) -> int:
     """Return the parameters a LoRA run trains: r x (in + out) per adapted linear, and the head in full
     (BERT: the classifier; RoBERTa and DistilBERT: their two head linears; run.lora's modules_to_save)."""
-    roles = set(LORA_ROLES) if targets.strip() == "all-linear" else {t.strip() for t in targets.split(",")}
+    roles = lora_roles(targets)
     H, I, C = cfg.hidden_size, intermediate(cfg), cfg.num_labels
     shapes = {
         "query": (H, H),

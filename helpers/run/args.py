@@ -53,7 +53,7 @@ def none_text(value: Any) -> Any:
 T = TypeVar("T")
 Maybe = Annotated[T | None, BeforeValidator(none_text)]  # a value of type T, or None (also written as text)
 
-# Choice lists, one copy each: the fields below and helpers/cli.py's EvalArgs use these types, and
+# Choice lists, one copy each: the fields below and helpers/check.py use these types, and
 # pydantic's "Input should be ..." message lists them.
 Padding = Literal["static", "dynamic"]
 Precision = Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"]

@@ -12,6 +12,7 @@ and read "None" as None, as they do for a suite's TOML value.
 from __future__ import annotations
 
 import ast
+from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,22 +20,23 @@ from typing import Any
 from helpers.run.args import FIELDS, GROUPS, RunArgs, build_args, unknown_message
 
 
-def cli_parser(groups: tuple[type, ...] = tuple(GROUPS.values()), description: str = "") -> Any:
-    """Return the scripts' parser of the dataclasses `groups`: numbers stay text for pydantic to read."""
+def cli_parser(description: str = "") -> Any:
+    """Return the scripts' parser of the argument dataclasses: numbers stay text for pydantic to read."""
     from transformers import HfArgumentParser  # imports transformers: only when a command line is read
 
-    parser = HfArgumentParser(groups, description=description)
+    parser = HfArgumentParser(tuple(GROUPS.values()), description=description)
     for kind in (int, float):  # argparse's int("None") would refuse what an optional field allows
         parser.register("type", kind, str)
     return parser
 
 
-def named_flags(argv: list[str] | None, description: str = "") -> dict[str, Any]:
-    """Return the values of the flags `argv` names, by field name; exit naming the closest to an unknown
-    one."""
-    parser, absent = cli_parser(description=description), object()
-    parser.set_defaults(**dict.fromkeys(FIELDS, absent))  # a name still `absent` after parsing was not given
-    parsed, unknown = parser.parse_known_args(argv)
+def named_flags(parser: Any, argv: list[str] | None) -> dict[str, Any]:
+    """Return the values of the flags `argv` names (by field name) and of `parser`'s other flags; exit naming
+    the closest parameter to an unknown flag."""
+    # argparse fills in a default only where the namespace has no value: a name still `absent` was not named,
+    # and the parser keeps the fields' defaults for --help
+    absent = object()
+    parsed, unknown = parser.parse_known_args(argv, Namespace(**dict.fromkeys(FIELDS, absent)))
     if unknown:  # argparse would say only "unrecognized arguments": name the closest parameter instead
         flag = next((u for u in unknown if u.startswith("-")), None)
         parser.error(unknown_message(flag.lstrip("-").split("=")[0]) if flag else f"unexpected argument {unknown[0]!r}")
@@ -45,7 +47,9 @@ def parse_cli(
     argv: list[str] | None = None, defaults: Mapping[str, Any] | None = None, description: str = ""
 ) -> RunArgs:
     """Return the arguments of a command line; the flags it names (and `defaults`, under them) are given."""
-    return build_args({**(defaults or {}), **named_flags(argv, description)})
+    parser = cli_parser(description)
+    parser.set_defaults(**(defaults or {}))  # what --help shows
+    return build_args({**(defaults or {}), **named_flags(parser, argv)})
 
 
 def to_argv(args: RunArgs) -> list[str]:

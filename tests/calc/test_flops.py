@@ -7,6 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertForSequenceClassification
 
 from helpers.calc import flops
+from helpers.run.args import ConfigError
 
 
 def counted_flops(model: torch.nn.Module, batch: int, seq_len: int, device: str = "cpu") -> tuple[int, int]:
@@ -64,3 +65,12 @@ def test_mfu_is_model_flops_over_the_peak():
     assert flops.model_flops(cfg, 8, 32) == 3 * flops.forward_flops(cfg, 8, 32)
     # 1 TFLOP of model work in 0.5 s on a 4 TFLOP/s device: 2 TFLOP/s achieved, 50%
     assert flops.estimate_mfu(1e12, 0.5, 4.0) == pytest.approx(0.5)
+
+
+def test_lora_targets_are_read_as_the_arguments_read_them():
+    cfg = tiny_bert_config()
+    assert flops.lora_trainable(cfg, 4, " value, query,") == flops.lora_trainable(cfg, 4, "query,value")
+    assert flops.lora_model_flops(cfg, 2, 8, 4, "all-linear") > flops.lora_model_flops(cfg, 2, 8, 4, "query,value")
+    for count in (flops.lora_trainable, lambda cfg, r, targets: flops.lora_model_flops(cfg, 2, 8, r, targets)):
+        with pytest.raises(ConfigError, match="lora_targets='query,ffn' is invalid"):
+            count(cfg, 4, "query,ffn")  # an unknown role is refused, not counted as no adapter

@@ -1,13 +1,11 @@
 """helpers/run/argv.py: the arguments from a command line (HfArgumentParser's flags, pydantic's types) and
 from a notebook's globals (papermill's injected names are the given ones)."""
 
-import typing
-
 import pytest
 
 from helpers import cli
-from helpers.run.args import ConfigError, RunArgs, TaskArgs, TrainArgs, build_args
-from helpers.run.argv import cli_parser, notebook_args, parse_cli, to_argv
+from helpers.run.args import ConfigError, RunArgs, build_args
+from helpers.run.argv import notebook_args, parse_cli, to_argv
 
 
 def test_cli_takes_hugging_face_names_and_none():
@@ -136,20 +134,36 @@ def test_help_lists_the_notebook_and_hugging_face_names(capsys):
     assert "--per_device_train_batch_size" in out and "--llrd_decay" in out and "--no_progress" in out
 
 
-def test_eval_args_choices_are_the_training_literals():
-    def choices(cls: type, name: str) -> tuple:
-        return typing.get_args(typing.get_type_hints(cls)[name])
+def test_help_shows_each_flags_default_as_the_run_takes_it(capsys):
+    with pytest.raises(SystemExit):
+        parse_cli(["--help"], defaults={"device": "xla"})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "peak AdamW learning rate (default: 2e-05)" in out and "else the CPU (default: xla)" in out
+    assert "object at" not in out  # no marker of "not named" shown as a default
 
-    for name, owner in (("padding", TaskArgs), ("precision", TrainArgs), ("device", TrainArgs)):
-        assert choices(cli.EvalArgs, name) == choices(owner, name) != ()
 
-
-def test_the_eval_scripts_flags_are_typed_by_its_dataclass():
-    (ev,) = cli_parser((cli.EvalArgs,)).parse_args_into_dataclasses(
-        ["--checkpoint", "ckpt", "--max_eval_samples", "null", "--per_device_eval_batch_size", "64"],
-        look_for_args_file=False,
+def test_the_eval_script_reads_the_training_parameters_under_its_own_names_and_defaults():
+    args, output_file = cli.eval_args(
+        ["--checkpoint", "ckpt", "--max_eval_samples", "null", "--per_device_eval_batch_size", "64"]
     )
-    assert (ev.model_name, ev.eval_subset, ev.batch) == ("ckpt", None, 64)
+    assert (args.task.model_name, args.task.eval_subset, args.train.batch, output_file) == ("ckpt", None, 64, None)
+    assert args.task.train_subset == 1 and args.measure.progress is False  # only the test split, no bars
+    args, output_file = cli.eval_args(["--model_name_or_path", "ckpt", "--output_file", "m.json"], {"device": "xla"})
+    assert (args.train.batch, args.train.device, output_file) == (32, "xla", "m.json")
+
+
+def test_the_eval_script_takes_every_training_parameter_and_checks_it_as_training_does(capsys):
+    dynamic = ["--checkpoint", "ckpt", "--padding", "dynamic", "--pad_to_multiple_of", "8", "--optlevel", "3"]
+    args, _ = cli.eval_args(dynamic)
+    assert (args.task.pad_to_multiple_of, args.neuron.optlevel) == (8, 3)
+    with pytest.raises(ConfigError, match="pad_to_multiple_of applies to padding='dynamic' only"):
+        cli.eval_args(["--checkpoint", "ckpt", "--pad_to_multiple_of", "8"])
+    with pytest.raises(SystemExit):
+        cli.eval_args(["--checkpoint", "ckpt", "--max_evl_samples", "16"])
+    assert "did you mean 'eval_subset'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.eval_args(["--output_file", "m.json"])
+    assert "--model_name_or_path (the checkpoint folder) is required" in capsys.readouterr().err
 
 
 def test_notebook_globals_take_papermills_injected_names_as_given():
