@@ -17,11 +17,16 @@ bound, the precompile trials' limits and the points' timeouts. So every step end
 ends, the records and the check's logs are copied home with rsync over the SSH alias SkyPilot writes (into
 Experiment/results/<suite>/ and Experiment/runs/) and the cluster is torn down; the task's autostop tears it
 down anyway 15 idle minutes after its job ends. `local` runs the same setup and run on this machine.
+
+SkyPilot does the rest through its own command line (`sky launch`, `sky down`; autostop is the task's). Its
+optimizer does not make the plan or the bound: it prices from catalogs it downloads (the dry run contacts
+nothing), knows no time limit, and lives in .venv-cloud, apart from the torch and transformers the plan needs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shlex
@@ -32,6 +37,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import pydantic
 import yaml
 
 from helpers import check
@@ -46,6 +52,7 @@ VALIDATOR = "cloud/validate.py"
 DEFAULT_SUITES = "cloud/smoke.toml"
 REMOTE_WORKDIR = "sky_workdir"  # SkyPilot syncs the workdir to ~/sky_workdir and runs setup and run there
 RESULTS, RUNS = "Experiment/results", "Experiment/runs"
+RECORDS_ONLY = ["--prune-empty-dirs", "--include=*/", "--include=*.json", "--exclude=*"]  # rsync: every folder's JSON
 IDLE_MINUTES = 15  # the task files' autostop
 # assumed, not bounded here: SkyPilot's start of the instance (provisioning, its runtime, the workdir's sync),
 # billed before setup begins
@@ -70,8 +77,6 @@ CARDS = {
     "A100": ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"),
     "H100": ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
 }
-# what a user types for yes and for no (DRY_RUN=true, YES=1, KEEP=no, ...); anything else is refused
-YES_WORDS, NO_WORDS = ("1", "y", "yes", "true", "on"), ("", "0", "n", "no", "false", "off")
 
 
 class CloudError(RuntimeError):
@@ -86,6 +91,11 @@ class Target:
     resources: dict  # set over the file's resources; None removes the key
     instance: str  # the row of helpers/facts/instance_prices.csv the plan times and prices
     pinned: bool  # the run gets exactly that instance; else SkyPilot picks an offer and shows its price
+
+    @property
+    def offer(self) -> str:
+        """Return what a launch gets: the instance, or one accelerator where SkyPilot picks the offer."""
+        return self.instance if self.pinned else f"one {self.resources['accelerators']}, the offer SkyPilot picks"
 
 
 TARGETS = {
@@ -110,11 +120,6 @@ def cluster_name(target: str, lab: bool = False) -> str:
     return f"accelbench-{target}" + ("-lab" if lab else "")
 
 
-def load_task(target: str) -> dict:
-    """Return the target's task file as written."""
-    return yaml.safe_load((REPO_ROOT / TARGETS[target].task).read_text())
-
-
 def render(
     target: str,
     suites: str = DEFAULT_SUITES,
@@ -124,17 +129,13 @@ def render(
     lab: bool = False,
 ) -> dict:
     """Return the task a target launches: resources, SUITES and VARIANT set; the lab's run is JupyterLab."""
-    config = load_task(target)
-    resources = config["resources"]
-    for key, value in TARGETS[target].resources.items():
-        if value is None:
-            resources.pop(key, None)
-        else:
-            resources[key] = value
+    config = yaml.safe_load((REPO_ROOT / TARGETS[target].task).read_text())
+    resources = config["resources"] | TARGETS[target].resources
     if region:
         resources["infra"] = f"aws/{region}"
     if image_id:
         resources["image_id"] = image_id
+    config["resources"] = {key: value for key, value in resources.items() if value is not None}
     config["name"] = cluster_name(target, lab)
     config["envs"].update(SUITES=suites, VARIANT=variant)
     if lab:
@@ -148,27 +149,24 @@ def render(
 
 def switch(text: str) -> bool:
     """Return True for what a user types for yes (1, y, yes, true, on), False for no ('', 0, n, no, false, off)."""
-    word = str(text).strip().lower()
-    if word in YES_WORDS + NO_WORDS:
-        return word in YES_WORDS
-    raise argparse.ArgumentTypeError(
-        f"{text!r} is neither yes ({', '.join(YES_WORDS)}) nor no ({', '.join(NO_WORDS[1:])}, or empty)"
-    )
+    try:
+        return pydantic.TypeAdapter(bool).validate_python(text.strip() or "no")
+    except pydantic.ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither yes (1, y, yes, true, on) nor no (0, n, no, false, off, or empty)"
+        ) from None
 
 
 def suite_file_problem(name: str) -> str | None:
     """Return why the instance would not get the suite file `name` (a .toml path), None when it would: the
     workdir SkyPilot syncs is this repository, less what git ignores."""
-    path = Path(name)
-    inside = not path.is_absolute() and (REPO_ROOT / path).resolve().is_relative_to(REPO_ROOT)
-    if not inside:
+    if Path(name).is_absolute() or not (REPO_ROOT / name).resolve().is_relative_to(REPO_ROOT):
         return (
             f"the suite file {name} is not a path inside the repository, and the instance gets the repository "
             "only (the task's workdir): copy it into the repository (cloud/ holds smoke.toml) and name it by "
             "its path from the root"
         )
-    ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=REPO_ROOT, capture_output=True).returncode
-    if ignored == 0:
+    if subprocess.run(["git", "check-ignore", "-q", name], cwd=REPO_ROOT, capture_output=True).returncode == 0:
         return f"the suite file {name} is ignored by git, so SkyPilot's sync of the repository leaves it behind"
     return None
 
@@ -183,8 +181,7 @@ def refusal(target: str, suites: str, image_id: str | None, region: str | None, 
             "nothing; name a suite (cloud/smoke.toml is the cheapest; `python -m helpers.study.sweep all --list`)"
         )
     for name in suites.split() if not lab else ():
-        problem = suite_file_problem(name) if name.endswith(".toml") else None
-        if problem:
+        if name.endswith(".toml") and (problem := suite_file_problem(name)):
             return problem
     if target == "local" and (image_id or region):
         return "local runs on this machine: IMAGE_ID and REGION name an AWS instance; leave them out"
@@ -335,22 +332,9 @@ def cost_text(target: str, config: dict) -> str:
 
 def ami_command(region: str) -> list[str]:
     """Return the AWS CLI call that prints the newest Neuron DLAMI of SDK 2.31 (Ubuntu 24.04) in `region`."""
-    return [
-        str(CLOUD_BIN / "aws"),
-        "ec2",
-        "describe-images",
-        "--region",
-        region,
-        "--owners",
-        "amazon",
-        "--filters",
-        f"Name=name,Values={DLAMI_NAME}",
-        f"Name=description,Values=*Neuron SDK {NEURON_SDK}*",
-        "--query",
-        "sort_by(Images, &CreationDate)[-1].ImageId",
-        "--output",
-        "text",
-    ]
+    aws = [str(CLOUD_BIN / "aws"), "ec2", "describe-images", "--region", region, "--owners", "amazon"]
+    filters = ["--filters", f"Name=name,Values={DLAMI_NAME}", f"Name=description,Values=*Neuron SDK {NEURON_SDK}*"]
+    return [*aws, *filters, "--query", "sort_by(Images, &CreationDate)[-1].ImageId", "--output", "text"]
 
 
 def region_of(config: dict) -> str:
@@ -371,37 +355,17 @@ def neuron_ami(region: str) -> str:
     return ami
 
 
-def commands(target: str, config: dict, task_file: str, lab: bool = False, yes: bool = False) -> dict:
+def commands(target: str, config: dict, task_file: str = "", lab: bool = False, yes: bool = False) -> dict:
     """Return the commands of a cloud run: launch, fetch (the records home), down, and the lab's tunnel."""
-    cluster, sky = config["name"], str(CLOUD_BIN / "sky")
+    cluster, sky, remote = config["name"], str(CLOUD_BIN / "sky"), f"{config['name']}:{REMOTE_WORKDIR}"
     # asked here already; where SkyPilot picks the offer, its own prompt shows the price of what it found
-    launch = [
-        sky,
-        "launch",
-        "-c",
-        cluster,
-        task_file,
-        *(["--detach-run"] if lab else []),
-        *(["-y"] if yes or TARGETS[target].pinned else []),
-    ]
-    remote = f"{cluster}:{REMOTE_WORKDIR}"
-    fetch = [
-        [
-            "rsync",
-            "-avz",
-            "--update",
-            "--prune-empty-dirs",
-            "--include=*/",
-            "--include=*.json",
-            "--exclude=*",
-            f"{remote}/{RESULTS}/",
-            f"{RESULTS}/",
-        ],
-        ["rsync", "-avz", "--update", f"{remote}/{RUNS}/", f"{RUNS}/"],
-    ]
+    asked = ["-y"] if yes or TARGETS[target].pinned else []
     return {
-        "launch": launch,
-        "fetch": fetch,
+        "launch": [sky, "launch", "-c", cluster, task_file, *(["--detach-run"] if lab else []), *asked],
+        "fetch": [
+            ["rsync", "-avz", "--update", *RECORDS_ONLY, f"{remote}/{RESULTS}/", f"{RESULTS}/"],
+            ["rsync", "-avz", "--update", f"{remote}/{RUNS}/", f"{RUNS}/"],  # notebooks and logs, the check's too
+        ],
         "down": [sky, "down", "-y", cluster],
         "tunnel": ["ssh", "-N", "-L", f"{LAB_PORT}:localhost:{LAB_PORT}", cluster],
     }
@@ -448,40 +412,33 @@ def run_local(config: dict, results: str | None = None) -> int:
 
 
 def bring_home(target: str, config: dict) -> None:
-    """Copy the cluster's records (and executed notebooks) into this repository; say where they went."""
-    for command in commands(target, config, "")["fetch"]:
+    """Copy the cluster's records, executed notebooks and logs (the check's too) here; say where they went."""
+    for command in commands(target, config)["fetch"]:
         if subprocess.run(command, cwd=REPO_ROOT).returncode != 0:
             print(f"cloud: could not copy {command[-2]} (is the cluster gone?): {shlex.join(command)}", file=sys.stderr)
     print(f"cloud: records in {RESULTS}/<suite>/<run>@<device>.json; `python -m helpers.study.report` merges them")
 
 
-def tunnel(target: str, config: dict) -> None:
-    """Hold the SSH tunnel to the instance's JupyterLab until Ctrl-C."""
-    print(
-        f"cloud: JupyterLab at http://localhost:{LAB_PORT}/lab?token=... (the URL: `{CLOUD_BIN}/sky logs "
-        f"{config['name']}`); Ctrl-C ends the tunnel, brings the records home, asks to tear it down",
-        flush=True,
-    )
-    try:
-        subprocess.run(commands(target, config, "")["tunnel"], cwd=REPO_ROOT)
-    except KeyboardInterrupt:
-        pass
-
-
 def launch(target: str, config: dict, yes: bool, keep: bool, lab: bool) -> int:
-    """Launch the task; however it ends, bring the records home and tear the cluster down (unless kept)."""
+    """Launch the task (the lab: hold its SSH tunnel until Ctrl-C); however it ends, bring the records home and
+    tear the cluster down (unless kept)."""
     if target == "trn1" and "image_id" not in config["resources"]:
         config["resources"]["image_id"] = neuron_ami(region_of(config))
         print(f"cloud: Neuron DLAMI {config['resources']['image_id']}; {validate(config)}")
-    with tempfile.NamedTemporaryFile("w", prefix=f"{config['name']}-", suffix=".yaml", delete=False) as task:
-        task.write(task_text(config))
-    status = 1
     try:
-        status = subprocess.run(commands(target, config, task.name, lab, yes)["launch"], cwd=REPO_ROOT).returncode
+        with tempfile.NamedTemporaryFile("w", prefix=f"{config['name']}-", suffix=".yaml") as task:
+            task.write(task_text(config))
+            task.flush()
+            status = subprocess.run(commands(target, config, task.name, lab, yes)["launch"], cwd=REPO_ROOT).returncode
         if lab and status == 0:
-            tunnel(target, config)
+            print(
+                f"cloud: JupyterLab at http://localhost:{LAB_PORT}/lab?token=... (the URL: `{CLOUD_BIN}/sky logs "
+                f"{config['name']}`); Ctrl-C ends the tunnel, brings the records home, asks to tear it down",
+                flush=True,
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                subprocess.run(commands(target, config)["tunnel"], cwd=REPO_ROOT)
     finally:
-        Path(task.name).unlink(missing_ok=True)
         bring_home(target, config)
         keep = keep or (
             lab and not confirm(f"tear {config['name']} down now?", yes or not sys.stdin.isatty(), default=True)
@@ -492,7 +449,7 @@ def launch(target: str, config: dict, yes: bool, keep: bool, lab: bool) -> int:
                 f"its job ends; now: make cloud-down TARGET={target}{' LAB=1' if lab else ''}"
             )
         else:
-            subprocess.run(commands(target, config, "")["down"], cwd=REPO_ROOT)
+            subprocess.run(commands(target, config)["down"], cwd=REPO_ROOT)
     return status
 
 
@@ -514,12 +471,6 @@ def show(target: str, config: dict, lab: bool) -> None:
         gpus = None if spec.pinned else int(spec.resources["accelerators"].split(":")[1])
         print(f"{plan_text(config, spec.instance, gpus)}\n\n{cost_text(target, config)}\n")
     print(commands_text(target, config, lab), flush=True)
-
-
-def what_launches(target: str) -> str:
-    """Return the instance a target launches, or the accelerator where SkyPilot picks the offer."""
-    spec = TARGETS[target]
-    return spec.instance if spec.pinned else f"one {spec.resources['accelerators']}, the offer SkyPilot picks"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -552,14 +503,14 @@ def main(argv: list[str] | None = None) -> int:
         config = render(args.target, args.suites, args.variant, args.image_id, args.region, args.lab)
         if args.down:
             bring_home(args.target, config)
-            return subprocess.run(commands(args.target, config, "")["down"], cwd=REPO_ROOT).returncode
+            return subprocess.run(commands(args.target, config)["down"], cwd=REPO_ROOT).returncode
         show(args.target, config, args.lab)
         if args.dry_run:
             print("\nDry run: nothing was launched, nothing was contacted.")
             return 0
         if args.target == "local":
             return run_local(config, args.results)
-        if not confirm(f"\nLaunch {config['name']} ({what_launches(args.target)})?", args.yes):
+        if not confirm(f"\nLaunch {config['name']} ({TARGETS[args.target].offer})?", args.yes):
             print("cloud: not launched")
             return 1
         return launch(args.target, config, args.yes, args.keep, args.lab)

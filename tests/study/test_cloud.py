@@ -253,6 +253,35 @@ def test_the_lab_settings_are_jupyters_own():
         assert set(traits) <= set(cls.class_traits()), (section, set(traits) - set(cls.class_traits()))
 
 
+# ----------------------------------------------------------------------------- however a launch ends
+@pytest.mark.parametrize("ends", ["finished", "failed", "interrupted", "kept", "lab closed"])
+def test_however_a_launch_ends_the_records_come_home_and_the_cluster_goes(ends, monkeypatch):
+    lab = ends == "lab closed"
+    config, ran, launched = cloud.render("a10g", lab=lab), [], []
+
+    def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+        """Record the command instead of running it; `sky launch` reads its task file, Ctrl-C ends the tunnel."""
+        ran.append(command)
+        if command[1:2] == ["launch"]:
+            launched.append((Path(command[4]), yaml.safe_load(Path(command[4]).read_text())))
+        if (ends == "interrupted" and command[1:2] == ["launch"]) or command[0] == "ssh":
+            raise KeyboardInterrupt
+        return subprocess.CompletedProcess(command, 1 if ends == "failed" else 0)
+
+    monkeypatch.setattr(cloud.subprocess, "run", run)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False)  # no terminal: the lab is torn down without asking
+    if ends == "interrupted":
+        with pytest.raises(KeyboardInterrupt):
+            cloud.launch("a10g", config, yes=True, keep=False, lab=lab)
+    else:
+        assert cloud.launch("a10g", config, yes=True, keep=ends == "kept", lab=lab) == (1 if ends == "failed" else 0)
+    [(task_file, task)] = launched
+    assert task == config and not task_file.exists()  # the task as printed, its temporary file gone
+    cmd = cloud.commands("a10g", config, str(task_file), lab=lab, yes=True)
+    tunnel = [cmd["tunnel"]] if lab else []
+    assert ran == [cmd["launch"], *tunnel, *cmd["fetch"], *([] if ends == "kept" else [cmd["down"]])]
+
+
 # ----------------------------------------------------------------------------- asking, and the dry run
 def test_it_asks_on_a_terminal_and_refuses_without_one(monkeypatch):
     class Terminal:
