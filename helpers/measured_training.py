@@ -265,15 +265,15 @@ def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResu
             **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)},
         }
     )
-    run.record.shapes = {
-        "distinct": len(result.shapes),
-        "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())},
-        "compiled_graphs": compiled_graphs() - graphs_before if tr.step_mode != "eager" else None,
-    }
+    run.record.shapes = schema.Shapes(
+        distinct=len(result.shapes),
+        counts={f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())},
+        compiled_graphs=compiled_graphs() - graphs_before if tr.step_mode != "eager" else None,
+    )
     if run.record.curve:
         run.record.time_to_accuracy = crossings(
             run.record.curve,
-            compile_s=(run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None),
+            compile_s=(run.compiles.section(0, None, None).compile_time_s if run.compiles else None),
         )
     run.record.metrics = schema.Metrics(
         final_loss=result.final_loss, loss_curve=result.loss_curve, diverged_at_step=result.diverged_at_step
