@@ -32,15 +32,15 @@ HEADLINE = 0.90  # the target the headline (and make baseline) reports: time to 
 class NotMeasured:
     """Stands in for a monitor or meter this process does not run: stop() says why, never 0."""
 
-    def __init__(self, reason: str):
-        self.reason = reason
+    def __init__(self, section: type[schema.Section], reason: str):
+        self.section, self.reason = section, reason
 
     def mark_steady(self) -> None:
         """Nothing to mark."""
 
-    def stop(self) -> dict:
-        """Return the reason in place of figures."""
-        return {"reason": self.reason}
+    def stop(self) -> schema.Section:
+        """Return the section with the reason in place of figures."""
+        return self.section(reason=self.reason)
 
 
 @dataclass
@@ -189,8 +189,8 @@ def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResu
         (start_monitor(run.dev.type), start_energy(run.dev.type, cuda_devices=local_gpus))
         if node_lead
         else (
-            NotMeasured("measured by local rank 0 of this node"),
-            NotMeasured("measured by local rank 0 of this node"),
+            NotMeasured(schema.Utilization, "measured by local rank 0 of this node"),
+            NotMeasured(schema.Energy, "measured by local rank 0 of this node"),
         )
     )
     # the meter reads its counters where the timer opens and closes a window: energy over the timed windows;
@@ -261,7 +261,7 @@ def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResu
     phases.train_other = max(0.0, step_s - times.train_time_s - phases.periodic_eval - roof_s)
     run.outcome, run.error = result.status, result.reason
     run.record.stopped_early = result.stopped_early
-    run.record.energy = schema.Energy(**job_energy(run, measured_energy, node_lead))
+    run.record.energy = job_energy(run, measured_energy, node_lead)
     run.record.profile = profiler.summary()
     run.record.optimizer = schema.Optimizer(
         **{
@@ -270,15 +270,15 @@ def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResu
             **{k: t.optimizer.defaults[k] for k in ("fused", "foreach") if t.optimizer.defaults.get(k)},
         }
     )
-    run.record.shapes = {
-        "distinct": len(result.shapes),
-        "counts": {f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())},
-        "compiled_graphs": compiled_graphs() - graphs_before if tr.step_mode != "eager" else None,
-    }
+    run.record.shapes = schema.Shapes(
+        distinct=len(result.shapes),
+        counts={f"{b}x{length}": n for (b, length), n in sorted(result.shapes.items())},
+        compiled_graphs=compiled_graphs() - graphs_before if tr.step_mode != "eager" else None,
+    )
     if run.record.curve:
         run.record.time_to_accuracy = crossings(
             run.record.curve,
-            compile_s=(run.compiles.section(0, None, None)["compile_time_s"] if run.compiles else None),
+            compile_s=(run.compiles.section(0, None, None).compile_time_s if run.compiles else None),
         )
     run.record.metrics = schema.Metrics(
         final_loss=result.final_loss, loss_curve=result.loss_curve, diverged_at_step=result.diverged_at_step
@@ -303,7 +303,7 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
+def job_energy(run: Run, section: schema.Energy, node_lead: bool) -> schema.Energy:
     """Return the energy section of the whole job over the steady windows: every node's joules (a collective
     when the ranks span nodes), and the samples of every rank in those windows per joule."""
     world = run.rank.world_size if run.rank else 1
@@ -313,7 +313,8 @@ def job_energy(run: Run, section: dict, node_lead: bool) -> dict:
         section = sum_nodes(section, ddp.reducer(world, run.dev.type)(mine).tolist(), run.rank.nodes)
     # the ranks step in lockstep: the job's steady samples are rank 0's times the ranks (as samples_per_s)
     samples = run.record.timing.steady_samples * world
-    return {**section, "samples": samples, "samples_per_joule": samples_per_joule(samples, section)}
+    per_joule = samples_per_joule(samples, section.model_dump())
+    return section.model_copy(update={"samples": samples, "samples_per_joule": per_joule})
 
 
 def _measure_roof(run: Run) -> float:

@@ -213,9 +213,9 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
 
     from helpers import measured_training
     from helpers.run.ddp import Rank
-    from helpers.run.schema import Timing
+    from helpers.run.schema import Energy, Timing
 
-    section = {"method": "measured", "joules": 400.0, "seconds": 4.0, "mean_watts": 100.0}
+    section = Energy(method="measured", joules=400.0, seconds=4.0, mean_watts=100.0)
     timing = Timing(steady_samples=40, samples_processed=56)
     run = types.SimpleNamespace(
         rank=Rank(0, 2, 0),
@@ -223,8 +223,8 @@ def test_job_energy_counts_every_rank_samples_in_the_steady_windows():
         dev=types.SimpleNamespace(type="cpu", torch_device=torch.device("cpu")),
     )
     out = measured_training.job_energy(run, section, node_lead=True)  # one node: its lead read both ranks' devices
-    assert out["samples"] == 80 and out["samples_per_joule"] == pytest.approx(80 / 400)
-    assert out["joules"] == 400.0  # no collective, no scaling of the node's joules by the ranks
+    assert out.samples == 80 and out.samples_per_joule == pytest.approx(80 / 400)
+    assert out.joules == 400.0  # no collective, no scaling of the node's joules by the ranks
 
 
 def test_auto_precision_on_a_cpu_says_why_and_keeps_the_probe_beside_the_roofs(

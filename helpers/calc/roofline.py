@@ -28,6 +28,7 @@ from helpers.calc.flops import (
 )
 from helpers.calc.memory import QUADRATIC_ACTIVATIONS, saved_activation_bytes
 from helpers.measure.peaks import forget, machine_peak
+from helpers.run.schema import Systems
 
 
 def step_bytes(
@@ -137,7 +138,7 @@ def systems_section(
     lora_r: int = 0,
     lora_targets: str = "query,value",
     fused_attention: bool = False,
-) -> dict:
+) -> Systems:
     """Return a run's FLOPs and bytes per step, arithmetic intensity, achieved TFLOP/s and MFU.
 
     `shapes` counts the steady-state micro-batches by (batch, padded length); `steady_s` is their
@@ -145,7 +146,7 @@ def systems_section(
     `lora_r` > 0: LoRA steps of that rank on `lora_targets` (calc.flops.lora_model_flops).
     """
     if not shapes or steps <= 0 or steady_s <= 0:
-        return {"mfu": None, "reason": "no steady-state steps"}
+        return Systems(mfu=None, reason="no steady-state steps")
     flops = sum(n * model_flops(cfg, b, length, lora_r, lora_targets) for (b, length), n in shapes.items()) / steps
     nbytes = (
         sum(
@@ -166,31 +167,26 @@ def systems_section(
         "peak_tflops": peak["peak_tflops"],
         "mem_bw_gbps": peak["mem_bw_gbps"],
     }
-    if peak["peak_tflops"]:
-        point = roofline_point(flops, nbytes, steady_s / steps, peak["peak_tflops"], peak["mem_bw_gbps"])
-        if point["mfu"] <= 1:
-            return out | point
-        # a run cannot beat its device's peak: the roof is wrong (a CPU's measured on a busy machine)
-        if device.get("type") != "cuda" and not device.get("neuron"):
-            forget(device["key"], dtype, int(peak.get("threads") or 0), peaks_dir)  # the next run measures again
-        return (
-            out
-            | point
-            | {
-                "mfu": None,
-                "reason": (
-                    f"MFU {point['mfu']:.3g} is above 1: the run's {point['achieved_tflops']:.4g} TFLOP/s beat the "
-                    f"{peak['peak_tflops']:.4g} TFLOP/s roof ({peak['source']}), so the roof is wrong and is not used; "
-                    "measure it on a quiet machine: python -m helpers.measure.peaks"
-                ),
-            }
+    if not peak["peak_tflops"]:
+        return Systems(
+            **out,
+            achieved_tflops=flops * steps / steady_s / 1e12,
+            arithmetic_intensity=flops / nbytes,
+            mfu=None,
+            reason=peak.get("reason") or f"no {dtype} peak known for this device",
         )
-    return out | {
-        "achieved_tflops": flops * steps / steady_s / 1e12,
-        "arithmetic_intensity": flops / nbytes,
-        "mfu": None,
-        "reason": peak.get("reason") or f"no {dtype} peak known for this device",
-    }
+    point = roofline_point(flops, nbytes, steady_s / steps, peak["peak_tflops"], peak["mem_bw_gbps"])
+    if point["mfu"] <= 1:
+        return Systems(**out, **point)
+    # a run cannot beat its device's peak: the roof is wrong (a CPU's measured on a busy machine)
+    if device.get("type") != "cuda" and not device.get("neuron"):
+        forget(device["key"], dtype, int(peak.get("threads") or 0), peaks_dir)  # the next run measures again
+    reason = (
+        f"MFU {point['mfu']:.3g} is above 1: the run's {point['achieved_tflops']:.4g} TFLOP/s beat the "
+        f"{peak['peak_tflops']:.4g} TFLOP/s roof ({peak['source']}), so the roof is wrong and is not used; "
+        "measure it on a quiet machine: python -m helpers.measure.peaks"
+    )
+    return Systems(**out, **{**point, "mfu": None}, reason=reason)
 
 
 def intensity_table(cfg, batches: list[int], seq_lens: list[int], precision: str) -> str:

@@ -35,6 +35,7 @@ from helpers.measure.energy_readers import (
     published_max_watts,
     result,
 )
+from helpers.run.schema import Energy, EnergyDevice, EnergyWholeRun
 
 STEADY = (
     "the timed steady windows of `timing` (after the warm-up steps; evaluation pauses excluded): the "
@@ -86,6 +87,9 @@ class EnergyMeter:
         self._start_s = clock()
         if reader.reason is None:
             reader.start(self._start_s)
+        # a thread beside the timer's windows: Neuron's sysfs keeps only the latest per-minute record and RAPL's
+        # counters wrap, so both are read on a clock of their own; zeus's windows give joules, not the power the
+        # peak comes from (its PowerMonitor would spawn a process per power domain and drop failed reads)
         if reader.reason is None and start_thread:
             self._thread = threading.Thread(target=self._run, name="energy-meter", daemon=True)
             self._thread.start()
@@ -118,7 +122,7 @@ class EnergyMeter:
             if window is not None:
                 self.windows.append(MeteredWindow(window.warmup, opened, t, joules))
 
-    def stop(self) -> dict:
+    def stop(self) -> Energy:
         """Stop; return the record's energy section: the steady windows' figures, the whole run beside."""
         if self._result is not None:
             return self._result
@@ -133,100 +137,98 @@ class EnergyMeter:
             else:
                 whole = result(None, self.reader.source, seconds, reason=self.reader.reason)
             self.reader.close()
-        self._result = steady_section(whole, self.windows, self.reader)
-        self._result.update(device_type=self.device_type, interval_s=self.interval_s)
+        section = steady_section(whole, self.windows, self.reader)
+        self._result = section.model_copy(update={"device_type": self.device_type, "interval_s": self.interval_s})
         return self._result
 
 
-def steady_section(whole: dict, windows: list[MeteredWindow], reader) -> dict:
-    """Return the energy section over the steady windows, from the reader's whole-run figures and windows."""
+def steady_section(whole: Energy, windows: list[MeteredWindow], reader) -> Energy:
+    """Return the energy section over the steady windows, from the reader's whole-run section and windows."""
     steady = [w for w in windows if not w.warmup]
     seconds = sum(w.t1 - w.t0 for w in steady)
-    devices = {d: dict(info) for d, info in (whole.get("devices") or {}).items()}
-    note, reason, joules = STEADY, whole.get("reason"), None
-    if whole["joules"] is None:
+    devices = {d: info.model_copy() for d, info in (whole.devices or {}).items()}
+    note, reason, joules = STEADY, whole.reason, None
+    if whole.joules is None:
         pass  # the reader's reason stands
     elif not steady:
         reason = NO_STEADY
     elif all(w.joules is not None for w in steady):
         per_device = {d: sum(w.joules[d] for w in steady) for d in steady[0].joules}
         for d, j in per_device.items():
-            devices.setdefault(d, {})["joules"] = j
+            devices.setdefault(d, EnergyDevice()).joules = j
         joules = sum(per_device.values())
-    elif whole["seconds"] > 0:
-        note, scale = STEADY_SCALED, seconds / whole["seconds"]
-        joules = whole["joules"] * scale
+    elif whole.seconds > 0:
+        note, scale = STEADY_SCALED, seconds / whole.seconds
+        joules = whole.joules * scale
         for info in devices.values():
-            if info.get("joules") is not None:
-                info["joules"] *= scale
+            if info.joules is not None:
+                info.joules *= scale
     # a sample at a window's start belongs to what came before it (RAPL's: the mean since the last read)
     peaks = [w for t, w in reader.samples if any(s.t0 < t <= s.t1 for s in steady)]
-    out = result(
-        whole["method"] if joules is not None else None,
-        whole["source"],
+    figures = result(
+        whole.method if joules is not None else None,
+        whole.source,
         seconds,
         joules,
-        whole["power_samples"],
+        whole.power_samples,
         max(peaks, default=None),
         reason,
     )
-    out.update({k: v for k, v in whole.items() if k not in out and k not in ("devices", "reason")})
-    out.update(
-        window="steady",
-        window_note=note,
-        windows=len(steady),
-        covers=reader.covers,
-        device_count=reader.device_count,
-        devices=devices or None,
-        whole_run={
-            "window": WHOLE_RUN,
-            "seconds": whole["seconds"],
-            "joules": whole["joules"],
-            "mean_watts": whole["mean_watts"],
-            "peak_watts": whole["peak_watts"],
-        },
+    # the reader's own keys (errors, Neuron's utilization) stay; the steady figures replace its whole run's
+    return whole.model_copy(
+        update={
+            **figures.model_dump(exclude_unset=True),
+            "window": "steady",
+            "window_note": note,
+            "windows": len(steady),
+            "covers": reader.covers,
+            "device_count": reader.device_count,
+            "devices": devices or None,
+            "whole_run": EnergyWholeRun(
+                window=WHOLE_RUN,
+                seconds=whole.seconds,
+                joules=whole.joules,
+                mean_watts=whole.mean_watts,
+                peak_watts=whole.peak_watts,
+            ),
+        }
     )
-    return out
 
 
-def node_totals(section: dict | None) -> list[float]:
+def node_totals(section: Energy) -> list[float]:
     """Return [steady joules, whole-run joules, 1] of a node lead's measured section, zeros otherwise: what
     the ranks sum over the nodes (sum_nodes reads the sum)."""
-    section = section or {}
-    if section.get("joules") is None or section.get("method") is None:
+    if section.joules is None or section.method is None:
         return [0.0, 0.0, 0.0]
-    return [float(section["joules"]), float((section.get("whole_run") or {}).get("joules") or 0.0), 1.0]
+    return [float(section.joules), float((section.whole_run and section.whole_run.joules) or 0.0), 1.0]
 
 
-def sum_nodes(section: dict, totals: Sequence[float], nodes: int) -> dict:
+def sum_nodes(section: Energy, totals: Sequence[float], nodes: int) -> Energy:
     """Return rank 0's section with the joules of every node (`totals`: node_totals summed over the ranks)."""
     joules, whole_joules, measured = totals
-    out = {
-        **section,
-        "covers": f"{nodes} nodes, each: {section.get('covers')}",
-        "device_count": (section.get("device_count") or 0) * nodes,
-        "nodes": nodes,
-        "devices": None,
-        "peak_watts": None,
-        "peak_watts_note": "a node's peaks fall at other times: not summed",
-    }
-    if round(measured) < nodes:
-        return {
-            **out,
-            "method": None,
-            "joules": None,
-            "mean_watts": None,
-            "reason": f"energy measured on {round(measured)} of {nodes} nodes: no job figure",
+    out = section.model_copy(
+        update={
+            "covers": f"{nodes} nodes, each: {section.covers}",
+            "device_count": (section.device_count or 0) * nodes,
+            "nodes": nodes,
+            "devices": None,
+            "peak_watts": None,
+            "peak_watts_note": "a node's peaks fall at other times: not summed",
         }
-    out.update(joules=joules, mean_watts=joules / out["seconds"] if out["seconds"] else None)
-    whole = dict(out.get("whole_run") or {})
-    whole.update(
-        joules=whole_joules,
-        peak_watts=None,
-        mean_watts=whole_joules / whole["seconds"] if whole.get("seconds") else None,
     )
-    out["whole_run"] = whole
-    return out
+    if round(measured) < nodes:
+        why = f"energy measured on {round(measured)} of {nodes} nodes: no job figure"
+        return out.model_copy(update={"method": None, "joules": None, "mean_watts": None, "reason": why})
+    whole = out.whole_run or EnergyWholeRun()
+    whole = whole.model_copy(
+        update={
+            "joules": whole_joules,
+            "peak_watts": None,
+            "mean_watts": whole_joules / whole.seconds if whole.seconds else None,
+        }
+    )
+    mean_watts = joules / out.seconds if out.seconds else None
+    return out.model_copy(update={"joules": joules, "mean_watts": mean_watts, "whole_run": whole})
 
 
 def start_energy(

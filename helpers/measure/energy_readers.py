@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
+from helpers.run.schema import Energy
+
 try:  # zeus reads NVML's counter; without it a GPU run records its energy as not measured, and runs
     from zeus.device import get_gpus
     from zeus.exception import ZeusBaseError
@@ -86,21 +88,21 @@ def result(
     peak_watts: float | None = None,
     reason: str | None = None,
     **extra,
-) -> dict:
-    """Return a reader's figures as the record names them; None (with the reason) where not measured."""
+) -> Energy:
+    """Return a reader's figures as the record's energy section; None (with the reason) where not measured."""
     measured = method is not None and joules is not None
-    out = {
-        "method": method if measured else None,
-        "source": source,
-        "seconds": seconds,
-        "joules": joules if measured else None,
-        "mean_watts": joules / seconds if measured and seconds > 0 else None,
-        "peak_watts": peak_watts,
-        "power_samples": samples,
-    }
-    if not measured:
-        out["reason"] = reason or "no reading"
-    return {**out, **extra}
+    why = {} if measured else {"reason": reason or "no reading"}
+    return Energy(
+        method=method if measured else None,
+        source=source,
+        seconds=seconds,
+        joules=joules if measured else None,
+        mean_watts=joules / seconds if measured and seconds > 0 else None,
+        peak_watts=peak_watts,
+        power_samples=samples,
+        **why,
+        **extra,
+    )
 
 
 def current_cuda_index() -> int:
@@ -183,7 +185,7 @@ class NvmlReader:
             return None
         return {self.labels[i]: j for i, j in joules.items()}
 
-    def stop(self, now: float, seconds: float, interval_s: float) -> dict:
+    def stop(self, now: float, seconds: float, interval_s: float) -> Energy:
         """Close the whole run's window; return its figures as the record names them."""
         self.poll(now)
         joules, peak = self.end(now, WHOLE_RUN), max((w for _, w in self.samples), default=None)
@@ -279,7 +281,7 @@ class RaplReader:
             return None
         return {zone: (uj - self._opened[zone]) / 1e6 for zone, uj in self.uj.items()}
 
-    def stop(self, now: float, seconds: float, interval_s: float) -> dict:
+    def stop(self, now: float, seconds: float, interval_s: float) -> Energy:
         self.poll(now)
         if self.reason is not None:
             return result(None, self.source, seconds, reason=self.reason)
@@ -348,7 +350,7 @@ class NeuronReader:
     def end(self, now: float) -> None:
         """A timed window closed: None, it cannot be resolved."""
 
-    def stop(self, now: float, seconds: float, interval_s: float) -> dict:
+    def stop(self, now: float, seconds: float, interval_s: float) -> Energy:
         self.poll(now)
         util = {n: sum(r["avg_pct"] for r in rs.values()) / len(rs) for n, rs in self.records.items() if rs}
         n_records = sum(len(recs) for recs in self.records.values())

@@ -4,7 +4,7 @@
     ... warm-up steps ...
     mon.mark_steady()                # only samples taken after this count
     ... timed steps ...
-    run.record.utilization = mon.stop()  # the figures, flat; the record types them as it takes them
+    run.record.utilization = mon.stop()  # the record's section: each figure's mean and p90
 
 Given to the step timer as a watcher (StepTimer(watchers=(mon,))), the monitor also leaves out what it
 samples between the timed windows (periodic evaluation), so its figures cover the windows that the
@@ -22,6 +22,7 @@ import threading
 
 from helpers.measure.neuron_monitor import NeuronMonitorSource
 from helpers.measure.utilization_sources import NvmlSource, PsutilSource, not_measured
+from helpers.run.schema import Utilization
 
 
 class Monitor:
@@ -35,7 +36,7 @@ class Monitor:
         self._between_windows = False  # a timer closed its window: evaluation or set-up, not training
         self._stopped = threading.Event()
         self._thread = None
-        self._result: dict | None = None
+        self._result: Utilization | None = None
         if source.reason is not None:
             return
         if source.push:
@@ -75,8 +76,8 @@ class Monitor:
         with self._lock:
             self._between_windows = True
 
-    def stop(self) -> dict:
-        """Stop sampling; flat dict of mean/p90 over the steady window (None + reason if none)."""
+    def stop(self) -> Utilization:
+        """Stop sampling; return mean/p90 over the steady window (None + reason if none)."""
         if self._result is not None:
             return self._result
         self._stopped.set()
@@ -96,9 +97,8 @@ class Monitor:
             result = not_measured(self.source.backend, self.source.fields, reason)
         else:
             result = self.source.summarize(steady)
-        result["interval_s"] = self.interval_s
-        self._result = result
-        return result
+        self._result = Utilization(**result, interval_s=self.interval_s)
+        return self._result
 
 
 def start_monitor(device_type: str, interval_s: float = 0.5) -> Monitor:

@@ -17,14 +17,14 @@ import json
 from pathlib import Path
 
 from helpers.run import records
-from helpers.run.schema import RunRecord
+from helpers.run.schema import NeuronProfile, RunRecord
 
 _ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 _REQUIRED = tuple(f"{e}_engine_active_time_percent" for e in _ENGINES) + ("dma_active_time_percent",)
 _OPTIONAL = {"mfu_estimated_percent": "mfu_pct", "mbu_estimated_percent": "mbu_pct", "hfu_estimated_percent": "hfu_pct"}
 
 
-def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: bool = True) -> dict:
+def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: bool = True) -> NeuronProfile:
     """Engine and DMA active %, MFU/MBU % from `neuron-profile view --output-format summary-json`.
 
     Accepts the summary-json object ({"<profile>": {fields}}), the `json` output's
@@ -72,7 +72,7 @@ def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: boo
         out[key] = _mean_pct(rows, field, scale)
     times = [e["total_time"] for e, _ in rows if isinstance(e.get("total_time"), (int, float))]
     out["total_time_s"] = round(sum(times) / len(times), 6) if times else None
-    return out
+    return NeuronProfile(**out)
 
 
 def _mean_pct(rows: list, field: str, scale: float) -> float | str:
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.record:
         print(json.dumps(attach(args.record, args.summary, not args.percent)["neuron_profile"], indent=1))
     else:
-        print(json.dumps(parse_neuron_profile_summary(args.summary, not args.percent), indent=1))
+        summary = parse_neuron_profile_summary(args.summary, not args.percent)
+        print(json.dumps(summary.model_dump(exclude_unset=True), indent=1))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from helpers.run.schema import Memory
+
 GIB = 1024**3
 PROC = Path("/proc/self")
 
@@ -38,15 +40,15 @@ def host_peak_gib(proc: Path = PROC) -> tuple[float, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, "ru_maxrss since process start"
 
 
-def peak(device_type: str) -> dict:
+def peak(device_type: str) -> Memory:
     """Return the measured peak memory of this run on its device, in GiB."""
     host, source = host_peak_gib()
-    out = {"host_peak_rss_gib": host, "host_source": source}
     if device_type == "cuda":
-        out.update(
+        return Memory(
+            host_peak_rss_gib=host,
+            host_source=source,
             cuda_max_allocated_gib=torch.cuda.max_memory_allocated() / GIB,
             cuda_max_reserved_gib=torch.cuda.max_memory_reserved() / GIB,
         )
-    else:
-        out["device"] = "not measured (XLA: see neuron-monitor in utilization)" if device_type == "xla" else "host"
-    return out
+    device = "not measured (XLA: see neuron-monitor in utilization)" if device_type == "xla" else "host"
+    return Memory(host_peak_rss_gib=host, host_source=source, device=device)

@@ -23,6 +23,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers.run.schema import Profile
+
 CLASSES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other")
 HOST_GAP_DEFINITION = (
     "cuda: profiled window wall time minus the union of device kernel/memcpy intervals; "
@@ -248,7 +250,7 @@ class StepProfiler:
                 self._prof.start()
             except Exception as err:  # noqa: BLE001 - a profiler that cannot start (CUPTI) must not cost the run
                 self._prof, self.enabled = None, False
-                self._summary = {"backend": "torch.profiler", "reason": f"not started: {type(err).__name__}: {err}"}
+                self._summary = Profile(backend="torch.profiler", reason=f"not started: {type(err).__name__}: {err}")
                 return
         self._t0 = time.perf_counter()
 
@@ -259,45 +261,43 @@ class StepProfiler:
         if self._xla_window is not None:
             self._xla_window.__exit__(None, None, None)
             self._xla_window = None
-            self._summary = {
+            self._summary = Profile(
                 **base,
-                "backend": "torch_xla.debug.metrics",
-                "trace_path": None,
-                "class_time_ms": None,
-                "class_share": None,
-                "top_ops": [],
-                "matmul_achieved_tflops": None,
+                backend="torch_xla.debug.metrics",
+                trace_path=None,
+                class_time_ms=None,
+                class_share=None,
+                top_ops=[],
+                matmul_achieved_tflops=None,
                 # Device time on Neuron comes from neuron-profile, not the XLA profiler.
-                "xla_profiler_trace": "not supported on this backend",
-                "xla_metrics": self._xla_deltas,
-            }
+                xla_profiler_trace="not supported on this backend",
+                xla_metrics=self._xla_deltas,
+            )
             return
         prof, self._prof = self._prof, None  # stopped once, whatever the summary below does
         prof.stop()
         try:
             summary, trace_path = self._summarize(prof, wall_us)
         except Exception as err:  # noqa: BLE001 - a profile that cannot be read must not cost the run
-            self._summary = {
-                **base,
-                "backend": "torch.profiler",
-                "reason": f"profile not summarized: {type(err).__name__}: {err}",
-            }
+            self._summary = Profile(
+                **base, backend="torch.profiler", reason=f"profile not summarized: {type(err).__name__}: {err}"
+            )
             return
         if self.kernels_only:  # the busy share alone: profile=True splits the step by op class
-            self._summary = {**base, "backend": "cupti kernels", "device_busy_share": summary.get("device_busy_share")}
+            self._summary = Profile(**base, backend="cupti kernels", device_busy_share=summary.get("device_busy_share"))
             return
         matmul_s = summary["class_time_ms"]["matmul"] / 1e3
         tflops = None
         if self.matmul_flops_per_step and matmul_s > 0:
             tflops = float(f"{self.matmul_flops_per_step * self._profiled / matmul_s / 1e12:.4g}")
-        self._summary = {
+        self._summary = Profile(
             **base,
-            "backend": "torch.profiler",
-            "trace_path": str(trace_path) if trace_path else None,
+            backend="torch.profiler",
+            trace_path=str(trace_path) if trace_path else None,
             **summary,
-            "matmul_achieved_tflops": tflops,
-            "host_gap_definition": HOST_GAP_DEFINITION,
-        }
+            matmul_achieved_tflops=tflops,
+            host_gap_definition=HOST_GAP_DEFINITION,
+        )
 
     def _summarize(self, prof, wall_us: float) -> tuple[dict, Path | None]:
         """Return the stopped profiler's summary by op class (with the device's busy share on CUDA) and the
@@ -313,7 +313,7 @@ class StepProfiler:
             summary["device_busy_share"] = round(min(1.0, busy_us / wall_us), 4)
         return summary, trace_path
 
-    def summary(self) -> dict | None:
+    def summary(self) -> Profile | None:
         """The window's summary for the run record; None when disabled or the window has not ended."""
         return self._summary
 

@@ -14,7 +14,7 @@ import os
 
 from helpers.run.args import RunArgs
 from helpers.run.paths import repo_path
-from helpers.run.schema import Timing
+from helpers.run.schema import Timing, Xla
 
 XLA_ENV = (
     "PJRT_DEVICE",
@@ -172,7 +172,7 @@ class CompileLog:
         self.loader = CountingLoader(loader)
         return self.loader
 
-    def section(self, warmup_batches: int, timing: Timing | None, shapes: int | None) -> dict:
+    def section(self, warmup_batches: int, timing: Timing | None, shapes: int | None) -> Xla:
         """Return the record's `xla` section: compilations and seconds (run, training, evaluation, after
         warm-up), executions, distinct input shapes, first vs steady step, cache and environment."""
         end = snapshot()
@@ -210,4 +210,4 @@ class CompileLog:
         changed = {k: os.environ.get(k) for k in XLA_ENV if os.environ.get(k) != self.env.get(k)}
         if changed:
             out["env_changed_during_run"] = changed  # later graphs may have compiled with these
-        return out
+        return Xla(**out)

@@ -96,11 +96,11 @@ def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
         cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None, fused_attention=True
     )
     model_tflops = 10 * flops.model_flops(cfg, 64, 32) / 1.0 / 1e12
-    assert out["achieved_tflops"] == pytest.approx(model_tflops) and out["peak_tflops"] == 312
-    assert out["mfu"] == pytest.approx(model_tflops / 312) and "datasheet" in out["peak_source"]
-    fused = out["bytes_per_step"]
+    assert out.achieved_tflops == pytest.approx(model_tflops) and out.peak_tflops == 312
+    assert out.mfu == pytest.approx(model_tflops / 312) and "datasheet" in out.peak_source
+    fused = out.bytes_per_step
     unfused = roofline.systems_section(cfg, Counter({(64, 32): 10}), 1.0, 10, "bf16", "bf16", gpu, None)
-    assert fused < unfused["bytes_per_step"]  # SDPA never stores the L^2 probabilities
+    assert fused < unfused.bytes_per_step  # SDPA never stores the L^2 probabilities
     cpu = {"type": "cpu", "name": "some cpu", "key": "cpu-test"}
     monkeypatch.setattr(
         roofline,
@@ -112,10 +112,10 @@ def test_systems_section_is_mfu_against_the_device_peak(tmp_path, monkeypatch):
         },
     )
     out = roofline.systems_section(cfg, Counter({(8, 32): 4}), 2.0, 4, "fp32", "fp32", cpu, tmp_path)
-    assert out["mfu"] == pytest.approx(4 * flops.model_flops(cfg, 8, 32) / 2.0 / 2e12)
-    assert out["peak_source"] == f"measured cpu-test fp32 in {tmp_path}"
+    assert out.mfu == pytest.approx(4 * flops.model_flops(cfg, 8, 32) / 2.0 / 2e12)
+    assert out.peak_source == f"measured cpu-test fp32 in {tmp_path}"
     empty = roofline.systems_section(cfg, Counter(), 0.0, 0, "fp32", "fp32", cpu, None)
-    assert empty["mfu"] is None and empty["reason"] == "no steady-state steps"
+    assert empty.mfu is None and empty.reason == "no steady-state steps"
 
 
 def test_a_lora_run_is_held_against_the_flops_of_a_lora_step_its_arguments_name():
@@ -126,8 +126,8 @@ def test_a_lora_run_is_held_against_the_flops_of_a_lora_step_its_arguments_name(
     shapes = Counter({(64, 32): 10})
     full = roofline.systems_section(cfg, shapes, 1.0, 10, "bf16", "bf16", gpu, None)
     lora = roofline.systems_section(cfg, shapes, 1.0, 10, "bf16", "bf16", gpu, None, 8, "all-linear")
-    assert lora["flops_per_step"] == pytest.approx(flops.lora_model_flops(cfg, 64, 32, 8, "all-linear"))
-    assert lora["flops_per_step"] < 0.8 * full["flops_per_step"] and not hasattr(cfg, "lora_r")
+    assert lora.flops_per_step == pytest.approx(flops.lora_model_flops(cfg, 64, 32, 8, "all-linear"))
+    assert lora.flops_per_step < 0.8 * full.flops_per_step and not hasattr(cfg, "lora_r")
 
 
 @pytest.mark.parametrize(
@@ -163,6 +163,6 @@ def test_an_mfu_above_one_is_never_written_and_the_roof_it_beat_is_dropped(tmp_p
     (tmp_path / "cpu-test.json").write_text(json.dumps({"fp32, 1 threads": stored, "bf16, 1 threads": stored}))
     monkeypatch.setattr(peaks, "floor_tflops", lambda key, dtype, threads: None)  # a roof no floor catches
     out = roofline.systems_section(cfg, Counter({(8, 32): 4}), 0.01, 4, "fp32", "fp32", cpu, tmp_path)
-    assert out["mfu"] is None and out["reason"].startswith("MFU ") and "is above 1" in out["reason"]
-    assert out["achieved_tflops"] > out["peak_tflops"] == 1e-6
+    assert out.mfu is None and out.reason.startswith("MFU ") and "is above 1" in out.reason
+    assert out.achieved_tflops > out.peak_tflops == 1e-6
     assert list(json.loads((tmp_path / "cpu-test.json").read_text())) == ["bf16, 1 threads"]  # measured again next

@@ -30,19 +30,19 @@ def test_nvml_energy_counter_gives_measured_joules_and_mean_watts_of_the_whole_r
     meter.poll()  # 30 W
     gpus.run(5.0, 20.0)
     out = meter.stop()  # 20 W
-    whole = out["whole_run"]
-    assert whole["joules"] == pytest.approx(250.0)  # 5 s x 30 W + 5 s x 20 W, from the counter
-    assert whole["mean_watts"] == pytest.approx(25.0)
-    assert whole["seconds"] == pytest.approx(10.0)
-    assert whole["peak_watts"] == pytest.approx(30.0)
-    assert "first step" in whole["window"]
-    assert out["power_samples"] == 3 and out["power_read_errors"] == 0
-    assert "nvmlDeviceGetTotalEnergyConsumption" in out["source"] and "zeus" in out["source"]
-    assert out["devices"] == {"cuda": {"name": "Fake GPU 0"}}
+    whole = out.whole_run
+    assert whole.joules == pytest.approx(250.0)  # 5 s x 30 W + 5 s x 20 W, from the counter
+    assert whole.mean_watts == pytest.approx(25.0)
+    assert whole.seconds == pytest.approx(10.0)
+    assert whole.peak_watts == pytest.approx(30.0)
+    assert "first step" in whole.window
+    assert out.power_samples == 3 and out.power_read_errors == 0
+    assert "nvmlDeviceGetTotalEnergyConsumption" in out.source and "zeus" in out.source
+    assert out.devices == {"cuda": schema.EnergyDevice(name="Fake GPU 0")}
     # no timer told the meter of a steady window: no steady figure, said so, never the whole run's instead
-    assert out["method"] is None and out["joules"] is None and out["window"] == "steady"
-    assert out["reason"] == NO_STEADY
-    schema.Energy.model_validate(out)  # the record's section: every key typed
+    assert out.method is None and out.joules is None and out.window == "steady"
+    assert out.reason == NO_STEADY
+    assert isinstance(out, schema.Energy)  # the record's section, typed where it is made
     assert meter.stop() is out  # a second stop returns the same record
 
 
@@ -52,9 +52,8 @@ def test_a_gpu_before_volta_is_estimated_from_zeus_power_monitor(zeus_gpus):
     meter = start_energy("cuda", interval_s=10, clock=gpus.clock, start_thread=False)
     gpus.run(10.0, 300.0)
     out = meter.stop()
-    assert out["whole_run"]["joules"] == pytest.approx(3000.0) and out["whole_run"]["mean_watts"] == 300.0
-    assert "PowerMonitor" in out["source"] and "Volta" in out["source"]
-    schema.Energy.model_validate(out)
+    assert out.whole_run.joules == pytest.approx(3000.0) and out.whole_run.mean_watts == 300.0
+    assert "PowerMonitor" in out.source and "Volta" in out.source
 
 
 def test_nvml_unavailable_is_not_measured_never_zero(monkeypatch):
@@ -64,12 +63,11 @@ def test_nvml_unavailable_is_not_measured_never_zero(monkeypatch):
     monkeypatch.setattr(zeus.device.gpu, "nvml_is_available", lambda: False)  # as without a driver
     monkeypatch.setattr(zeus.device.gpu, "amdsmi_is_available", lambda: False)
     out = start_energy("cuda", start_thread=False).stop()
-    assert out["method"] is None
-    assert out["joules"] is None and out["mean_watts"] is None
-    assert out["joules"] != 0
-    assert "NVML unavailable" in out["reason"] and "NVML" in out["source"]
-    assert samples_per_joule(1000, out) is None
-    schema.Energy.model_validate(out)
+    assert out.method is None
+    assert out.joules is None and out.mean_watts is None
+    assert out.joules != 0
+    assert "NVML unavailable" in out.reason and "NVML" in out.source
+    assert samples_per_joule(1000, out.model_dump()) is None
 
 
 def test_without_zeus_a_gpu_run_imports_and_records_its_energy_as_not_measured():
@@ -78,9 +76,9 @@ def test_without_zeus_a_gpu_run_imports_and_records_its_energy_as_not_measured()
     import subprocess
 
     code = (
-        "import json, sys\nsys.modules['zeus'] = None  # as if not installed\n"
+        "import sys\nsys.modules['zeus'] = None  # as if not installed\n"
         "from helpers.measure.energy_meter import start_energy\n"
-        "print(json.dumps(start_energy('cuda', start_thread=False).stop()))"
+        "print(start_energy('cuda', start_thread=False).stop().model_dump_json())"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     out = json.loads(done.stdout.splitlines()[-1])
@@ -95,14 +93,14 @@ def test_the_current_cuda_device_is_the_gpu_read(zeus_gpus, monkeypatch):
     meter = start_energy("cuda", clock=gpus.clock, start_thread=False)
     gpus.run(2.0, 100.0, 40.0)
     out = meter.stop()
-    assert out["whole_run"]["joules"] == pytest.approx(80.0)  # GPU 1's 40 W, not GPU 0's
-    assert out["devices"] == {"cuda": {"name": "Fake GPU 1"}} and "current CUDA device" in out["covers"]
+    assert out.whole_run.joules == pytest.approx(80.0)  # GPU 1's 40 W, not GPU 0's
+    assert out.devices == {"cuda": schema.EnergyDevice(name="Fake GPU 1")} and "current CUDA device" in out.covers
 
 
 def test_a_gpu_the_node_does_not_have_is_not_measured(zeus_gpus):
     zeus_gpus(n=1)
     out = start_energy("cuda", cuda_devices=range(2), start_thread=False).stop()
-    assert out["method"] is None and "NVML unavailable" in out["reason"] and out["device_count"] == 2
+    assert out.method is None and "NVML unavailable" in out.reason and out.device_count == 2
 
 
 # ----------------------------------------------------------------------------- RAPL (cpu)
@@ -143,15 +141,14 @@ def test_rapl_two_packages_with_wraparound(tmp_path):
     clock.t = 2.0
     meter.window_closed(steady_window(2.0), 2.0)
     out = meter.stop()
-    assert out["method"] == "measured"
-    assert out["devices"]["intel-rapl:0"]["joules"] == pytest.approx(4.0)
-    assert out["devices"]["intel-rapl:1"]["joules"] == pytest.approx(0.5 + 1.0)
-    assert set(out["devices"]) == {"intel-rapl:0", "intel-rapl:1"}  # no subzone, no psys
-    assert out["joules"] == pytest.approx(5.5) and out["whole_run"]["joules"] == pytest.approx(5.5)
-    assert out["mean_watts"] == pytest.approx(2.75)
-    assert out["peak_watts"] == pytest.approx(3.0)  # second poll: 2 J + 1 J in 1 s
-    assert out["device_count"] == 2 and "CPU package" in out["covers"]
-    schema.Energy.model_validate(out)
+    assert out.method == "measured"
+    assert out.devices["intel-rapl:0"].joules == pytest.approx(4.0)
+    assert out.devices["intel-rapl:1"].joules == pytest.approx(0.5 + 1.0)
+    assert set(out.devices) == {"intel-rapl:0", "intel-rapl:1"}  # no subzone, no psys
+    assert out.joules == pytest.approx(5.5) and out.whole_run.joules == pytest.approx(5.5)
+    assert out.mean_watts == pytest.approx(2.75)
+    assert out.peak_watts == pytest.approx(3.0)  # second poll: 2 J + 1 J in 1 s
+    assert out.device_count == 2 and "CPU package" in out.covers
 
 
 def test_rapl_unreadable_counter_is_not_measured(tmp_path):
@@ -159,7 +156,7 @@ def test_rapl_unreadable_counter_is_not_measured(tmp_path):
     (tmp_path / "intel-rapl:0" / "energy_uj").mkdir(parents=True)  # reading it raises, as root-only files do
     write(tmp_path / "intel-rapl:0" / "max_energy_range_uj", 10)
     out = start_energy("cpu", rapl_root=tmp_path, start_thread=False).stop()
-    assert out["method"] is None and "cannot read" in out["reason"]
+    assert out.method is None and "cannot read" in out.reason
 
 
 # ----------------------------------------------------------------------------- Neuron sysfs
@@ -215,28 +212,26 @@ def neuron_meter(tmp_path, facts_csv):
 
 def test_neuron_estimate_from_utilization_and_max_power(tmp_path):
     out = neuron_meter(tmp_path, facts(tmp_path / "power.csv", "200"))
-    whole = out["whole_run"]
-    assert out["method"] == "estimated"
-    assert whole["joules"] == pytest.approx(21_600.0)  # (0.60 + 0.30) x 200 W x 120 s
-    assert whole["mean_watts"] == pytest.approx(180.0)
+    whole = out.whole_run
+    assert out.method == "estimated"
+    assert whole.joules == pytest.approx(21_600.0)  # (0.60 + 0.30) x 200 W x 120 s
+    assert whole.mean_watts == pytest.approx(180.0)
     # one record a minute cannot resolve the 60 s steady window: the run's mean power x its seconds, said so
-    assert out["seconds"] == pytest.approx(60.0) and out["joules"] == pytest.approx(180.0 * 60)
-    assert out["mean_watts"] == pytest.approx(180.0) and "could not resolve" in out["window_note"]
-    assert out["devices"]["neuron0"]["mean_power_util_pct"] == pytest.approx(60.0)
-    assert out["devices"]["neuron0"]["joules"] == pytest.approx(0.60 * 200 * 60)
-    assert out["devices"]["neuron1"]["joules"] == pytest.approx(0.30 * 200 * 60)
-    assert out["mean_power_util_pct"] == pytest.approx(45.0)
-    assert out["power_samples"] == 3 and out["device_count"] == 2
-    assert "200" in out["source"] and "test datasheet" in out["source"] and "utilization" in out["source"]
-    schema.Energy.model_validate(out)
+    assert out.seconds == pytest.approx(60.0) and out.joules == pytest.approx(180.0 * 60)
+    assert out.mean_watts == pytest.approx(180.0) and "could not resolve" in out.window_note
+    assert out.devices["neuron0"].mean_power_util_pct == pytest.approx(60.0)
+    assert out.devices["neuron0"].joules == pytest.approx(0.60 * 200 * 60)
+    assert out.devices["neuron1"].joules == pytest.approx(0.30 * 200 * 60)
+    assert out.mean_power_util_pct == pytest.approx(45.0)
+    assert out.power_samples == 3 and out.device_count == 2
+    assert "200" in out.source and "test datasheet" in out.source and "utilization" in out.source
 
 
 def test_neuron_without_published_max_power_keeps_utilization(tmp_path):
     out = neuron_meter(tmp_path, facts(tmp_path / "power.csv", ""))
-    assert out["method"] is None and out["joules"] is None
-    assert out["reason"] == NO_PUBLISHED_MAX
-    assert out["mean_power_util_pct"] == pytest.approx(45.0)
-    schema.Energy.model_validate(out)
+    assert out.method is None and out.joules is None
+    assert out.reason == NO_PUBLISHED_MAX
+    assert out.mean_power_util_pct == pytest.approx(45.0)
 
 
 def test_repo_facts_have_no_invented_trainium_figure():
@@ -257,7 +252,7 @@ def test_neuron_window_without_a_new_record_is_not_measured(tmp_path):
     )
     clock.t = 30.0
     out = meter.stop()
-    assert out["method"] is None and "a minute" in out["reason"]
+    assert out.method is None and "a minute" in out.reason
 
 
 @pytest.mark.parametrize("text", ["", "POWER_STATUS_VALID,1,2,3", "POWER_STATUS_VALID,x,1.00,2.00,3.00"])
@@ -271,6 +266,6 @@ def test_missing_everything_is_not_measured(tmp_path, device_type):
     out = start_energy(
         device_type, rapl_root=tmp_path / "none", neuron_root=tmp_path / "none", start_thread=False
     ).stop()
-    assert out["method"] is None
-    assert out["joules"] is None and out["mean_watts"] is None
-    assert out["reason"] and out["power_samples"] == 0
+    assert out.method is None
+    assert out.joules is None and out.mean_watts is None
+    assert out.reason and out.power_samples == 0

@@ -1,6 +1,5 @@
 """helpers/measure/monitor.py and sources.py: NVML and psutil backends, the steady window, "not measured"."""
 
-import json
 import sys
 import time
 
@@ -11,11 +10,10 @@ from helpers.measure.utilization_sources import Source
 from helpers.run import schema
 
 
-def _assert_not_measured(out: dict, fields: tuple[str, ...]) -> None:
+def _assert_not_measured(out: schema.Utilization, fields: tuple[str, ...]) -> None:
     for field in fields:
-        assert out[f"{field}_mean"] is None and out[f"{field}_p90"] is None
-    assert out["reason"]
-    json.dumps(out)
+        assert getattr(out, f"{field}_mean") is None and getattr(out, f"{field}_p90") is None
+    assert out.reason
 
 
 # ----------------------------------------------------------------------------- NVML
@@ -30,9 +28,9 @@ def test_nvml_init_failure_is_not_measured(monkeypatch):
     mon = start_monitor("cuda", interval_s=0.01)
     mon.mark_steady()
     out = mon.stop()
-    assert out["backend"] == "nvml"
+    assert out.backend == "nvml"
     _assert_not_measured(out, ("sm_util_pct", "mem_util_pct", "mem_used_gib"))
-    assert "NVML" in out["reason"]
+    assert "NVML" in out.reason
 
 
 def test_nvml_not_installed_is_not_measured(monkeypatch):
@@ -41,7 +39,7 @@ def test_nvml_not_installed_is_not_measured(monkeypatch):
     mon.mark_steady()
     out = mon.stop()
     _assert_not_measured(out, ("sm_util_pct", "mem_util_pct", "mem_used_gib"))
-    assert "not installed" in out["reason"]
+    assert "not installed" in out.reason
 
 
 def test_nvml_on_this_machine_never_reports_zero():
@@ -50,10 +48,10 @@ def test_nvml_on_this_machine_never_reports_zero():
     time.sleep(0.05)
     result = out.stop()
     # On a GPU machine it measures; without one it says so. Never a made-up 0.
-    if "reason" in result:
-        assert result["sm_util_pct_mean"] is None
+    if result.reason is not None:
+        assert result.sm_util_pct_mean is None
     else:
-        assert isinstance(result["mem_used_gib_mean"], float) and result["mem_used_gib_mean"] > 0
+        assert isinstance(result.mem_used_gib_mean, float) and result.mem_used_gib_mean > 0
 
 
 # ----------------------------------------------------------------------------- CPU / steady window
@@ -65,25 +63,24 @@ def test_cpu_monitor_around_busy_loop():
     while time.perf_counter() < end:
         x += 1
     out = mon.stop()
-    assert out["backend"] == "psutil" and out["samples"] >= 3
+    assert out.backend == "psutil" and out.samples >= 3
     for key in ("cpu_util_pct_mean", "cpu_util_pct_p90", "rss_gib_mean", "rss_gib_p90"):
-        assert isinstance(out[key], float), key
-    assert out["rss_gib_mean"] > 0
-    assert out["proc_cpu_util_pct_mean"] > 0
-    json.dumps(out)
-    schema.Utilization.model_validate(out)  # the record's section: every key typed
+        assert isinstance(getattr(out, key), float), key
+    assert out.rss_gib_mean > 0
+    assert out.proc_cpu_util_pct_mean > 0
+    assert isinstance(out, schema.Utilization)  # the record's section, typed where it is made
 
 
 class _FakeSource(Source):
     """Returns whatever the test last set, so the steady window is tested without timing."""
 
-    backend, fields = "fake", ("value",)
+    backend, fields = "fake", ("rss_gib",)
 
     def __init__(self):
         self.next_value = 0.0
 
     def sample(self):
-        return {"value": self.next_value}
+        return {"rss_gib": self.next_value}
 
 
 def test_samples_before_mark_steady_are_excluded():
@@ -97,9 +94,9 @@ def test_samples_before_mark_steady_are_excluded():
         source.next_value = value
         mon.poll()
     out = mon.stop()
-    assert out["samples"] == 3
-    assert out["value_mean"] == pytest.approx(20.0)
-    assert out["value_p90"] == pytest.approx(28.0)
+    assert out.samples == 3
+    assert out.rss_gib_mean == pytest.approx(20.0)
+    assert out.rss_gib_p90 == pytest.approx(28.0)
     assert mon.stop() is out  # idempotent
 
 
@@ -127,7 +124,7 @@ def test_samples_between_the_timers_windows_are_excluded():
     mon.poll()
     timer.end_step(samples=1, tokens=1)
     out = mon.stop()
-    assert out["samples"] == 3 and out["value_mean"] == pytest.approx(20.0)
+    assert out.samples == 3 and out.rss_gib_mean == pytest.approx(20.0)
 
 
 def test_no_steady_samples_is_not_measured():
@@ -135,8 +132,8 @@ def test_no_steady_samples_is_not_measured():
     mon = Monitor(source, start_thread=False)
     mon.poll()  # warm-up only
     out = mon.stop()
-    _assert_not_measured(out, ("value",))
-    assert "mark_steady" in out["reason"]
+    _assert_not_measured(out, ("rss_gib",))
+    assert "mark_steady" in out.reason
 
 
 def test_unknown_device_type_rejected():

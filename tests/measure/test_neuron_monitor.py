@@ -122,9 +122,9 @@ def test_neuron_without_binary_is_not_measured(monkeypatch, tmp_path):
         mon = start_monitor(device_type)
         mon.mark_steady()
         out = mon.stop()
-        assert out["backend"] == "neuron-monitor"
-        _assert_not_measured(out, ("neuroncore_util_pct", "device_mem_used_gib"))
-        assert "neither on PATH" in out["reason"]
+        assert out.backend == "neuron-monitor"
+        _assert_not_measured(out.model_dump(), ("neuroncore_util_pct", "device_mem_used_gib"))
+        assert "neither on PATH" in out.reason
 
 
 def test_neuron_monitor_stream_from_fake_binary(monkeypatch, tmp_path):
@@ -145,5 +145,5 @@ def test_neuron_monitor_stream_from_fake_binary(monkeypatch, tmp_path):
     while len(mon._records) < 4 and time.monotonic() < deadline:
         time.sleep(0.02)
     out = mon.stop()
-    assert out["samples"] == 3 and out["malformed_lines"] == 1
-    assert out["neuroncore_util_pct_mean"] == pytest.approx((60 + 70 + 40) / 3, abs=1e-3)
+    assert out.samples == 3 and out.malformed_lines == 1
+    assert out.neuroncore_util_pct_mean == pytest.approx((60 + 70 + 40) / 3, abs=1e-3)

@@ -13,14 +13,14 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "neuron_profile"
 
 def test_neuron_profile_summary_good():
     out = parse_neuron_profile_summary(FIXTURES / "summary_good.json")
-    assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
-    assert out["vector_engine_active_pct"] == pytest.approx(22.33)
-    assert out["scalar_engine_active_pct"] == pytest.approx(18.75)
-    assert out["gpsimd_engine_active_pct"] == pytest.approx(1.25)
-    assert out["dma_active_pct"] == pytest.approx(20.46)
-    assert out["mfu_pct"] == pytest.approx(37.84) and out["mbu_pct"] == pytest.approx(25.12)
-    assert out["total_time_s"] == pytest.approx(0.012345) and out["entries"] == 1
-    schema.NeuronProfile.model_validate(out)  # the record's section: every key typed
+    assert out.tensor_engine_active_pct == pytest.approx(45.1)
+    assert out.vector_engine_active_pct == pytest.approx(22.33)
+    assert out.scalar_engine_active_pct == pytest.approx(18.75)
+    assert out.gpsimd_engine_active_pct == pytest.approx(1.25)
+    assert out.dma_active_pct == pytest.approx(20.46)
+    assert out.mfu_pct == pytest.approx(37.84) and out.mbu_pct == pytest.approx(25.12)
+    assert out.total_time_s == pytest.approx(0.012345) and out.entries == 1
+    assert isinstance(out, schema.NeuronProfile)  # the record's section, typed where it is made
 
 
 def test_neuron_profile_summary_other_shapes():
@@ -28,11 +28,11 @@ def test_neuron_profile_summary_other_shapes():
     entry = {k: v for k, v in entry.items() if not k.startswith(("mfu", "mbu", "hfu"))}
     for doc in ({"summary": [entry]}, entry):
         out = parse_neuron_profile_summary(doc)
-        assert out["tensor_engine_active_pct"] == pytest.approx(45.1)
-        assert out["mfu_pct"] is None
+        assert out.tensor_engine_active_pct == pytest.approx(45.1)
+        assert out.mfu_pct is None
     as_percent = {k: (v * 100 if k.endswith("_percent") else v) for k, v in entry.items()}
     out = parse_neuron_profile_summary(as_percent, percent_fields_are_fractions=False)
-    assert out["dma_active_pct"] == pytest.approx(20.46)
+    assert out.dma_active_pct == pytest.approx(20.46)
     with pytest.raises(ValueError, match="fraction"):
         parse_neuron_profile_summary(as_percent)
 

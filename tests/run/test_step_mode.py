@@ -221,4 +221,4 @@ def test_the_cuda_graphed_step_trains_as_eager_does_and_its_kernels_are_measured
     graphed, graphed_profile = fit("cudagraphs")
     assert graphed == pytest.approx(eager, rel=3e-2, abs=3e-2)
     for summary in (eager_profile, graphed_profile):
-        assert 0 < summary["device_busy_share"] <= 1 and "class_share" not in summary
+        assert 0 < summary.device_busy_share <= 1 and "class_share" not in summary.model_fields_set

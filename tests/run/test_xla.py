@@ -759,3 +759,20 @@ def test_an_unwritable_xla_cache_dir_is_named_at_start_and_leaves_no_claim(tiny_
         steps.start(args)
     # this run's claims only: another test's run in this process may still hold its own
     assert not list(tmp_path.rglob("*.claim")) and not [p for p in record_destination._HELD if tmp_path in p.parents]
+
+
+def test_a_compile_logs_section_is_the_records_xla_section():
+    """CompileLog.section returns the record's `xla` section typed: the graphs compiled since the log began."""
+    import torch
+    import torch_xla
+
+    from helpers.measure.xla import CompileLog
+    from helpers.run.schema import Timing, Xla
+
+    log = CompileLog()
+    total = (torch.ones(7, 5, device=torch_xla.device()) * 3.25).sum()  # a graph no other test compiles
+    assert total.item() == 7 * 5 * 3.25
+    log.mark("train_end")
+    section = log.section(0, Timing(first_step_s=2.0, step_time_median_s=0.5), shapes=1)
+    assert isinstance(section, Xla) and section.graph_compilations >= 1 and section.train.uncached_compiles >= 1
+    assert section.first_over_steady == 4.0 and section.distinct_input_shapes == 1
