@@ -3,6 +3,7 @@ Markdown."""
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,12 @@ META = {
 }
 
 
+def _cells(block: str) -> list[list[str]]:
+    """Return the Markdown table lines of `block` as stripped cells, alignment colons reduced to '---' / '--:'."""
+    lines = [line.strip("|").split("|") for line in block.splitlines() if line.startswith("|")]
+    return [[re.sub(r"^:?-+(:?)$", lambda m: "--:" if m[1] else "---", c.strip()) for c in cells] for cells in lines]
+
+
 def test_report_has_every_section_and_its_verdict():
     blocks = render.render(_fake_results(), META)
     main = blocks["main"]
@@ -221,7 +228,16 @@ def test_report_has_every_section_and_its_verdict():
     assert "**optimized / baseline samples/s = 12.000x (median of 5" in main
     assert "**MFU = 60.0%**" in main  # 120 TFLOP/s of a 200 TFLOP/s peak timed in the same rounds
     assert "median of 3 = **2.00 s**" in main and "**+0.1000**" in main
-    assert "| bf16 autocast vs fp32 |" in blocks["levers"] and "3.000x" in blocks["levers"]
+    lever = ["bf16 autocast vs fp32", "`{}`", "`{}`", "1.00", "3.00", "3.000x", "3.000 .. 3.000", "9.0"]
+    assert _cells(blocks["levers"])[2] == lever
+    header, align, *rows = _cells(main)[:5]
+    assert header == ["configuration", "median samples/s", "min .. max", "windows"]
+    assert align == ["---", "--:", "--:", "--:"]  # configurations left, figures right
+    assert rows == [
+        ["fit (harness)", "99", "99 .. 99", "5"],
+        ["bare loop", "100", "100 .. 100", "5"],
+        ["Trainer", "100", "100 .. 100", "5"],
+    ]
     empty = render.render({}, META)["main"]
     assert empty.count("Not measured in this run") == 5 and "levers" not in render.render({}, META)
 
