@@ -524,3 +524,6 @@ def test_two_lever_sections_in_one_call_are_one_table_with_both(tiny_model_dir, 
     block = (tmp_path / "BENCH.md").read_text()
     assert "bench:levers-attention-threads begin" in block
     assert "SDPA vs eager attention" in block and "torch threads: all vs half of them" in block
+    # one raw row holds both: the second section name does not write the same levers again
+    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
+    assert row["section"] == "levers" and len(row["result"]["levers"]) == 2
