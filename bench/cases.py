@@ -96,7 +96,8 @@ LEVERS = (
     ),
     ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
-# evaluation before and after issue 38, on make baseline's model and padding (Makefile BASELINE_PARAMS)
+# evaluation before and after the sorted, built-once loader, on make baseline's model and padding
+# (Makefile BASELINE_PARAMS)
 EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4)
 
 
@@ -293,7 +294,7 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
 
 def eval_section(args, sync) -> dict:
     """Return the rows/s of evaluating the whole validation split with the loader evaluation used before
-    issue 38 (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
+    the sorted one (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
     length-sorted batches collated once (training.eval_loader, under inference mode), alternated in one
     process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; and
     both sides' figures and per-row predictions."""

@@ -417,7 +417,7 @@ def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny
 
 
 def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
-    """Evaluation before and after issue 38, alternated: both sides count every row, agree on accuracy and on
+    """Evaluation before and after the sorted, built-once loader, alternated: both sides count every row, agree on accuracy and on
     every row's prediction, and the section renders its ratio with the verdict."""
     args = argparse.Namespace(
         data_dir=str(tiny_data_dir),
