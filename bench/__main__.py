@@ -15,6 +15,7 @@ script beside the helpers package, not part of it:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -29,14 +30,18 @@ from bench.trainer_tta import Sizes, tta_section
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
 from helpers.run.paths import RESULTS_DIR, repo_path
 
-SECTIONS = cases.SECTIONS
-
 
 def machine(dev_type: str) -> str:
     """Return the machine in words: the GPU name, or the CPU model with its bf16 capability."""
     if dev_type == "cuda":
         return f"{torch.cuda.get_device_name()} (host {cpu_name()}, {cpu_capability()})"
     return f"{cpu_name()} ({cpu_capability()}), {os.cpu_count()} cores"
+
+
+def tta_sizes(args: argparse.Namespace) -> Sizes:
+    """Return the tta case's sizes from its --tta-* options."""
+    values = {f.name: getattr(args, f"tta_{f.name}") for f in dataclasses.fields(Sizes)}
+    return Sizes(**values | {"seeds": tuple(values["seeds"]), "configs": tuple(values["configs"])})
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -57,7 +62,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--data-dir", default=None, help="emotion folder; else $EMOTION_DATA_DIR/hub")
     parser.add_argument(
-        "--sections", nargs="+", choices=SECTIONS, default=[s for s in SECTIONS if s not in cases.ON_REQUEST]
+        "--sections",
+        nargs="+",
+        choices=cases.SECTIONS,
+        default=[s for s in cases.SECTIONS if s not in cases.ON_REQUEST],
     )
     parser.add_argument("--lever", nargs="*", default=None, help="only levers whose name contains one")
     parser.add_argument("--windows", type=int, default=5, help="timed windows per configuration")
@@ -69,7 +77,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--acc-epochs", type=int, default=1)
     tta = Sizes()
     parser.add_argument("--tta-model", default=tta.model, help="tta: the model (pretrained: accuracy is the point)")
-    parser.add_argument("--tta-rows", type=int, default=tta.train_rows, help="tta: shuffled training rows")
+    parser.add_argument(
+        "--tta-rows", dest="tta_train_rows", type=int, default=tta.train_rows, help="tta: shuffled training rows"
+    )
     parser.add_argument("--tta-eval-rows", type=int, default=tta.eval_rows, help="tta: validation rows; default all")
     parser.add_argument("--tta-eval-every", type=int, default=tta.eval_every, help="tta: steps between evaluations")
     parser.add_argument("--tta-max-steps", type=int, default=tta.max_steps, help="tta: cap on each run's steps")
@@ -151,50 +161,29 @@ def main(argv: list[str] | None = None) -> dict:
         "load_start": os.getloadavg()[0],
         "max_other_cores": args.max_other_cores if args.gate else None,
     }
+    lever_groups = tuple(lever for asked in args.sections for lever in cases.LEVER_SECTIONS.get(asked, ()))
+    run = {
+        "overhead": lambda: cases.overhead_section(args, sync),
+        "speedup": lambda: cases.speedup_section(args, sync),
+        "accuracy": lambda: cases.accuracy_section(args),
+        "data": lambda: cases.data_section(args),
+        "levers": lambda: cases.levers_section(args, sync),
+        "eval": lambda: cases.eval_section(args, sync),
+        "tta": lambda: tta_section(args, tta_sizes(args)),
+        **{group: lambda: cases.levers_section(args, sync, lever_groups) for group in cases.LEVER_SECTIONS},
+    }
     results: dict = {}
     for name in args.sections:
-        section = name
-        print(f"bench: {section} ...", file=sys.stderr, flush=True)
-        if section == "overhead":
-            results["overhead"] = cases.overhead_section(args, sync)
-        elif section == "speedup":
-            results["speedup"] = cases.speedup_section(args, sync)
-        elif section == "accuracy":
-            results["accuracy"] = cases.accuracy_section(args)
-        elif section == "data":
-            results["data"] = cases.data_section(args)
-        elif section == "levers":
-            results["levers"] = cases.levers_section(args, sync)
-        elif section in cases.LEVER_SECTIONS:  # a few levers: recorded as the levers section
-            section = "levers"
-            if "levers" not in results:  # every lever section asked for in one table, not the last alone
-                wanted = tuple(lever for asked in args.sections for lever in cases.LEVER_SECTIONS.get(asked, ()))
-                results["levers"] = cases.levers_section(args, sync, wanted)
-        elif section == "eval":
-            results["eval"] = cases.eval_section(args, sync)
-        elif section == "tta":
-            results["tta"] = tta_section(
-                args,
-                Sizes(
-                    args.tta_model,
-                    args.tta_rows,
-                    args.tta_eval_rows,
-                    args.tta_eval_every,
-                    args.tta_max_steps,
-                    args.tta_target,
-                    args.tta_rounds,
-                    args.tta_budget_s,
-                    tuple(args.tta_seeds),
-                    args.tta_to_the_end,
-                    tuple(args.tta_configs),
-                ),
-            )
+        section = "levers" if name in cases.LEVER_SECTIONS else name  # a few levers: recorded as the levers section
+        if name in cases.LEVER_SECTIONS and "levers" in results:
+            continue  # every lever section asked for is in one table, measured with the first of them
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        results[section] = run[name]()
         meta["load_end"] = os.getloadavg()[0]
         raw = repo_path(args.results) / "_bench" / "bench.jsonl"  # raw windows, kept if a later section dies
         raw.parent.mkdir(parents=True, exist_ok=True)
         with open(raw, "a") as f:
-            row = {"meta": meta, "section": section, "result": results[section]}
-            f.write(json.dumps(row, default=str) + "\n")
+            f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
     groups = [name for name in args.sections if name in cases.LEVER_SECTIONS]

@@ -5,17 +5,21 @@ changed one at a time from the optimized configuration.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import tempfile
 import time
+import timeit
 
 import torch
+from torch.utils.benchmark.utils.common import set_torch_threads
 
 from bench.harness import (
     alternate,
     bare_window,
     fit_window,
+    matmul_timer,
     matmul_window,
     median_rate,
     paired_ratios,
@@ -23,7 +27,6 @@ from bench.harness import (
     trainer_window,
 )
 from helpers import steps
-from helpers.measure.peaks import matmul_tflops
 from helpers.run import inference, record_destination, tokens
 from helpers.run.args import PRESETS, build_args
 from helpers.run.precision import autocast
@@ -93,7 +96,8 @@ LEVERS = (
     ),
     ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
-# evaluation before and after issue 38, on make baseline's model and padding (Makefile BASELINE_PARAMS)
+# evaluation before and after the sorted, built-once loader, on make baseline's model and padding
+# (Makefile BASELINE_PARAMS)
 EVAL_CFG = dict(model_name="minilm", max_length=64, padding="dynamic", group_by_length=True, batch=32, lr=2e-4)
 
 
@@ -135,16 +139,6 @@ def peak_shapes(hidden: int, intermediate: int, tokens_per_step: int) -> dict[st
     }
 
 
-def cpu_peak_scan(dtype: torch.dtype, hidden: int, intermediate: int, tokens_per_step: int) -> dict:
-    """Return each candidate shape's matmul TFLOP/s (0.5 s of repeats each)."""
-    return {
-        "scan": {
-            name: matmul_tflops(*shape, dtype, seconds=0.5)
-            for name, shape in peak_shapes(hidden, intermediate, tokens_per_step).items()
-        }
-    }
-
-
 def speedup_section(args, sync) -> dict:
     """Return baseline vs optimized preset rates, the matmul peak timed in the same rounds, and stalls."""
     base = prepare(args.data_dir, args.device, args.steps, model_name=args.model, preset="baseline")
@@ -160,16 +154,16 @@ def speedup_section(args, sync) -> dict:
         peak.update(device_roof(key, dtype) if key else {"source": "unknown GPU"})
     else:
         dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
-        peak.update(
-            cpu_peak_scan(
-                dtype, mcfg.hidden_size, mcfg.intermediate_size, opt.run.args.train.batch * opt.run.args.task.max_length
-            )
-        )
+        tokens_per_step = opt.run.args.train.batch * opt.run.args.task.max_length
+        shapes = peak_shapes(mcfg.hidden_size, mcfg.intermediate_size, tokens_per_step)
+        # each candidate's TFLOP/s: the median of Timer's blocks of repeats over 0.5 s
+        peak["scan"] = {
+            name: 2 * math.prod(shape) / matmul_timer(shape, dtype).blocked_autorange(min_run_time=0.5).median / 1e12
+            for name, shape in shapes.items()
+        }
         peak["shape"] = max(peak["scan"], key=peak["scan"].get)
-        shape = peak_shapes(
-            mcfg.hidden_size, mcfg.intermediate_size, opt.run.args.train.batch * opt.run.args.task.max_length
-        )[peak["shape"]]
-        reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * shape[0] * shape[1] * shape[2])))
+        shape = shapes[peak["shape"]]
+        reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * math.prod(shape))))
         workloads[PEAK] = matmul_window(shape, dtype, reps)  # ~2 s a window
         peak["source"] = f"measured: {peak['shape']} {dtype} matmul, timed in the same rounds"
     rates = alternate(workloads, args.windows, args.warmup, sync, gate=args.gate)
@@ -238,11 +232,8 @@ def data_section(args) -> dict:
     train_only = DatasetDict(train=ds["train"])
     tokenizer = models.load_tokenizer("minilm")
     task = build_args({"preset": "optimized"}).task
-    times_s = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        tokens.tokenize(train_only, tokenizer, task.max_length, task.padding)
-        times_s.append(time.perf_counter() - t0)
+    tokenize = lambda: tokens.tokenize(train_only, tokenizer, task.max_length, task.padding)  # noqa: E731
+    times_s = timeit.repeat(tokenize, setup="gc.enable()", number=1, repeat=3)  # gc on, as in a run
     return {"rows": len(ds["train"]), "max_length": task.max_length, "padding": task.padding, "tokenize_s": times_s}
 
 
@@ -250,12 +241,8 @@ def with_threads(window, threads: int | None):
     """Return `window` run with `threads` torch threads (None: as set), the process's count restored after."""
 
     def run() -> dict:
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads or before)
-        try:
+        with set_torch_threads(threads or torch.get_num_threads()):
             return window()
-        finally:
-            torch.set_num_threads(before)
 
     return run
 
@@ -307,7 +294,7 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
 
 def eval_section(args, sync) -> dict:
     """Return the rows/s of evaluating the whole validation split with the loader evaluation used before
-    issue 38 (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
+    the sorted one (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
     length-sorted batches collated once (training.eval_loader, under inference mode), alternated in one
     process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; and
     both sides' figures and per-row predictions."""

@@ -10,6 +10,7 @@ path's own steps (steps.start ... steps.prepare_training), so what is timed is w
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import statistics
 import tempfile
@@ -18,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils import benchmark
 
 from helpers import steps
 from helpers.calc.flops import model_flops
-from helpers.measure import monitor
+from helpers.measure import monitor, peaks
 from helpers.measure.timing import StepTimer
 from helpers.run import train
 from helpers.run.args import build_args
@@ -30,18 +32,10 @@ from helpers.run.precision import autocast, grad_scaler
 
 
 def other_cpu_cores(interval_s: float = 1.0) -> float:
-    """Return how many cores processes other than this one kept busy over the next `interval_s` (Linux)."""
-
-    def read() -> tuple[float, float]:
-        with open("/proc/stat") as f:
-            ticks = [int(x) for x in f.readline().split()[1:]]
-        busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]  # user nice system irq softirq
-        return busy / os.sysconf("SC_CLK_TCK"), sum(os.times()[:2])  # host busy s, this process's s
-
-    b0, m0 = read()
+    """Return how many cores processes other than this one kept busy over the next `interval_s`."""
+    mark = peaks.cpu_mark()
     time.sleep(interval_s)
-    b1, m1 = read()
-    return max(0.0, (b1 - b0) - (m1 - m0)) / interval_s
+    return peaks.others_cores(mark)
 
 
 def wait_quiet(max_cores: float, timeout_s: float) -> float:
@@ -230,15 +224,10 @@ def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = 
     return Setup(run, t.step_model, splits, TimedLoader(t.loader), t.optimizer, t.scheduler)
 
 
-class StepClock:
-    """Reads the clock (device synced) at each `step()`: `fit` calls it after every optimizer step."""
-
-    def __init__(self, sync: Callable[[], None]):
-        self.sync, self.t = sync, None
-
-    def step(self) -> None:
-        self.sync()
-        self.t = time.perf_counter()
+def synced_now(dev) -> float:
+    """Return perf_counter seconds once the work queued on `dev` is done."""
+    synchronize(dev)
+    return time.perf_counter()
 
 
 def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
@@ -250,7 +239,7 @@ def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
 
     def window() -> dict:
         mon = monitor.start_monitor(s.run.dev.type)
-        clock = StepClock(lambda: synchronize(s.run.dev))
+        step_ends: list[float] = []
         a = s.run.args
         timer = StepTimer(lambda: synchronize(s.run.dev), a.measure.timing_warmup_steps, a.measure.log_every)
         t0 = time.perf_counter()
@@ -269,13 +258,13 @@ def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
                 max_grad_norm=a.train.max_grad_norm,
                 log_every=a.measure.log_every,
                 progress=False,
-                callbacks=(lambda step: clock.step(),),
+                callbacks=(lambda step: step_ends.append(synced_now(s.run.dev)),),
                 step_mode=a.train.step_mode,
             )
         finally:
             mon.stop()
         s.fits.append((result, timer))
-        return {"samples": sum(timer.samples), "flops": s.flops(result.shapes), "seconds": clock.t - t0}
+        return {"samples": sum(timer.samples), "flops": s.flops(result.shapes), "seconds": step_ends[-1] - t0}
 
     return window
 
@@ -314,12 +303,10 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "ea
 
     class LoopClock(TrainerCallback):
         def on_train_begin(self, *a, **k):
-            synchronize(s.run.dev)
-            self.t0 = time.perf_counter()
+            self.t0 = synced_now(s.run.dev)
 
         def on_step_end(self, *a, **k):
-            synchronize(s.run.dev)
-            self.t1 = time.perf_counter()
+            self.t1 = synced_now(s.run.dev)
 
     a = s.run.args
     args = TrainingArguments(
@@ -360,14 +347,15 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "ea
     return window
 
 
-def matmul_window(shape: tuple, dtype: torch.dtype, reps: int) -> Callable[[], dict]:
-    """Return a window of `reps` matmuls of `shape`, timed in the same rounds as training."""
+def matmul_timer(shape: tuple, dtype: torch.dtype) -> benchmark.Timer:
+    """Return torch.utils.benchmark's Timer of one (m,k)@(k,n) matmul of `shape`, at the process's torch threads."""
     m, k, n = shape
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    operands = {"a": torch.randn(m, k).to(dtype), "b": torch.randn(k, n).to(dtype)}
+    return benchmark.Timer("torch.mm(a, b)", globals=operands, num_threads=torch.get_num_threads())
 
-    def window() -> dict:
-        for _ in range(reps):
-            torch.mm(a, b)
-        return {"flops": 2 * m * k * n * reps}
 
-    return window
+def matmul_window(shape: tuple, dtype: torch.dtype, reps: int) -> Callable[[], dict]:
+    """Return a window of `reps` matmuls of `shape`, timed in the same rounds as training (the Timer's
+    warm-up calls outside its seconds)."""
+    timer = matmul_timer(shape, dtype)
+    return lambda: {"flops": 2 * math.prod(shape) * reps, "seconds": timer.timeit(reps).raw_times[0]}

@@ -8,6 +8,8 @@ import json
 import statistics
 from pathlib import Path
 
+import pandas as pd
+
 from bench.cases import PEAK
 from bench.harness import paired_ratios, paired_text
 from bench.trainer_tta import PROJECT
@@ -24,15 +26,25 @@ def _verdict(value: float | None, target: float, rounds: list[float] | None = No
     return "met" if value >= target else "**not met**"
 
 
+def _table(rows: list[dict] | pd.DataFrame, left: int = 1) -> list[str]:
+    """Return `rows` (cells already formatted) as Markdown table lines: the first `left` columns
+    left-aligned, the rest right-aligned."""
+    frame = pd.DataFrame(rows)
+    align = ["left"] * left + ["right"] * (frame.shape[1] - left)
+    return frame.to_markdown(index=False, disable_numparse=True, colalign=align).splitlines()
+
+
 def _rate_table(rates: dict[str, list[dict]], key: str = "samples", unit: str = "samples/s") -> list[str]:
-    lines = [f"| configuration | median {unit} | min .. max | windows |", "|---|---:|---:|---:|"]
-    for name, windows in rates.items():
-        if key in windows[0]:
-            values = [w[key] for w in windows]
-            lines.append(
-                f"| {name} | {statistics.median(values):.3g} | {min(values):.3g} .. {max(values):.3g} | {len(values)} |"
-            )
-    return lines
+    """Return the table of each configuration's median rate of `key` over its windows, their range and count."""
+    windows = [{"configuration": n, "rate": w[key]} for n, ws in rates.items() if key in ws[0] for w in ws]
+    agg = pd.DataFrame(windows).groupby("configuration", sort=False)["rate"].agg(["median", "min", "max", "size"])
+    g = agg[["median", "min", "max"]].map("{:.3g}".format)
+    table = {
+        f"median {unit}": g["median"],
+        "min .. max": g["min"] + " .. " + g["max"],
+        "windows": agg["size"].astype(str),
+    }
+    return _table(pd.DataFrame(table).reset_index())
 
 
 def _windows(results: dict):
@@ -122,12 +134,7 @@ def render(results: dict, meta: dict) -> dict[str, str]:
             "",
         ]
         if "scan" in p:
-            md += [
-                "| matmul shape | TFLOP/s (0.5 s scan) |",
-                "|---|---:|",
-                *[f"| {k} | {v:.3f} |" for k, v in p["scan"].items()],
-                "",
-            ]
+            md += [*_table([{"matmul shape": k, "TFLOP/s (0.5 s scan)": f"{v:.3f}"} for k, v in p["scan"].items()]), ""]
         md += [
             f"Achieved {achieved:.3f} TFLOP/s (median) against a {p['precision']} peak of "
             f"{peak or float('nan'):.3f} TFLOP/s: **MFU = "
@@ -164,14 +171,20 @@ def render(results: dict, meta: dict) -> dict[str, str]:
         md += [
             f"`model_name=minilm`, first {a['rows']} training rows, {a['epochs']} epoch(s), full test split.",
             "",
-            "| preset | precision | steps | test accuracy | test macro-F1 | samples/s | train time (s) |",
-            "|---|---|---:|---:|---:|---:|---:|",
         ]
-        for preset, r in a["runs"].items():
-            md.append(
-                f"| {preset} | {r['precision']} | {r['steps']} | {r['test_accuracy']:.4f} | "
-                f"{r['test_macro_f1']:.4f} | {r['samples_per_s']:.1f} | {r['train_time_s']:.0f} |"
-            )
+        rows = [
+            {
+                "preset": preset,
+                "precision": r["precision"],
+                "steps": str(r["steps"]),
+                "test accuracy": f"{r['test_accuracy']:.4f}",
+                "test macro-F1": f"{r['test_macro_f1']:.4f}",
+                "samples/s": f"{r['samples_per_s']:.1f}",
+                "train time (s)": f"{r['train_time_s']:.0f}",
+            }
+            for preset, r in a["runs"].items()
+        ]
+        md += _table(rows, left=2)
         b, o2 = a["runs"]["baseline"]["test_accuracy"], a["runs"]["optimized"]["test_accuracy"]
         md += ["", f"Optimized - baseline test accuracy = **{o2 - b:+.4f}** (target >= 0: {_verdict(o2 - b, 0)}).", ""]
     else:
@@ -186,24 +199,29 @@ def render(results: dict, meta: dict) -> dict[str, str]:
             "window; control and variant alternate round by round; ratio = variant / control "
             "samples/s, the median of the per-round ratios (their range beside).",
             "",
-            "| lever | control | variant | control samples/s | variant samples/s | ratio | "
-            "per-round range | variant's first window (s) |",
-            "|---|---|---|---:|---:|---:|---:|---:|",
+            *_table([_lever_row(x) for x in lv["levers"]], left=3),
         ]
-        for x in lv["levers"]:
-            per_round = paired_ratios(x["rates"], "variant", "control")
-            rows.append(
-                f"| {x['name']} | `{x['control']}` | `{x['variant']}` | "
-                f"{x['control_samples_per_s']:.2f} | {x['variant_samples_per_s']:.2f} | "
-                f"{statistics.median(per_round):.3f}x | "
-                f"{min(per_round):.3f} .. {max(per_round):.3f} | {x['warmup_s']:.1f} |"
-            )
         blocks["levers"] = "\n".join(rows)
     if results.get("tta"):
         blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
     if results.get("eval"):
         blocks["eval"] = "\n".join([head, "", *_eval(results["eval"])])
     return blocks
+
+
+def _lever_row(x: dict) -> dict[str, str]:
+    """Return a lever's row: its settings, both sides' median samples/s and the per-round ratios' median and range."""
+    per_round = paired_ratios(x["rates"], "variant", "control")
+    return {
+        "lever": x["name"],
+        "control": f"`{x['control']}`",
+        "variant": f"`{x['variant']}`",
+        "control samples/s": f"{x['control_samples_per_s']:.2f}",
+        "variant samples/s": f"{x['variant_samples_per_s']:.2f}",
+        "ratio": f"{statistics.median(per_round):.3f}x",
+        "per-round range": f"{min(per_round):.3f} .. {max(per_round):.3f}",
+        "variant's first window (s)": f"{x['warmup_s']:.1f}",
+    }
 
 
 def _mfu(s: dict) -> tuple[float, float | None, float | None, list[float]]:
@@ -264,16 +282,14 @@ def _eval_levers(e: dict, after: str) -> list[str]:
             f"- **{name} / after rows/s = {text}**; accuracy {acc:.4f} against {base:.4f}, "
             f"{lever['rows_predicted_apart']} of {e['rows']:,} rows predicted otherwise."
         )
-    return (
-        [
-            "Evaluation levers, each against the after side (the training weights in the training precision):",
-            "",
-            *lines,
-            "",
-        ]
-        if lines
-        else []
-    )
+    if not lines:
+        return []
+    return [
+        "Evaluation levers, each against the after side (the training weights in the training precision):",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def _seconds(values: list, beyond: list | None = None) -> str:
@@ -327,27 +343,8 @@ def _tta(t: dict) -> list[str]:
         "of the evaluation that reached it, every evaluation included (the bench process's own start-up "
         "is in neither).",
         "",
-        f"| configuration | recipe | precision | time to {target} (s, median; ≥: a minimum) | "
-        f"wall to {target} (s, median; ≥: a minimum) | "
-        "at step | steps trained | training s | samples/s | best validation accuracy |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        *_table([_tta_row(name, t["configs"][name], windows, target) for name, windows in rates.items()], left=3),
     ]
-    for name, windows in rates.items():
-        recipe = t["configs"][name]
-        to_target = _seconds([w["time_to_target_s"] for w in windows], [w.get("beyond_s") for w in windows])
-        steps_at = [w["target_step"] for w in windows if w.get("target_step")]
-        md.append(
-            f"| {name} | L={recipe['max_length']} {recipe['padding']}"
-            f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, "
-            f"lr {recipe['lr']:g}, {recipe['epochs']} epoch(s) | {windows[0]['precision']} | "
-            f"{to_target} | "
-            f"{_wall(windows)} | "
-            f"{f'{statistics.median(steps_at):.0f}' if steps_at else '-'} | "
-            f"{statistics.median(w['steps'] for w in windows):.0f} | "
-            f"{statistics.median(w['train_time_s'] for w in windows):.0f} | "
-            f"{statistics.median(w['samples'] or 0 for w in windows):.1f} | "
-            f"{max(w['best_val_accuracy'] or 0 for w in windows):.2%} |"
-        )
     lines = []
     for label, r in t["ratios"].items():
         known = [x for x in r["per_round"] if x is not None]
@@ -370,6 +367,27 @@ def _tta(t: dict) -> list[str]:
     return md + ["", ratio_line, *(["", *wall] if walls else []), "", *_final_test(rates)]
 
 
+def _tta_row(name: str, recipe: dict, windows: list[dict], target: str) -> dict[str, str]:
+    """Return a configuration's row of the time-to-target table: its recipe and the medians over its rounds."""
+    steps_at = [w["target_step"] for w in windows if w.get("target_step")]
+    return {
+        "configuration": name,
+        "recipe": f"L={recipe['max_length']} {recipe['padding']}"
+        f"{', length-grouped' if recipe.get('group_by_length') else ''}, batch {recipe['batch']}, "
+        f"lr {recipe['lr']:g}, {recipe['epochs']} epoch(s)",
+        "precision": windows[0]["precision"],
+        f"time to {target} (s, median; ≥: a minimum)": _seconds(
+            [w["time_to_target_s"] for w in windows], [w.get("beyond_s") for w in windows]
+        ),
+        f"wall to {target} (s, median; ≥: a minimum)": _wall(windows),
+        "at step": f"{statistics.median(steps_at):.0f}" if steps_at else "-",
+        "steps trained": f"{statistics.median(w['steps'] for w in windows):.0f}",
+        "training s": f"{statistics.median(w['train_time_s'] for w in windows):.0f}",
+        "samples/s": f"{statistics.median(w['samples'] or 0 for w in windows):.1f}",
+        "best validation accuracy": f"{max(w['best_val_accuracy'] or 0 for w in windows):.2%}",
+    }
+
+
 def _final_test(rates: dict[str, list[dict]]) -> list[str]:
     """Return the final test accuracies seed by seed and each Trainer's mean difference from the run path's over
     the seeds both measured (nothing where no round trained to the end)."""
@@ -382,13 +400,19 @@ def _final_test(rates: dict[str, list[dict]]) -> list[str]:
         "Which ends higher on the test split after the whole recipe? Each seed trains every configuration from "
         "the same seeded model and rows (2,000 test rows: one run's accuracy is within about ±1.2 points, 95%).",
         "",
-        "| configuration | seed: test accuracy | mean |",
-        "|---|---|---:|",
+        *_table(
+            [
+                {
+                    "configuration": name,
+                    "seed: test accuracy": ", ".join(f"{seed}: {acc:.2%}" for seed, acc in by_seed.items()),
+                    "mean": f"{statistics.mean(by_seed.values()):.2%}",
+                }
+                for name, by_seed in measured.items()
+                if by_seed
+            ],
+            left=2,
+        ),
     ]
-    for name, by_seed in measured.items():
-        if by_seed:
-            each = ", ".join(f"{seed}: {acc:.2%}" for seed, acc in by_seed.items())
-            md.append(f"| {name} | {each} | {statistics.mean(by_seed.values()):.2%} |")
     ours = measured.get(PROJECT, {})
     for name, by_seed in measured.items():
         paired = [100 * (by_seed[s] - ours[s]) for s in by_seed if s in ours and name != PROJECT]

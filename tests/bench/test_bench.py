@@ -3,6 +3,7 @@ Markdown."""
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,14 @@ def test_a_workload_may_time_its_own_loop():
     rates = bench.harness.alternate({"w": setup_then_loop}, windows=5, warmup=1, clock=clock)
     assert [w["samples"] for w in rates["w"]] == [16.0] * 5
     assert [w["seconds"] for w in rates["w"]] == [0.5] * 5
+
+
+def test_the_matmul_window_times_itself_at_the_process_threads():
+    """torch.utils.benchmark's Timer runs at one thread unless told: the peak window keeps the process's."""
+    timer = bench.harness.matmul_timer((8, 16, 4), torch.float32)
+    assert timer.timeit(2).task_spec.num_threads == torch.get_num_threads()
+    window = bench.harness.matmul_window((8, 16, 4), torch.float32, reps=3)()
+    assert window["flops"] == 2 * 8 * 16 * 4 * 3 and window["seconds"] > 0
 
 
 def test_timed_loader_records_one_wait_per_batch():
@@ -200,6 +209,12 @@ META = {
 }
 
 
+def _cells(block: str) -> list[list[str]]:
+    """Return the Markdown table lines of `block` as stripped cells, alignment colons reduced to '---' / '--:'."""
+    lines = [line.strip("|").split("|") for line in block.splitlines() if line.startswith("|")]
+    return [[re.sub(r"^:?-+(:?)$", lambda m: "--:" if m[1] else "---", c.strip()) for c in cells] for cells in lines]
+
+
 def test_report_has_every_section_and_its_verdict():
     blocks = render.render(_fake_results(), META)
     main = blocks["main"]
@@ -221,7 +236,16 @@ def test_report_has_every_section_and_its_verdict():
     assert "**optimized / baseline samples/s = 12.000x (median of 5" in main
     assert "**MFU = 60.0%**" in main  # 120 TFLOP/s of a 200 TFLOP/s peak timed in the same rounds
     assert "median of 3 = **2.00 s**" in main and "**+0.1000**" in main
-    assert "| bf16 autocast vs fp32 |" in blocks["levers"] and "3.000x" in blocks["levers"]
+    lever = ["bf16 autocast vs fp32", "`{}`", "`{}`", "1.00", "3.00", "3.000x", "3.000 .. 3.000", "9.0"]
+    assert _cells(blocks["levers"])[2] == lever
+    header, align, *rows = _cells(main)[:5]
+    assert header == ["configuration", "median samples/s", "min .. max", "windows"]
+    assert align == ["---", "--:", "--:", "--:"]  # configurations left, figures right
+    assert rows == [
+        ["fit (harness)", "99", "99 .. 99", "5"],
+        ["bare loop", "100", "100 .. 100", "5"],
+        ["Trainer", "100", "100 .. 100", "5"],
+    ]
     empty = render.render({}, META)["main"]
     assert empty.count("Not measured in this run") == 5 and "levers" not in render.render({}, META)
 
@@ -393,7 +417,7 @@ def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny
 
 
 def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
-    """Evaluation before and after issue 38, alternated: both sides count every row, agree on accuracy and on
+    """Evaluation before and after the sorted, built-once loader, alternated: both sides count every row, agree on accuracy and on
     every row's prediction, and the section renders its ratio with the verdict."""
     args = argparse.Namespace(
         data_dir=str(tiny_data_dir),
@@ -500,3 +524,6 @@ def test_two_lever_sections_in_one_call_are_one_table_with_both(tiny_model_dir, 
     block = (tmp_path / "BENCH.md").read_text()
     assert "bench:levers-attention-threads begin" in block
     assert "SDPA vs eager attention" in block and "torch threads: all vs half of them" in block
+    # one raw row holds both: the second section name does not write the same levers again
+    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
+    assert row["section"] == "levers" and len(row["result"]["levers"]) == 2
