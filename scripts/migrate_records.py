@@ -15,8 +15,7 @@ it, or of a newer schema than this code's, is not touched, which makes a second 
 no record this code reads (not JSON, cut short, a list, a schema_version that is not a number, a FIFO or
 another file that is not a regular one) is named and left as it is, and the rest are migrated; the command
 then exits 1. A record keeps its permission bits, and a symbolic link stays a link (its target is rewritten).
-The peaks folder holds no run records and is skipped; the bench's records (`_bench/`) are migrated too,
-since the committed schema describes them.
+The peaks folder holds no run records and is skipped.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/migrate_records.py [RESULTS_DIR]
 """

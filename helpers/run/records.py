@@ -229,7 +229,7 @@ def as_json(record: schema.RunRecord) -> dict:
     section it left None out, NaN/inf as None and numpy/torch scalars as Python numbers."""
     # no serializer warnings: a figure of the wrong type is named by the schema check that follows
     data = record.model_dump(exclude_unset=True, by_alias=True, warnings=False)
-    # the version always: a file without one reads as schema 1 and is upgraded as such
+    # the version always: a file without one is refused by its readers
     sections = {k: v for k, v in data.items() if v is not None}
     return jsonable({"schema_version": record.schema_version, **sections})
 
@@ -275,7 +275,7 @@ def unreadable(path: str | Path) -> str | None:
 
 
 def read_record(path: str | Path) -> dict | None:
-    """Return the record in `path` (upgraded, checked), or None when it is missing, cut short or invalid."""
+    """Return the record in `path` (checked), or None when it is missing, cut short or invalid."""
     try:
         obj = read_json(path)
     except RecordReadError:

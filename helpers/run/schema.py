@@ -518,35 +518,6 @@ class CurvePoint(Section):
     wall_s: Num = None  # seconds since the run's start() when this evaluation ended
 
 
-class BenchWindow(Section):
-    """One timed window of a bench configuration (records of helpers.study.bench; bench/ writes none)."""
-
-    seconds: Num = None
-    samples: Num = None  # samples/s of the window (flops likewise: FLOP/s)
-    flops: Num = None
-    other_cores: Num = None  # the other cores' load when the window started
-    # the time-to-accuracy section's windows: one whole training run each
-    precision: str | None = None
-    status: str | None = None
-    steps: Count = None
-    train_time_s: Num = None
-    best_val_accuracy: Num = None
-    target_step: Count = None
-    time_to_target_s: Num = None
-    beyond_s: Num = None
-    curve: list[CurvePoint] = Field(default_factory=list)
-
-
-class Bench(Section):
-    """Which benchmark section and configuration a bench record is, with its timed windows."""
-
-    section: str
-    configuration: str
-    windows: list[BenchWindow] = Field(default_factory=list)
-    command: str | None = None
-    date: str | None = None
-
-
 class Phases(Section):
     """Where the command's seconds went, phase by phase (seconds; periodic_evals a count); they add up to
     `wall`. Older records have only load_data, tokenize, build_model, train and evaluate."""
@@ -610,7 +581,6 @@ class RunRecord(BaseModel):
     time_to_accuracy: dict[str, Crossing] = Field(default_factory=dict)  # per target, as "0.90"
     optimizer: Optimizer | None = None
     token_stats: TokenStats | None = None  # the token_lengths suite's record: no training
-    bench: Bench | None = None  # a record of helpers.study.bench
     runner: Runner | None = None  # a record the sweep wrote for a point that wrote none
     oversubscribed: bool | None = None  # True: more ranks than CPU cores (allow_oversubscribe)
     saved_to: str | None = None  # the folder the trained model was saved to (save_dir)

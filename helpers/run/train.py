@@ -322,8 +322,8 @@ def evaluate_batches(
     reduce=None,
     rows_per_batch: int | None = None,
 ) -> dict:
-    """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad, as
-    evaluation ran before issue 38, against evaluate's inference mode)."""
+    """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad, the
+    mode evaluation ran in before it was sorted and collated once, against evaluate's inference mode)."""
     xla = dev.type == "xla"
     model.eval()
     confusion = _zeros(dev, num_labels, num_labels, dtype=torch.long)

@@ -36,7 +36,7 @@ def _contend(path: str, start, tried, done, wins) -> None:
             if trial % 2:
                 record_destination.release(claim)
             else:
-                os.close(record_destination._HELD.pop(claim)[1])  # a live pid in a file nobody holds: "pid reused"
+                record_destination._HELD.pop(claim).release()  # a live pid in a file nobody holds: "pid reused"
         done.wait()
 
 
@@ -83,6 +83,21 @@ def test_a_claim_held_by_a_live_run_is_refused_naming_its_holder_and_freed_when_
     assert json.loads(claim.read_text())["pid"] == os.getpid()
     record_destination.release(claim)
     assert not claim.exists()
+
+
+def test_a_name_claimed_again_by_its_process_is_its_own_and_one_release_frees_it_for_another(tmp_path):
+    path = tmp_path / "r@cpu.json"
+    claim = record_destination.claim_name(path)
+    assert record_destination.claim_name(path) == claim  # a notebook cell run again
+    ctx = multiprocessing.get_context("fork")
+    refused = ctx.Process(target=record_destination.claim_name, args=(path,))
+    refused.start()
+    refused.join(timeout=60)
+    record_destination.release(claim)  # once, though claimed twice
+    granted = ctx.Process(target=record_destination.claim_name, args=(path,))
+    granted.start()
+    granted.join(timeout=60)
+    assert (refused.exitcode, granted.exitcode) == (1, 0)
 
 
 def test_a_folder_at_the_claim_path_is_removed_when_empty_and_named_when_not(tmp_path):
