@@ -12,11 +12,11 @@ import itertools
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from helpers.calc.facts import cuda_device_key, device_column, load_devices
@@ -132,27 +132,28 @@ def log_y(ax, values) -> None:
         log_axis(ax.yaxis, values.min() / 1.3, values.max() * 1.3)
 
 
-def spread(g: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Return per `x` the median of `y` over the rows (independent runs), their lowest and highest (the range
-    between runs, never the windows inside one) and how many runs."""
-    return g.groupby(x).agg(mid=(y, "median"), lo=(y, "min"), hi=(y, "max"), runs=(y, "count"))
-
-
-def lines(ax, d: pd.DataFrame, x: str, y: str, suffix=None, bars: bool = True) -> pd.Series:
-    """Draw per series the median of `y` by `x` over runs, bars over the range between runs where there is one
-    and `bars` (a legend then shows bars only where some are drawn); return the values."""
-    drawn = []
-    for series, g in d.groupby("series", sort=False):
-        agg = spread(g, x, y)
-        err = np.vstack([agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]]).clip(min=0)
-        label = series + (f" — {suffix(g)}" if suffix else "")
-        how = {"color": g["colour"].iloc[0], "marker": g["marker"].iloc[0], "label": label}
-        if bars and err.any():
-            ax.errorbar(agg.index, agg["mid"], yerr=err, **how)
-        else:
-            ax.plot(agg.index, agg["mid"], **how)
-        drawn.append(agg.drop(columns="runs").stack())
-    return pd.concat(drawn) if drawn else pd.Series(dtype=float)
+def lines(ax, d: pd.DataFrame, x: str, y: str, suffix=None, bars: bool = True, **kws) -> None:
+    """Draw per series the median of `y` by `x` over independent runs in its device's colour and marker, with bars
+    (where `bars`) over the range between the runs (lowest to highest, never the windows inside one)."""
+    if d.empty:
+        return
+    said = {s: s + (f" — {suffix(g)}" if suffix else "") for s, g in d.groupby("series", sort=False)}
+    d = d.assign(series=d["series"].map(said))
+    sns.lineplot(
+        d,
+        x=x,
+        y=y,
+        hue="series",
+        style="series",
+        palette=dict(zip(d["series"], d["colour"])),
+        markers=dict(zip(d["series"], d["marker"])),
+        dashes=False,
+        estimator="median",
+        errorbar=("pi", 100) if bars else None,
+        err_style="bars",
+        ax=ax,
+        **{"markeredgecolor": "auto", **kws},  # the marker whole in its colour, not seaborn's white rim
+    )
 
 
 def count_text(counts) -> str:
@@ -168,10 +169,14 @@ def runs_text(g: pd.DataFrame) -> str:
 
 
 def figure(n: int = 1, width: float = 5.0, height: float = 3.6, wrap: int = 3):
-    """Return a figure and a list of `n` axes, `wrap` to a row at most."""
+    """Return a figure and a list of `n` axes, `wrap` to a row at most, laid out by constrained layout above
+    the footer line."""
     ncols = min(n, wrap)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(width * ncols, height * nrows))  # not pyplot: no global state, any backend
+    foot = FOOTER_IN / (height * nrows)
+    layout = ConstrainedLayoutEngine(rect=(0, foot, 1, 1 - foot))
+    # drawn at the resolution it is written at, so the layout measures the text it writes; not pyplot: no global state
+    fig = Figure(figsize=(width * ncols, height * nrows), dpi=THEME["savefig.dpi"], layout=layout)
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(nrows, ncols, squeeze=False).flat)
     for ax in axes[n:]:
@@ -210,26 +215,22 @@ def handles(fig) -> tuple[list, list[str]]:
     return [found[label] for label in order], order
 
 
-def _fits(fig, legend) -> bool:
-    """Return whether a legend is narrower than its figure."""
-    return legend.get_window_extent(fig.canvas.get_renderer()).width < 0.98 * fig.bbox.width
-
-
-def finish(fig, command: str, handles=None, labels=None) -> None:
-    """Add the legend below the axes (as many columns as fit), the footer line, and lay the figure out."""
-    foot = FOOTER_IN / fig.get_figheight()
-    fig.text(0.005, foot / 3, f"Written by `{command}`", fontsize=7, color="dimgray")
-    bottom = foot
-    if handles:
-        legend = None
-        for ncol in range(min(len(handles), 4), 0, -1):
-            if legend is not None:
-                legend.remove()
-            legend = fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, foot), ncol=ncol)
-            if _fits(fig, legend):
-                break
-        bottom += legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height + 0.01
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+def finish(fig, command: str) -> None:
+    """Put one legend of every entry (`handles`) below the axes, as many columns as fit the width, in place of
+    seaborn's legend on each axes, and the footer line naming `command` under it."""
+    entries = handles(fig)
+    fig.text(0.005, FOOTER_IN / 3 / fig.get_figheight(), f"Written by `{command}`", fontsize=7, color="dimgray")
+    for ax in fig.axes:
+        if ax.get_legend():
+            ax.get_legend().remove()
+    for ncol in range(min(len(entries[0]), 4), 0, -1):
+        legend = fig.legend(*entries, loc="outside lower center", ncols=ncol)
+        legend.borderaxespad = FOOTER_IN * 72 / legend.prop.get_size_in_points()  # clear of the footer line
+        if ncol == 1 or legend.get_window_extent(fig.canvas.get_renderer()).width < 0.98 * fig.bbox.width:
+            break
+        legend.remove()
+    fig.get_layout_engine().execute(fig)  # laid out once: a later draw (a check, the save) changes nothing
+    fig.set_layout_engine("none")
 
 
 def save(fig, path: Path) -> Path:

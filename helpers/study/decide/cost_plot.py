@@ -120,7 +120,7 @@ def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: 
             f"{job.runs_sharing_cache} run(s){cache}, then $ per epoch,\n"
             f"priced at {price}: on-demand us-east-1"
         )
-        plot_style.finish(fig, command, *plot_style.handles(fig))
+        plot_style.finish(fig, command)
     return fig
 
 

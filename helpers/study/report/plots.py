@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib import patheffects
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
@@ -53,8 +55,9 @@ def batch_scaling(df, published_dir):
             f"{'/'.join(sorted(set(g['precision'].dropna().astype(str)))) or 'precision?'}, {plot_style.runs_text(g)}"
         )
 
-    plot_style.log_y(a, plot_style.lines(a, d, "batch", "samples_per_s", suffix=said))
-    plot_style.log_y(b, plot_style.lines(b, d, "batch", "step_ms", suffix=said))
+    for ax, y in ((a, "samples_per_s"), (b, "step_ms")):
+        plot_style.lines(ax, d, "batch", y, suffix=said)
+        plot_style.log_y(ax, d[y])
     for device, g in d.groupby("device", sort=False):  # an accelerator waiting on its host, said at its line
         if tables.host_bound(g, device):
             last = g.groupby("batch")["step_ms"].median()
@@ -90,23 +93,26 @@ def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
     return other.assign(series=other["same"])
 
 
+def _over_l32(d: pd.DataFrame) -> pd.DataFrame:
+    """Return the rows of the series that ran L=32, with `rel`: each run's step time over its series' median
+    step at L=32."""
+    at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
+    d = d[d["series"].isin(at32.index)]
+    return d.assign(rel=d["step_ms"] / d["series"].map(at32))
+
+
 def _profile_points(b, c, same: pd.DataFrame) -> None:
     """Draw the profile_memory suite's steps of the same configuration (hollow markers, bars: range between its
-    runs) on the step panel, and its longest length over its own L=32 on the ratio panel."""
-    for series, g in same.groupby("series", sort=False):
-        how = {
-            "color": g["colour"].iloc[0],
-            "marker": g["marker"].iloc[0],
-            "markerfacecolor": "white",
-            "markersize": 7,
-            "linestyle": "none",
-            "label": f"{series}: profile_memory suite, unprofiled runs (same configuration, another sweep)",
-        }
-        agg = plot_style.spread(g, "max_length", "step_ms")
-        b.errorbar(agg.index, agg["mid"], yerr=[agg["mid"] - agg["lo"], agg["hi"] - agg["mid"]], **how)
-        if 32 in agg.index:
-            rel = agg.loc[agg.index != 32, ["mid", "lo", "hi"]] / agg.loc[32, "mid"]
-            c.errorbar(rel.index, rel["mid"], yerr=[rel["mid"] - rel["lo"], rel["hi"] - rel["mid"]], **how)
+    runs) on the step panel, and its longer lengths over its own L=32 on the ratio panel."""
+    if same.empty:
+        return
+    same = same.assign(
+        series=same["series"] + ": profile_memory suite, unprofiled runs (same configuration, another sweep)"
+    )
+    hollow = {"markerfacecolor": "white", "markersize": 7, "linestyle": "none"}
+    plot_style.lines(b, same, "max_length", "step_ms", **hollow)
+    rel = _over_l32(same)
+    plot_style.lines(c, rel[rel["max_length"] != 32], "max_length", "rel", **hollow)
 
 
 def seq_len(df, published_dir):
@@ -116,13 +122,11 @@ def seq_len(df, published_dir):
     if d.empty:
         return None
     fig, (a, b, c) = plot_style.figure(3, width=4.6, height=4.0)
-    plot_style.log_y(a, plot_style.lines(a, d, "max_length", "tokens_per_s", suffix=plot_style.runs_text))
-    plot_style.log_y(b, plot_style.lines(b, d, "max_length", "step_ms", suffix=plot_style.runs_text))
-    at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
-    rel = d[d["series"].isin(at32.index)]
-    plot_style.lines(
-        c, rel.assign(rel=rel["step_ms"] / rel["series"].map(at32)), "max_length", "rel", suffix=plot_style.runs_text
-    )
+    for ax, y in ((a, "tokens_per_s"), (b, "step_ms")):
+        plot_style.lines(ax, d, "max_length", y, suffix=plot_style.runs_text)
+        plot_style.log_y(ax, d[y])
+    rel = _over_l32(d)
+    plot_style.lines(c, rel, "max_length", "rel", suffix=plot_style.runs_text)
     _profile_points(b, c, _alike(df, d, "profile_memory"))
     for model, g in rel.groupby("model", sort=False):  # FLOPs per step from shapes: a model, the same per device
         flops = g.groupby("max_length")["flops_per_step"].median()
@@ -377,8 +381,8 @@ def memory(df, published_dir):
     ]
     fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)
     batches = range(2, 65)  # the suites' batches span 2..64
-    ranges = pd.concat([plot_style.spread(g, "batch", "mem_gib") for _, g in d.groupby("series")])
-    within = ((ranges["hi"] - ranges["lo"]) / ranges["mid"]).max()
+    ranges = d.groupby(["series", "batch"])["mem_gib"].agg(["median", "min", "max", "count"])
+    within = ((ranges["max"] - ranges["min"]) / ranges["median"]).max()
     for ax, (kind, g) in zip(axes, kinds):
         plot_style.lines(ax, g, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
         device = kind.startswith("device")
@@ -428,7 +432,7 @@ def memory(df, published_dir):
         right.grid(False)
     fig.suptitle(
         "Memory vs batch: measured peaks beside their model's estimate (dotted), device capacities\n"
-        f"(median of {plot_style.count_text(ranges['runs'])} runs, which differ by at most {within:.0%}: no bars)"
+        f"(median of {plot_style.count_text(ranges['count'])} runs, which differ by at most {within:.0%}: no bars)"
     )
     return fig
 
@@ -474,7 +478,8 @@ def small_batch(df, published_dir):
     for ax, metric in zip(own, metrics):
         plot_style.lines(ax, d[d["util_metric"] == metric], "batch", "util_pct", suffix=plot_style.runs_text)
         ax.set(title=f"Measured:\n{metric}\n(median of runs; bars: their range)", ylabel="%", ylim=(0, 105))
-    plot_style.log_y(b, plot_style.lines(b, speed, "batch", "samples_per_s", suffix=plot_style.runs_text))
+    plot_style.lines(b, speed, "batch", "samples_per_s", suffix=plot_style.runs_text)
+    plot_style.log_y(b, speed["samples_per_s"])
     b.set(title=f"Throughput at small batches\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     batches = sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"]))
     for ax in axes:  # one extent on every panel, so a batch sits at one place across them
@@ -485,30 +490,29 @@ def small_batch(df, published_dir):
 
 
 def padding(df, published_dir):
-    """Graph compilations and train time (compiling part lighter) for static against dynamic padding."""
+    """Graph compilations and train time (compiling part lighter) for static against dynamic padding: medians
+    of independent runs, whiskers their range."""
     d = plot_style.rows(df, "padding", "compilations")
     if d.empty:
         return None
     multiple = d["pad_to_multiple_of"].map(lambda m: f",\nmultiple of {int(m)}" if pd.notna(m) and m else "")
-    d = d.assign(case=d["padding"].astype(str) + multiple)
+    d = d.assign(
+        case=d["padding"].astype(str) + multiple,
+        compiling=d["train_compile_s"].fillna(0).clip(upper=d["train_s"]),  # what of the train time compiled
+    )
     cases = sorted(set(d["case"]), key=lambda c: (not c.startswith("static"), "multiple" not in c, c))
-    series = list(dict.fromkeys(d["series"]))
-    width = 0.8 / len(series)
     fig, (a, b) = plot_style.figure(2, width=5.0, height=3.8)
-    for k, s in enumerate(series):
-        g = d[d["series"] == s].groupby("case")[["compilations", "train_s", "train_compile_s"]].median().reindex(cases)
-        train = plot_style.spread(d[d["series"] == s], "case", "train_s").reindex(cases)
-        compiling = g["train_compile_s"].fillna(0).clip(upper=g["train_s"])  # what of the train time compiled
-        x = np.arange(len(cases)) + (k - (len(series) - 1) / 2) * width
-        colour = d.loc[d["series"] == s, "colour"].iloc[0]
-        a.bar_label(a.bar(x, g["compilations"], width, color=colour, label=s), fmt="%.0f", fontsize=8)
-        b.bar(x, compiling, width, color=colour, alpha=0.4)
-        b.bar(x, g["train_s"] - compiling, width, bottom=compiling, color=colour)
-        err = [train["mid"] - train["lo"], train["hi"] - train["mid"]]
-        for halo, width_pt in (("white", 3.5), ("black", 1.2)):  # a white halo: whiskers show on a dark bar too
-            b.errorbar(
-                x, train["mid"], yerr=err, fmt="none", ecolor=halo, capsize=4, elinewidth=width_pt, capthick=width_pt
-            )
+    palette = dict(zip(d["series"], d["colour"]))
+    bars = {"x": "case", "hue": "series", "order": cases, "estimator": "median", "saturation": 1}
+    sns.barplot(d, y="compilations", errorbar=None, palette=palette, ax=a, **bars)
+    for container in a.containers:
+        a.bar_label(container, fmt="%.0f", fontsize=8)
+    halo = [patheffects.withStroke(linewidth=3.5, foreground="white")]  # whiskers show on a dark bar too
+    whiskers = {"color": "black", "linewidth": 1.2, "path_effects": halo}
+    sns.barplot(d, y="train_s", errorbar=("pi", 100), capsize=0.15, err_kws=whiskers, palette=palette, ax=b, **bars)
+    # the compiling part lighter: white at 60% over the bar, as the bar's colour at 40% on white
+    lighter = {s: "white" for s in palette}
+    sns.barplot(d, y="compiling", errorbar=None, palette=lighter, alpha=0.6, legend=False, ax=b, **bars)
     a.margins(y=0.15)
     b.margins(y=0.1)
     a.yaxis.set_major_locator(MaxNLocator(integer=True))  # a graph count is whole
@@ -525,13 +529,10 @@ def padding(df, published_dir):
             marker="|",
             markersize=8,
             linestyle="none",
-            label=f"whiskers: slowest to fastest of {runs.min()}"
-            + (f" to {runs.max()}" if runs.max() > runs.min() else "")
-            + " independent runs",
+            label=f"whiskers: slowest to fastest of {plot_style.count_text(runs)} independent runs",
         ),
     )
     for ax in (a, b):
-        ax.set_xticks(range(len(cases)), cases)
         ax.set_xlabel("padding")
     return fig
 
@@ -560,7 +561,7 @@ def figures(df: pd.DataFrame, published_dir, command: str):
         for suite, name, draw in PLOTS:
             fig = draw(df, published_dir)
             if fig is not None:
-                plot_style.finish(fig, command, *plot_style.handles(fig))
+                plot_style.finish(fig, command)
                 yield suite, name, fig
 
 

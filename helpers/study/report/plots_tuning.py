@@ -271,74 +271,70 @@ def workload(g: pd.DataFrame) -> str:
     return f"{rows:,} rows × {epochs:g} epoch{'s' * (epochs != 1)}"
 
 
-def speedup(df, published_dir):
-    """Baseline -> optimized speedup (train time ratio) per device, measured and published, as horizontal bars."""
-    d = plot_style.rows(df, "speedup", "train_s")
-    bars = []
+def _measured_speedups(d: pd.DataFrame) -> pd.DataFrame:
+    """Return per series with both presets: its label, median baseline ÷ median optimized train time, colour,
+    and the extreme ratios of its runs (slowest baseline ÷ fastest optimized and back; NaN for one run)."""
+    out = []
     for series, g in d.groupby("series", sort=False):
         t = g.groupby("preset")["train_s"].agg(["median", "min", "max", "count"])
         if {"baseline", "optimized"} <= set(t.index):
             base, opt = t.loc["baseline"], t.loc["optimized"]
             runs = int(min(base["count"], opt["count"]))
-            spread = (base["min"] / opt["max"], base["max"] / opt["min"]) if runs > 1 else None
-            bars.append(
-                (
-                    plot_style.family(g.iloc[0]),
-                    f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, {runs} run{'s' * (runs > 1)};\n{workload(g)})",
-                    base["median"] / opt["median"],
-                    g["colour"].iloc[0],
-                    None,
-                    spread,
-                )
+            out.append(
+                {
+                    "label": f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, {runs} run{'s' * (runs > 1)};\n"
+                    f"{workload(g)})",
+                    "value": base["median"] / opt["median"],
+                    "colour": g["colour"].iloc[0],
+                    "lo": base["min"] / opt["max"] if runs > 1 else np.nan,
+                    "hi": base["max"] / opt["min"] if runs > 1 else np.nan,
+                    "model": g["model"].iloc[0],
+                }
             )
-    if not bars:
+    return pd.DataFrame(out)
+
+
+def speedup(df, published_dir):
+    """Baseline -> optimized speedup (train time ratio) per device, measured and published, as horizontal bars."""
+    measured = _measured_speedups(plot_style.rows(df, "speedup", "train_s"))
+    if measured.empty:
         return None
-    for _, r in plot_style.published(published_dir, "speedup.csv").iterrows():
-        fam = plot_style.STUDY_FAMILIES.get(r["device"], r["device"].lower())
-        bars.append(
-            (
-                fam,
-                f"published ({r['device']} · bert-base;\n{STUDY_WORKLOAD})",
-                r["speedup"],
-                plot_style.published_colour(r["device"]),
-                plot_style.PUBLISHED_HATCH,
-                None,
-            )
-        )
+    pub = plot_style.published(published_dir, "speedup.csv")
+    pub = pub.assign(
+        label=[f"published ({device} · bert-base;\n{STUDY_WORKLOAD})" for device in pub["device"]],
+        value=pub["speedup"],
+        colour=pub["device"].map(plot_style.published_colour),
+        lo=np.nan,
+        hi=np.nan,
+    )
     # measured (MiniLM, its own rows) and published (bert-base, the study's job) on axes of their own: a
     # speedup of one workload is not on the other's scale
-    groups = [
-        (f"measured here ({', '.join(sorted({b[1].split(' · ')[-1].split(' (')[0] for b in mine}))})", mine)
-        for mine in [[b for b in bars if b[4] is None]]
-        if mine
-    ] + [("published by the study (bert-base, 16,000 rows × 3 epochs)", [b for b in bars if b[4] is not None])]
-    groups = [(t, g) for t, g in groups if g]
-    fig, axes = plot_style.figure(len(groups), width=8.0, height=0.6 * max(len(g) for _, g in groups) + 1.6, wrap=1)
-    for ax, (panel, group) in zip(axes, groups):
-        y = np.arange(len(group))[::-1]
-        for yi, (_, label, value, colour, hatch, spread) in zip(y, group):
-            ax.barh(yi, value, color=colour, hatch=hatch, edgecolor="black" if hatch else None)
-            if spread:  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
-                ax.errorbar(
-                    value, yi, xerr=[[value - spread[0]], [spread[1] - value]], color="black", capsize=4, linewidth=1.0
-                )
-            right = spread[1] if spread else value
-            ax.text(
-                right,
-                yi,
-                f" {value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""),
-                va="center",
-                fontsize=8,
-            )
-        ax.set_yticks(y, [g[1] for g in group])
-        ax.set_xlim(0, max(g[5][1] if g[5] else g[2] for g in group) * 1.3)
-        published_panel = group[0][4] is not None
-        ax.set(
-            title=panel,
-            xlabel="speedup: baseline ÷ optimized train time, one run each (×)"
-            if published_panel
-            else "speedup: median baseline ÷ median optimized train time (×)",
-        )
+    panels = (
+        (
+            f"measured here ({', '.join(sorted(set(measured['model'])))})",
+            measured,
+            "speedup: median baseline ÷ median optimized train time (×)",
+        ),
+        (
+            f"published by the study (bert-base, {STUDY_WORKLOAD})",
+            pub,
+            "speedup: baseline ÷ optimized train time, one run each (×)",
+        ),
+    )
+    fig, axes = plot_style.figure(2, width=8.0, height=0.6 * max(len(measured), len(pub)) + 1.6, wrap=1)
+    for ax, (title, bars, xlabel) in zip(axes, panels):
+        y = np.arange(len(bars))[::-1]
+        hatch = plot_style.PUBLISHED_HATCH if bars is pub else None
+        ax.barh(y, bars["value"], color=bars["colour"], hatch=hatch, edgecolor="black" if hatch else None)
+        spread = bars.dropna(subset=["lo"])
+        if len(spread):  # the extreme ratios of the runs: slowest baseline over fastest optimized and back
+            err = [spread["value"] - spread["lo"], spread["hi"] - spread["value"]]
+            ax.errorbar(spread["value"], y[spread.index], xerr=err, fmt="none", color="black", capsize=4, linewidth=1)
+        for yi, (_, r) in zip(y, bars.iterrows()):
+            ranged = f" ({r['lo']:.2f}–{r['hi']:.2f})" if pd.notna(r["lo"]) else ""
+            ax.text(r["hi"] if ranged else r["value"], yi, f" {r['value']:.2f}×{ranged}", va="center", fontsize=8)
+        ax.set_yticks(y, bars["label"])
+        ax.set(title=title, xlabel=xlabel, xlim=(0, bars[["value", "hi"]].max().max() * 1.3))
     fig.suptitle("Baseline → optimized: how many times faster training gets")
     plot_style.key(
         fig,

@@ -3,6 +3,7 @@ gives the same bytes, that no label overlaps another or the data, and that no da
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -68,7 +69,7 @@ def test_make_all_writes_every_figure_the_same_twice_and_each_reads(several, tmp
 def test_one_cpu_figures_read(draw, one_cpu):
     with plot_style.theme():
         fig = draw(one_cpu, PUBLISHED)
-        plot_style.finish(fig, COMMAND, *plot_style.handles(fig))
+        plot_style.finish(fig, COMMAND)
         assert overlaps(fig) == []
     texts = [t.get_text() for ax in fig.axes for t in [ax.title, *ax.get_yticklabels()]] + plot_style.handles(fig)[1]
     assert any(text.startswith("published (trn1") for text in texts)  # the study's figures say so
@@ -258,14 +259,8 @@ def test_batch_scaling_bars_are_the_range_between_runs_never_the_windows_inside_
 
     # one disturbed run: its windows span 4.5 to 45 samples/s, the three runs' medians 30 to 35
     df = _runs([30.0, 32.0, 35.0], [(28.0, 31.0), (4.5, 45.0), (33.0, 36.0)])
-    d = plot_style.rows(df, "batch_scaling", "samples_per_s")
-    assert plot_style.spread(d, "batch", "samples_per_s").loc[8].to_dict() == {
-        "mid": 32.0,
-        "lo": 30.0,
-        "hi": 35.0,
-        "runs": 3,
-    }
     fig = plots.batch_scaling(df, PUBLISHED)
+    assert list(fig.axes[0].lines[0].get_ydata()) == [32.0]  # the median run
     (bars,) = [c for c in fig.axes[0].containers]
     (segment,) = bars.lines[2][0].get_segments()
     assert [y for _, y in segment] == [30.0, 35.0]
@@ -307,9 +302,17 @@ def test_seq_len_draws_the_flop_ratio_and_the_profile_suites_runs_unless_profile
     assert all("range" in ax.get_title() or "runs" in ax.get_title() for ax in fig.axes)
 
 
-def test_padding_train_time_carries_the_range_between_runs(several):
-    fig = plots.padding(plot_style.with_devices(several), PUBLISHED)
-    assert fig.axes[1].containers[-1].has_yerr and "run range" in fig.axes[1].get_title()
+def test_padding_train_time_is_the_median_run_and_its_whiskers_the_slowest_to_the_fastest(several):
+    df = plot_style.with_devices(several)
+    runs = df[df["suite"] == "padding"]
+    again = [runs.assign(run_name=runs["run_name"] + f"-rep{k}", train_s=runs["train_s"] * k) for k in (1.5, 2)]
+    fig = plots.padding(pd.concat([df[df["suite"] != "padding"], runs, *again], ignore_index=True), PUBLISHED)
+    heights = sorted(bar.get_height() for bar in fig.axes[1].containers[0])
+    assert heights == pytest.approx(sorted(1.5 * runs["train_s"]))
+    whiskers = [line.get_ydata() for line in fig.axes[1].lines]
+    assert sorted(np.nanmin(w) for w in whiskers) == pytest.approx(sorted(runs["train_s"]))
+    assert sorted(np.nanmax(w) for w in whiskers) == pytest.approx(sorted(2 * runs["train_s"]))
+    assert "run range" in fig.axes[1].get_title()
 
 
 def test_published_accuracies_carry_the_test_sets_sampling_error(several):
