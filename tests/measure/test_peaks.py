@@ -8,6 +8,14 @@ import pytest
 from helpers.measure import peaks
 
 
+@pytest.fixture(autouse=True)
+def _threads_put_back():
+    """peaks.main sets the process's torch threads, as a command should: put them back for the next test."""
+    threads = peaks.torch.get_num_threads()
+    yield
+    peaks.torch.set_num_threads(threads)
+
+
 def test_a_peak_is_measured_once_then_read(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(
