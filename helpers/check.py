@@ -589,6 +589,8 @@ def matmul_roof(machine: Machine) -> Outcome:
         return outcome
     else:
         peak, source = cpu_roof(machine)
+        if not peak["peak_tflops"]:  # measured on a busy machine: not trusted, so nothing to judge against
+            return Outcome("skip", f"no trusted bf16 roof for this CPU: {peak['reason']}")
         now = peaks.measure_peak("bf16")  # the roof's own procedure: the best of the model shapes
         measured, low, high = now["peak_tflops"], *CPU_BAND
         what = f"the best bf16 matmul of the model shapes now ({now['shape']}, torch on the CPU)"

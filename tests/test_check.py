@@ -257,6 +257,17 @@ def test_check_7_judges_a_device_kind_only_where_its_band_was_measured_and_recor
         assert "not judged: the band was measured on h200, a10g only" in outcome.text
 
 
+def test_check_7_skips_a_cpu_whose_roof_measured_now_is_not_trusted(monkeypatch, tmp_path):
+    # a busy machine measures an implausible roof, which is never kept: nothing to judge the matmul against
+    machine = check.Machine("cpu", tmp_path, {})
+    machine.dev = device.DeviceInfo("cpu", "cpu", "Test CPU", "AVX512", bf16_fast=True)
+    monkeypatch.setattr(check, "REPO_ROOT", tmp_path)  # no roof kept in the repository for it
+    slow = {"peak_tflops": 1e-6, "mem_bw_gbps": 1.0, "shape": "s", "by_shape": {"s": 1e-6}, "threads": 1}
+    monkeypatch.setattr(check.peaks, "measure_peak", lambda dtype: slow)
+    outcome = check.matmul_roof(machine)
+    assert outcome.status == "skip" and "no trusted bf16 roof" in outcome.text
+
+
 # ----------------------------------------------------------------------------- what to set, said early
 def test_an_empty_cuda_visible_devices_is_named_where_the_driver_shows_a_gpu(tmp_path, monkeypatch):
     cpu = device.resolve_device("cpu")
