@@ -38,7 +38,7 @@ def init_cache(args: RunArgs, dev) -> XlaCache:
         return XlaCache(kind="Neuron compile cache (neuronx-cc)", dir=neff_dir)
     kind = "torch-xla persistent compilation cache"
     if not args.neuron.xla_cache_dir:
-        # torch-xla 2.9's CPU backend writes entries it can never load back (tests/test_xla.py shows it)
+        # torch-xla 2.9's CPU backend writes entries it can never load back (tests/run/test_xla.py shows it)
         return XlaCache(
             kind=kind,
             state="off",
