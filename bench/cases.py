@@ -43,7 +43,7 @@ LEVER_SECTIONS = {
 SECTIONS = ("overhead", "speedup", "accuracy", "data", "levers", "tta", "eval", *LEVER_SECTIONS)
 PEAK = "matmul peak"  # the speedup section's workload timing the device's peak in the same rounds
 ON_REQUEST = ("levers", "tta", "eval", *LEVER_SECTIONS)  # long: run only when named in --sections
-# Section 1/2's configuration: the issue's bert-base shape with the harness's plain AdamW.
+# Section 1/2's configuration: bert-base with the harness's plain AdamW.
 OVERHEAD_CFG = dict(
     model_name="bert-base-random", batch=32, max_length=32, padding="static", precision="auto", optim="adamw_torch"
 )

@@ -17,7 +17,6 @@ benchmark all call these.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
 import re
@@ -134,7 +133,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
         oversubscribed=oversubscribed or None,
         libraries=records.library_versions(),
         device=dev.describe(),
-        precision=dataclasses.asdict(choice),
+        precision=choice,
         phases=schema.Phases(startup=startup_s, probes=probes_s),
         curve=[],
     )

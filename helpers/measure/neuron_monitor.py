@@ -46,7 +46,7 @@ def run_pids() -> set[int]:
 
 # One report per period, one JSON document per line (aws-neuron-sdk
 # tools/neuron-sys-tools/neuron-monitor-user-guide.rst, "The JSON output format").
-# The monitor has no per-engine figures; those come from the Neuron profiler (helpers/profile.py).
+# The monitor has no per-engine figures; those come from the Neuron profiler (helpers/measure/neuron_profile.py).
 
 
 def _number(x) -> float | None:
@@ -153,15 +153,13 @@ def summarize_neuron_monitor(lines: Iterable[str], only_pids: set | None = None)
             [sum(r["neuroncore_flops_per_s"].values()) / 1e12 for r in reports if r["neuroncore_flops_per_s"]],
         )
     )
-    for key, field in (
-        ("device_mem_used_bytes", "device_mem_used_gib"),
-        ("runtime_host_mem_used_bytes", "runtime_host_mem_used_gib"),
-        ("host_mem_used_bytes", "host_mem_used_gib"),
+    for key, field, unit in (
+        ("device_mem_used_bytes", "device_mem_used_gib", GIB),
+        ("runtime_host_mem_used_bytes", "runtime_host_mem_used_gib", GIB),
+        ("host_mem_used_bytes", "host_mem_used_gib", GIB),
+        ("host_vcpu_util_pct", "host_vcpu_util_pct", 1),
     ):
-        out.update(stats(field, [r[key] / GIB for r in reports if r[key] is not None]))
-    out.update(
-        stats("host_vcpu_util_pct", [r["host_vcpu_util_pct"] for r in reports if r["host_vcpu_util_pct"] is not None])
-    )
+        out.update(stats(field, [r[key] / unit for r in reports if r[key] is not None]))
     found = sorted({f for r in reports for f in r["flops_fields"]})
     out["flops_field"] = ", ".join(found) if found else "none in the reports"
     out.update(
@@ -237,6 +235,6 @@ class NeuronMonitorSource(Source):
                 self._proc.wait()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self._config and os.path.exists(self._config):
-            os.unlink(self._config)
+        if self._config:
+            Path(self._config).unlink(missing_ok=True)
             self._config = None

@@ -7,6 +7,7 @@ benchmark's presets, a re-run notebook cell) reports its own peak, not the first
 from __future__ import annotations
 
 import resource
+from contextlib import suppress
 from pathlib import Path
 
 import torch
@@ -30,12 +31,10 @@ def reset_peak(device_type: str, proc: Path = PROC) -> bool:
 
 def host_peak_gib(proc: Path = PROC) -> tuple[float, str]:
     """Return the host's resident-set peak in GiB and what it covers (since the last reset, or the process)."""
-    try:
+    with suppress(OSError):
         for line in (proc / "status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024**2, "VmHWM since the run's reset (/proc/self/status)"
-    except OSError:
-        pass
     # ru_maxrss is KiB on Linux and covers the whole process: tokenization and model load included
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, "ru_maxrss since process start"
 

@@ -17,6 +17,7 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -65,31 +66,29 @@ def busy_problem(measured: dict) -> str | None:
     return None
 
 
-def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
-    """Return the median TFLOP/s of an (m,k)@(k,n) matmul over about `seconds` of repeats."""
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    torch.mm(a, b)  # warm-up: oneDNN picks and JITs its kernel on the first call
+def _median_s(op: Callable[[], object], seconds: float) -> float:
+    """Return the median seconds of `op` over about `seconds` of repeats (3 to 100), after one warm-up call."""
+    op()  # warm-up: oneDNN picks and JITs its kernel on the first call; a copy touches its pages
     times_s: list[float] = []
     deadline = time.perf_counter() + seconds
     while len(times_s) < 3 or (time.perf_counter() < deadline and len(times_s) < 100):
         start = time.perf_counter()
-        torch.mm(a, b)
+        op()
         times_s.append(time.perf_counter() - start)
-    return 2 * m * k * n / statistics.median(times_s) / 1e12
+    return statistics.median(times_s)
+
+
+def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
+    """Return the median TFLOP/s of an (m,k)@(k,n) matmul over about `seconds` of repeats."""
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    return 2 * m * k * n / _median_s(lambda: torch.mm(a, b), seconds) / 1e12
 
 
 def copy_gbps(n_bytes: int = 2**27, seconds: float = 0.5) -> float:
     """Return memory bandwidth in GB/s: bytes read + written by a 128 MiB tensor copy (past any cache)."""
     src = torch.ones(n_bytes // 4)
     dst = torch.empty_like(src)
-    dst.copy_(src)  # touches the pages of dst
-    times_s: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while len(times_s) < 3 or (time.perf_counter() < deadline and len(times_s) < 100):
-        start = time.perf_counter()
-        dst.copy_(src)
-        times_s.append(time.perf_counter() - start)
-    return 2 * n_bytes / statistics.median(times_s) / 1e9
+    return 2 * n_bytes / _median_s(lambda: dst.copy_(src), seconds) / 1e9
 
 
 def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:

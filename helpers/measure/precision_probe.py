@@ -10,7 +10,7 @@ MiniLM B=32 L=32, 2 threads), and where only AVX2 exists oneDNN emulates bf16 (~
 bf16 autocast, alternated round by round in one process (the machine's drift cancels in each round's
 ratio), the median of the per-round ratios. It runs once per machine and thread count, a few seconds,
 and is kept in `<results>/_peaks/<device>.precision.json` (peaks.py keeps the roofs there the same way).
-A CPU with no bf16 instructions is not probed: fp32, as before.
+A CPU with no bf16 instructions is not probed: fp32.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -28,6 +27,7 @@ from helpers.run.args import NeuronArgs
 from helpers.run.device import DeviceInfo, compute_dtype, cpu_capability, cpu_name, resolve_precision
 from helpers.run.precision import autocast, mechanism
 from helpers.run.records import PEAKS, now
+from helpers.run.schema import Precision
 
 MARGIN = 1.10  # bf16 autocast must make steps >= 10% faster than fp32 to be chosen: less is within drift
 # MiniLM-L6-H384 (models.py's `minilm`), random weights: the shape the CPU runs of the study train
@@ -44,19 +44,6 @@ BATCH, SEQ_LEN = 32, 32
 ROUNDS, MIN_ROUNDS, CAP_S = 5, 3, 5.0  # rounds after MIN_ROUNDS start only within CAP_S seconds (warm-up included)
 NO_BF16 = "fp32: this CPU has no bf16 instructions (no AMX, no AVX512-BF16): bf16 would be emulated; not probed"
 _MEASURED: dict[tuple[str, str], dict] = {}  # this process's probes: a file that cannot be kept is not re-probed
-
-
-@dataclass(frozen=True)
-class PrecisionChoice:
-    """The record's `precision` section: what was asked, what runs and how, and for `auto` why (with the
-    CPU probe it rests on, where one ran)."""
-
-    requested: str
-    used: str
-    compute_dtype: str  # what the matmuls run in: the peak MFU is taken against
-    mechanism: str
-    auto_reason: str | None = None
-    probe: dict | None = None
 
 
 def paired_probe(
@@ -174,16 +161,16 @@ def choose(probe: dict | None, has_bf16: bool) -> tuple[str, str]:
     )
 
 
-def resolve(requested: str, dev: DeviceInfo, neuron: NeuronArgs, peaks_dir: str | Path | None) -> PrecisionChoice:
-    """Return the run's precision: device.resolve_precision's, except `auto` on a CPU, which the probe decides."""
+def resolve(requested: str, dev: DeviceInfo, neuron: NeuronArgs, peaks_dir: str | Path | None) -> Precision:
+    """Return the record's `precision` section: device.resolve_precision's, except `auto` on a CPU (probed)."""
     used, reason, probe = decide(requested, dev, neuron.bf16_mode, peaks_dir)
-    return PrecisionChoice(
-        requested,
-        used,
-        compute_dtype(used, neuron.bf16_mode, neuron.extra_cc_flags),
-        mechanism(used, dev.type, dev.neuron, neuron.bf16_mode),
-        reason,
-        probe,
+    return Precision(
+        requested=requested,
+        used=used,
+        compute_dtype=compute_dtype(used, neuron.bf16_mode, neuron.extra_cc_flags),
+        mechanism=mechanism(used, dev.type, dev.neuron, neuron.bf16_mode),
+        auto_reason=reason,
+        probe=probe,
     )
 
 

@@ -20,10 +20,9 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 
-from helpers.run.schema import Profile
+from helpers.run.schema import Profile, XlaMetricsWindow
 
 CLASSES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other")
 HOST_GAP_DEFINITION = (
@@ -208,7 +207,7 @@ class StepProfiler:
         self.warmup_steps, self.profile_steps = warmup_steps, profile_steps
         self.matmul_flops_per_step = matmul_flops_per_step
         self._steps = self._profiled = 0
-        self._prof = self._xla_window = self._summary = None
+        self._prof = self._summary = self._xla_before = None
         self._t0 = 0.0
         if enabled and warmup_steps == 0:
             self._start()
@@ -235,8 +234,7 @@ class StepProfiler:
 
     def _start(self) -> None:
         if self.device_type in ("xla", "neuron"):
-            self._xla_window = xla_metrics_window()
-            self._xla_deltas = self._xla_window.__enter__()
+            self._xla_before = xla_counters()
         else:
             from torch.profiler import ProfilerActivity, profile
 
@@ -258,9 +256,7 @@ class StepProfiler:
         self._sync()
         wall_us = (time.perf_counter() - self._t0) * 1e6
         base = {"window_steps": self._profiled, "window_wall_ms": round(wall_us / 1e3, 3)}
-        if self._xla_window is not None:
-            self._xla_window.__exit__(None, None, None)
-            self._xla_window = None
+        if self.device_type in ("xla", "neuron"):
             self._summary = Profile(
                 **base,
                 backend="torch_xla.debug.metrics",
@@ -271,7 +267,7 @@ class StepProfiler:
                 matmul_achieved_tflops=None,
                 # Device time on Neuron comes from neuron-profile, not the XLA profiler.
                 xla_profiler_trace="not supported on this backend",
-                xla_metrics=self._xla_deltas,
+                xla_metrics=xla_metrics_since(self._xla_before),
             )
             return
         prof, self._prof = self._prof, None  # stopped once, whatever the summary below does
@@ -322,30 +318,28 @@ class StepProfiler:
         if self._summary is None and self._t0:
             if self._profiled:
                 self._stop()
-            else:
-                if self._prof is not None:
-                    self._prof.stop()
-                if self._xla_window is not None:
-                    self._xla_window.__exit__(None, None, None)
-            self._prof = self._xla_window = None
+            elif self._prof is not None:
+                self._prof.stop()
+            self._prof = None
             self._t0 = 0.0
             self.enabled = False
 
 
 # ----------------------------------------------------------------------------- XLA metrics
-@contextmanager
-def xla_metrics_window():
-    """Yields a dict filled at exit with compile/execute counts and seconds and cache counters (deltas)."""
-    deltas: dict = {"backend": "torch_xla.debug.metrics"}
+def xla_counters() -> dict | None:
+    """Return torch-xla's compile/execute counters now (measure.xla.snapshot); None without torch_xla."""
     try:
-        from helpers.measure.xla import delta, snapshot
+        from helpers.measure.xla import snapshot
 
-        before = snapshot()
+        return snapshot()
     except ImportError:
-        deltas.update(reason="torch_xla is not installed")
-        yield deltas
-        return
-    try:
-        yield deltas
-    finally:
-        deltas.update(delta(before, snapshot()))
+        return None
+
+
+def xla_metrics_since(before: dict | None) -> XlaMetricsWindow:
+    """Return torch-xla's counters since `before` (xla_counters' snapshot): counts and seconds."""
+    if before is None:
+        return XlaMetricsWindow(backend="torch_xla.debug.metrics", reason="torch_xla is not installed")
+    from helpers.measure.xla import delta, snapshot
+
+    return XlaMetricsWindow(backend="torch_xla.debug.metrics", **delta(before, snapshot()))

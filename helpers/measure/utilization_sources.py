@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from contextlib import suppress
 
 import numpy as np
 import psutil
@@ -83,27 +84,22 @@ def current_cuda_handle(nvml):
     index."""
     index, uuid = 0, None
     torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
-    try:
+    with suppress(RuntimeError, AttributeError):
         if torch is not None and torch.cuda.is_available():
             index = torch.cuda.current_device()
             uuid = str(torch.cuda.get_device_properties(index).uuid)
-    except (RuntimeError, AttributeError):
-        pass
     if uuid:
-        try:
+        with suppress(nvml.NVMLError, TypeError):
             return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        except (nvml.NVMLError, TypeError):
-            pass
     return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
-def open_nvml(nvml=None) -> tuple[object, object, str | None]:
+def open_nvml() -> tuple[object, object, str | None]:
     """Return (pynvml, the current device's handle, None), or (None, None, why NVML cannot measure)."""
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return None, None, "pynvml (nvidia-ml-py) is not installed"
+    try:
+        import pynvml as nvml
+    except ImportError:
+        return None, None, "pynvml (nvidia-ml-py) is not installed"
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
@@ -117,10 +113,8 @@ def open_nvml(nvml=None) -> tuple[object, object, str | None]:
 
 def close_nvml(nvml) -> None:
     """Shut NVML down (errors ignored: it may already be)."""
-    try:
+    with suppress(nvml.NVMLError):
         nvml.nvmlShutdown()
-    except nvml.NVMLError:
-        pass
 
 
 def open_gpm(nvml, handle) -> tuple[object, str | None]:
@@ -128,14 +122,9 @@ def open_gpm(nvml, handle) -> tuple[object, str | None]:
     try:
         if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
             return None, ("NVML GPM (SM and tensor-pipe activity) is not supported on this GPU: Hopper or later")
-        return gpm_sample(nvml, handle, nvml.nvmlGpmSampleAlloc()), None
+        return nvml.nvmlGpmSampleGet(handle, nvml.nvmlGpmSampleAlloc()), None
     except (nvml.NVMLError, AttributeError) as err:  # an older driver or nvidia-ml-py without GPM
         return None, f"NVML GPM (SM and tensor-pipe activity) unavailable: {err}"
-
-
-def gpm_sample(nvml, handle, sample):
-    """Fill `sample` with the device's GPM counters now; return it."""
-    return nvml.nvmlGpmSampleGet(handle, sample)
 
 
 GPM_METRICS = {"sm_active_pct": "NVML_GPM_METRIC_SM_UTIL", "tensor_active_pct": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
@@ -183,7 +172,7 @@ class NvmlSource(Source):
 
     def reset(self) -> None:
         if self._gpm is not None:
-            self._gpm = gpm_sample(self._nvml, self._handle, self._gpm)
+            self._gpm = self._nvml.nvmlGpmSampleGet(self._handle, self._gpm)
 
     def sample(self) -> dict | None:
         try:
@@ -204,7 +193,7 @@ class NvmlSource(Source):
         if self._gpm is None:
             return dict.fromkeys(GPM_METRICS)
         try:
-            newer = gpm_sample(self._nvml, self._handle, self._nvml.nvmlGpmSampleAlloc())
+            newer = self._nvml.nvmlGpmSampleGet(self._handle, self._nvml.nvmlGpmSampleAlloc())
             values = gpm_metrics(self._nvml, self._gpm, newer)
         except self._nvml.NVMLError as err:
             self.gpm_reason, self._gpm = f"NVML GPM failed during the run: {err}", None

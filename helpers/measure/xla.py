@@ -14,7 +14,7 @@ import os
 
 from helpers.run.args import RunArgs
 from helpers.run.paths import repo_path
-from helpers.run.schema import Timing, Xla
+from helpers.run.schema import Timing, Xla, XlaCache
 
 XLA_ENV = (
     "PJRT_DEVICE",
@@ -30,34 +30,32 @@ XLA_ENV = (
 )
 
 
-def init_cache(args: RunArgs, dev) -> dict:
+def init_cache(args: RunArgs, dev) -> XlaCache:
     """Open torch-xla's persistent compilation cache where asked (before any XLA computation); return
     what the record says of it. On Neuron the compiler's NEFF cache is the one that counts."""
     if dev.neuron:
-        return {
-            "kind": "Neuron compile cache (neuronx-cc)",
-            "dir": args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache",
-        }
+        neff_dir = args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache"
+        return XlaCache(kind="Neuron compile cache (neuronx-cc)", dir=neff_dir)
+    kind = "torch-xla persistent compilation cache"
     if not args.neuron.xla_cache_dir:
-        # torch-xla 2.9's CPU backend writes entries it can never load back (tests/test_xla.py shows it)
-        return {
-            "kind": "torch-xla persistent compilation cache",
-            "state": "off",
-            "reason": (
+        # torch-xla 2.9's CPU backend writes entries it can never load back (tests/run/test_xla.py shows it)
+        return XlaCache(
+            kind=kind,
+            state="off",
+            reason=(
                 "torch-xla 2.9's CPU backend cannot load a serialized executable, so a cache would only be "
                 "written; set xla_cache_dir to use it where the backend can"
             ),
-        }
+        )
     import torch_xla.runtime as xr
 
     folder = repo_path(args.neuron.xla_cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    out = {"kind": "torch-xla persistent compilation cache", "dir": str(folder)}
     try:
         xr.initialize_cache(str(folder), readonly=False)
     except RuntimeError as err:  # a second run in one process: the cache opened by the first serves
-        out["note"] = f"already initialized in this process ({err})"
-    return out
+        return XlaCache(kind=kind, dir=str(folder), note=f"already initialized in this process ({err})")
+    return XlaCache(kind=kind, dir=str(folder))
 
 
 def cache_state(run: dict) -> str:
@@ -141,12 +139,12 @@ class CountingLoader:
 class CompileLog:
     """Compile snapshots of one run, and the per-step compilations of its training loader."""
 
-    def __init__(self, cache: dict | None = None):
+    def __init__(self, cache: XlaCache | None = None):
         self.marks: dict[str, dict] = {"start": snapshot()}
         # before the run's first graph: the environment the compiler gets (the end's may differ)
         self.env = {k: os.environ[k] for k in XLA_ENV if k in os.environ}
         self.loader: CountingLoader | None = None
-        self.cache = cache or {}  # the persistent compilation cache: where, and cold or warm
+        self.cache = cache or XlaCache()  # the persistent compilation cache: where, and cold or warm
         self.periodic: dict | None = None  # counters of the evaluations run during training, summed
 
     def mark(self, name: str) -> None:
@@ -202,8 +200,8 @@ class CompileLog:
             out["steady_step_s"] = timing.step_time_median_s
             if out["first_step_s"] and out["steady_step_s"]:
                 out["first_over_steady"] = round(out["first_step_s"] / out["steady_step_s"], 2)
-        if self.cache.get("state") != "off" and "dir" in self.cache and not self.cache["kind"].startswith("Neuron"):
-            self.cache = {**self.cache, "state": cache_state(out["run"])}
+        if self.cache.state != "off" and self.cache.dir and not self.cache.kind.startswith("Neuron"):
+            self.cache = self.cache.model_copy(update={"state": cache_state(out["run"])})
         out["cache"] = self.cache
         out["neuron_cc_flags"] = self.env.get("NEURON_CC_FLAGS")  # what the first compilation saw
         out["env"] = self.env

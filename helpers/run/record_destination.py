@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 import stat
+from contextlib import suppress
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -127,8 +128,6 @@ def release(claim: Path | None) -> None:
     if lock is None or not lock.is_locked:
         return  # not this process's: another run's claim is never removed here
     del _HELD[claim]
-    try:
+    with suppress(OSError):  # its folder is gone or became a file: nothing left to remove
         claim.unlink(missing_ok=True)
-    except OSError:  # its folder is gone or became a file: nothing left to remove
-        pass
     lock.release()

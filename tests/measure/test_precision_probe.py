@@ -54,7 +54,7 @@ def test_auto_on_a_cpu_follows_the_probe(ratio, used, words, monkeypatch, tmp_pa
     calls = _counting(monkeypatch, ratio)
     choice = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
     assert (choice.used, choice.compute_dtype) == (used, used) and words in choice.auto_reason
-    assert choice.probe["ratio"] == ratio and len(calls) == 1
+    assert choice.probe.ratio == ratio and len(calls) == 1
     assert choice.mechanism == ("fp32" if used == "fp32" else "torch.autocast(cpu, torch.bfloat16) over fp32 weights")
 
 
@@ -115,7 +115,7 @@ def test_a_probe_measured_while_other_processes_use_the_cpus_decides_this_run_on
     """A probe at load 7.3 was kept, so later quiet runs trained in fp32 where bf16 is 1.51x faster."""
     monkeypatch.setattr(precision_probe, "paired_probe", lambda: _probe(0.9, others_cores=1.7, cpu_count=2))
     busy = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
-    assert busy.used == "fp32" and "not kept: measured while other processes kept 1.7 of 2" in busy.probe["source"]
+    assert busy.used == "fp32" and "not kept: measured while other processes kept 1.7 of 2" in busy.probe.source
     assert not list(tmp_path.iterdir())
     monkeypatch.setattr(precision_probe, "paired_probe", lambda: _probe(1.51, others_cores=0.05, cpu_count=2))
     quiet = precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path)
@@ -130,4 +130,4 @@ def test_the_probe_a_run_records_passes_the_records_schema(monkeypatch, tmp_path
         monkeypatch.setattr(
             precision_probe, "paired_probe", lambda others=others: _probe(1.5, others_cores=others, cpu_count=2)
         )
-        PrecisionProbe.model_validate(precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path).probe)
+        assert isinstance(precision_probe.resolve("auto", _cpu(True), NeuronArgs(), tmp_path).probe, PrecisionProbe)

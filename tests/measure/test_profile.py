@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import tiny_bert_config
 
-from helpers.measure.profile import StepProfiler, classify_op, summarize_events, xla_metrics_window
+from helpers.measure.profile import StepProfiler, classify_op, summarize_events, xla_counters, xla_metrics_since
 from helpers.run import schema
 
 
@@ -194,25 +194,25 @@ def _fake_torch_xla(monkeypatch, state):
         monkeypatch.setitem(sys.modules, name, mod)
 
 
-def test_xla_metrics_window_deltas(monkeypatch):
+def test_xla_metrics_since_counts_what_ran_after_the_snapshot(monkeypatch):
     state = {
         "metrics": {"CompileTime": (2, 3e9, []), "ExecuteTime": (10, 5e8, [])},
         "counters": {"UncachedCompile": 2},
     }  # CachedCompile not yet created: None
     _fake_torch_xla(monkeypatch, state)
-    with xla_metrics_window() as deltas:
-        state["metrics"] = {"CompileTime": (3, 4.5e9, []), "ExecuteTime": (15, 1e9, [])}
-        state["counters"] = {"UncachedCompile": 3, "CachedCompile": 4}
-    assert deltas["compile_count"] == 1 and deltas["compile_time_s"] == pytest.approx(1.5)
-    assert deltas["execute_count"] == 5 and deltas["execute_time_s"] == pytest.approx(0.5)
-    assert deltas["uncached_compiles"] == 1 and deltas["cached_compiles"] == 4
+    before = xla_counters()
+    state["metrics"] = {"CompileTime": (3, 4.5e9, []), "ExecuteTime": (15, 1e9, [])}
+    state["counters"] = {"UncachedCompile": 3, "CachedCompile": 4}
+    deltas = xla_metrics_since(before)
+    assert deltas.compile_count == 1 and deltas.compile_time_s == pytest.approx(1.5)
+    assert deltas.execute_count == 5 and deltas.execute_time_s == pytest.approx(0.5)
+    assert deltas.uncached_compiles == 1 and deltas.cached_compiles == 4
 
 
-def test_xla_metrics_window_without_torch_xla(monkeypatch):
+def test_xla_metrics_since_without_torch_xla_says_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_xla", None)
-    with xla_metrics_window() as deltas:
-        pass
-    assert "status" not in deltas and "torch_xla" in deltas["reason"]
+    deltas = xla_metrics_since(xla_counters())
+    assert deltas.uncached_compiles is None and "torch_xla" in deltas.reason
 
 
 def test_step_profiler_on_xla_records_metrics(monkeypatch, tmp_path):

@@ -776,3 +776,16 @@ def test_a_compile_logs_section_is_the_records_xla_section():
     section = log.section(0, Timing(first_step_s=2.0, step_time_median_s=0.5), shapes=1)
     assert isinstance(section, Xla) and section.graph_compilations >= 1 and section.train.uncached_compiles >= 1
     assert section.first_over_steady == 4.0 and section.distinct_input_shapes == 1
+
+
+def test_the_cache_section_says_which_cache_where_and_why_it_is_off():
+    """init_cache returns the record's `xla.cache` section: Neuron's compile cache, or torch-xla's off and why."""
+    from types import SimpleNamespace
+
+    from helpers.measure.xla import init_cache
+    from helpers.run.schema import XlaCache
+
+    neuron = init_cache(build_args({"neuron_cache_dir": "/tmp/neff"}), SimpleNamespace(neuron=True))
+    assert neuron == XlaCache(kind="Neuron compile cache (neuronx-cc)", dir="/tmp/neff")
+    off = init_cache(build_args({}), SimpleNamespace(neuron=False))
+    assert isinstance(off, XlaCache) and off.state == "off" and off.dir is None and "cannot load" in off.reason
