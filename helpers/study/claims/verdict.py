@@ -52,58 +52,6 @@ PROXY_RULE = (
 )
 # None -> NaN
 NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")
-# columns a claim may read; an empty frame lacks most of them
-COLUMNS = (
-    "suite",
-    "variant",
-    "status",
-    "device",
-    "device_key",
-    "device_type",
-    "device.neuron",
-    "instance",
-    "model_name",
-    "batch",
-    "max_length",
-    "lr",
-    "llrd_decay",
-    "seed",
-    "padding",
-    "pad_to_multiple_of",
-    "preset",
-    "num_devices",
-    "precision",
-    "optlevel",
-    "model_type",
-    "distribution_strategy",
-    "gradient_checkpointing",
-    "step_ms",
-    "step_ms_p10",
-    "step_ms_p90",
-    "samples_per_s",
-    "window_min",
-    "window_max",
-    "train_s",
-    "ai",
-    "mfu_pct",
-    "mem_gib",
-    "compilations",
-    "test_acc",
-    "test_rows",
-    "near_majority",
-    "util_pct",
-    "util_metric",
-    "util_like_study",
-    "share_matmul",
-    "share_copy_data_movement",
-    "lora_r",
-    "lora_targets",
-    "train_subset",
-    "epochs",
-    "optimizer",
-    "val_acc",
-    "run_name",
-)
 
 
 @dataclass(frozen=True)
@@ -142,10 +90,9 @@ class Band(NamedTuple):
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
-    """Return the frame with every column a claim reads, plus `cls` (device class) and `proxy`."""
+    """Return frame.frame()'s rows with numeric parameters, plus `cls` (device class) and `proxy`."""
     if "cls" in df:
         return df
-    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *COLUMNS])))
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
     neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
     cls = np.where(
