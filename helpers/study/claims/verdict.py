@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -197,22 +197,39 @@ def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> 
     return sign
 
 
-def noise_note(together: list[bool], drifts: list[float | None]) -> str:
-    """Return what bounded the timing comparisons: the range between interleaved runs, or the drift too."""
-    known = [d for d, t in zip(drifts, together) if not t and d is not None]
-    unknown = sum(1 for d, t in zip(drifts, together) if not t and d is None)
-    parts = []
-    if known:
-        parts.append(
-            f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%; a device "
-            "that timed no configuration in two suites takes the largest another device here shows)"
-        )
-    if unknown:
-        parts.append(
-            "arms not interleaved and no device here measured the drift between suites: not resolved "
-            "(interleaved repeats, or one configuration timed by two suites, would resolve them)"
-        )
-    return "; ".join(parts)
+@dataclass
+class Timed:
+    """A claim's timing comparisons: whether each one's arms ran interleaved, the drift it was judged
+    beyond, and the smallest difference (%) its spreads resolve."""
+
+    df: pd.DataFrame
+    together: list[bool] = field(default_factory=list)
+    drifts: list[float | None] = field(default_factory=list)
+    resolvable: list[float] = field(default_factory=list)
+
+    def compare(self, group: pd.DataFrame, arm_a: pd.DataFrame, arm_b: pd.DataFrame, a: Band, b: Band) -> int:
+        """Return compare_timed(a, b) of two arms of `group`, noting how they ran."""
+        self.together.append(interleaved(arm_a, arm_b))
+        self.drifts.append(drift(self.df, group))
+        self.resolvable.append(resolvable_pct(a, b))
+        return compare_timed(a, b, self.together[-1], self.drifts[-1])
+
+    def unresolved(self, spread: str) -> str:
+        """Return `spread` and what bounded the comparisons: the range between interleaved runs, or the drift too."""
+        known = [d for d, t in zip(self.drifts, self.together) if not t and d is not None]
+        unknown = sum(1 for d, t in zip(self.drifts, self.together) if not t and d is None)
+        parts = [spread]
+        if known:
+            parts.append(
+                f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%; a device "
+                "that timed no configuration in two suites takes the largest another device here shows)"
+            )
+        if unknown:
+            parts.append(
+                "arms not interleaved and no device here measured the drift between suites: not resolved "
+                "(interleaved repeats, or one configuration timed by two suites, would resolve them)"
+            )
+        return "; ".join(parts)
 
 
 def resolvable_pct(a: Band, b: Band) -> float:
