@@ -114,7 +114,7 @@ class TaskArgs:
         False,
         "dynamic padding only: batches of rows of similar length (transformers' LengthGroupedSampler), less padding",
     )
-    # issue 28: LoRA through peft (helpers/run/lora.py)
+    # LoRA through peft (helpers/run/lora.py)
     lora_r: NonNegativeInt = arg(0, "LoRA rank; 0: full fine-tuning")
     lora_alpha: PositiveInt = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
     lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input")
@@ -212,7 +212,6 @@ class TrainArgs:
     )
     device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     num_devices: PositiveInt = arg(1, "> 1: data parallel, one torchrun rank per device")
-    # issue 29: more CPU ranks than cores only when asked, and the record says so
     allow_oversubscribe: bool = arg(
         False,
         "on a CPU, allow num_devices above the cores (ranks then share cores; the record is marked oversubscribed)",
@@ -265,7 +264,6 @@ class MeasureArgs:
     )
     suite: Maybe[SafeName] = arg(None, "suite the run belongs to (set by the sweep; a file name, as run_name)")
     save_dir: Maybe[str] = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
-    # issue 29: one run per name at a time
     replace_record: bool = arg(
         False,
         "run even though a finished record of this run_name exists on this device (a finished rerun "
