@@ -217,6 +217,16 @@ class TrainArgs:
         "on a CPU, allow num_devices above the cores (ranks then share cores; the record is marked oversubscribed)",
     )
 
+    def check_device(self, device_type: str) -> None:
+        """Raise ConfigError when the step settings cannot run on `device_type` (cuda, cpu, xla; auto: any)."""
+        if self.step_mode == "cudagraphs" and device_type in ("cpu", "xla"):
+            raise ConfigError(f"step_mode='cudagraphs' needs CUDA, not device={device_type!r}: use step_mode='compile'")
+        if device_type == "xla" and (self.data_on_device or self.step_mode != "eager"):
+            raise ConfigError(
+                "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
+                "and its loader copies in the background"
+            )
+
 
 @pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class MeasureArgs:
@@ -386,13 +396,7 @@ class RunArgs:
                     f"above torch.compile's {RECOMPILE_LIMIT} (then it runs eager): give pad_to_multiple_of >= "
                     f"{math.ceil(self.task.max_length / RECOMPILE_LIMIT)}, or padding='static'"
                 )
-        if tr.step_mode == "cudagraphs" and tr.device in ("cpu", "xla"):
-            raise ConfigError(f"step_mode='cudagraphs' needs CUDA, not device={tr.device!r}: use step_mode='compile'")
-        if tr.device == "xla" and (tr.data_on_device or tr.step_mode != "eager"):
-            raise ConfigError(
-                "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
-                "and its loader copies in the background"
-            )
+        tr.check_device(tr.device)
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
             raise ConfigError(
