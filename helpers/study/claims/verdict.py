@@ -108,17 +108,14 @@ def cells(
     df: pd.DataFrame,
     suites: tuple[str, ...],
     classes: tuple[str, ...] = tuple(CLASSES),
-    status: str | None = "finished",
     prefer_real: bool = True,
     timed: bool = False,
 ) -> list[pd.DataFrame]:
-    """Return the rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is;
-    `timed`: without the profiled runs (the profiler slows the steps it watches)."""
-    rows = df[df["suite"].isin(suites) & df["cls"].isin(classes)]
+    """Return the finished rows of `suites` on `classes` per (device, variant, suite); only the real ones if any
+    is; `timed`: without the profiled runs (the profiler slows the steps it watches)."""
+    rows = df[df["suite"].isin(suites) & df["cls"].isin(classes) & (df["status"] == "finished")]
     if timed:
         rows = rows[~profiled(rows)]
-    if status:
-        rows = rows[rows["status"] == status]
     if prefer_real and (~rows["proxy"]).any():
         rows = rows[~rows["proxy"]]
     return [g for _, g in rows.groupby(["device_key", "variant", "suite"], sort=True)]
