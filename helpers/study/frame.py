@@ -145,39 +145,8 @@ def variant_of(suite, run_name: str) -> str | None:
 
 def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
-    if not found:  # the same columns as a frame of records, none of them filled
-        columns = [
-            "suite",
-            "run_name",
-            "variant",
-            "status",
-            "fixture",
-            "device_type",
-            "device",
-            "device_key",
-            "device.neuron",
-            "instance",
-            "threads",
-            "compute_dtype",
-            "optimizer",
-            "finished_at",
-            *PARAMS,
-            *METRICS,
-            *(f"share_{s}" for s in SHARES),
-            "util_pct",
-            "util_metric",
-            "util_like_study",
-            "near_majority",
-            "curve",
-            "energy_method",
-            "energy_window",
-            "source",
-            "peak_tflops",
-            "peak_source",
-            "peak_bw_gbps",
-            "mfu_pct",
-        ]
-        return pd.DataFrame(columns=list(dict.fromkeys(columns)))
+    if not found:  # the columns of a frame of records, none of them filled
+        return frame([{"run_name": ""}]).iloc[:0]
     raw = pd.json_normalize(found, sep=".")
     df = pd.DataFrame(index=raw.index)
     df["suite"] = raw.get("suite", pd.Series(None, index=raw.index)).fillna("adhoc")
