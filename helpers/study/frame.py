@@ -22,6 +22,7 @@ import pydantic
 from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job_cost import number
 from helpers.run import records
+from helpers.run.args import ADMITTED
 from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS
 from helpers.study.sweep.suites import expand, retarget
 
@@ -103,8 +104,6 @@ PARAMS = (
     "lora_r",
     "lora_targets",
 )
-TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
-FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
 
@@ -229,13 +228,12 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates(["suite", "run_name", "device_key"], keep="last").drop(columns="_done")
 
 
-# the type a record must hold in each parameter a table groups by (a foreign record may hold anything)
+# the type a record must hold in each parameter a table groups by (text, a flag or a number, as the arguments
+# type it; a foreign record may hold anything)
 GROUPABLE = pydantic.create_model(
     "GroupableParams",
     __config__=pydantic.ConfigDict(strict=True, allow_inf_nan=False),
-    **{
-        name: ((str if name in TEXT_PARAMS else bool if name in FLAG_PARAMS else float) | None, None) for name in PARAMS
-    },
+    **{name: (next((t for t in (str, bool) if t in ADMITTED[name]), float) | None, None) for name in PARAMS},
 )
 
 
