@@ -20,7 +20,7 @@ import pandas as pd
 
 from helpers.study.claims import lora, recipe, speedup, throughput, trn1
 from helpers.study.claims.quotes import short_says, study_says
-from helpers.study.claims.verdict import PROXY_RULE, prepare
+from helpers.study.claims.verdict import PROXY_RULE, VERDICTS, prepare
 from helpers.study.notation import short_device
 from helpers.study.published import PUBLISHED_DIR
 
@@ -80,17 +80,6 @@ NAMES = {
     "lora_accuracy": "LoRA accuracy",
     "lora_speed": "LoRA speed",
 }
-# a symbol per verdict, so that a reader tells them apart at a glance (DejaVu Sans draws each)
-SYMBOLS = {
-    "holds": "✔",
-    "does not hold": "✘",
-    "consistent on proxy": "☑",
-    "contradicted on proxy": "☒",
-    "consistent with the model": "≈",
-    "contradicted by the model": "≉",
-    "inconclusive": "?",
-    "not testable here": "·",
-}
 # why an inconclusive verdict could not speak (the reasons' openings), shown in the summary
 BLOCKS = ("an arm did not learn", "the arms use different optimizers")
 
@@ -126,7 +115,7 @@ def blocks(row: pd.Series) -> list[str]:
 def verdict_cell(row: pd.Series, why: bool = True) -> str:
     """Return the verdict's symbol and word in bold, and (`why`) what kept an inconclusive one from speaking."""
     said = blocks(row) if why else []
-    return f"{SYMBOLS[row['verdict']]} **{row['verdict']}**" + (": " + "; ".join(said) if said else "")
+    return f"{VERDICTS[row['verdict']]} **{row['verdict']}**" + (": " + "; ".join(said) if said else "")
 
 
 def rests_on(row: pd.Series) -> str:
@@ -160,7 +149,7 @@ def counts(table: pd.DataFrame) -> str:
     n = table["verdict"].value_counts()
 
     def said(verdict: str, words: str) -> str:
-        return f"{SYMBOLS[verdict]} {n.get(verdict, 0)} {words}"
+        return f"{VERDICTS[verdict]} {n.get(verdict, 0)} {words}"
 
     return (
         f"Of {len(table)} claims, on records of the claim's own kind (bert-base on a GPU or trn1) "

@@ -24,17 +24,18 @@ from helpers.study.frame import MIN_RUNS, profiled
 from helpers.study.notation import fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
-# a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
-VERDICTS = (
-    "holds",
-    "does not hold",
-    "consistent on proxy",
-    "contradicted on proxy",
-    "consistent with the model",
-    "contradicted by the model",
-    "inconclusive",
-    "not testable here",
-)
+# a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency.
+# Each with its symbol in the summary, so that a reader tells them apart at a glance (DejaVu Sans draws each)
+VERDICTS = {
+    "holds": "✔",
+    "does not hold": "✘",
+    "consistent on proxy": "☑",
+    "contradicted on proxy": "☒",
+    "consistent with the model": "≈",
+    "contradicted by the model": "≉",
+    "inconclusive": "?",
+    "not testable here": "·",
+}
 GRADES = {
     "proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
     "estimate": ("consistent with the model", "contradicted by the model"),
@@ -69,7 +70,7 @@ class Finding:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict {self.verdict!r}; expected one of {VERDICTS}")
+            raise ValueError(f"verdict {self.verdict!r}; expected one of {tuple(VERDICTS)}")
         if self.basis in GRADES and self.verdict in ("holds", "does not hold"):
             # the grade of the evidence, in the verdict itself: never a plain "holds" on a proxy or a model
             consistent, contradicted = GRADES[self.basis]
