@@ -85,15 +85,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     if rank and args.train.device in ("auto", "cuda") and torch.cuda.is_available():
         torch.cuda.set_device(rank.local_rank)  # before the device is named
     dev = device.resolve_device(args.train.device)
-    if args.train.step_mode == "cudagraphs" and dev.type != "cuda":
-        raise ConfigError(
-            f"step_mode='cudagraphs' needs CUDA; this run's device is {dev.type}: use step_mode='compile'"
-        )
-    if dev.type == "xla" and (args.train.data_on_device or args.train.step_mode != "eager"):
-        raise ConfigError(
-            "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
-            "and its loader copies in the background"
-        )
+    args.train.check_device(dev.type)  # device=auto: checked once it is known
     model_config = models.load_config(args.task.model_name)
     args.task.check_positions(model_config.max_position_embeddings)
     lora.check_model(lora.spec_of(args.task), model_config, args.task.model_name)  # before anything is built

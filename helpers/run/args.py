@@ -114,7 +114,7 @@ class TaskArgs:
         False,
         "dynamic padding only: batches of rows of similar length (transformers' LengthGroupedSampler), less padding",
     )
-    # issue 28: LoRA through peft (helpers/run/lora.py)
+    # LoRA through peft (helpers/run/lora.py)
     lora_r: NonNegativeInt = arg(0, "LoRA rank; 0: full fine-tuning")
     lora_alpha: PositiveInt = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
     lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input")
@@ -212,11 +212,20 @@ class TrainArgs:
     )
     device: Device = arg("auto", "auto: CUDA, else Neuron, else the CPU")
     num_devices: PositiveInt = arg(1, "> 1: data parallel, one torchrun rank per device")
-    # issue 29: more CPU ranks than cores only when asked, and the record says so
     allow_oversubscribe: bool = arg(
         False,
         "on a CPU, allow num_devices above the cores (ranks then share cores; the record is marked oversubscribed)",
     )
+
+    def check_device(self, device_type: str) -> None:
+        """Raise ConfigError when the step settings cannot run on `device_type` (cuda, cpu, xla; auto: any)."""
+        if self.step_mode == "cudagraphs" and device_type in ("cpu", "xla"):
+            raise ConfigError(f"step_mode='cudagraphs' needs CUDA, not device={device_type!r}: use step_mode='compile'")
+        if device_type == "xla" and (self.data_on_device or self.step_mode != "eager"):
+            raise ConfigError(
+                "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
+                "and its loader copies in the background"
+            )
 
 
 @pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
@@ -265,7 +274,6 @@ class MeasureArgs:
     )
     suite: Maybe[SafeName] = arg(None, "suite the run belongs to (set by the sweep; a file name, as run_name)")
     save_dir: Maybe[str] = arg(None, "save the fine-tuned model and tokenizer here", ("--output_dir",))
-    # issue 29: one run per name at a time
     replace_record: bool = arg(
         False,
         "run even though a finished record of this run_name exists on this device (a finished rerun "
@@ -388,13 +396,7 @@ class RunArgs:
                     f"above torch.compile's {RECOMPILE_LIMIT} (then it runs eager): give pad_to_multiple_of >= "
                     f"{math.ceil(self.task.max_length / RECOMPILE_LIMIT)}, or padding='static'"
                 )
-        if tr.step_mode == "cudagraphs" and tr.device in ("cpu", "xla"):
-            raise ConfigError(f"step_mode='cudagraphs' needs CUDA, not device={tr.device!r}: use step_mode='compile'")
-        if tr.device == "xla" and (tr.data_on_device or tr.step_mode != "eager"):
-            raise ConfigError(
-                "data_on_device and step_mode are for CUDA and the CPU: XLA compiles the step as a graph already "
-                "and its loader copies in the background"
-            )
+        tr.check_device(tr.device)
         num_cores = self.neuron.num_cores
         if num_cores not in (1, self.train.num_devices):
             raise ConfigError(

@@ -74,16 +74,21 @@ def system_versions(neuron_driver: Path = Path("/sys/module/neuron/version")) ->
 
 
 @functools.cache
-def cpu_flags() -> frozenset[str]:
-    """Return the CPU feature flags of this host (empty where /proc/cpuinfo is absent)."""
+def cpuinfo(field: str) -> str:
+    """Return the value of the first `field` line of /proc/cpuinfo ('' where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return frozenset()
+    return ""
+
+
+def cpu_flags() -> frozenset[str]:
+    """Return the CPU feature flags of this host (empty where /proc/cpuinfo is absent)."""
+    return frozenset(cpuinfo("flags").split())
 
 
 def cpu_capability() -> str:
@@ -101,14 +106,7 @@ def cpu_bf16_fast() -> bool:
 
 def cpu_name() -> str:
     """Return the CPU model string."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 @functools.cache

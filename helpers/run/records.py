@@ -26,12 +26,10 @@ import uuid
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from helpers.run import schema
 
-SCHEMA_VERSION = schema.SCHEMA_VERSION
-STATUSES = get_args(schema.Status)
 DONE = ("finished", "diverged", "oom")  # final: a resumed sweep does not run these again
 # what a record at a path is replaced by: only one of an outcome as final (a finished record only by a finished one)
 FINALITY = {"finished": 2, "diverged": 1, "oom": 1}

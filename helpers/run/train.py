@@ -301,9 +301,9 @@ def evaluate(
     """Return accuracy, macro-F1 and mean loss of `model` on `loader`; `reduce` sums tensors across ranks.
 
     Forward only, as `settings` say (inference.EvalSettings; None: in the training precision's autocast),
-    under inference mode (no_grad on XLA, as before: its evaluation graphs stay the ones compiled and counted
-    there). On XLA each batch is one graph (cut per batch) and a last partial batch is padded to
-    `rows_per_batch`, so evaluating any number of rows compiles the same few graphs.
+    under inference mode (no_grad on XLA: its evaluation graphs stay the ones compiled and counted there).
+    On XLA each batch is one graph (cut per batch) and a last partial batch is padded to `rows_per_batch`,
+    so evaluating any number of rows compiles the same few graphs.
     """
     with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
         with torch.no_grad() if dev.type == "xla" else torch.inference_mode():
@@ -322,8 +322,8 @@ def evaluate_batches(
     reduce=None,
     rows_per_batch: int | None = None,
 ) -> dict:
-    """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad, the
-    mode evaluation ran in before it was sorted and collated once, against evaluate's inference mode)."""
+    """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad against
+    evaluate's inference mode)."""
     xla = dev.type == "xla"
     model.eval()
     confusion = _zeros(dev, num_labels, num_labels, dtype=torch.long)

@@ -22,6 +22,7 @@ import pydantic
 from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job_cost import number
 from helpers.run import records
+from helpers.run.args import ADMITTED
 from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS
 from helpers.study.sweep.suites import expand, retarget
 
@@ -103,8 +104,6 @@ PARAMS = (
     "lora_r",
     "lora_targets",
 )
-TEXT_PARAMS = ("model_name", "padding", "preset", "precision", "model_type", "distribution_strategy", "lora_targets")
-FLAG_PARAMS = ("gradient_checkpointing", "group_by_length")
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
 
@@ -145,39 +144,8 @@ def variant_of(suite, run_name: str) -> str | None:
 
 def frame(found: list[dict]) -> pd.DataFrame:
     """Return one row per record with the named columns (the latest record per suite point and device)."""
-    if not found:  # the same columns as a frame of records, none of them filled
-        columns = [
-            "suite",
-            "run_name",
-            "variant",
-            "status",
-            "fixture",
-            "device_type",
-            "device",
-            "device_key",
-            "device.neuron",
-            "instance",
-            "threads",
-            "compute_dtype",
-            "optimizer",
-            "finished_at",
-            *PARAMS,
-            *METRICS,
-            *(f"share_{s}" for s in SHARES),
-            "util_pct",
-            "util_metric",
-            "util_like_study",
-            "near_majority",
-            "curve",
-            "energy_method",
-            "energy_window",
-            "source",
-            "peak_tflops",
-            "peak_source",
-            "peak_bw_gbps",
-            "mfu_pct",
-        ]
-        return pd.DataFrame(columns=list(dict.fromkeys(columns)))
+    if not found:  # the columns of a frame of records, none of them filled
+        return frame([{"run_name": ""}]).iloc[:0]
     raw = pd.json_normalize(found, sep=".")
     df = pd.DataFrame(index=raw.index)
     df["suite"] = raw.get("suite", pd.Series(None, index=raw.index)).fillna("adhoc")
@@ -260,13 +228,12 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates(["suite", "run_name", "device_key"], keep="last").drop(columns="_done")
 
 
-# the type a record must hold in each parameter a table groups by (a foreign record may hold anything)
+# the type a record must hold in each parameter a table groups by (text, a flag or a number, as the arguments
+# type it; a foreign record may hold anything)
 GROUPABLE = pydantic.create_model(
     "GroupableParams",
     __config__=pydantic.ConfigDict(strict=True, allow_inf_nan=False),
-    **{
-        name: ((str if name in TEXT_PARAMS else bool if name in FLAG_PARAMS else float) | None, None) for name in PARAMS
-    },
+    **{name: (next((t for t in (str, bool) if t in ADMITTED[name]), float) | None, None) for name in PARAMS},
 )
 
 

@@ -44,7 +44,6 @@ def test_forcing_bf16_where_slow_warns_but_runs():
 
 
 def test_capability_flags_read_from_cpuinfo(monkeypatch):
-    device.cpu_flags.cache_clear()
     monkeypatch.setattr(device, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
     assert device.cpu_bf16_fast() is False and "amx" not in device.cpu_capability()
     monkeypatch.setattr(device, "cpu_flags", lambda: frozenset({"avx2", "amx_bf16", "avx512_bf16"}))

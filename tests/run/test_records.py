@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.run import records
+from helpers.run import records, schema
 
 
 def _umask() -> int:
@@ -200,7 +200,7 @@ def test_a_written_record_says_its_schema_version_so_it_is_never_upgraded_again(
     )
     path = tmp_path / "ddp@cpu.json"
     records.write_record(path, rec)
-    assert json.loads(path.read_text())["schema_version"] == records.SCHEMA_VERSION
+    assert json.loads(path.read_text())["schema_version"] == schema.SCHEMA_VERSION
     assert records.read_record(path)["timing"]["window_samples_per_s"] == rates
 
 

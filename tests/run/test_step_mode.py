@@ -6,6 +6,7 @@ import torch
 from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
+from helpers import steps
 from helpers.measure.timing import StepTimer
 from helpers.run import args, models, tokens, train
 from helpers.run.device import resolve_device
@@ -104,6 +105,13 @@ def test_length_buckets_compile_one_graph_each():
 def test_step_settings_that_cannot_work_are_refused(values, message):
     with pytest.raises(args.ConfigError, match=message):
         args.build_args(values)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="device=auto resolves to CUDA here")
+def test_cuda_graphs_on_a_device_auto_resolved_to_the_cpu_are_refused_at_start():
+    """device=auto passes the arguments' check; the device it resolves to is checked when the run starts."""
+    with pytest.raises(args.ConfigError, match="needs CUDA, not device='cpu'"):
+        steps.start(args.build_args({"step_mode": "cudagraphs", "results_path": "/nonexistent/never-written"}))
 
 
 def test_step_settings_that_work_are_taken():

@@ -20,76 +20,35 @@ import pandas as pd
 
 from helpers.study.claims import lora, recipe, speedup, throughput, trn1
 from helpers.study.claims.quotes import short_says, study_says
-from helpers.study.claims.verdict import PROXY_RULE, prepare
+from helpers.study.claims.verdict import PROXY_RULE, VERDICTS, prepare
 from helpers.study.notation import short_device
 from helpers.study.published import PUBLISHED_DIR
 
 QUESTION = "What do the study's claims come to on the machines whose records are here?"
 
-CLAIMS = (
-    throughput.batch_scaling,
-    throughput.seq_len,
-    throughput.padding,
-    trn1.padding_77h,
-    trn1.optlevel,
-    recipe.stochastic_rounding,
-    recipe.lr_llrd,
-    throughput.small_batch_util,
-    trn1.dma_bound,
-    speedup.speedup,
-    speedup.cost_ranking,
-    trn1.allreduce,
-    trn1.gradient_checkpointing,
-    trn1.host_memory,
-    lora.lora_accuracy,
-    lora.lora_speed,
-)
-
-
-# claims about trn1's internals: they wait for a trn1 record and are never proxied; the others concern the
-# workload, where a proxy may speak, graded as a proxy
-TRN1_INTERNALS = (
-    "padding_77h",
-    "optlevel",
-    "small_batch_util",
-    "dma_bound",
-    "allreduce",
-    "gradient_checkpointing",
-    "host_memory",
-)
+# each claim, its name in the summary (a few words), and whether it concerns trn1's internals: those wait for a
+# trn1 record and are never proxied; the others concern the workload, where a proxy may speak, graded as a proxy
+CLAIMS = {
+    throughput.batch_scaling: ("Batch 8 → 64", False),
+    throughput.seq_len: ("L=32 vs L=128", False),
+    throughput.padding: ("Dynamic padding on XLA", False),
+    trn1.padding_77h: ("77 h of recompiles", True),
+    trn1.optlevel: ("--optlevel 1 vs 2, 3", True),
+    recipe.stochastic_rounding: ("Stochastic rounding", False),
+    recipe.lr_llrd: ("LR and LLRD tuning", False),
+    throughput.small_batch_util: ("Small-batch utilization", True),
+    trn1.dma_bound: ("DMA-bound at batch 8", True),
+    speedup.speedup: ("Optimized speedup", False),
+    speedup.cost_ranking: ("Cost per task", False),
+    trn1.allreduce: ("AllReduce bandwidth", True),
+    trn1.gradient_checkpointing: ("Gradient checkpointing", True),
+    trn1.host_memory: ("Host memory", True),
+    lora.lora_accuracy: ("LoRA accuracy", False),
+    lora.lora_speed: ("LoRA speed", False),
+}
 SCOPES = {
     True: "trn1 internals: waits for a trn1 record, never proxied",
     False: "workload: a proxy may speak, graded as a proxy",
-}
-# each claim's name in the summary, a few words
-NAMES = {
-    "batch_scaling": "Batch 8 → 64",
-    "seq_len": "L=32 vs L=128",
-    "padding": "Dynamic padding on XLA",
-    "padding_77h": "77 h of recompiles",
-    "optlevel": "--optlevel 1 vs 2, 3",
-    "stochastic_rounding": "Stochastic rounding",
-    "lr_llrd": "LR and LLRD tuning",
-    "small_batch_util": "Small-batch utilization",
-    "dma_bound": "DMA-bound at batch 8",
-    "speedup": "Optimized speedup",
-    "cost_ranking": "Cost per task",
-    "allreduce": "AllReduce bandwidth",
-    "gradient_checkpointing": "Gradient checkpointing",
-    "host_memory": "Host memory",
-    "lora_accuracy": "LoRA accuracy",
-    "lora_speed": "LoRA speed",
-}
-# a symbol per verdict, so that a reader tells them apart at a glance (DejaVu Sans draws each)
-SYMBOLS = {
-    "holds": "✔",
-    "does not hold": "✘",
-    "consistent on proxy": "☑",
-    "contradicted on proxy": "☒",
-    "consistent with the model": "≈",
-    "contradicted by the model": "≉",
-    "inconclusive": "?",
-    "not testable here": "·",
 }
 # why an inconclusive verdict could not speak (the reasons' openings), shown in the summary
 BLOCKS = ("an arm did not learn", "the arms use different optimizers")
@@ -105,10 +64,10 @@ def findings(df: pd.DataFrame, published_dir: str = PUBLISHED_DIR) -> pd.DataFra
                 "claim": (f := asdict(judge(df, published_dir)))["claim"],
                 "study": study_says(judge.__name__, published_dir),
                 "short": short_says(judge.__name__, published_dir),
-                "scope": SCOPES[judge.__name__ in TRN1_INTERNALS],
+                "scope": SCOPES[trn1_internal],
                 **f,
             }
-            for judge in CLAIMS
+            for judge, (_, trn1_internal) in CLAIMS.items()
         ]
     )
 
@@ -126,7 +85,7 @@ def blocks(row: pd.Series) -> list[str]:
 def verdict_cell(row: pd.Series, why: bool = True) -> str:
     """Return the verdict's symbol and word in bold, and (`why`) what kept an inconclusive one from speaking."""
     said = blocks(row) if why else []
-    return f"{SYMBOLS[row['verdict']]} **{row['verdict']}**" + (": " + "; ".join(said) if said else "")
+    return f"{VERDICTS[row['verdict']]} **{row['verdict']}**" + (": " + "; ".join(said) if said else "")
 
 
 def rests_on(row: pd.Series) -> str:
@@ -141,9 +100,10 @@ def summary(table: pd.DataFrame, page: str = "", quotes: bool = True) -> str:
     and the figure it rests on; without `quotes`, the narrow table the report's first screen holds."""
     # the narrow table keeps each name and verdict on one line (no-break spaces): the figures wrap instead
     keep = (lambda text: text) if quotes else (lambda text: text.replace(" ", "\u00a0"))
+    names = {judge.__name__: name for judge, (name, _) in CLAIMS.items()}
     shown = pd.DataFrame(
         {
-            "claim": [f"[{keep(NAMES[k])}]({page}#claim-{k})" for k in table["key"]],
+            "claim": [f"[{keep(names[k])}]({page}#claim-{k})" for k in table["key"]],
             **({"the study says": table["short"]} if quotes else {}),
             "verdict": [keep(verdict_cell(r, why=quotes)) for _, r in table.iterrows()],
             "rests on": [
@@ -160,7 +120,7 @@ def counts(table: pd.DataFrame) -> str:
     n = table["verdict"].value_counts()
 
     def said(verdict: str, words: str) -> str:
-        return f"{SYMBOLS[verdict]} {n.get(verdict, 0)} {words}"
+        return f"{VERDICTS[verdict]} {n.get(verdict, 0)} {words}"
 
     return (
         f"Of {len(table)} claims, on records of the claim's own kind (bert-base on a GPU or trn1) "

@@ -13,16 +13,13 @@ from helpers.study.claims.accuracy import mean_interval
 from helpers.study.claims.verdict import (
     PROXY,
     Finding,
+    Timed,
     band,
     cells,
     claim,
-    compare_timed,
     concluded,
     device,
-    drift,
-    interleaved,
     listing,
-    noise_note,
     ratio,
     who,
 )
@@ -163,7 +160,7 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
         "beyond the drift between suites: holds if every setting is faster beyond both "
         "spreads; does not hold if any is slower beyond them; inconclusive otherwise. " + PROXY
     )
-    signs, parts, groups, heads, together, drifts = [], [], [], [], [], []
+    signs, parts, groups, heads, timed = [], [], [], [], Timed(df)
     for g in cells(df, ("lora",), timed=True):
         full, lora = _settings(g)
         if full["samples_per_s"].notna().sum() == 0 or not lora:
@@ -173,9 +170,7 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
         shown = []
         for name, c in lora.items():
             mine = band(c, "samples_per_s")
-            together.append(interleaved(full, c))
-            drifts.append(drift(df, g))
-            signs.append(compare_timed(mine, base, together[-1], drifts[-1]))
+            signs.append(timed.compare(g, full, c, mine, base))
             shown.append(f"{name} {ratio(mine, base)}x")
             heads.append(f"{device(g)}: {name} {ratio(mine, base).mid:.2f}x full's samples/s")
         parts.append(
@@ -190,9 +185,7 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
         signs,
         groups,
         rule,
-        "; ".join(
-            ["the samples/s spreads overlap"] + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
-        ),
+        timed.unresolved("the samples/s spreads overlap"),
         "needs lora runs: full fine-tuning and at least one LoRA setting on one device",
         headline=heads,
     )

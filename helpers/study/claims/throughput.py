@@ -11,20 +11,16 @@ import pandas as pd
 from helpers.study.claims.verdict import (
     PROXY,
     Finding,
+    Timed,
     band,
     cells,
     claim,
     compare,
-    compare_timed,
     concluded,
     deciding,
     device,
-    drift,
-    interleaved,
     judged,
     listing,
-    noise_note,
-    resolvable_pct,
     who,
 )
 from helpers.study.notation import fmt
@@ -52,14 +48,11 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
         "construction) and decides nothing. " + PROXY
     )
     groups = [g for g in cells(df, ("batch_scaling",), timed=True) if g["batch"].nunique() >= 2]
-    signs, parts, res, together, drifts, heads = [], [], [], [], [], []
+    signs, parts, heads, timed = [], [], [], Timed(df)
     for g in groups:
         small, large = g[g["batch"] == g["batch"].min()], g[g["batch"] == g["batch"].max()]
         a, b = band(large, "samples_per_s"), band(small, "samples_per_s")
-        together.append(interleaved(small, large))
-        drifts.append(drift(df, g))
-        signs.append(compare_timed(a, b, together[-1], drifts[-1]))
-        res.append(resolvable_pct(a, b))
+        signs.append(timed.compare(g, small, large, a, b))
         heads.append(f"{device(g)}: {a.mid / b.mid:.2f}x the samples/s")
         parts.append(
             f"{who(g)}: samples/s {b} at batch {fmt(small['batch'].iloc[0])} → {a} at batch "
@@ -67,10 +60,7 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
             f"{fmt(small['ai'].median())} → "
             f"{fmt(large['ai'].median())} (model, decides nothing)"
         )
-    unresolved = "; ".join(
-        [f"differences under {fmt(max(res, default=0))}% are within the spread"]
-        + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
-    )
+    unresolved = timed.unresolved(f"differences under {fmt(max(timed.resolvable, default=0))}% are within the spread")
     return concluded(
         "A larger batch trains more samples per second",
         text,
@@ -117,24 +107,18 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
         "tested; the FLOP ratio (a model) is shown beside. " + PROXY
     )
     groups = [g for g in cells(df, ("seq_len", "profile_memory"), timed=True) if {32, 128} <= set(g["max_length"])]
-    signs, parts, res, together, drifts, heads = [], [], [], [], [], []
+    signs, parts, heads, timed = [], [], [], Timed(df)
     for g in groups:
         long, short = g[g["max_length"] == 128], g[g["max_length"] == 32]
         a, b = band(short, "samples_per_s"), band(long, "samples_per_s")
-        together.append(interleaved(short, long))
-        drifts.append(drift(df, g))
-        signs.append(compare_timed(a, b, together[-1], drifts[-1]))
-        res.append(resolvable_pct(a, b))
+        signs.append(timed.compare(g, short, long, a, b))
         flops = flop_ratio(str(g["model_name"].iloc[0]), float(short["batch"].median()))
         heads.append(f"{device(g)}, {g['suite'].iloc[0]}: {a.mid / b.mid:.2f}x the samples/s")
         parts.append(
             f"{who(g)}: samples/s {a} at L=32 vs {b} at L=128 ({a.mid / b.mid:.2f}x); "
             f"{flops:.2f}x the FLOPs at L=128 (model)"
         )
-    unresolved = "; ".join(
-        [f"differences under {fmt(max(res, default=0))}% are within the spread"]
-        + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
-    )
+    unresolved = timed.unresolved(f"differences under {fmt(max(timed.resolvable, default=0))}% are within the spread")
     return concluded(
         "L=32 maximizes end-to-end throughput (against L=128)",
         text,
@@ -164,7 +148,7 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
         for g in cells(df, ("padding",), ("trn1", "xla-cpu"), timed=True)
         if (g["padding"] == "static").any() and (g["padding"] == "dynamic").any()
     ]
-    signs, parts, res, together, drifts, heads = [], [], [], [], [], []
+    signs, parts, heads, timed = [], [], [], Timed(df)
     for g in groups:
         static = g[g["padding"] == "static"]
         a = band(static, "train_s")
@@ -172,21 +156,15 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
         for multiple, dyn in dynamic.groupby(dynamic["pad_to_multiple_of"].fillna(0)):
             b = band(dyn, "train_s")
             more = dyn["compilations"].min() > static["compilations"].max()
-            together.append(interleaved(static, dyn))
-            drifts.append(drift(df, g))
-            slower = compare_timed(b, a, together[-1], drifts[-1])
+            slower = timed.compare(g, static, dyn, b, a)
             signs.append(-1 if not more or slower < 0 else slower)
-            res.append(resolvable_pct(a, b))
             heads.append(f"{device(g)}: {b.mid / a.mid:.2f}x static's train time")
             parts.append(
                 f"{who(g)}: static {fmt(static['compilations'].max())} compilation(s), train {a} s; "
                 f"dynamic{f' (pad to {int(multiple)})' if multiple else ''} "
                 f"{fmt(dyn['compilations'].min())} compilation(s), train {b} s"
             )
-    unresolved = "; ".join(
-        [f"train times within {fmt(max(res, default=0))}% are not resolved"]
-        + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
-    )
+    unresolved = timed.unresolved(f"train times within {fmt(max(timed.resolvable, default=0))}% are not resolved")
     return concluded(
         "Dynamic padding recompiles and static padding wins on XLA",
         "the study gives no figure beside the 77+ hours (§3.1)",

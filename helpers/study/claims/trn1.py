@@ -9,19 +9,15 @@ import pandas as pd
 
 from helpers.study.claims.verdict import (
     Finding,
+    Timed,
     band,
     cells,
     claim,
-    compare_timed,
     concluded,
     device,
-    drift,
-    interleaved,
     judged,
     listing,
-    noise_note,
     ratio,
-    resolvable_pct,
     who,
 )
 from helpers.study.frame import profiled
@@ -96,8 +92,8 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
         "beyond it; inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no "
         "proxy)."
     )
-    signs, parts, res, groups = [], [], [], cells(df, ("compiler_flags",), ("trn1",), prefer_real=False, timed=True)
-    together, drifts, heads = [], [], []
+    signs, parts, heads, timed = [], [], [], Timed(df)
+    groups = cells(df, ("compiler_flags",), ("trn1",), prefer_real=False, timed=True)
     for g in groups:
         for (model_type, strategy), combo in g.groupby(["model_type", "distribution_strategy"]):
             if not (combo["optlevel"] == 1).any():
@@ -107,10 +103,7 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
                 other = combo[combo["optlevel"] == level]
                 if len(other):
                     b = band(other, "train_s")
-                    together.append(interleaved(combo[combo["optlevel"] == 1], other))
-                    drifts.append(drift(df, g))
-                    signs.append(compare_timed(one, b, together[-1], drifts[-1]))
-                    res.append(resolvable_pct(one, b))
+                    signs.append(timed.compare(g, combo[combo["optlevel"] == 1], other, one, b))
                     shown.append(f"{level} {b} s")
                     heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs {level} {b.mid:.0f} s")
             parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
@@ -122,10 +115,7 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
         signs,
         groups,
         rule,
-        "; ".join(
-            [f"train times within {fmt(max(res, default=0))}% are not resolved"]
-            + [noise_note(together, drifts)] * bool(noise_note(together, drifts))
-        ),
+        timed.unresolved(f"train times within {fmt(max(timed.resolvable, default=0))}% are not resolved"),
         f"{NEEDS}: compiler_flags runs on a NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3",
         headline=heads,
         tested=bool(signs),

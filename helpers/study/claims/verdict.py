@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -24,17 +24,18 @@ from helpers.study.frame import MIN_RUNS, profiled
 from helpers.study.notation import fmt, short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
-# a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency
-VERDICTS = (
-    "holds",
-    "does not hold",
-    "consistent on proxy",
-    "contradicted on proxy",
-    "consistent with the model",
-    "contradicted by the model",
-    "inconclusive",
-    "not testable here",
-)
+# a proxy shows a direction and a model (an estimate from shapes, prices, memory arithmetic) a consistency.
+# Each with its symbol in the summary, so that a reader tells them apart at a glance (DejaVu Sans draws each)
+VERDICTS = {
+    "holds": "✔",
+    "does not hold": "✘",
+    "consistent on proxy": "☑",
+    "contradicted on proxy": "☒",
+    "consistent with the model": "≈",
+    "contradicted by the model": "≉",
+    "inconclusive": "?",
+    "not testable here": "·",
+}
 GRADES = {
     "proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
     "estimate": ("consistent with the model", "contradicted by the model"),
@@ -52,58 +53,6 @@ PROXY_RULE = (
 )
 # None -> NaN
 NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")
-# columns a claim may read; an empty frame lacks most of them
-COLUMNS = (
-    "suite",
-    "variant",
-    "status",
-    "device",
-    "device_key",
-    "device_type",
-    "device.neuron",
-    "instance",
-    "model_name",
-    "batch",
-    "max_length",
-    "lr",
-    "llrd_decay",
-    "seed",
-    "padding",
-    "pad_to_multiple_of",
-    "preset",
-    "num_devices",
-    "precision",
-    "optlevel",
-    "model_type",
-    "distribution_strategy",
-    "gradient_checkpointing",
-    "step_ms",
-    "step_ms_p10",
-    "step_ms_p90",
-    "samples_per_s",
-    "window_min",
-    "window_max",
-    "train_s",
-    "ai",
-    "mfu_pct",
-    "mem_gib",
-    "compilations",
-    "test_acc",
-    "test_rows",
-    "near_majority",
-    "util_pct",
-    "util_metric",
-    "util_like_study",
-    "share_matmul",
-    "share_copy_data_movement",
-    "lora_r",
-    "lora_targets",
-    "train_subset",
-    "epochs",
-    "optimizer",
-    "val_acc",
-    "run_name",
-)
 
 
 @dataclass(frozen=True)
@@ -121,7 +70,7 @@ class Finding:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict {self.verdict!r}; expected one of {VERDICTS}")
+            raise ValueError(f"verdict {self.verdict!r}; expected one of {tuple(VERDICTS)}")
         if self.basis in GRADES and self.verdict in ("holds", "does not hold"):
             # the grade of the evidence, in the verdict itself: never a plain "holds" on a proxy or a model
             consistent, contradicted = GRADES[self.basis]
@@ -142,10 +91,9 @@ class Band(NamedTuple):
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
-    """Return the frame with every column a claim reads, plus `cls` (device class) and `proxy`."""
+    """Return frame.frame()'s rows with numeric parameters, plus `cls` (device class) and `proxy`."""
     if "cls" in df:
         return df
-    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *COLUMNS])))
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
     neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
     cls = np.where(
@@ -161,17 +109,14 @@ def cells(
     df: pd.DataFrame,
     suites: tuple[str, ...],
     classes: tuple[str, ...] = tuple(CLASSES),
-    status: str | None = "finished",
     prefer_real: bool = True,
     timed: bool = False,
 ) -> list[pd.DataFrame]:
-    """Return the rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is;
-    `timed`: without the profiled runs (the profiler slows the steps it watches)."""
-    rows = df[df["suite"].isin(suites) & df["cls"].isin(classes)]
+    """Return the finished rows of `suites` on `classes` per (device, variant, suite); only the real ones if any
+    is; `timed`: without the profiled runs (the profiler slows the steps it watches)."""
+    rows = df[df["suite"].isin(suites) & df["cls"].isin(classes) & (df["status"] == "finished")]
     if timed:
         rows = rows[~profiled(rows)]
-    if status:
-        rows = rows[rows["status"] == status]
     if prefer_real and (~rows["proxy"]).any():
         rows = rows[~rows["proxy"]]
     return [g for _, g in rows.groupby(["device_key", "variant", "suite"], sort=True)]
@@ -250,22 +195,39 @@ def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> 
     return sign
 
 
-def noise_note(together: list[bool], drifts: list[float | None]) -> str:
-    """Return what bounded the timing comparisons: the range between interleaved runs, or the drift too."""
-    known = [d for d, t in zip(drifts, together) if not t and d is not None]
-    unknown = sum(1 for d, t in zip(drifts, together) if not t and d is None)
-    parts = []
-    if known:
-        parts.append(
-            f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%; a device "
-            "that timed no configuration in two suites takes the largest another device here shows)"
-        )
-    if unknown:
-        parts.append(
-            "arms not interleaved and no device here measured the drift between suites: not resolved "
-            "(interleaved repeats, or one configuration timed by two suites, would resolve them)"
-        )
-    return "; ".join(parts)
+@dataclass
+class Timed:
+    """A claim's timing comparisons: whether each one's arms ran interleaved, the drift it was judged
+    beyond, and the smallest difference (%) its spreads resolve."""
+
+    df: pd.DataFrame
+    together: list[bool] = field(default_factory=list)
+    drifts: list[float | None] = field(default_factory=list)
+    resolvable: list[float] = field(default_factory=list)
+
+    def compare(self, group: pd.DataFrame, arm_a: pd.DataFrame, arm_b: pd.DataFrame, a: Band, b: Band) -> int:
+        """Return compare_timed(a, b) of two arms of `group`, noting how they ran."""
+        self.together.append(interleaved(arm_a, arm_b))
+        self.drifts.append(drift(self.df, group))
+        self.resolvable.append(resolvable_pct(a, b))
+        return compare_timed(a, b, self.together[-1], self.drifts[-1])
+
+    def unresolved(self, spread: str) -> str:
+        """Return `spread` and what bounded the comparisons: the range between interleaved runs, or the drift too."""
+        known = [d for d, t in zip(self.drifts, self.together) if not t and d is not None]
+        unknown = sum(1 for d, t in zip(self.drifts, self.together) if not t and d is None)
+        parts = [spread]
+        if known:
+            parts.append(
+                f"arms not interleaved: resolved only beyond the drift between suites ({max(known):.1f}%; a device "
+                "that timed no configuration in two suites takes the largest another device here shows)"
+            )
+        if unknown:
+            parts.append(
+                "arms not interleaved and no device here measured the drift between suites: not resolved "
+                "(interleaved repeats, or one configuration timed by two suites, would resolve them)"
+            )
+        return "; ".join(parts)
 
 
 def resolvable_pct(a: Band, b: Band) -> float:

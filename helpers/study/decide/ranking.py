@@ -160,23 +160,17 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
     instance, usd_share, note, usd_whole = measured_price(row)
     energy = _energy(row, job)
-    config = (
-        f"{row.get('model_name')}, b{row.get('batch')}, L{row.get('max_length')}, "
-        f"{row.get('precision')}, "
-        f"{run_rows:,} rows; {row['rule']}"
-    )
     random_weights = str(row.get("model_name")).endswith("-random")
     weights = " (random weights: speed, never accuracy)" if random_weights else ""
     lora = f", LoRA r={int(row['lora_r'])}" if not _missing(row.get("lora_r")) and row.get("lora_r") else ""
-    setup = setup_key(
-        f"{row.get('model_name')}{lora}", row.get("batch"), row.get("max_length"), row.get("precision"), run_rows
-    )
+    model = f"{row.get('model_name')}{lora}"
+    shape = (row.get("batch"), row.get("max_length"), row.get("precision"), run_rows)
     return {
         "device": short_device(row["device"]),
         "source": "proxy" if is_proxy(row) else "measured",
         "family": _family(row),
-        "configuration": config.replace(", ", f"{lora}{weights}, ", 1),
-        "setup": setup,
+        "configuration": f"{setup_key(model + weights, *shape)}; {row['rule']}",
+        "setup": setup_key(model, *shape),
         "instance": instance,
         "usd_share_h": usd_share,
         "usd_whole_h": usd_whole,

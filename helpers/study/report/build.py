@@ -35,7 +35,6 @@ from helpers.study.sweep.suites import SUITES_DIR, find_suites, suites_folder
 OUT_DIR = "Experiment"
 PICTURES_DIR = "Pictures"
 RESULTS = "Experiment/results"
-LIBRARIES = ("libraries.torch", "libraries.transformers", "libraries.torch-xla", "libraries.torch-neuronx")
 
 
 def machines(df: pd.DataFrame) -> str:

@@ -3,7 +3,7 @@ asked, reads the suites' current points, names records it cannot read and refuse
 
 import pytest
 
-from helpers.run import records
+from helpers.run import records, schema
 from helpers.study import frame
 from helpers.study.decide import command
 from tests.record_fixtures import record, write
@@ -48,9 +48,9 @@ def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, ca
     import json
 
     (results / "speedup" / "bad@cpu-x.json").write_text(
-        json.dumps({"schema_version": records.SCHEMA_VERSION, "run_id": "b", "run_name": "bad", "status": "exploded"})
+        json.dumps({"schema_version": schema.SCHEMA_VERSION, "run_id": "b", "run_name": "bad", "status": "exploded"})
     )
-    newer = {"schema_version": records.SCHEMA_VERSION + 1, "run_name": "later", "status": "finished"}
+    newer = {"schema_version": schema.SCHEMA_VERSION + 1, "run_name": "later", "status": "finished"}
     (results / "speedup" / "later@cpu-x.json").write_text(json.dumps(newer))
     (results / "speedup" / "cut@cpu-x.json").write_text('{"run_name": "cut", "sta')
     command.main(["--epochs", "3", "--rows", "16000", "--results", str(results)])
@@ -58,7 +58,7 @@ def test_cli_names_records_it_cannot_read_and_still_prints_the_table(results, ca
     assert "A100" in out and "bad" not in out  # the table of the valid records
     lines = err.splitlines()
     assert any(line.startswith("skipped record speedup/bad@cpu-x.json: status: ") for line in lines), err
-    assert f"skipped record speedup/later@cpu-x.json: schema_version {records.SCHEMA_VERSION + 1} is newer" in err
+    assert f"skipped record speedup/later@cpu-x.json: schema_version {schema.SCHEMA_VERSION + 1} is newer" in err
     assert "skipped record speedup/cut@cpu-x.json: cut short or not JSON" in err
 
 

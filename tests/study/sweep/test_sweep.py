@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.run import records
+from helpers.run import records, schema
 from helpers.run.args import ConfigError
 from helpers.run.paths import REPO_ROOT
 from helpers.study import frame
@@ -678,8 +678,8 @@ def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
 @pytest.mark.parametrize(
     "version, why",
     [
-        (records.SCHEMA_VERSION + 1, f"schema_version {records.SCHEMA_VERSION + 1} is newer"),
-        (records.SCHEMA_VERSION, "new_section: Extra inputs are not permitted"),  # a newer commit, same schema
+        (schema.SCHEMA_VERSION + 1, f"schema_version {schema.SCHEMA_VERSION + 1} is newer"),
+        (schema.SCHEMA_VERSION, "new_section: Extra inputs are not permitted"),  # a newer commit, same schema
     ],
 )
 def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(
@@ -710,7 +710,7 @@ def test_the_sweep_names_records_it_cannot_read_keeps_a_newer_one_and_finishes(
     newer_text = json.dumps({**finished, "schema_version": version, "new_section": {"x": 1}})
     newer.write_text(newer_text)
     (results_path / "tok" / "junk@cpu-x.json").write_text(
-        json.dumps({"schema_version": records.SCHEMA_VERSION, "run_id": "j", "run_name": "junk", "status": "exploded"})
+        json.dumps({"schema_version": schema.SCHEMA_VERSION, "run_id": "j", "run_name": "junk", "status": "exploded"})
     )
     out = io.StringIO()
     summary = runner.sweep([suite], "quick", results_path, out=out)
