@@ -27,6 +27,7 @@ from bench.harness import (
     trainer_window,
 )
 from helpers import steps
+from helpers.measured_training import EVAL_TOKENS, EVAL_TOKENS_ELSEWHERE, EvalBatches, by_length
 from helpers.run import inference, record_destination, tokens
 from helpers.run.args import PRESETS, build_args
 from helpers.run.precision import autocast
@@ -296,8 +297,9 @@ def eval_section(args, sync) -> dict:
     """Return the rows/s of evaluating the whole validation split with the loader evaluation used before
     the sorted one (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
     length-sorted batches collated once (training.eval_loader, under inference mode), alternated in one
-    process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; and
-    both sides' figures and per-row predictions."""
+    process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; each
+    lever of eval_levers and the other device type's batch rows against the after side; and every side's figures
+    and per-row predictions."""
     with tempfile.TemporaryDirectory() as tmp:
         train_steps = max(1, args.eval_train_steps)
         run = steps.start(
@@ -327,6 +329,12 @@ def eval_section(args, sync) -> dict:
     t0 = time.perf_counter()
     new = steps.eval_loader(run, split)
     build_s = time.perf_counter() - t0
+    # the batch the device type does not take: a CPU's against CUDA's rows, or the reverse
+    other_rows = (
+        EVAL_TOKENS_ELSEWHERE // task.max_length if run.dev.type == "cpu" else EVAL_TOKENS["cpu"] // task.max_length
+    )
+    cut = by_length([len(ids) for ids in split["input_ids"]], list(range(len(split))), max(t.batch, other_rows))
+    other = EvalBatches([collate(split.__getitems__(rows)) for rows in cut], max(t.batch, other_rows), cut)
     figures = {}
 
     def old_window() -> dict:
@@ -338,21 +346,25 @@ def eval_section(args, sync) -> dict:
         figures["after"] = evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
         return {"samples": figures["after"]["rows"]}
 
-    def lever_window(name: str, settings: inference.EvalSettings):
+    def lever_window(name: str, settings: inference.EvalSettings, lever_batches: EvalBatches):
         def window() -> dict:
             figures[name] = evaluate(
-                model, new, run.dev, run.precision, rows_per_batch=new.batch_size, settings=settings
+                model, lever_batches, run.dev, run.precision, rows_per_batch=lever_batches.batch_size, settings=settings
             )
             return {"samples": figures[name]["rows"]}
 
         return window
 
     levers = eval_levers(run.precision, torch.get_num_threads())
+    batches = {name: new for name in levers}
+    if other.batch_size != new.batch_size:
+        levers[f"{other.batch_size} rows a batch"] = inference.EvalSettings()
+        batches[f"{other.batch_size} rows a batch"] = other
     rates = alternate(
         {
             "before: loader, no_grad": old_window,
             AFTER: new_window,
-            **{name: lever_window(name, settings) for name, settings in levers.items()},
+            **{name: lever_window(name, settings, batches[name]) for name, settings in levers.items()},
         },
         args.windows,
         args.warmup,
@@ -363,7 +375,12 @@ def eval_section(args, sync) -> dict:
     before = predictions(model, old, in_order, len(split), run.dev, run.precision)
     after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
     apart = {
-        name: int((predictions(model, new, new.rows, len(split), run.dev, run.precision, settings) != after).sum())
+        name: int(
+            (
+                predictions(model, batches[name], batches[name].rows, len(split), run.dev, run.precision, settings)
+                != after
+            ).sum()
+        )
         for name, settings in levers.items()
     }
     return {
@@ -388,7 +405,8 @@ AFTER = "after: sorted, built once, inference mode"
 
 def eval_levers(precision: str, threads: int) -> dict[str, inference.EvalSettings]:
     """Return the evaluation levers timed against `AFTER` (the training weights in the training precision):
-    bf16 weights (a run under bf16 autocast), eager attention, and half the torch threads (more than one)."""
+    bf16 weights (a run under bf16 autocast), eager attention, and half the torch threads (more than one);
+    eval_section adds the other device type's batch rows."""
     levers = {"eager attention": inference.EvalSettings(attention="eager")}
     if precision == "bf16":
         levers["bf16 weights (a copy)"] = inference.EvalSettings(weights="bf16")

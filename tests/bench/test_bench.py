@@ -429,7 +429,8 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
         eval_train_steps=4,
     )
     out = cases.eval_section(args, sync=lambda: None)
-    assert [len(w) for w in out["rates"].values()] == [2, 2, 2]  # before, after, eager attention (one thread)
+    # before, after, eager attention (one thread), CUDA's 256 rows a batch against a CPU's 64
+    assert [len(w) for w in out["rates"].values()] == [2, 2, 2, 2] and out["batch_rows"]["after"] == 64
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
     assert out["figures"]["before"]["rows"] == out["figures"]["after"]["rows"] == out["rows"] == 64
     assert out["same_predictions"]
@@ -439,8 +440,9 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
 
 
 def test_eval_section_times_each_inference_lever_against_the_current_evaluation(tiny_model_dir, tiny_data_dir):
-    """Under bf16 autocast the levers are bf16 weights and eager attention (one thread: no half of them), each
-    alternated with the rest, with the rows its predictions differ on; the block gives each one's ratio."""
+    """Under bf16 autocast the levers are bf16 weights, eager attention (one thread: no half of them) and the
+    other device type's batch, each alternated with the rest, with the rows its predictions differ on; the block
+    gives each one's ratio."""
     args = argparse.Namespace(
         data_dir=str(tiny_data_dir),
         device="cpu",
@@ -452,12 +454,13 @@ def test_eval_section_times_each_inference_lever_against_the_current_evaluation(
         eval_precision="bf16",
     )
     out = cases.eval_section(args, sync=lambda: None)
-    assert out["precision"] == "bf16" and set(out["levers"]) == {"bf16 weights (a copy)", "eager attention"}
+    levers = {"bf16 weights (a copy)", "eager attention", "256 rows a batch"}
+    assert out["precision"] == "bf16" and set(out["levers"]) == levers
     assert all(len(out["rates"][name]) == 2 for name in out["levers"])
     assert all(0 <= lever["rows_predicted_apart"] <= 64 for lever in out["levers"].values())
-    assert out["figures"]["bf16 weights (a copy)"]["rows"] == 64
+    assert out["figures"]["bf16 weights (a copy)"]["rows"] == out["figures"]["256 rows a batch"]["rows"] == 64
     text = render.render({"eval": out}, META)["eval"]
-    assert "- **bf16 weights (a copy) / after rows/s = " in text and "- **eager attention / after rows/s = " in text
+    assert all(f"- **{name} / after rows/s = " in text for name in levers)
 
 
 def test_the_eval_levers_follow_the_precision_and_the_threads():
