@@ -50,7 +50,8 @@ def _rate_table(rates: dict[str, list[dict]], key: str = "samples", unit: str = 
 def _windows(results: dict):
     """Yield every timed window of every section."""
     for sec in results.values():
-        for rates in [sec.get("rates")] + [x.get("rates") for x in sec.get("levers", [])]:
+        levers = sec.get("levers")  # the levers section's: a list of sections; the eval section's: a dict of figures
+        for rates in [sec.get("rates")] + [x.get("rates") for x in (levers if isinstance(levers, list) else [])]:
             for windows in (rates or {}).values():
                 yield from windows
 

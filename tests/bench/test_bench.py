@@ -463,6 +463,17 @@ def test_eval_section_times_each_inference_lever_against_the_current_evaluation(
     assert all(f"- **{name} / after rows/s = " in text for name in levers)
 
 
+def test_a_live_run_counts_the_windows_of_every_section_its_levers_included():
+    # the levers section's levers are sections with windows; the eval section's a dict of figures, no windows
+    window = {"samples": 10.0, "seconds": 1.0, "other_cores": 0.9}
+    results = {
+        "levers": {"levers": [{"rates": {"control": [window], "variant": [window]}}]},
+        "eval": {"rates": {"after": [window]}, "levers": {"eager attention": {"rows_predicted_apart": 0}}},
+    }
+    head = render._head(results, META | {"max_other_cores": 0.5})
+    assert "3 of 3 windows started without that" in head
+
+
 def test_the_eval_levers_follow_the_precision_and_the_threads():
     assert set(cases.eval_levers("fp32", 1)) == {"eager attention"}
     assert set(cases.eval_levers("bf16", 4)) == {"eager attention", "bf16 weights (a copy)", "half the threads"}
