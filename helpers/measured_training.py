@@ -149,9 +149,9 @@ def eval_loader(run: Run, split, sampler=None) -> EvalBatches:
 
 
 def eval_settings(run: Run, model: torch.nn.Module) -> inference.EvalSettings:
-    """Return how the run evaluates (inference.choose: bf16 weights where it trains under bf16 autocast on a
-    CPU) and set the record's `evaluation` section to it."""
-    settings = inference.choose(run.precision, run.dev.type)
+    """Return how the run evaluates (inference.choose: eager attention on a CPU kind where it was measured to
+    pay, else as trained) and set the record's `evaluation` section to it."""
+    settings = inference.choose(run.precision, run.dev.type, run.dev.cpu_capability)
     section = inference.describe(model, settings, run.precision, run.dev.type, eval_rows_per_batch(run))
     run.record.evaluation = schema.Evaluation(**section)
     return settings

@@ -1,14 +1,14 @@
 """How evaluation runs its forward passes: the weights' precision, the attention implementation and the torch
 threads, set around one evaluation and put back after it.
 
-    settings = inference.choose(precision, dev.type)              # as trained until a lever is measured to pay
+    settings = inference.choose(precision, dev.type, dev.cpu_capability)  # a lever where measured to pay
     with inference.applied(model, settings, precision) as (eval_model, eval_precision):
-        ...                                                       # forward passes only
+        ...  # forward passes only
 
 Evaluation updates no weight, so it needs no fp32 master copy: under bf16 autocast it could run a bf16 copy of
 the weights instead, without autocast's casts of every weight and activation in each forward (EvalSettings
-weights='bf16'; the copy is made at each evaluation). choose() keeps evaluation as trained until such a lever is
-measured to pay on a CPU kind.
+weights='bf16'; the copy is made at each evaluation). choose() takes a lever only on a CPU kind where the bench
+measured it to pay; elsewhere evaluation runs as trained.
 """
 
 from __future__ import annotations
@@ -38,11 +38,19 @@ class EvalSettings:
     reason: str = "as trained: the training weights, precision, attention and threads"
 
 
-def choose(precision: str, device_type: str) -> EvalSettings:
-    """Return how a run evaluates: as it trains, on every device for now. A bf16 copy of the weights where a CPU
-    trains under bf16 autocast is a bench lever (`python -m bench --sections eval`), not a default: timed paired
-    in one process on an AMD EPYC with avx512_bf16 (1,024 validation rows, MiniLM, 5 rounds), it was 0.996x the
-    autocast evaluation's speed (0.49 .. 1.12, a loaded machine), so it is not measured to pay."""
+# CPU kinds (DeviceInfo.cpu_capability) where eager attention evaluates faster than SDPA, timed paired by
+# `python -m bench --sections eval` (BENCHMARKS.md, bench:eval): what it measured there
+EAGER_ATTENTION_CPUS = {
+    "AVX512+avx512_bf16": "1.125x SDPA's rows/s (5 rounds, 1.05 .. 1.15) on a quiet Zen 5 EPYC, no prediction changed",
+}
+
+
+def choose(precision: str, device_type: str, cpu_capability: str = "") -> EvalSettings:
+    """Return how a run evaluates: eager attention on a CPU kind where it was measured to pay (EAGER_ATTENTION_CPUS),
+    else as it trains. A bf16 copy of the weights stays a bench lever: 1.03x (1.01 .. 1.09) on the same Zen 5, one
+    row of 2,000 predicted otherwise, and 0.996x on a loaded EPYC before: not worth the copy."""
+    if device_type == "cpu" and cpu_capability in EAGER_ATTENTION_CPUS:
+        return EvalSettings(attention="eager", reason=f"eager attention: {EAGER_ATTENTION_CPUS[cpu_capability]}")
     return EvalSettings()
 
 

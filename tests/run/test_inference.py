@@ -85,16 +85,21 @@ def test_attention_and_threads_hold_for_the_evaluation_and_are_put_back(trained)
 
 
 @pytest.mark.parametrize(
-    "precision, device_type, weights",
+    "precision, device_type, capability, attention",
     [
-        ("bf16", "cpu", "as trained"),  # bf16 weights: 0.996x on the EPYC, not measured to pay
-        ("fp32", "cpu", "as trained"),
-        ("bf16", "cuda", "as trained"),
-        ("bf16-pure", "cpu", "as trained"),
+        ("bf16", "cpu", "AVX512+avx512_bf16", "eager"),  # 1.125x SDPA on a Zen 5 EPYC
+        ("fp32", "cpu", "AVX512+avx512_bf16", "eager"),
+        ("bf16", "cpu", "AVX512+amx_bf16+avx512_bf16", None),  # not measured on the Xeon: as trained
+        ("fp32", "cpu", "AVX2", None),
+        ("bf16", "cuda", "AVX512+avx512_bf16", None),  # a GPU's host CPU does not run its evaluation
     ],
 )
-def test_evaluation_runs_as_trained_until_a_lever_is_measured_to_pay(precision, device_type, weights):
-    assert inference.choose(precision, device_type).weights == weights
+def test_evaluation_takes_a_lever_only_on_a_cpu_kind_where_it_was_measured_to_pay(
+    precision, device_type, capability, attention
+):
+    settings = inference.choose(precision, device_type, capability)
+    assert settings.attention == attention and settings.weights == "as trained"  # bf16 weights: 1.03x, no default
+    assert settings.reason.startswith("eager attention: 1.125x" if attention else "as trained")
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
@@ -104,7 +109,9 @@ def test_the_record_says_how_the_run_evaluated(tiny_model_dir, tiny_data_dir, tm
     rec = steps.run_all(build_args(args))
     assert rec["status"] == "finished" and rec["metrics"]["test_accuracy"] is not None
     section = rec["evaluation"]
-    assert section["precision"] == mechanism(precision, "cpu") and section["attention"] == "sdpa"
+    eager = resolve_device("cpu").cpu_capability in inference.EAGER_ATTENTION_CPUS  # this CPU's kind
+    assert section["precision"] == mechanism(precision, "cpu")
+    assert section["attention"] == ("eager" if eager else "sdpa")
     assert section["threads"] == torch.get_num_threads()
     assert section["rows_per_batch"] == 4_096 // 16  # a CPU's evaluation batch: 64 rows at L=64
-    assert section["reason"].startswith("as trained")
+    assert section["reason"].startswith("eager attention" if eager else "as trained")
