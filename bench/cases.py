@@ -27,7 +27,7 @@ from bench.harness import (
     trainer_window,
 )
 from helpers import steps
-from helpers.measured_training import EVAL_TOKENS, EVAL_TOKENS_ELSEWHERE, EvalBatches, by_length
+from helpers.measured_training import EVAL_TOKENS, EVAL_TOKENS_ELSEWHERE, EvalBatches
 from helpers.run import inference, record_destination, tokens
 from helpers.run.args import PRESETS, build_args
 from helpers.run.precision import autocast
@@ -330,11 +330,8 @@ def eval_section(args, sync) -> dict:
     new = steps.eval_loader(run, split)
     build_s = time.perf_counter() - t0
     # the batch the device type does not take: a CPU's against CUDA's rows, or the reverse
-    other_rows = (
-        EVAL_TOKENS_ELSEWHERE // task.max_length if run.dev.type == "cpu" else EVAL_TOKENS["cpu"] // task.max_length
-    )
-    cut = by_length([len(ids) for ids in split["input_ids"]], list(range(len(split))), max(t.batch, other_rows))
-    other = EvalBatches([collate(split.__getitems__(rows)) for rows in cut], max(t.batch, other_rows), cut)
+    other_tokens = EVAL_TOKENS_ELSEWHERE if run.dev.type == "cpu" else EVAL_TOKENS["cpu"]
+    other = steps.eval_loader(run, split, rows=max(t.batch, other_tokens // task.max_length))
     figures = {}
 
     def old_window() -> dict:

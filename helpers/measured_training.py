@@ -137,13 +137,13 @@ def by_length(lengths: list[int], indices: list[int], rows: int) -> list[list[in
     return [ordered[k : k + rows] for k in range(0, len(ordered), rows)]
 
 
-def eval_loader(run: Run, split, sampler=None) -> EvalBatches:
+def eval_loader(run: Run, split, sampler=None, rows: int | None = None) -> EvalBatches:
     """Return the split's evaluation batches (`sampler`'s rows, else all), sorted by length and collated once
-    with the training padding, to be reused by every evaluation of the run."""
+    with the training padding, to be reused by every evaluation of the run; `rows` a batch (None: the run's)."""
     t = run.args.task
     collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
     lengths = [len(ids) for ids in split["input_ids"]]
-    rows = eval_rows_per_batch(run)
+    rows = rows or eval_rows_per_batch(run)
     cut = by_length(lengths, list(sampler) if sampler is not None else list(range(len(split))), rows)
     return EvalBatches([collate(split.__getitems__(chunk)) for chunk in cut], rows, cut)
 

@@ -416,19 +416,24 @@ def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny
     assert render.render_raw(raw)["main"].count("fit / bare loop") == 1
 
 
-def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
-    """Evaluation before and after the sorted, built-once loader, alternated: both sides count every row, agree on accuracy and on
-    every row's prediction, and the section renders its ratio with the verdict."""
-    args = argparse.Namespace(
-        data_dir=str(tiny_data_dir),
+def _eval_args(model_dir, data_dir, **extra) -> argparse.Namespace:
+    """Return the eval section's arguments on the tiny model and data: 2 windows, 4 training steps."""
+    return argparse.Namespace(
+        data_dir=str(data_dir),
         device="cpu",
         windows=2,
         warmup=0,
         gate=None,
-        eval_model=str(tiny_model_dir),
+        eval_model=str(model_dir),
         eval_train_steps=4,
+        **extra,
     )
-    out = cases.eval_section(args, sync=lambda: None)
+
+
+def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir, tiny_data_dir):
+    """Evaluation before and after the sorted, built-once loader, alternated: both sides count every row, agree on accuracy and on
+    every row's prediction, and the section renders its ratio with the verdict."""
+    out = cases.eval_section(_eval_args(tiny_model_dir, tiny_data_dir), sync=lambda: None)
     # before, after, eager attention (one thread), CUDA's 256 rows a batch against a CPU's 64
     assert [len(w) for w in out["rates"].values()] == [2, 2, 2, 2] and out["batch_rows"]["after"] == 64
     assert all(w["samples"] > 0 for windows in out["rates"].values() for w in windows)
@@ -443,17 +448,7 @@ def test_eval_section_times_each_inference_lever_against_the_current_evaluation(
     """Under bf16 autocast the levers are bf16 weights, eager attention (one thread: no half of them) and the
     other device type's batch, each alternated with the rest, with the rows its predictions differ on; the block
     gives each one's ratio."""
-    args = argparse.Namespace(
-        data_dir=str(tiny_data_dir),
-        device="cpu",
-        windows=2,
-        warmup=0,
-        gate=None,
-        eval_model=str(tiny_model_dir),
-        eval_train_steps=4,
-        eval_precision="bf16",
-    )
-    out = cases.eval_section(args, sync=lambda: None)
+    out = cases.eval_section(_eval_args(tiny_model_dir, tiny_data_dir, eval_precision="bf16"), sync=lambda: None)
     levers = {"bf16 weights (a copy)", "eager attention", "256 rows a batch"}
     assert out["precision"] == "bf16" and set(out["levers"]) == levers
     assert all(len(out["rates"][name]) == 2 for name in out["levers"])
