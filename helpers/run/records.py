@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import re
+import secrets
 import socket
 import tempfile
 import time
@@ -190,32 +191,23 @@ def json_text(obj: Any) -> str:
     )
 
 
-def _umask() -> int:
-    """Return the process's umask (reading it means setting it, so it is set straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_json_atomic(path: str | Path, obj: Any, mode: int | None = None) -> Path:
-    """Write `obj` as JSON to `path` whole (temporary file, fsync, rename) with the permission bits `mode`
-    (default: a new file's under the umask); raise naming the path."""
+    """Write `obj` to `path` as JSON, whole (temporary file, fsync, rename), with the bits `mode` or the umask's."""
     path = Path(path)
     text = json_text(obj)
-    tmp = None
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        # mkstemp makes 0600; a record is read by other users and tools
-        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open(tmp, "x", encoding="utf-8") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as err:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            tmp.unlink()
         raise RecordWriteError(
             f"could not write {path} ({err.strerror or err}); the file there, if any, is unchanged"
         ) from err
