@@ -62,32 +62,30 @@ class RecordReadError(ValueError):
     """A file cannot be read as JSON; the message says why (empty, cut short, nested too deeply)."""
 
 
-def parse_json(raw: bytes | str) -> Any:
-    """Return the JSON value of `raw`; raise RecordReadError saying why it is none (empty, cut short, too deep)."""
+def load_json(path: Path) -> Any:
+    """Return the JSON value in the regular file `path`; raise RecordReadError saying why it holds none."""
+    if not path.is_file():  # a FIFO or a folder is never opened: reading a FIFO would wait forever
+        raise RecordReadError("missing" if not path.exists() else "not a regular file")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise RecordReadError(f"unreadable ({err.strerror or err})") from err
     if not raw.strip():
         raise RecordReadError(f"empty ({len(raw)} bytes)")
     try:
-        obj = json.loads(raw)
+        return json.loads(raw)
     except RecursionError:
         raise RecordReadError("nested too deeply: not a record") from None
     except (ValueError, UnicodeDecodeError):
         raise RecordReadError("cut short or not JSON") from None
-    return obj
 
 
 def read_json(path: str | Path) -> Any:
-    """Return the JSON value in the regular file `path`; raise RecordReadError naming the file and why not
-    (a FIFO or a folder is never opened: reading a FIFO would wait forever)."""
-    path = Path(path)
-    if not path.is_file():
-        why = "missing" if not path.exists() else "not a regular file"
-        raise RecordReadError(f"{path}: {why}")
+    """Return the JSON value in the regular file `path`; raise RecordReadError naming the file and why not."""
     try:
-        return parse_json(path.read_bytes())
-    except OSError as err:
-        raise RecordReadError(f"{path}: unreadable ({err.strerror or err})") from err
+        return load_json(Path(path))
     except RecordReadError as err:
-        raise RecordReadError(f"{path}: {err}") from None
+        raise RecordReadError(f"{path}: {err}") from err.__cause__
 
 
 def failure_status(error_text: str) -> str:
@@ -297,10 +295,7 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
     for path in files:
         name = path.name if root.is_file() else str(path.relative_to(root))
         try:
-            obj = parse_json(path.read_bytes())
-        except OSError as err:
-            skipped[f"{name}: unreadable ({err.strerror or err})"] += 1
-            continue
+            obj = load_json(path)
         except RecordReadError as err:
             skipped[f"{name}: {err}"] += 1
             continue
@@ -330,8 +325,6 @@ def unix_seconds(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     """Print the headline figures of a record file, or of the newest record below a folder."""
-    import argparse
-
     from helpers.run.paths import RESULTS_DIR, repo_path
 
     parser = argparse.ArgumentParser(prog="python -m helpers.run.records", description=main.__doc__)
