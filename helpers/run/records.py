@@ -2,10 +2,7 @@
 
     Experiment/results/<suite or adhoc>/<run_name>@<device>.json
 
-A record is written to a temporary file beside its destination, flushed to disk, then renamed over
-it (`write_json_atomic`): a crash or a full disk leaves the old file or none, never half of one. No
-lock is needed, a parent reads its child's record by name, and two machines' results merge by
-copying folders.
+A crash or a full disk leaves the old file or none, never half of one; two machines' results merge by copying.
 
     python -m helpers.run.records [PATH]     # headline figures of a record (default: the newest)
 """
@@ -126,8 +123,7 @@ def peaks_dir(record_file: str | Path) -> Path:
 
 
 def run_record(params: dict, given: list[str], status: schema.Status = "failed", **fields: Any) -> schema.RunRecord:
-    """Return the record of a run of `params` that starts now (its id, host and Python; failed until it
-    says otherwise); `fields` are its other sections, checked by the schema (an unknown one is refused)."""
+    """Return the record of a run of `params` starting now (id, host, Python; failed until it says otherwise)."""
     return schema.RunRecord(
         run_id=uuid.uuid4().hex[:12],
         run_name=params.get("run_name"),
@@ -213,8 +209,7 @@ def write_json_atomic(path: str | Path, obj: Any, mode: int | None = None) -> Pa
 
 
 def as_json(record: schema.RunRecord) -> dict:
-    """Return `record` as the JSON data its file holds: its schema version and the fields the run set, a
-    section it left None out, NaN/inf as None and numpy/torch scalars as Python numbers."""
+    """Return `record` as its file's JSON data: the version and the sections set, NaN as None, scalars as numbers."""
     # no serializer warnings: a figure of the wrong type is named by the schema check that follows
     data = record.model_dump(exclude_unset=True, by_alias=True, warnings=False)
     # the version always: a file without one is refused by its readers
@@ -223,9 +218,7 @@ def as_json(record: schema.RunRecord) -> dict:
 
 
 def write_record(path: str | Path, record: schema.RunRecord) -> Path:
-    """Check `record` against the schema and write it to `path` atomically; return the path written, which is
-    `aside_path(path)` when `path` holds a more final record (a failed or interrupted rerun never replaces a
-    finished record: a finished one is replaced only by a finished one)."""
+    """Write `record`, checked by the schema, to `path` (aside when `path` holds a more final one); return where."""
     valid, why = schema.validate(as_json(record))
     if why:
         raise RecordWriteError(f"the record for {path} does not match the schema ({why}); nothing was written")
@@ -235,14 +228,12 @@ def write_record(path: str | Path, record: schema.RunRecord) -> Path:
 
 
 def aside_path(path: str | Path) -> Path:
-    """Return where a rerun's record goes when the record at `path` is more final: `_reruns/` beside it,
-    a folder no reader of records looks in."""
+    """Return where a rerun's record goes when the record at `path` is more final: `_reruns/`, which no reader reads."""
     return Path(path).parent / ASIDE / Path(path).name
 
 
 def status_in(path: str | Path) -> str | None:
-    """Return the status the file at `path` states (valid record or not: a newer code's finished record is
-    still finished), or None when there is no such file or no status in it."""
+    """Return the status the file at `path` states, valid record or not (a newer code's finished one is finished)."""
     try:
         obj = read_json(path)
     except RecordReadError:
@@ -251,8 +242,7 @@ def status_in(path: str | Path) -> str | None:
 
 
 def unreadable(path: str | Path) -> str | None:
-    """Return why the file at `path` is not a record this code reads (cut short, an unknown key, a newer
-    schema), or None when there is no file there or it is one."""
+    """Return why the file at `path` is not a record this code reads, or None when there is none or it is one."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return None
@@ -272,15 +262,11 @@ def read_record(path: str | Path) -> dict | None:
 
 
 def read_records(root: str | Path) -> tuple[list[dict], Counter]:
-    """Return every valid record below `root` (its record files) and what was skipped.
-
-    Folders whose name starts with '_' (per-machine peaks, caches) hold no records. A skipped file is
-    counted under '<file>: <why>' (cut short, not a record, a field of the wrong type, a newer schema). A
-    record carries the path it was read from in `_source`.
-    """
+    """Return every valid record below `root`, each with its path in `_source`, and the skipped ('<file>: <why>')."""
     root = Path(root)
     found: list[dict] = []
     skipped: Counter = Counter()
+    # folders whose name starts with '_' (per-machine peaks, caches) hold no records
     files = (
         [root]
         if root.is_file()
@@ -308,8 +294,7 @@ def read_records(root: str | Path) -> tuple[list[dict], Counter]:
 
 
 def unix_seconds(text: str) -> float:
-    """Return `text` as a Unix time in seconds; argparse's error for what is none (nan, inf, negative, a time
-    after tomorrow: milliseconds)."""
+    """Return `text` as Unix seconds; argparse's error for nan, inf, a negative time or one after tomorrow."""
     try:
         value = float(text)
     except ValueError:
