@@ -1,19 +1,12 @@
-"""The arguments of a run: typed dataclasses grouped by concern, checked by pydantic, and presets.
+"""The arguments of a run: pydantic dataclasses grouped by concern, the presets, and `build_args`.
 
     args = build_args({"model_name": "minilm", "batch": 32})   # notebooks, suites, the benchmark
     args.task.max_length, args.train.batch, args.measure.results_path, args.neuron.optlevel
 
-(helpers/run/argv.py reads them from a command line or a notebook's globals, into build_args.)
-
-TaskArgs is what is trained, TrainArgs how, MeasureArgs how it is measured and where it reports,
-NeuronArgs what only Neuron / XLA reads. Each field has its type (Literal for choices, pydantic's
-constrained types for ranges), default and help here; the scripts also accept the Hugging Face examples'
-names (`aliases`). The groups are pydantic dataclasses: a value is converted to its field's type (the
-text "64" or a TOML 64.0 to 64, the text "None" to None where None is allowed) and checked when a group
-is built, the checks across fields in __post_init__ (RunArgs what only clashes across groups): no
-instance holds a bad value. `build_args` refuses unknown names (suggesting the closest), merges the
-preset *under* the names the caller gave, and turns pydantic's error into a ConfigError naming the
-parameter, its value, what is allowed and what the parameter means.
+TaskArgs is what is trained, TrainArgs how, MeasureArgs how it is measured and where it reports, NeuronArgs
+what only Neuron / XLA reads; RunArgs refuses what clashes across them. A value is converted to its field's
+type (the text "64" or a TOML 64.0 to 64, the text "None" to None where allowed) and checked as a group is
+built: no instance holds a bad value. helpers/run/argv.py reads a command line or a notebook's globals.
 """
 
 from __future__ import annotations
@@ -180,7 +173,7 @@ class TrainArgs:
     gradient_checkpointing: bool = arg(
         False, "recompute activations in backward (on XLA and Neuron through torch_xla.utils.checkpoint)"
     )
-    # fused by default, as Trainer's is with torch >= 2.8 (#38): the for-loop's update to float tolerance
+    # fused by default, as Trainer's is with torch >= 2.8: the for-loop's update to float tolerance
     # (tests/run/test_optim.py); its optimizer step alone 4.6x as fast on MiniLM, the whole step's gain not
     # resolved on a loaded machine (BENCHMARKS.md, "Where a run's wall goes")
     optim: Literal["adamw_torch", "adamw_torch_foreach", "adamw_torch_fused"] = arg(
@@ -412,7 +405,7 @@ class RunArgs:
 
     def with_values(self, **values: Any) -> RunArgs:
         """Return a copy with `values` given (by parameter name), checked like the rest."""
-        return build_args({**{k: self.flat()[k] for k in self.given}, **values}, given=self.given | set(values))
+        return build_args({**{k: self.flat()[k] for k in self.given}, **values})
 
 
 def admitted(annotation: Any) -> set[type]:
@@ -432,8 +425,7 @@ ADMITTED = {name: admitted(GROUPS[group].__pydantic_fields__[name].annotation) f
 
 
 def inexact(name: str, value: Any) -> str | None:
-    """Return why `value` is not of parameter `name`'s type although pydantic would convert it (True to 1 or
-    1.0, papermill's number 0.0001 for the text 1e-4), or None."""
+    """Return why `value` is not of parameter `name`'s type though pydantic would convert it (True to 1), or None."""
     kinds = ADMITTED[name]
     if isinstance(value, bool) and bool not in kinds:
         words = sorted({WORDS.get(k, k.__name__) for k in kinds})
@@ -447,8 +439,7 @@ def inexact(name: str, value: Any) -> str | None:
 
 
 def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) -> RunArgs:
-    """Return checked arguments from a mapping of parameter names; `given` (default: every name in
-    `values`) are the caller's, and the preset fills the parameters outside it. Raise ConfigError."""
+    """Return checked arguments from parameter names; the preset fills what `given` (default: every name) leaves."""
     unknown = [name for name in values if name not in FIELDS]
     if unknown:
         raise ConfigError(unknown_message(unknown[0]))
@@ -468,8 +459,7 @@ def build_args(values: Mapping[str, Any], given: Iterable[str] | None = None) ->
 
 
 def config_error(err: pydantic.ValidationError) -> ConfigError:
-    """Return pydantic's first error as a ConfigError: a check's own message as it is, else the parameter, its
-    value, what pydantic allows and what the parameter means."""
+    """Return pydantic's first error as a ConfigError: a check's own, else naming the parameter, value and help."""
     first = err.errors(include_url=False)[0]
     if isinstance(first.get("ctx", {}).get("error"), ConfigError):
         return first["ctx"]["error"]
