@@ -1,12 +1,7 @@
-"""The run's arguments from where users give them: a command line (the scripts, torchrun ranks) or a
-notebook's globals (its parameters cell, papermill's `-p` on top), both into args.build_args.
+"""The run's arguments from a command line (transformers' HfArgumentParser) or a notebook's globals.
 
-    args = parse_cli(["--per_device_train_batch_size", "32", "--learning_rate", "1e-4"])
-    args = notebook_args(globals())
-
-transformers' HfArgumentParser makes the flags (every field as --name, the Hugging Face examples' names,
---no_progress, the choices, the help); the argument dataclasses (pydantic) convert the text of a number
-and read "None" as None, as they do for a suite's TOML value.
+args = parse_cli(["--per_device_train_batch_size", "32", "--learning_rate", "1e-4"])
+args = notebook_args(globals())
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ def cli_parser(description: str = "") -> Any:
 
 
 def named_flags(parser: Any, argv: list[str] | None) -> dict[str, Any]:
-    """Return the values of the flags `argv` names (by field name) and of `parser`'s other flags; exit naming
-    the closest parameter to an unknown flag."""
+    """Return the values of the flags `argv` names and of the parser's own; exit naming the closest to an unknown."""
     # argparse fills in a default only where the namespace has no value: a name still `absent` was not named,
     # and the parser keeps the fields' defaults for --help
     absent = object()
@@ -78,13 +72,9 @@ def papermill_given(history: Any) -> set[str] | None:
 
 
 def notebook_args(namespace: Mapping[str, Any]) -> RunArgs:
-    """Return the arguments of a notebook from its globals: the parameters cell, papermill's -p on top.
-
-    Every plain value (None, bool, number, string, path) that is not IPython's counts as a parameter,
-    so a misspelled `-p` name is refused, not ignored. Given = the names papermill injected; in a
-    hand-run notebook (no injected cell), the values that differ from the defaults.
-    """
+    """Return the arguments of a notebook from its globals: the parameters cell, papermill's -p on top."""
     given = papermill_given(namespace.get("In"))
+    # every plain value that is not IPython's is a parameter: a misspelled -p name is refused, not ignored
     params = {
         k: str(v) if isinstance(v, Path) else v
         for k, v in namespace.items()
@@ -93,7 +83,7 @@ def notebook_args(namespace: Mapping[str, Any]) -> RunArgs:
         # what papermill injected is a parameter whatever its type: `-y 'batch: [8, 16]'` is refused, not dropped
         and (isinstance(v, (type(None), bool, int, float, str, Path)) or k in (given or ()))
     }
-    if given is None:
+    if given is None:  # run by hand, nothing injected: what the cell changed is given
         defaults = RunArgs().flat()
         given = {k for k, v in params.items() if k not in defaults or v != defaults[k]}
     return build_args(params, given=given)
