@@ -1,11 +1,8 @@
 """The parameter reference (docs/PARAMETERS.md), written from the argument dataclasses' own help.
 
-    python -m helpers.run.reference --write docs/PARAMETERS.md     # after changing a field in args.py
-    python -m helpers.run.reference                                # print it
-    python -m helpers.run.reference --notebooks                    # the notebooks' parameters cells too
-
-Tests check the committed page and the notebooks' `parameters` cells equal what this writes, so neither
-drifts from the code (and papermill parses every line of the cells: one `=` a line, help as a comment).
+python -m helpers.run.reference --write docs/PARAMETERS.md     # after changing a field in args.py
+python -m helpers.run.reference                                # print it
+python -m helpers.run.reference --notebooks                    # the notebooks' parameters cells too
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 
 from helpers.run.args import GROUPS
@@ -57,9 +54,8 @@ def table(cls: type) -> str:
     for f in fields(cls):
         aliases = ", ".join(f"`{a}`" for a in f.metadata.get("aliases", ()))
         name = f"`{f.name}`" + (f" [{aliases}]" if aliases else "")
-        default = f.default if f.default is not MISSING else None
         text = f.metadata.get("help", "").replace("|", "\\|")
-        rows.append(f"| {name} | `{shown(default)}` | {type_text(hints[f.name])} | {text} |")
+        rows.append(f"| {name} | `{shown(f.default)}` | {type_text(hints[f.name])} | {text} |")
     return "\n".join(rows) + "\n"
 
 
