@@ -78,12 +78,7 @@ def _sign(fd: int) -> None:
 
 
 def claim_name(path: Path, replace: bool = False) -> Path:
-    """Claim the record's name for this process, or refuse when another run holds or finished it.
-
-    The claim is filelock's exclusive lock on `.<record>.claim`, held until release or the process's end (the
-    kernel drops it then). A claim file nobody holds locked is stale (its run died, was killed or ran on
-    another host, its pid may be reused, it may be empty) and is taken over; of several processes taking it
-    over at once, one gets the lock."""
+    """Claim the record's name for this process, or refuse when another run holds or finished it."""
     done = records.read_record(path)
     if done is not None and done.get("status") in records.DONE and not replace:
         raise ConfigError(
@@ -104,7 +99,8 @@ def claim_name(path: Path, replace: bool = False) -> Path:
             claim.rmdir()  # an empty folder holds nothing; a full one is someone's and stays
         except OSError:
             raise ConfigError(f"a folder is at the claim path {claim}: remove it (it is not this code's)") from None
-    # a short wait, not none: a holder that unlinks its claim as we open it leaves us the new file to lock
+    # held until release or the process's end; a claim file nobody holds is stale (its run died) and is taken over.
+    # A short wait, not none: a holder that unlinks its claim as we open it leaves us the new file to lock
     lock = FileLock(claim, timeout=0.1, thread_local=False, fallback_to_soft=False, on_acquired=_sign)
     try:
         lock.acquire()

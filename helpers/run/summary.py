@@ -53,8 +53,7 @@ WALL_PARTS = (
 
 
 def wall_line(phases: dict, stopped: str | None = None) -> str:
-    """Return the wall split as one line: seconds per phase, and the wall as a multiple of the training's;
-    `stopped`: how training ended where no timing window closed (interrupted, failed), shown beside it."""
+    """Return the wall's seconds per phase and its multiple of training's; `stopped`: how training ended."""
     parts = [
         f"{words}{f' ({stopped})' if stopped and key == 'train' else ''} {phases[key]:.1f}"
         + (f" ({phases.get('periodic_evals')})" if key == "periodic_eval" else "")
