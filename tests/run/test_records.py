@@ -33,6 +33,17 @@ def test_write_and_read_back(tmp_path):
     assert records.record_path(tmp_path, None, "b", "cpu-x").parent.name == records.ADHOC
 
 
+def test_a_given_mode_is_kept_whatever_the_umask(tmp_path):
+    mask = os.umask(0o077)
+    try:
+        shared = records.write_json_atomic(tmp_path / "shared.json", {"a": 1}, mode=0o664)
+        private = records.write_json_atomic(tmp_path / "private.json", {"a": 1})
+    finally:
+        os.umask(mask)
+    assert oct(shared.stat().st_mode & 0o777) == oct(0o664) and oct(private.stat().st_mode & 0o777) == oct(0o600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["private.json", "shared.json"]  # no temporary file left
+
+
 def test_reading_skips_what_is_not_a_record_and_counts_it(tmp_path):
     good = records.run_record({"run_name": "ok"}, [], status="finished")
     records.write_record(tmp_path / "s" / "ok@d.json", good)
