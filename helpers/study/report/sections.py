@@ -21,28 +21,26 @@ from helpers.study.report.tta_table import tta_section
 from helpers.study.sweep.suites import Suite
 
 STUDY_TEST_ROWS = 2000
-BERT_BASE_EPOCH_ROWS = 16000
 
 
-def _published(spec: dict, published_dir) -> tuple[pd.DataFrame | None, dict, dict]:
+def _published(spec: dict, published_dir) -> pd.DataFrame | None:
+    """Return the suite's published columns indexed as its rows match on, or None where it has none."""
     pub = (spec.get("published") or [None])[0]
     if not pub:
-        return None, {}, {}
+        return None
     table = published(pub["file"], published_dir)
     for column, mapping in pub.get("map", {}).items():
-        table[column] = table[column].map(lambda v: mapping.get(v, v))
-    return table, pub.get("columns", {}), pub.get("match", {})
+        table[column] = table[column].replace(mapping)
+    table = table.rename(columns={v: k for k, v in pub.get("match", {}).items()}).set_index(spec["keys"])
+    return tables.keyed(table[list(pub["columns"])].rename(columns=pub["columns"]))
 
 
 def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     """Return the suite's grid: rows = its keys, a column group per device, published columns, the trend."""
     spec = suite.report
     keys, values = spec["keys"], spec["values"]
-    pub, columns, match = _published(spec, published_dir)
-    parts = [] if len(df) else [no_runs(suite)]
-    if len(df):
-        parts.append(caption(suite, df))
-    parts.append(markdown(tables.grid_table(df, keys, values, pub, columns, match)))
+    parts = [caption(suite, df) if len(df) else no_runs(suite)]
+    parts.append(markdown(tables.grid_table(df, keys, values, _published(spec, published_dir))))
     if "util_pct" in values and len(df):
         per_device = df.groupby("device")["util_metric"].first()
         metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in per_device.items())
@@ -64,12 +62,10 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     """Return test accuracy with 95% intervals per cell, flags for runs that learned nothing, and the best cell."""
     spec = suite.report
     keys = spec["keys"]
-    pub, columns, match = _published(spec, published_dir)
+    pub = _published(spec, published_dir)
     if not len(df):
         parts = [no_runs(suite)]
-        table = pd.DataFrame(
-            index=pd.Index([], name=keys[0]) if len(keys) == 1 else pd.MultiIndex.from_tuples([], names=keys)
-        )
+        table = pd.DataFrame(columns=keys).set_index(keys)
     else:
         parts = [caption(suite, df)]
         table = None
@@ -79,9 +75,8 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                 t.columns = [f"{c} · {short_device(device)}" for c in t.columns]
             table = t if table is None else table.join(t, how="outer")
     if pub is not None:
-        pub = pub.rename(columns={v: k for k, v in match.items()}).set_index(keys)[list(columns)]
-        pub = pub.rename(columns=columns).map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
-        table = tables.keyed(table).join(tables.keyed(pub), how="outer")
+        pub = pub.map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
+        table = tables.keyed(table).join(pub, how="outer")
     parts.append(markdown(table.fillna(DASH)))
     for device, g in df.groupby("device", sort=False):
         parts.append(f"{short_device(device)}: " + accuracy.best_cell(g, keys))
@@ -120,7 +115,7 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         )
         mine = pub[pub["max_length"].astype(int) == length].set_index("stochastic_rounding")["accuracy"]
         on, off = (float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index) else (math.nan,) * 2
-        noise = 100 * accuracy.Z95 * math.sqrt(2 * on * (1 - on) / STUDY_TEST_ROWS) if on == on else math.nan
+        noise = 100 * math.sqrt(2) * accuracy.binomial_half_width(on, STUDY_TEST_ROWS) if on == on else math.nan
         rows.append(
             {
                 "max_length": str(length),
@@ -191,7 +186,7 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             accuracy.fmt_interval(
                 list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(opt)
             ),
-            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
+            f"{fmt(g['train_subset'].iloc[0] or accuracy.TRAIN_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
             f"{g['model_name'].iloc[0]}",
         ]
     for _, p in published("speedup.csv", published_dir).iterrows():

@@ -79,10 +79,8 @@ def grid_table(
     keys: list[str],
     values: list[str],
     pub: pd.DataFrame | None = None,
-    pub_columns: dict | None = None,
-    match: dict | None = None,
 ) -> pd.DataFrame:
-    """Return rows = the keys' values, columns = each value per measured device, published ones beside."""
+    """Return rows = the keys' values, columns = each value per measured device, `pub`'s (keyed) beside."""
     out = None
     devices = list(dict.fromkeys(df["device"]))
     for device in devices:
@@ -98,13 +96,9 @@ def grid_table(
         )
         out = table if out is None else out.join(table, how="outer")
     if out is None:
-        empty = pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0])
-        out = pd.DataFrame(index=empty)
-    if pub is not None and pub_columns:
-        pub = pub.rename(columns={v: k for k, v in (match or {}).items()})
-        pub = pub.set_index(keys)[list(pub_columns)].rename(columns=pub_columns)
-        out, pub = keyed(out), keyed(pub)
-        out = out.join(pub, how="outer")
+        out = pd.DataFrame(columns=keys).set_index(keys)
+    if pub is not None:
+        out = keyed(out).join(pub, how="outer")
     return out.fillna(DASH)
 
 
