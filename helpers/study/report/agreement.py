@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.drift import agreement, drift_pct
+from helpers.study.drift import agreement, drift_pcts
 from helpers.study.frame import MIN_RUNS
 from helpers.study.notation import fmt, short_device
 
@@ -59,7 +59,8 @@ def agreement_markdown(df: pd.DataFrame) -> str:
         f"{MIN_RUNS} runs in a suite)."
     )
     keys = df.drop_duplicates("device").set_index("device")["device_key"]
-    drifts = {short_device(d): drift_pct(df, keys[d]) for d in sorted(rows["device"].unique())}
+    pcts = drift_pcts(df)
+    drifts = {short_device(d): pcts.get(keys[d]) for d in sorted(rows["device"].unique())}
     drift = (
         " The drift between suites (the largest gap between two suites' medians of one configuration): "
         + "; ".join(f"{d} {v:.1f}%" for d, v in drifts.items() if v is not None)
