@@ -381,6 +381,10 @@ def memory(df, published_dir):
     ]
     fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)
     batches = range(2, 65)  # the suites' batches span 2..64
+
+    def estimate(cfg, length: int, mode: str, device_type: str = "cuda") -> list[float]:
+        return [estimate_train_memory(cfg, b, length, mode, device_type=device_type)["total"] / GIB for b in batches]
+
     ranges = d.groupby(["series", "batch"])["mem_gib"].agg(["median", "min", "max", "count"])
     within = ((ranges["max"] - ranges["min"]) / ranges["median"]).max()
     for ax, (kind, g) in zip(axes, kinds):
@@ -392,13 +396,7 @@ def memory(df, published_dir):
             if cfg is None:
                 continue
             mode = "bf16" if str(r["compute_dtype"]) == "bf16" else "fp32"
-            est = [
-                estimate_train_memory(cfg, int(b), int(r["max_length"]), mode, device_type="cuda" if device else "cpu")[
-                    "total"
-                ]
-                / GIB
-                for b in batches
-            ]
+            est = estimate(cfg, int(r["max_length"]), mode, "cuda" if device else "cpu")
             ax.plot(batches, est, color=r["colour"], linestyle=":", linewidth=1.2, label=f"model: {series}, {mode}")
         ax.set(
             xlabel="batch size, samples per step",
@@ -411,7 +409,7 @@ def memory(df, published_dir):
             continue
         cfg = BertConfig(num_labels=6)
         for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), ("-", "--", "-.")):
-            est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
+            est = estimate(cfg, length, mode)
             ax.plot(
                 batches, est, color="black", linestyle=ls, linewidth=1, label=f"model: bert-base, L={length}, {mode}"
             )
