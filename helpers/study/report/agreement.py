@@ -1,10 +1,4 @@
-"""Identical configurations measured by different suites: do their runs agree within the between-run range?
-
-Two suites that time the same setting (small_batch's batch 16 and batch_scaling's batch 16, say) must give
-the same samples/s within the noise between independent runs; where they do not, the report says so, and a
-reader knows the machine drifted between the suites (or a parameter that should not matter does). The rows
-and the drift: helpers/study/drift.py.
-"""
+"""Identical configurations measured by different suites: do their runs agree within the between-run range?"""
 
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ NOTE = (
 
 
 def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Return one row per (device, variant, setting) at the setting's best learning rate (by validation), with
-    its accuracy, gap, speed and memory, and the lrs searched and runs counted."""
+    """Return one row per (device, variant, setting) at the setting's best learning rate by validation."""
     done = df[df["status"] == "finished"].assign(setting=lambda d: d.apply(setting, axis=1))
     out = []
     for (device, variant), g in done.groupby(["device", "variant"], sort=True, dropna=False):
@@ -78,8 +77,7 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_target(cells: pd.DataFrame) -> str:
-    """Return the seconds to TARGET over seeds (tta_table.cell), with the best validation accuracy where none
-    reached it, and a dash where no run kept a validation curve."""
+    """Return the seconds to TARGET over seeds, else the best validation accuracy, else a dash (no curve)."""
     curves = [c for c in cells["curve"] if c]
     if not curves:
         return DASH
@@ -100,8 +98,7 @@ def usd(cells: pd.DataFrame) -> str:
 
 
 def fits(settings: pd.DataFrame, seq_len: int) -> pd.DataFrame:
-    """Return, per LoRA setting (rows: lora_r, lora_targets) and accelerator, the largest bert-base batch whose
-    training state fits (helpers.calc.memory.fit_table, bf16 autocast at `seq_len`, 1 GiB reserved)."""
+    """Return per LoRA setting and accelerator the largest bert-base batch that fits (calc.memory.fit_table)."""
     from transformers import BertConfig
 
     from helpers.calc.flops import lora_trainable

@@ -38,9 +38,7 @@ def _decay(value) -> str:
 
 
 def _grid(d: pd.DataFrame, value: str, lrs, decays, rows: int | None = None) -> tuple[pd.DataFrame, ...]:
-    """Return mean accuracy % by (lr, decay), the 95% half-width in points (over seeds; one run or a published
-    mean: the test set's sampling error at `rows`), and whether each cell did not learn (the claims' criterion,
-    the frame's `learned` column; published cells have none)."""
+    """Return mean accuracy % by (lr, decay), its 95% half-width in points, and whether each cell did not learn."""
     d = d.assign(unlearned=~d["learned"].astype(bool) if "learned" in d else False)
     g = d.groupby(["lr", "decay"]).agg(acc=(value, "mean"), unlearned=("unlearned", "any"))
     half = d.groupby(["lr", "decay"])[value].agg(lambda v: _interval(v, rows)[1] if v.count() > 1 or rows else np.nan)
@@ -61,8 +59,7 @@ def colour_range(panels: list[tuple[pd.DataFrame, ...]]) -> tuple[float, float]:
 
 
 def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
-    """Draw one grid as coloured cells with their values ± 95% half-widths; near-majority cells hatched and off
-    the colour scale."""
+    """Draw one grid as cells of mean ± 95% half-width; cells that did not learn hatched, off the colour scale."""
     grid, near, half = cells
     text = np.vectorize(cell_text)(grid.to_numpy(dtype=float), half.to_numpy(dtype=float))
     sns.heatmap(
@@ -91,8 +88,7 @@ def cell_text(mean: float, half: float) -> str:
 
 
 def lr_llrd(df, published_dir):
-    """Mean test accuracy % ± 95% half-width over LR x LLRD decay per measured device, hatched near the majority,
-    published beside (± the test set's sampling error)."""
+    """Mean test accuracy % ± 95% half-width over LR x LLRD decay, a heatmap per measured series, published beside."""
     d = plot_style.rows(df, "lr_llrd", "test_acc", "lr")
     if d.empty:
         return None
@@ -134,8 +130,7 @@ def lr_llrd(df, published_dir):
 
 
 def _interval(values, rows=None) -> tuple[float, float]:
-    """Return the mean and 95% half-width of accuracies `values` (fractions) in percent or points (0 where no
-    interval is known: one run and no test-set size)."""
+    """Return the mean and 95% half-width (0 where unknown) of accuracies `values` (fractions), in percent."""
     mean, half, _ = accuracy.mean_interval(list(values), rows)
     return 100 * mean, 0.0 if np.isnan(half) else 100 * half
 
@@ -143,8 +138,7 @@ def _interval(values, rows=None) -> tuple[float, float]:
 def _points(
     ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.DataFrame, label: str, hollow: bool = False
 ) -> None:
-    """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device
-    (hollow: a figure that cannot speak, an arm that did not learn)."""
+    """Draw means with 95% interval bars at `x` + `offset` in `g`'s device colour and marker (hollow where asked)."""
     if stats:
         mean, half = zip(*stats)
         ax.errorbar(
@@ -160,8 +154,7 @@ def _points(
 
 
 def _why_not(arms: pd.DataFrame) -> list[str]:
-    """Return why a difference between these arms is not the mode's effect: an arm that did not learn (the
-    claims' learning floor, the `learned` column), arms on unlike optimizers."""
+    """Return why a difference between these arms is not the mode's effect (an arm did not learn, unlike optimizers)."""
     why = []
     if "learned" in arms and not arms["learned"].astype(bool).all():
         why.append("an arm did not learn")
@@ -272,8 +265,7 @@ def workload(g: pd.DataFrame) -> str:
 
 
 def _measured_speedups(d: pd.DataFrame) -> pd.DataFrame:
-    """Return per series with both presets: its label, median baseline ÷ median optimized train time, colour,
-    and the extreme ratios of its runs (slowest baseline ÷ fastest optimized and back; NaN for one run)."""
+    """Return per series with both presets its label, median speedup, colour, model and extreme ratios of its runs."""
     out = []
     for series, g in d.groupby("series", sort=False):
         t = g.groupby("preset")["train_s"].agg(["median", "min", "max", "count"])

@@ -1,9 +1,4 @@
-"""One section of the report per suite: the question it answers, its tables, and what the data show.
-
-`section(suite, df, published_dir)` takes the frame rows of the suite's current points (every device) and
-dispatches on the suite file's `[report] table`: grid (the default), accuracy, precision, token_stats,
-speedup, padding, roofline. Published figures stand beside in columns labelled "published".
-"""
+"""One section of the report per suite: the question it answers, its tables, and what the data show."""
 
 from __future__ import annotations
 

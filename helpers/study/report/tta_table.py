@@ -30,8 +30,7 @@ NOTE = (
 
 
 def cell(values: pd.Series, loaded: bool = False) -> str:
-    """Return '≤ mean ± half (k/n)' of the seeds' first evaluations at or past a target (an upper bound), or
-    what none reaching it means; ', loaded' where the machine was shared."""
+    """Return '≤ mean ± half (k/n)' over the seeds that reached a target (', loaded' on a shared machine)."""
     reached = [float(v) for v in values if pd.notna(v)]
     if not reached:
         return f"not reached (0/{len(values)})"
@@ -53,8 +52,7 @@ def process_cpu(g: pd.DataFrame) -> tuple[str, bool]:
 
 
 def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
-    """Return the time-to-accuracy table of a suite's records, one row per device, variant and the suite's
-    `[report] keys` (a recipe search's candidates)."""
+    """Return the time-to-accuracy table: a row per device, variant and the suite's `[report] keys`."""
     done = df[df["status"] == "finished"] if len(df) else df
     if done.empty:
         return no_runs(suite)
