@@ -47,14 +47,14 @@ def _grid(d: pd.DataFrame, value: str, lrs, decays, rows: int | None = None) -> 
     return grid, near.fillna(False).astype(bool), half.unstack().reindex(index=lrs, columns=decays)
 
 
-def colour_range(panels: list[tuple[pd.DataFrame, ...]]) -> tuple[float, float]:
-    """Return one accuracy range for the panels' learned cells, widened by their largest 95% half-width, so
-    two cells whose intervals overlap never read as far apart in colour."""
-    learned = np.concatenate([g.to_numpy(dtype=float)[~n.to_numpy() & ~g.isna().to_numpy()] for g, n, *_ in panels])
-    every = np.concatenate([g.to_numpy(dtype=float).ravel() for g, *_ in panels])
-    halves = np.concatenate([h.to_numpy(dtype=float)[~n.to_numpy()] for _, n, h in panels])
+def colour_range(cells: tuple[pd.DataFrame, ...]) -> tuple[float, float]:
+    """Return the accuracy range of a grid's learned cells, widened by their largest 95% half-width."""
+    # the width: two cells whose intervals overlap never read as far apart in colour
+    grid, near, half = (c.to_numpy(dtype=float) for c in cells)
+    learned = grid[(near == 0) & ~np.isnan(grid)]
+    halves = half[near == 0]
     pad = float(np.nanmax(halves)) if np.isfinite(halves).any() else 0.05
-    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(every), np.nanmax(every))
+    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(grid), np.nanmax(grid))
     return lo - pad, hi + pad
 
 
@@ -92,7 +92,7 @@ def lr_llrd(df, published_dir):
     d = plot_style.rows(df, "lr_llrd", "test_acc", "lr")
     if d.empty:
         return None
-    pub = plot_style.published(published_dir, "lr_llrd.csv").assign(majority=np.nan)
+    pub = plot_style.published(published_dir, "lr_llrd.csv")
     pub = pub.assign(decay=pub["llrd_decay"].map(_decay), lr=pub["lr"].astype(float))
     d = d.assign(decay=d["llrd_decay"].map(_decay), lr=d["lr"].astype(float))
     lrs = sorted(set(d["lr"]) | set(pub["lr"]))
@@ -112,7 +112,7 @@ def lr_llrd(df, published_dir):
     # a colour scale per panel: another model and budget, its accuracies are not on the others' scale, and one
     # scale would saturate the published panel and hide its differences
     for ax, (title, cells) in zip(axes, panels):
-        _heatmap(ax, cells, title, colour_range([cells]))
+        _heatmap(ax, cells, title, colour_range(cells))
     plot_style.key(
         fig,
         Patch(
