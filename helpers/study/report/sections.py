@@ -100,14 +100,9 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     text = accuracy_section(suite, df, published_dir)
     pub = published("stochastic_rounding.csv", published_dir)
     rows = []
+    paired = accuracy.paired_diffs(df, "precision", "bf16-pure-sr", "bf16-pure", "max_length") if len(df) else {}
     for length in sorted({int(x) for x in pub["max_length"]} | {int(x) for x in df["max_length"].dropna()}):
-        diffs = (
-            accuracy.paired_diffs(
-                df[df["max_length"] == length], "precision", "bf16-pure-sr", "bf16-pure", "max_length"
-            ).get(length, [])
-            if len(df)
-            else []
-        )
+        diffs = paired.get(length, [])
         mine = pub[pub["max_length"].astype(int) == length].set_index("stochastic_rounding")["accuracy"]
         on, off = (float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index) else (math.nan,) * 2
         noise = 100 * math.sqrt(2) * accuracy.binomial_half_width(on, STUDY_TEST_ROWS) if on == on else math.nan
