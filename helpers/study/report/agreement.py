@@ -39,18 +39,16 @@ def agreement_markdown(df: pd.DataFrame) -> str:
                 }
             )
     head = (
-        "Identical configurations timed by different suites (static padding; the same device, threads, "
-        "model, batch, length, precision, LLRD, optimizer, LoRA, preset and compiler flags, every parameter "
-        "that changes a step's work; not profiled: train_subset, the lr and the seed do not change a step) "
-        "should agree within "
-        "the range between their runs."
+        "Identical configurations timed by different suites (static padding; the same device, threads, model, batch, "
+        "length, precision, LLRD, optimizer, LoRA, preset and compiler flags, every parameter that changes a step's "
+        "work; not profiled: train_subset, the lr and the seed do not change a step) should agree within the range "
+        "between their runs."
     )
     counts = pd.Series(said_all).value_counts()
     tally = (
         f"Of {len(said_all)} configurations timed by several suites, {counts.get('agree', 0)} agree, "
-        f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved "
-        "(fewer than "
-        f"{MIN_RUNS} runs in a suite)."
+        f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved (fewer than {MIN_RUNS} "
+        "runs in a suite)."
     )
     keys = df.drop_duplicates("device").set_index("device")["device_key"]
     pcts = drift_pcts(df)

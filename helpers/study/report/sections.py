@@ -149,10 +149,8 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         "Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
         + table.to_markdown(index=False, disable_numparse=True)
         + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} "
-        f"tokens, the next power of two is {chosen}, "
-        "and it fills the NeuronCore's 128x128 tensor-engine "
-        f"tiles; rows longer than {chosen} are truncated "
-        f"(covering 95% would need {int(r['token_stats.chosen_pow2'])})."
+        f"tokens, the next power of two is {chosen}, and it fills the NeuronCore's 128x128 tensor-engine tiles; rows "
+        f"longer than {chosen} are truncated (covering 95% would need {int(r['token_stats.chosen_pow2'])})."
     )
 
 
@@ -204,11 +202,8 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts
         + [
             table.to_markdown(disable_numparse=True),
-            "Measured samples/s count samples processed in the steady state; "
-            "the published "
-            "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, "
-            "3x below that rate "
-            "(Experiment/published/README.md).",
+            "Measured samples/s count samples processed in the steady state; the published T4/L4/A100 figures are "
+            "16,000 rows / the whole 3-epoch time, 3x below that rate (Experiment/published/README.md).",
         ]
     )
 
@@ -223,17 +218,12 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     per_shape = r["compile_s"] / max(r["compilations"], 1)
     return text + (
         f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} "
-        "graphs for "
-        f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
-        f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). "
-        "An epoch of the real split at batch "
-        f"{int(r['batch'])} and max_length {int(r['max_length'])} "
-        f"meets up to {int(r['max_length']) - 2} "
-        "distinct lengths (one graph each in training, more in evaluation); "
-        "the study reports more than "
+        f"graphs for {fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
+        f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
+        f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} distinct "
+        "lengths (one graph each in training, more in evaluation); the study reports more than "
         '77 h for dynamic padding on trn1 (§3.1 "77+ hours": a lower bound), '
-        "where neuronx-cc takes "
-        "minutes per graph, against minutes of static-padding training."
+        "where neuronx-cc takes minutes per graph, against minutes of static-padding training."
     )
 
 
@@ -282,8 +272,7 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             for _, p in pub.iterrows()
         )
         + ". MFU above is against one peak per device and dtype: "
-        "published for GPUs "
-        "and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`)."
+        "published for GPUs and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`)."
     )
     return "\n\n".join(parts)
 

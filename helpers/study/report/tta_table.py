@@ -16,13 +16,12 @@ LOADED_SHARE = 0.9  # a CPU run whose process used under this share of its threa
 
 NOTE = (
     "Training seconds (the timed windows: evaluations and start-up excluded, so not wall time) at the first "
-    "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` "
-    "steps, so the crossing happened at or before it and each figure is an upper bound (≤) by up to one "
-    "evaluation interval. Mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
-    "seed: no interval); `k/n`: seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy "
-    "machine does not change (its seconds it does). Process CPU: the runs' range of the training process's "
-    "CPU use against what its threads could use; below "
-    f"{LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
+    "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` steps, so "
+    "the crossing happened at or before it and each figure is an upper bound (≤) by up to one evaluation interval. "
+    "Mean ± half-width of the 95% t-interval over the seeds that reached it (a single seed: no interval); `k/n`: "
+    "seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy machine does not change (its seconds "
+    "it does). Process CPU: the runs' range of the training process's CPU use against what its threads could use; "
+    f"below {LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
     '"loaded": compare its steps, not its seconds. Test accuracy: of the checkpoint that first reached '
     "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
     "each device is the machine the figure is from; seconds on another CPU differ."
