@@ -438,16 +438,11 @@ def small_batch(df, published_dir):
     fig, axes = plot_style.figure(2 + len(metrics), width=5.0, height=3.8)
     a, b, own = axes[0], axes[-1], axes[1:-1]
     pub = plot_style.published(published_dir, "small_batch_util.csv")
+    # the vector engine in a dark hue of its own: not trn1's amber twice
     for column, device, what, marker, colour in (
         ("a100_sm_util_pct", "A100", "SM utilization %", "X", plot_style.published_colour("A100")),
         ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X", plot_style.published_colour("trn1")),
-        (
-            "trn_vector_engine_util_pct",
-            "trn1",
-            "vector engine active %",
-            "P",
-            plot_style.DARK[5],
-        ),  # not trn1's amber twice
+        ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P", plot_style.DARK[5]),
     ):
         a.plot(
             pub["batch"],
