@@ -41,8 +41,6 @@ SAME = (
 def agreement(df: pd.DataFrame) -> pd.DataFrame:
     """Return one row per (configuration, suite) whose configuration more than one suite timed."""
     timed = df[(df["padding"] == "static") & df["samples_per_s"].notna() & (df["status"] == "finished") & ~profiled(df)]
-    if timed.empty:
-        return pd.DataFrame(columns=["config", "suite", "runs", "median", "lo", "hi", "device", "device_key"])
     timed = timed.assign(config=[" ".join(map(str, row)) for row in timed[list(SAME)].itertuples(index=False)])
     rows = (
         timed.groupby(["config", "suite"])
@@ -64,18 +62,10 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def drift_pcts(df: pd.DataFrame) -> dict[str, float]:
-    """Return per device key the largest gap (%) between two suites' median samples/s of one configuration,
-    the drift that machine shows between suites; a device where no configuration was timed by several suites
-    is absent."""
+    """Return per device key the drift between suites (%), absent where no configuration had several suites."""
     df = df.reindex(columns=list(dict.fromkeys([*df.columns, *SAME])))
     rows = agreement(df)
     if rows.empty:
         return {}
     gaps = rows.groupby(["device_key", "config"])["median"].agg(lambda m: 100 * (m.max() - m.min()) / m.min())
     return {str(k): float(v) for k, v in gaps.groupby(level=0).max().items()}
-
-
-def drift_pct(df: pd.DataFrame, device_key: str) -> float | None:
-    """Return the drift (%) between suites on a device; None when no configuration there was timed by several
-    suites."""
-    return drift_pcts(df).get(device_key)

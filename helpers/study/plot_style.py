@@ -73,8 +73,7 @@ def device_label(row: pd.Series) -> str:
 
 
 def device_styles(families: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """Return (colour, marker) per device (key -> family): a family's own for its first device, spare ones
-    for the others, so two CPUs never share a colour in any figure."""
+    """Return (colour, marker) per device key: its family's for the family's first device, a spare one after."""
     taken, spare, style = set(), itertools.cycle(SPARE), {}
     rank = {fam: i for i, fam in enumerate(FAMILIES)}
     for key in sorted(families, key=lambda k: (rank.get(families[k], len(rank)), k)):
@@ -133,8 +132,7 @@ def log_y(ax, values) -> None:
 
 
 def lines(ax, d: pd.DataFrame, x: str, y: str, suffix=None, bars: bool = True, **kws) -> None:
-    """Draw per series the median of `y` by `x` over independent runs in its device's colour and marker, with bars
-    (where `bars`) over the range between the runs (lowest to highest, never the windows inside one)."""
+    """Draw per series the median of `y` by `x` over runs in its device's style, bars (where `bars`) their range."""
     if d.empty:
         return
     said = {s: s + (f" — {suffix(g)}" if suffix else "") for s, g in d.groupby("series", sort=False)}
@@ -169,8 +167,7 @@ def runs_text(g: pd.DataFrame) -> str:
 
 
 def figure(n: int = 1, width: float = 5.0, height: float = 3.6, wrap: int = 3):
-    """Return a figure and a list of `n` axes, `wrap` to a row at most, laid out by constrained layout above
-    the footer line."""
+    """Return a figure and `n` axes, `wrap` to a row at most, in constrained layout above the footer line."""
     ncols = min(n, wrap)
     nrows = -(-n // ncols)
     foot = FOOTER_IN / (height * nrows)
@@ -216,8 +213,7 @@ def handles(fig) -> tuple[list, list[str]]:
 
 
 def finish(fig, command: str) -> None:
-    """Put one legend of every entry (`handles`) below the axes, as many columns as fit the width, in place of
-    seaborn's legend on each axes, and the footer line naming `command` under it."""
+    """Put one legend of every entry below the axes, as many columns as fit, and the footer naming `command`."""
     entries = handles(fig)
     fig.text(0.005, FOOTER_IN / 3 / fig.get_figheight(), f"Written by `{command}`", fontsize=7, color="dimgray")
     for ax in fig.axes:

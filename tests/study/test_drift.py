@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.study.drift import agreement, drift_pct
+from helpers.study.drift import agreement, drift_pcts
 from helpers.study.frame import frame
 from tests.record_fixtures import record
 
@@ -39,10 +39,9 @@ def test_a_configuration_one_suite_timed_is_not_compared():
 
 def test_the_drift_between_suites_is_the_largest_gap_between_their_medians():
     df = frame(timed("small_batch", [30, 32, 34]) + timed("batch_scaling", [40, 41, 42], subset=2048))
-    assert drift_pct(df, df["device_key"].iloc[0]) == pytest.approx(100 * (41 - 32) / 32)
-    assert drift_pct(df, "another-device") is None
+    assert drift_pcts(df) == {df["device_key"].iloc[0]: pytest.approx(100 * (41 - 32) / 32)}
     alone = frame(timed("small_batch", [30, 32, 34]))
-    assert drift_pct(alone, alone["device_key"].iloc[0]) is None
+    assert drift_pcts(alone) == {}
 
 
 @pytest.mark.parametrize(

@@ -1,16 +1,10 @@
-"""Identical configurations measured by different suites: do their runs agree within the between-run range?
-
-Two suites that time the same setting (small_batch's batch 16 and batch_scaling's batch 16, say) must give
-the same samples/s within the noise between independent runs; where they do not, the report says so, and a
-reader knows the machine drifted between the suites (or a parameter that should not matter does). The rows
-and the drift: helpers/study/drift.py.
-"""
+"""Identical configurations measured by different suites: do their runs agree within the between-run range?"""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.drift import agreement, drift_pct
+from helpers.study.drift import agreement, drift_pcts
 from helpers.study.frame import MIN_RUNS
 from helpers.study.notation import fmt, short_device
 
@@ -45,21 +39,20 @@ def agreement_markdown(df: pd.DataFrame) -> str:
                 }
             )
     head = (
-        "Identical configurations timed by different suites (static padding; the same device, threads, "
-        "model, batch, length, precision, LLRD, optimizer, LoRA, preset and compiler flags, every parameter "
-        "that changes a step's work; not profiled: train_subset, the lr and the seed do not change a step) "
-        "should agree within "
-        "the range between their runs."
+        "Identical configurations timed by different suites (static padding; the same device, threads, model, batch, "
+        "length, precision, LLRD, optimizer, LoRA, preset and compiler flags, every parameter that changes a step's "
+        "work; not profiled: train_subset, the lr and the seed do not change a step) should agree within the range "
+        "between their runs."
     )
     counts = pd.Series(said_all).value_counts()
     tally = (
         f"Of {len(said_all)} configurations timed by several suites, {counts.get('agree', 0)} agree, "
-        f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved "
-        "(fewer than "
-        f"{MIN_RUNS} runs in a suite)."
+        f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved (fewer than {MIN_RUNS} "
+        "runs in a suite)."
     )
     keys = df.drop_duplicates("device").set_index("device")["device_key"]
-    drifts = {short_device(d): drift_pct(df, keys[d]) for d in sorted(rows["device"].unique())}
+    pcts = drift_pcts(df)
+    drifts = {short_device(d): pcts.get(keys[d]) for d in sorted(rows["device"].unique())}
     drift = (
         " The drift between suites (the largest gap between two suites' medians of one configuration): "
         + "; ".join(f"{d} {v:.1f}%" for d, v in drifts.items() if v is not None)

@@ -139,8 +139,7 @@ def build_report(
         written.append(path)
     shown = results.relative_to(repo_path(".")) if results.is_relative_to(repo_path(".")) else results
     note = (
-        f"{len(df)} records below `{shown}`, "
-        f"{len(current)} of them current points of a suite"
+        f"{len(df)} records below `{shown}`, {len(current)} of them current points of a suite"
         + (f"; skipped: {', '.join(f'{n} {k}' for k, n in skipped.items())}" if skipped else "")
         + "."
     )
@@ -159,10 +158,9 @@ def build_report(
         findings.counts(table)
         + " Each claim's words in the study, its rule, evidence and verdict: [claims.md](claims.md).",
         "",
-        "Published columns are the original study's figures (Experiment/published/README.md), "
-        "never results of this repository. "
-        "`quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test "
-        "the study's claims in direction, the `full` variants reproduce them on a GPU or trn1.",
+        "Published columns are the original study's figures (Experiment/published/README.md), never results of this "
+        "repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test the study's claims "
+        "in direction, the `full` variants reproduce them on a GPU or trn1.",
         "",
         "## Machines",
         "",

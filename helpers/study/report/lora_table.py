@@ -19,28 +19,23 @@ TARGET = 0.88  # the lowest of the headline's targets: whether, and when, each s
 ACCELERATORS = ("t4", "a10g", "a100-40gb", "h100", "trn1-core")  # device_peaks.csv keys, the study's devices
 
 NOTE = (
-    "Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs "
-    "tried (all shown); runs counts every run of the setting, at every lr, and how many collapsed to the "
-    "majority class. Test accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full "
-    "fine-tuning minus the row, in points, ± the two intervals combined (root of the sum of squares); "
-    "positive: LoRA is below. "
-    "samples/s: median over the runs (their range). AdamW state: two moments per trainable element. "
-    f"To {100 * TARGET:.0f}%: training seconds (the timed windows) at the first evaluation of the whole "
-    "validation split at or past it, an upper bound (≤) by up to one evaluation interval, mean ± 95% "
-    "interval over the seeds that did (`k/n`); "
+    "Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs tried (all "
+    "shown); runs counts every run of the setting, at every lr, and how many collapsed to the majority class. Test "
+    "accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full fine-tuning minus the row, in points, ± "
+    "the two intervals combined (root of the sum of squares); positive: LoRA is below. samples/s: median over the "
+    f"runs (their range). AdamW state: two moments per trainable element. To {100 * TARGET:.0f}%: training seconds "
+    "(the timed windows) at the first evaluation of the whole validation split at or past it, an upper bound (≤) by "
+    "up to one evaluation interval, mean ± 95% interval over the seeds that did (`k/n`); "
     "\"loaded\": a run's process used under 90% of its threads' "
-    "CPU (a shared machine: its seconds are slow); "
-    "not reached: with the best validation accuracy any seed "
-    "saw; — : no validation curve (run without eval_every). "
-    "USD: those seconds at the decision tool's price for the record's device "
-    "(the accelerators it used; the "
-    "facts' cheapest instance carrying them where none is recorded; a CPU: the 2-vCPU instance's price)."
+    "CPU (a shared machine: its seconds are slow); not reached: with the best validation accuracy any seed saw; — : no "
+    "validation curve (run without eval_every). USD: those seconds at the decision tool's price for the record's "
+    "device (the accelerators it used; the facts' cheapest instance carrying them where none is recorded; a CPU: the "
+    "2-vCPU instance's price)."
 )
 
 
 def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Return one row per (device, variant, setting) at the setting's best learning rate (by validation), with
-    its accuracy, gap, speed and memory, and the lrs searched and runs counted."""
+    """Return one row per (device, variant, setting) at the setting's best learning rate by validation."""
     done = df[df["status"] == "finished"].assign(setting=lambda d: d.apply(setting, axis=1))
     out = []
     for (device, variant), g in done.groupby(["device", "variant"], sort=True, dropna=False):
@@ -78,8 +73,7 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_target(cells: pd.DataFrame) -> str:
-    """Return the seconds to TARGET over seeds (tta_table.cell), with the best validation accuracy where none
-    reached it, and a dash where no run kept a validation curve."""
+    """Return the seconds to TARGET over seeds, else the best validation accuracy, else a dash (no curve)."""
     curves = [c for c in cells["curve"] if c]
     if not curves:
         return DASH
@@ -100,8 +94,7 @@ def usd(cells: pd.DataFrame) -> str:
 
 
 def fits(settings: pd.DataFrame, seq_len: int) -> pd.DataFrame:
-    """Return, per LoRA setting (rows: lora_r, lora_targets) and accelerator, the largest bert-base batch whose
-    training state fits (helpers.calc.memory.fit_table, bf16 autocast at `seq_len`, 1 GiB reserved)."""
+    """Return per LoRA setting and accelerator the largest bert-base batch that fits (calc.memory.fit_table)."""
     from transformers import BertConfig
 
     from helpers.calc.flops import lora_trainable
@@ -131,13 +124,9 @@ def lora_section(suite, df: pd.DataFrame, published_dir) -> str:
     seq_len = int(done["max_length"].median())
     settings = done[["lora_r", "lora_targets"]].drop_duplicates()
     model = (
-        f"Largest batch that fits, a model: bert-base-uncased at L={seq_len}, bf16 autocast, "
-        "per accelerator "
-        "(helpers/calc/memory.py with each setting's trainable parameters: "
-        "gradients and AdamW moments for those "
-        "only; activations as full fine-tuning's, so a LoRA batch here is a lower bound; "
-        "1 GiB reserved). The "
-        "records above are the measurement; "
-        "this answers the question for the study's model and devices."
+        f"Largest batch that fits, a model: bert-base-uncased at L={seq_len}, bf16 autocast, per accelerator "
+        "(helpers/calc/memory.py with each setting's trainable parameters: gradients and AdamW moments for those "
+        "only; activations as full fine-tuning's, so a LoRA batch here is a lower bound; 1 GiB reserved). The records "
+        "above are the measurement; this answers the question for the study's model and devices."
     )
     return "\n\n".join([caption(suite, done), markdown(table), NOTE, model, markdown(fits(settings, seq_len))])

@@ -1,7 +1,5 @@
 """The report's figures, drawn from the frame (helpers/study/frame.py) with the study's published figures beside.
 
-    make_all(df, "Pictures", "Experiment/published", command) -> {suite: [png paths]}
-
 Each figure compares devices (one colour per device, helpers/study/plot_style.py); a device that ran a
 suite's full variant shows that, else its quick one, and every line names its model. Published points
 (X markers, dashed, hatched) are the study's bert-base runs; they share an axis with measured runs only
@@ -83,10 +81,9 @@ def batch_scaling(df, published_dir):
 
 
 def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
-    """Return `suite`'s rows of a configuration in `d` (device, model, batch, precision), with d's series; never
-    a profiled run (the profiler slows the steps it watches: another configuration, not another sweep)."""
+    """Return `suite`'s unprofiled rows of `d`'s configurations (device, model, batch, precision), with d's series."""
     other = plot_style.rows(df, suite, "step_ms", "max_length")
-    other = other[~profiled(other)]
+    other = other[~profiled(other)]  # the profiler slows the steps it watches: another configuration
     keys = ["device_key", "model", "batch", "precision"]
     series = d.drop_duplicates(keys).set_index(keys)["series"]
     other = other.join(series.rename("same"), on=keys, how="inner")
@@ -94,16 +91,14 @@ def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
 
 
 def _over_l32(d: pd.DataFrame) -> pd.DataFrame:
-    """Return the rows of the series that ran L=32, with `rel`: each run's step time over its series' median
-    step at L=32."""
+    """Return the series that ran L=32, with `rel`: each run's step time over its series' median step at L=32."""
     at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
     d = d[d["series"].isin(at32.index)]
     return d.assign(rel=d["step_ms"] / d["series"].map(at32))
 
 
 def _profile_points(b, c, same: pd.DataFrame) -> None:
-    """Draw the profile_memory suite's steps of the same configuration (hollow markers, bars: range between its
-    runs) on the step panel, and its longer lengths over its own L=32 on the ratio panel."""
+    """Draw the profile_memory suite's runs of the same configuration, hollow, on the step and ratio panels."""
     if same.empty:
         return
     same = same.assign(
@@ -116,8 +111,7 @@ def _profile_points(b, c, same: pd.DataFrame) -> None:
 
 
 def seq_len(df, published_dir):
-    """Tokens/s and step time against sequence length (medians of runs, bars their range); growth relative to
-    L=32 beside the model's FLOP growth, the profile_memory suite's runs and the published trn1's."""
+    """Tokens/s, step time and its growth over L=32 against sequence length, beside FLOP growth and the published."""
     d = plot_style.rows(df, "seq_len", "step_ms")
     if d.empty:
         return None
@@ -360,9 +354,7 @@ def _own_config(model_name: str):
 
 
 def memory(df, published_dir):
-    """Measured peak memory against batch, device memory (CUDA max allocated) and host memory (process RSS) on
-    axes of their own, each measured series beside the estimate of its own model (helpers/calc/memory.py),
-    bert-base's estimates and the capacities on the device panel."""
+    """Measured peak memory against batch (device and host apart) beside each model's estimate and the capacities."""
     from transformers import BertConfig
 
     from helpers.calc.memory import GIB, estimate_train_memory
@@ -381,6 +373,10 @@ def memory(df, published_dir):
     ]
     fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)
     batches = range(2, 65)  # the suites' batches span 2..64
+
+    def estimate(cfg, length: int, mode: str, device_type: str = "cuda") -> list[float]:
+        return [estimate_train_memory(cfg, b, length, mode, device_type=device_type)["total"] / GIB for b in batches]
+
     ranges = d.groupby(["series", "batch"])["mem_gib"].agg(["median", "min", "max", "count"])
     within = ((ranges["max"] - ranges["min"]) / ranges["median"]).max()
     for ax, (kind, g) in zip(axes, kinds):
@@ -392,13 +388,7 @@ def memory(df, published_dir):
             if cfg is None:
                 continue
             mode = "bf16" if str(r["compute_dtype"]) == "bf16" else "fp32"
-            est = [
-                estimate_train_memory(cfg, int(b), int(r["max_length"]), mode, device_type="cuda" if device else "cpu")[
-                    "total"
-                ]
-                / GIB
-                for b in batches
-            ]
+            est = estimate(cfg, int(r["max_length"]), mode, "cuda" if device else "cpu")
             ax.plot(batches, est, color=r["colour"], linestyle=":", linewidth=1.2, label=f"model: {series}, {mode}")
         ax.set(
             xlabel="batch size, samples per step",
@@ -411,7 +401,7 @@ def memory(df, published_dir):
             continue
         cfg = BertConfig(num_labels=6)
         for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), ("-", "--", "-.")):
-            est = [estimate_train_memory(cfg, int(b), length, mode)["total"] / GIB for b in batches]
+            est = estimate(cfg, length, mode)
             ax.plot(
                 batches, est, color="black", linestyle=ls, linewidth=1, label=f"model: bert-base, L={length}, {mode}"
             )
@@ -438,8 +428,7 @@ def memory(df, published_dir):
 
 
 def small_batch(df, published_dir):
-    """Utilization % of each kind on an axis of its own (published SM % and engine %, and each measured metric
-    apart: a CPU % never shares an axis with them), and samples/s at small batches."""
+    """Utilization % of each kind on an axis of its own, and samples/s at small batches."""
     d, speed = (plot_style.rows(df, "small_batch", column, "batch") for column in ("util_pct", "samples_per_s"))
     if d.empty and speed.empty:
         return None
@@ -449,16 +438,11 @@ def small_batch(df, published_dir):
     fig, axes = plot_style.figure(2 + len(metrics), width=5.0, height=3.8)
     a, b, own = axes[0], axes[-1], axes[1:-1]
     pub = plot_style.published(published_dir, "small_batch_util.csv")
+    # the vector engine in a dark hue of its own: not trn1's amber twice
     for column, device, what, marker, colour in (
         ("a100_sm_util_pct", "A100", "SM utilization %", "X", plot_style.published_colour("A100")),
         ("trn_tensor_engine_util_pct", "trn1", "tensor engine active %", "X", plot_style.published_colour("trn1")),
-        (
-            "trn_vector_engine_util_pct",
-            "trn1",
-            "vector engine active %",
-            "P",
-            plot_style.DARK[5],
-        ),  # not trn1's amber twice
+        ("trn_vector_engine_util_pct", "trn1", "vector engine active %", "P", plot_style.DARK[5]),
     ):
         a.plot(
             pub["batch"],
@@ -490,8 +474,7 @@ def small_batch(df, published_dir):
 
 
 def padding(df, published_dir):
-    """Graph compilations and train time (compiling part lighter) for static against dynamic padding: medians
-    of independent runs, whiskers their range."""
+    """Graph compilations and train time (compiling part lighter) for static against dynamic padding."""
     d = plot_style.rows(df, "padding", "compilations")
     if d.empty:
         return None

@@ -38,9 +38,7 @@ def _decay(value) -> str:
 
 
 def _grid(d: pd.DataFrame, value: str, lrs, decays, rows: int | None = None) -> tuple[pd.DataFrame, ...]:
-    """Return mean accuracy % by (lr, decay), the 95% half-width in points (over seeds; one run or a published
-    mean: the test set's sampling error at `rows`), and whether each cell did not learn (the claims' criterion,
-    the frame's `learned` column; published cells have none)."""
+    """Return mean accuracy % by (lr, decay), its 95% half-width in points, and whether each cell did not learn."""
     d = d.assign(unlearned=~d["learned"].astype(bool) if "learned" in d else False)
     g = d.groupby(["lr", "decay"]).agg(acc=(value, "mean"), unlearned=("unlearned", "any"))
     half = d.groupby(["lr", "decay"])[value].agg(lambda v: _interval(v, rows)[1] if v.count() > 1 or rows else np.nan)
@@ -49,20 +47,19 @@ def _grid(d: pd.DataFrame, value: str, lrs, decays, rows: int | None = None) -> 
     return grid, near.fillna(False).astype(bool), half.unstack().reindex(index=lrs, columns=decays)
 
 
-def colour_range(panels: list[tuple[pd.DataFrame, ...]]) -> tuple[float, float]:
-    """Return one accuracy range for the panels' learned cells, widened by their largest 95% half-width, so
-    two cells whose intervals overlap never read as far apart in colour."""
-    learned = np.concatenate([g.to_numpy(dtype=float)[~n.to_numpy() & ~g.isna().to_numpy()] for g, n, *_ in panels])
-    every = np.concatenate([g.to_numpy(dtype=float).ravel() for g, *_ in panels])
-    halves = np.concatenate([h.to_numpy(dtype=float)[~n.to_numpy()] for _, n, h in panels])
+def colour_range(cells: tuple[pd.DataFrame, ...]) -> tuple[float, float]:
+    """Return the accuracy range of a grid's learned cells, widened by their largest 95% half-width."""
+    # the width: two cells whose intervals overlap never read as far apart in colour
+    grid, near, half = (c.to_numpy(dtype=float) for c in cells)
+    learned = grid[(near == 0) & ~np.isnan(grid)]
+    halves = half[near == 0]
     pad = float(np.nanmax(halves)) if np.isfinite(halves).any() else 0.05
-    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(every), np.nanmax(every))
+    lo, hi = (learned.min(), learned.max()) if learned.size else (np.nanmin(grid), np.nanmax(grid))
     return lo - pad, hi + pad
 
 
 def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
-    """Draw one grid as coloured cells with their values ± 95% half-widths; near-majority cells hatched and off
-    the colour scale."""
+    """Draw one grid as cells of mean ± 95% half-width; cells that did not learn hatched, off the colour scale."""
     grid, near, half = cells
     text = np.vectorize(cell_text)(grid.to_numpy(dtype=float), half.to_numpy(dtype=float))
     sns.heatmap(
@@ -91,12 +88,11 @@ def cell_text(mean: float, half: float) -> str:
 
 
 def lr_llrd(df, published_dir):
-    """Mean test accuracy % ± 95% half-width over LR x LLRD decay per measured device, hatched near the majority,
-    published beside (± the test set's sampling error)."""
+    """Mean test accuracy % ± 95% half-width over LR x LLRD decay, a heatmap per measured series, published beside."""
     d = plot_style.rows(df, "lr_llrd", "test_acc", "lr")
     if d.empty:
         return None
-    pub = plot_style.published(published_dir, "lr_llrd.csv").assign(majority=np.nan)
+    pub = plot_style.published(published_dir, "lr_llrd.csv")
     pub = pub.assign(decay=pub["llrd_decay"].map(_decay), lr=pub["lr"].astype(float))
     d = d.assign(decay=d["llrd_decay"].map(_decay), lr=d["lr"].astype(float))
     lrs = sorted(set(d["lr"]) | set(pub["lr"]))
@@ -116,7 +112,7 @@ def lr_llrd(df, published_dir):
     # a colour scale per panel: another model and budget, its accuracies are not on the others' scale, and one
     # scale would saturate the published panel and hide its differences
     for ax, (title, cells) in zip(axes, panels):
-        _heatmap(ax, cells, title, colour_range([cells]))
+        _heatmap(ax, cells, title, colour_range(cells))
     plot_style.key(
         fig,
         Patch(
@@ -134,8 +130,7 @@ def lr_llrd(df, published_dir):
 
 
 def _interval(values, rows=None) -> tuple[float, float]:
-    """Return the mean and 95% half-width of accuracies `values` (fractions) in percent or points (0 where no
-    interval is known: one run and no test-set size)."""
+    """Return the mean and 95% half-width (0 where unknown) of accuracies `values` (fractions), in percent."""
     mean, half, _ = accuracy.mean_interval(list(values), rows)
     return 100 * mean, 0.0 if np.isnan(half) else 100 * half
 
@@ -143,8 +138,7 @@ def _interval(values, rows=None) -> tuple[float, float]:
 def _points(
     ax, x: list, stats: list[tuple[float, float]], offset: float, g: pd.DataFrame, label: str, hollow: bool = False
 ) -> None:
-    """Draw means with 95% interval bars at positions `x` + `offset`, in the colour and marker of `g`'s device
-    (hollow: a figure that cannot speak, an arm that did not learn)."""
+    """Draw means with 95% interval bars at `x` + `offset` in `g`'s device colour and marker (hollow where asked)."""
     if stats:
         mean, half = zip(*stats)
         ax.errorbar(
@@ -160,8 +154,7 @@ def _points(
 
 
 def _why_not(arms: pd.DataFrame) -> list[str]:
-    """Return why a difference between these arms is not the mode's effect: an arm that did not learn (the
-    claims' learning floor, the `learned` column), arms on unlike optimizers."""
+    """Return why a difference between these arms is not the mode's effect (an arm did not learn, unlike optimizers)."""
     why = []
     if "learned" in arms and not arms["learned"].astype(bool).all():
         why.append("an arm did not learn")
@@ -272,8 +265,7 @@ def workload(g: pd.DataFrame) -> str:
 
 
 def _measured_speedups(d: pd.DataFrame) -> pd.DataFrame:
-    """Return per series with both presets: its label, median baseline ÷ median optimized train time, colour,
-    and the extreme ratios of its runs (slowest baseline ÷ fastest optimized and back; NaN for one run)."""
+    """Return per series with both presets its label, median speedup, colour, model and extreme ratios of its runs."""
     out = []
     for series, g in d.groupby("series", sort=False):
         t = g.groupby("preset")["train_s"].agg(["median", "min", "max", "count"])

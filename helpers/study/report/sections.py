@@ -1,9 +1,4 @@
-"""One section of the report per suite: the question it answers, its tables, and what the data show.
-
-`section(suite, df, published_dir)` takes the frame rows of the suite's current points (every device) and
-dispatches on the suite file's `[report] table`: grid (the default), accuracy, precision, token_stats,
-speedup, padding, roofline. Published figures stand beside in columns labelled "published".
-"""
+"""One section of the report per suite: the question it answers, its tables, and what the data show."""
 
 from __future__ import annotations
 
@@ -21,28 +16,26 @@ from helpers.study.report.tta_table import tta_section
 from helpers.study.sweep.suites import Suite
 
 STUDY_TEST_ROWS = 2000
-BERT_BASE_EPOCH_ROWS = 16000
 
 
-def _published(spec: dict, published_dir) -> tuple[pd.DataFrame | None, dict, dict]:
+def _published(spec: dict, published_dir) -> pd.DataFrame | None:
+    """Return the suite's published columns indexed as its rows match on, or None where it has none."""
     pub = (spec.get("published") or [None])[0]
     if not pub:
-        return None, {}, {}
+        return None
     table = published(pub["file"], published_dir)
     for column, mapping in pub.get("map", {}).items():
-        table[column] = table[column].map(lambda v: mapping.get(v, v))
-    return table, pub.get("columns", {}), pub.get("match", {})
+        table[column] = table[column].replace(mapping)
+    table = table.rename(columns={v: k for k, v in pub.get("match", {}).items()}).set_index(spec["keys"])
+    return tables.keyed(table[list(pub["columns"])].rename(columns=pub["columns"]))
 
 
 def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     """Return the suite's grid: rows = its keys, a column group per device, published columns, the trend."""
     spec = suite.report
     keys, values = spec["keys"], spec["values"]
-    pub, columns, match = _published(spec, published_dir)
-    parts = [] if len(df) else [no_runs(suite)]
-    if len(df):
-        parts.append(caption(suite, df))
-    parts.append(markdown(tables.grid_table(df, keys, values, pub, columns, match)))
+    parts = [caption(suite, df) if len(df) else no_runs(suite)]
+    parts.append(markdown(tables.grid_table(df, keys, values, _published(spec, published_dir))))
     if "util_pct" in values and len(df):
         per_device = df.groupby("device")["util_metric"].first()
         metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in per_device.items())
@@ -64,12 +57,10 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     """Return test accuracy with 95% intervals per cell, flags for runs that learned nothing, and the best cell."""
     spec = suite.report
     keys = spec["keys"]
-    pub, columns, match = _published(spec, published_dir)
+    pub = _published(spec, published_dir)
     if not len(df):
         parts = [no_runs(suite)]
-        table = pd.DataFrame(
-            index=pd.Index([], name=keys[0]) if len(keys) == 1 else pd.MultiIndex.from_tuples([], names=keys)
-        )
+        table = pd.DataFrame(columns=keys).set_index(keys)
     else:
         parts = [caption(suite, df)]
         table = None
@@ -79,9 +70,8 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
                 t.columns = [f"{c} · {short_device(device)}" for c in t.columns]
             table = t if table is None else table.join(t, how="outer")
     if pub is not None:
-        pub = pub.rename(columns={v: k for k, v in match.items()}).set_index(keys)[list(columns)]
-        pub = pub.rename(columns=columns).map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
-        table = tables.keyed(table).join(tables.keyed(pub), how="outer")
+        pub = pub.map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
+        table = tables.keyed(table).join(pub, how="outer")
     parts.append(markdown(table.fillna(DASH)))
     for device, g in df.groupby("device", sort=False):
         parts.append(f"{short_device(device)}: " + accuracy.best_cell(g, keys))
@@ -110,17 +100,12 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     text = accuracy_section(suite, df, published_dir)
     pub = published("stochastic_rounding.csv", published_dir)
     rows = []
+    paired = accuracy.paired_diffs(df, "precision", "bf16-pure-sr", "bf16-pure", "max_length") if len(df) else {}
     for length in sorted({int(x) for x in pub["max_length"]} | {int(x) for x in df["max_length"].dropna()}):
-        diffs = (
-            accuracy.paired_diffs(
-                df[df["max_length"] == length], "precision", "bf16-pure-sr", "bf16-pure", "max_length"
-            ).get(length, [])
-            if len(df)
-            else []
-        )
+        diffs = paired.get(length, [])
         mine = pub[pub["max_length"].astype(int) == length].set_index("stochastic_rounding")["accuracy"]
         on, off = (float(mine["on"]), float(mine["off"])) if {"on", "off"} <= set(mine.index) else (math.nan,) * 2
-        noise = 100 * accuracy.Z95 * math.sqrt(2 * on * (1 - on) / STUDY_TEST_ROWS) if on == on else math.nan
+        noise = 100 * math.sqrt(2) * accuracy.binomial_half_width(on, STUDY_TEST_ROWS) if on == on else math.nan
         rows.append(
             {
                 "max_length": str(length),
@@ -164,10 +149,8 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         "Lengths in tokens of the training split, [CLS] and [SEP] included, without truncation.\n\n"
         + table.to_markdown(index=False, disable_numparse=True)
         + f"\n\nThe suites train at max_length={chosen}, the study's choice: the mean is {mean:.1f} "
-        f"tokens, the next power of two is {chosen}, "
-        "and it fills the NeuronCore's 128x128 tensor-engine "
-        f"tiles; rows longer than {chosen} are truncated "
-        f"(covering 95% would need {int(r['token_stats.chosen_pow2'])})."
+        f"tokens, the next power of two is {chosen}, and it fills the NeuronCore's 128x128 tensor-engine tiles; rows "
+        f"longer than {chosen} are truncated (covering 95% would need {int(r['token_stats.chosen_pow2'])})."
     )
 
 
@@ -191,7 +174,7 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             accuracy.fmt_interval(
                 list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(opt)
             ),
-            f"{fmt(g['train_subset'].iloc[0] or BERT_BASE_EPOCH_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
+            f"{fmt(g['train_subset'].iloc[0] or accuracy.TRAIN_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
             f"{g['model_name'].iloc[0]}",
         ]
     for _, p in published("speedup.csv", published_dir).iterrows():
@@ -219,11 +202,8 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts
         + [
             table.to_markdown(disable_numparse=True),
-            "Measured samples/s count samples processed in the steady state; "
-            "the published "
-            "T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, "
-            "3x below that rate "
-            "(Experiment/published/README.md).",
+            "Measured samples/s count samples processed in the steady state; the published T4/L4/A100 figures are "
+            "16,000 rows / the whole 3-epoch time, 3x below that rate (Experiment/published/README.md).",
         ]
     )
 
@@ -238,17 +218,12 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     per_shape = r["compile_s"] / max(r["compilations"], 1)
     return text + (
         f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} "
-        "graphs for "
-        f"{fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
-        f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). "
-        "An epoch of the real split at batch "
-        f"{int(r['batch'])} and max_length {int(r['max_length'])} "
-        f"meets up to {int(r['max_length']) - 2} "
-        "distinct lengths (one graph each in training, more in evaluation); "
-        "the study reports more than "
+        f"graphs for {fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
+        f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
+        f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} distinct "
+        "lengths (one graph each in training, more in evaluation); the study reports more than "
         '77 h for dynamic padding on trn1 (§3.1 "77+ hours": a lower bound), '
-        "where neuronx-cc takes "
-        "minutes per graph, against minutes of static-padding training."
+        "where neuronx-cc takes minutes per graph, against minutes of static-padding training."
     )
 
 
@@ -297,8 +272,7 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             for _, p in pub.iterrows()
         )
         + ". MFU above is against one peak per device and dtype: "
-        "published for GPUs "
-        "and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`)."
+        "published for GPUs and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`)."
     )
     return "\n\n".join(parts)
 

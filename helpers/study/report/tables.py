@@ -1,10 +1,4 @@
-"""The report's throughput and shape tables, from the frame (helpers/study/frame.py).
-
-Each table is a `groupby().agg()` over the frame, one column group per measured device, the study's
-published figures beside (Experiment/published/*.csv, labelled "published"), rendered with
-`DataFrame.to_markdown`. Its caption says what question it answers; its last line says what the data show,
-computed from them, including whether neighbouring rows differ beyond their spread.
-"""
+"""The report's throughput and shape tables from the frame: a column group per device, published ones beside."""
 
 from __future__ import annotations
 
@@ -63,8 +57,7 @@ def cell(values: pd.Series, name: str) -> str:
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
-    """Return a throughput cell: over several runs their median and range (between runs); of one run, its
-    timing spread within the run (windows' samples/s, steps' p10–p90)."""
+    """Return a throughput cell: the median and range between runs, or one run's timing spread within it."""
     if name == "samples_per_s" and len(group) == 1 and pd.notna(group["window_min"].iloc[0]):
         r = group.iloc[0]
         return f"{fmt(r['samples_per_s'])} ({fmt(r['window_min'])}–{fmt(r['window_max'])})"
@@ -79,10 +72,8 @@ def grid_table(
     keys: list[str],
     values: list[str],
     pub: pd.DataFrame | None = None,
-    pub_columns: dict | None = None,
-    match: dict | None = None,
 ) -> pd.DataFrame:
-    """Return rows = the keys' values, columns = each value per measured device, published ones beside."""
+    """Return rows = the keys' values, columns = each value per measured device, `pub`'s (keyed) beside."""
     out = None
     devices = list(dict.fromkeys(df["device"]))
     for device in devices:
@@ -98,13 +89,9 @@ def grid_table(
         )
         out = table if out is None else out.join(table, how="outer")
     if out is None:
-        empty = pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0])
-        out = pd.DataFrame(index=empty)
-    if pub is not None and pub_columns:
-        pub = pub.rename(columns={v: k for k, v in (match or {}).items()})
-        pub = pub.set_index(keys)[list(pub_columns)].rename(columns=pub_columns)
-        out, pub = keyed(out), keyed(pub)
-        out = out.join(pub, how="outer")
+        out = pd.DataFrame(columns=keys).set_index(keys)
+    if pub is not None:
+        out = keyed(out).join(pub, how="outer")
     return out.fillna(DASH)
 
 
@@ -146,8 +133,7 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
-    """Return one line saying how `value` moves along `key` on `device`, and whether neighbouring rows differ
-    beyond their spread: the range between runs where every row has >= 3, else the spread within one run."""
+    """Return a line saying how `value` moves along `key` on `device` and which neighbouring rows differ."""
     lo, hi = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}.get(
         value, (value, value)
     )
@@ -191,9 +177,8 @@ HOST_BOUND_STEP_GROWTH, HOST_BOUND_BATCHES = 2.0, 4.0
 
 
 def host_bound(df: pd.DataFrame, device: str) -> str:
-    """Return a line saying an accelerator's step time stayed flat across the batches (the host bounds it, and
-    its samples/s measures the host, not the accelerator), or '' (a CPU is its own host)."""
-    rows = df[(df["device"] == device) & (df["device_type"] != "cpu") & df["step_ms"].notna()]
+    """Return a line saying an accelerator's step stayed flat across batches (the host bound it), or ''."""
+    rows = df[(df["device"] == device) & (df["device_type"] != "cpu") & df["step_ms"].notna()]  # a CPU is its host
     if rows.empty or (rows["device_type"] == "xla").all() and not rows["device.neuron"].astype(bool).any():
         return ""
     steps = rows.groupby("batch")["step_ms"].median().sort_index()

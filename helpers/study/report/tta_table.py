@@ -16,13 +16,12 @@ LOADED_SHARE = 0.9  # a CPU run whose process used under this share of its threa
 
 NOTE = (
     "Training seconds (the timed windows: evaluations and start-up excluded, so not wall time) at the first "
-    "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` "
-    "steps, so the crossing happened at or before it and each figure is an upper bound (≤) by up to one "
-    "evaluation interval. Mean ± half-width of the 95% t-interval over the seeds that reached it (a single "
-    "seed: no interval); `k/n`: seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy "
-    "machine does not change (its seconds it does). Process CPU: the runs' range of the training process's "
-    "CPU use against what its threads could use; below "
-    f"{LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
+    "evaluation of the whole validation split at or past the target; evaluations come every `eval_every` steps, so "
+    "the crossing happened at or before it and each figure is an upper bound (≤) by up to one evaluation interval. "
+    "Mean ± half-width of the 95% t-interval over the seeds that reached it (a single seed: no interval); `k/n`: "
+    "seeds that reached it. Steps to 90%: optimizer steps (also ≤), which a busy machine does not change (its seconds "
+    "it does). Process CPU: the runs' range of the training process's CPU use against what its threads could use; "
+    f"below {LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
     '"loaded": compare its steps, not its seconds. Test accuracy: of the checkpoint that first reached '
     "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
     "each device is the machine the figure is from; seconds on another CPU differ."
@@ -30,8 +29,7 @@ NOTE = (
 
 
 def cell(values: pd.Series, loaded: bool = False) -> str:
-    """Return '≤ mean ± half (k/n)' of the seeds' first evaluations at or past a target (an upper bound), or
-    what none reaching it means; ', loaded' where the machine was shared."""
+    """Return '≤ mean ± half (k/n)' over the seeds that reached a target (', loaded' on a shared machine)."""
     reached = [float(v) for v in values if pd.notna(v)]
     if not reached:
         return f"not reached (0/{len(values)})"
@@ -53,8 +51,7 @@ def process_cpu(g: pd.DataFrame) -> tuple[str, bool]:
 
 
 def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
-    """Return the time-to-accuracy table of a suite's records, one row per device, variant and the suite's
-    `[report] keys` (a recipe search's candidates)."""
+    """Return the time-to-accuracy table: a row per device, variant and the suite's `[report] keys`."""
     done = df[df["status"] == "finished"] if len(df) else df
     if done.empty:
         return no_runs(suite)
