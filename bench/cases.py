@@ -1,7 +1,4 @@
-"""The benchmark's sections: harness overhead, the optimized preset against the baseline (with MFU
-against a matmul peak timed in the same rounds), accuracy of both presets, the data pipeline, and levers
-changed one at a time from the optimized configuration.
-"""
+"""The benchmark's sections: overhead, presets with their MFU, accuracy, data, levers and evaluation."""
 
 from __future__ import annotations
 
@@ -249,8 +246,7 @@ def with_threads(window, threads: int | None):
 
 
 def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
-    """Return, for each lever (those whose name contains one of `only`, when given), the variant / control
-    samples/s ratio, alternated in one process."""
+    """Return each lever's variant / control samples/s, alternated (only levers named by `only`, when given)."""
     out = []
     full = torch.get_num_threads()
     threads = {None: None, "all": full, "half": max(1, full // 2)}  # the bench-only `threads` knob
@@ -294,12 +290,7 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
 
 
 def eval_section(args, sync) -> dict:
-    """Return the rows/s of evaluating the whole validation split with the loader evaluation used before
-    the sorted one (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
-    length-sorted batches collated once (training.eval_loader, under inference mode), alternated in one
-    process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; each
-    lever of eval_levers and the other device type's batch rows against the after side; and every side's figures
-    and per-row predictions."""
+    """Return the validation split's rows/s and predictions before and after the sorted loader, and per lever."""
     with tempfile.TemporaryDirectory() as tmp:
         train_steps = max(1, args.eval_train_steps)
         run = steps.start(
@@ -325,6 +316,7 @@ def eval_section(args, sync) -> dict:
         record_destination.release(run.claim)  # nothing is recorded under the run's name
     split, t, task = splits["validation"], run.args.train, run.args.task
     collate = tokens.collator(run.tokenizer, task.padding, task.pad_to_multiple_of)
+    # before: the loader evaluation used (file order, collated at every evaluation, no_grad)
     old = tokens.loader(split, max(t.batch, 32), collate, shuffle=False, seed=t.seed)
     t0 = time.perf_counter()
     new = steps.eval_loader(run, split)
@@ -401,9 +393,7 @@ AFTER = "after: sorted, built once, inference mode"
 
 
 def eval_levers(precision: str, threads: int) -> dict[str, inference.EvalSettings]:
-    """Return the evaluation levers timed against `AFTER` (the training weights in the training precision):
-    bf16 weights (a run under bf16 autocast), eager attention, and half the torch threads (more than one);
-    eval_section adds the other device type's batch rows."""
+    """Return the evaluation levers timed against `AFTER`: eager attention, bf16 weights, half the threads."""
     levers = {"eager attention": inference.EvalSettings(attention="eager")}
     if precision == "bf16":
         levers["bf16 weights (a copy)"] = inference.EvalSettings(weights="bf16")
@@ -421,8 +411,7 @@ def predictions(
     precision: str,
     settings: inference.EvalSettings | None = None,
 ) -> torch.Tensor:
-    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in
-    `precision` as `settings` say (None: the training weights)."""
+    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`."""
     out = torch.full((n,), -1)
     with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
         eval_model.eval()
