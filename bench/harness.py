@@ -265,9 +265,35 @@ def bare_window(s: Setup, n_steps: int) -> Callable[[], dict]:
     return window
 
 
+def trainer_args(run: steps.Run, output_dir: str, **overrides):
+    """Return Trainer's `TrainingArguments` for `run`'s batch, optimizer, precision and seed; no saving or logging."""
+    from transformers import TrainingArguments
+
+    t = run.args.train
+    return TrainingArguments(
+        output_dir=output_dir,
+        per_device_train_batch_size=t.batch,
+        learning_rate=t.lr,
+        weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm,
+        optim=t.optim,
+        # the same precision as the project's run: bf16 autocast, or fp16 with loss scaling (a T4)
+        bf16=run.precision == "bf16",
+        fp16=run.precision == "fp16",
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        use_cpu=run.dev.type == "cpu",
+        seed=t.seed,
+        **overrides,
+    )
+
+
 def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "eager") -> Callable[[], dict]:
     """Return a window: `Trainer.train()` for `n_steps` on the same split, compiled unless `step_mode` is eager."""
-    from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
+    from transformers import Trainer, TrainerCallback, default_data_collator
 
     class LoopClock(TrainerCallback):  # after Trainer's per-call setup, which a real run pays once
         def on_train_begin(self, *a, **k):
@@ -277,25 +303,11 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "ea
             self.t1 = synced_now(s.run.dev)
 
     a = s.run.args
-    args = TrainingArguments(
-        output_dir=output_dir,
-        per_device_train_batch_size=a.train.batch,
+    args = trainer_args(
+        s.run,
+        output_dir,
         max_steps=n_steps,
-        learning_rate=a.train.lr,
-        weight_decay=a.train.weight_decay,
-        max_grad_norm=a.train.max_grad_norm,
-        # the same precision as the project's run: bf16 autocast, or fp16 with loss scaling (a T4)
-        bf16=s.run.precision == "bf16",
-        fp16=s.run.precision == "fp16",
-        optim=a.train.optim,
         eval_strategy="no",
-        save_strategy="no",
-        logging_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        use_cpu=s.run.dev.type == "cpu",
-        seed=a.train.seed,
         # the peer a GPU user would pick for a compiled step: Trainer's own torch.compile of the model
         torch_compile=step_mode != "eager",
         torch_compile_mode=train.compile_mode(step_mode),

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from bench.harness import trainer_args
 from helpers import steps
 from helpers.calc.accuracy_time import crossings
 from helpers.run import paths, record_destination, tokens
@@ -153,7 +154,7 @@ def trainer_run(
     name: str, sizes: Sizes, data_dir: str | None, device: str, results: str, seed: int = 42
 ) -> tuple[dict, int]:
     """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`."""
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import Trainer, TrainerCallback
 
     origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
     run = steps.start(build_args(_values(name, sizes, data_dir, device, results, seed)))
@@ -168,29 +169,16 @@ def trainer_run(
     target = None if sizes.to_the_end else sizes.target
     clock = Clock(lambda: synchronize(run.dev), target, sizes.budget_s, origin_s)
     with tempfile.TemporaryDirectory() as out:
-        targs = TrainingArguments(
-            output_dir=out,
-            per_device_train_batch_size=a.train.batch,
+        targs = trainer_args(
+            run,
+            out,
             per_device_eval_batch_size=max(a.train.batch, 32),
             # the run path's plan: epochs x batches capped by max_steps (Trainer's max_steps replaces epochs)
-            learning_rate=a.train.lr,
             max_steps=run.record.data.optimizer_steps_planned,
-            weight_decay=a.train.weight_decay,
             warmup_steps=a.train.warmup_ratio,
-            max_grad_norm=a.train.max_grad_norm,
-            optim=a.train.optim,
-            bf16=run.precision == "bf16",
-            fp16=run.precision == "fp16",
             train_sampling_strategy="group_by_length" if a.task.group_by_length else "random",
             eval_strategy="steps",
             eval_steps=sizes.eval_every,
-            save_strategy="no",
-            logging_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-            use_cpu=run.dev.type == "cpu",
-            seed=a.train.seed,
         )
         collate = tokens.collator(run.tokenizer, a.task.padding, a.task.pad_to_multiple_of)
         trainer = Trainer(
