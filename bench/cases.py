@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 import timeit
+from collections.abc import Callable
 
 import torch
 from torch.utils.benchmark.utils.common import set_torch_threads
@@ -207,16 +208,12 @@ def accuracy_section(args) -> dict:
             )
             rec = steps.run_all(run_args)
             m, t = rec.get("metrics", {}), rec.get("timing", {})
-            runs[preset] = {
-                "status": rec["status"],
-                "test_accuracy": m.get("test_accuracy"),
-                "test_macro_f1": m.get("test_macro_f1"),
-                "val_accuracy": m.get("val_accuracy"),
-                "samples_per_s": t.get("samples_per_s"),
-                "train_time_s": t.get("train_time_s"),
-                "steps": t.get("steps"),
-                "precision": rec["precision"]["used"],
-            }
+            runs[preset] = (
+                {"status": rec["status"]}
+                | {k: m.get(k) for k in ("test_accuracy", "test_macro_f1", "val_accuracy")}
+                | {k: t.get(k) for k in ("samples_per_s", "train_time_s", "steps")}
+                | {"precision": rec["precision"]["used"]}
+            )
     return {"rows": args.acc_rows, "epochs": args.acc_epochs, "runs": runs}
 
 
@@ -251,9 +248,7 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
     full = torch.get_num_threads()
     threads = {None: None, "all": full, "half": max(1, full // 2)}  # the bench-only `threads` knob
     for name, control, variant in LEVERS:
-        if args.lever and not any(s.lower() in name.lower() for s in args.lever):
-            continue
-        if only and not any(s.lower() in name.lower() for s in only):
+        if not all(any(s.lower() in name.lower() for s in asked) for asked in (args.lever, only) if asked):
             continue
         ref = REFERENCE | {"model_name": args.model}
         control, variant = dict(control), dict(variant)
@@ -331,47 +326,32 @@ def eval_section(args, sync) -> dict:
             figures["before"] = evaluate_batches(model, old, run.dev, run.precision)
         return {"samples": figures["before"]["rows"]}
 
-    def new_window() -> dict:
-        figures["after"] = evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
-        return {"samples": figures["after"]["rows"]}
-
-    def lever_window(name: str, settings: inference.EvalSettings, lever_batches: EvalBatches):
-        def window() -> dict:
+    def window(name: str, settings: inference.EvalSettings, batches: EvalBatches) -> Callable[[], dict]:
+        def evaluate_once() -> dict:
             figures[name] = evaluate(
-                model, lever_batches, run.dev, run.precision, rows_per_batch=lever_batches.batch_size, settings=settings
+                model, batches, run.dev, run.precision, rows_per_batch=batches.batch_size, settings=settings
             )
             return {"samples": figures[name]["rows"]}
 
-        return window
+        return evaluate_once
 
-    levers = eval_levers(run.precision, torch.get_num_threads())
-    batches = {name: new for name in levers}
+    levers = {name: (settings, new) for name, settings in eval_levers(run.precision, torch.get_num_threads()).items()}
     if other.batch_size != new.batch_size:
-        levers[f"{other.batch_size} rows a batch"] = inference.EvalSettings()
-        batches[f"{other.batch_size} rows a batch"] = other
+        levers[f"{other.batch_size} rows a batch"] = (inference.EvalSettings(), other)
     rates = alternate(
         {
             "before: loader, no_grad": old_window,
-            AFTER: new_window,
-            **{name: lever_window(name, settings, batches[name]) for name, settings in levers.items()},
+            AFTER: window("after", inference.EvalSettings(), new),
+            **{name: window(name, *lever) for name, lever in levers.items()},
         },
         args.windows,
         args.warmup,
         sync,
         gate=args.gate,
     )
-    in_order = [list(range(k, min(k + old.batch_size, len(split)))) for k in range(0, len(split), old.batch_size)]
-    before = predictions(model, old, in_order, len(split), run.dev, run.precision)
-    after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
-    apart = {
-        name: int(
-            (
-                predictions(model, batches[name], batches[name].rows, len(split), run.dev, run.precision, settings)
-                != after
-            ).sum()
-        )
-        for name, settings in levers.items()
-    }
+    predicted = lambda batches, rows, settings=None: predictions(model, batches, rows, run, settings)
+    before, after = predicted(old, torch.arange(len(split)).split(old.batch_size)), predicted(new, new.rows)
+    apart = {name: int((predicted(b, b.rows, settings) != after).sum()) for name, (settings, b) in levers.items()}
     return {
         "config": EVAL_CFG | {"model_name": args.eval_model},
         "rows": len(split),
@@ -403,21 +383,15 @@ def eval_levers(precision: str, threads: int) -> dict[str, inference.EvalSetting
 
 
 def predictions(
-    model: torch.nn.Module,
-    batches,
-    rows: list[list[int]],
-    n: int,
-    dev,
-    precision: str,
-    settings: inference.EvalSettings | None = None,
+    model: torch.nn.Module, batches, rows, run: steps.Run, settings: inference.EvalSettings | None = None
 ) -> torch.Tensor:
-    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`."""
-    out = torch.full((n,), -1)
-    with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
+    """Return each row's predicted label at its row index, from `batches` whose row indices are `rows`."""
+    out = torch.full((sum(map(len, rows)),), -1)
+    with inference.applied(model, settings or inference.EvalSettings(), run.precision) as (eval_model, precision):
         eval_model.eval()
         with torch.inference_mode():
             for batch, index in zip(batches, rows):
-                with autocast(eval_precision, dev.type):
-                    logits = eval_model(**{k: v.to(dev.torch_device) for k, v in batch.items()}).logits
-                out[torch.tensor(index)] = logits.argmax(-1).cpu()
+                with autocast(precision, run.dev.type):
+                    logits = eval_model(**{k: v.to(run.dev.torch_device) for k, v in batch.items()}).logits
+                out[index] = logits.argmax(-1).cpu()
     return out

@@ -102,9 +102,7 @@ class TimedLoader:
         it = iter(self.loader)
         while True:
             t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
+            if (batch := next(it, None)) is None:
                 return
             self.wait_s.append(time.perf_counter() - t0)
             yield batch
