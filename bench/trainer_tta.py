@@ -86,14 +86,14 @@ def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str, s
     t = rec.get("timing") or {}
     return outcome(
         rec.get("curve") or [],
-        t.get("train_time_s"),
-        t.get("steps"),
-        t.get("samples_processed"),
         sizes.target,
-        rec["precision"]["used"],
-        rec.get("status"),
-        (rec.get("metrics") or {}).get("test_accuracy") if sizes.to_the_end else None,
-        seed,
+        status=rec.get("status"),
+        precision=rec["precision"]["used"],
+        train_time_s=t.get("train_time_s"),
+        steps=t.get("steps"),
+        samples=t.get("samples_processed"),
+        seed=seed,
+        test_accuracy=(rec.get("metrics") or {}).get("test_accuracy") if sizes.to_the_end else None,
     ), rec["params"]["epochs"]
 
 
@@ -199,46 +199,29 @@ def trainer_run(
     steps_done = trainer.state.global_step
     return outcome(
         curve,
-        clock.train_s,
-        steps_done,
-        steps_done * a.train.batch,
         sizes.target,
-        run.precision,
-        "finished",
-        test,
-        seed,
+        status="finished",
+        precision=run.precision,
+        train_time_s=clock.train_s,
+        steps=steps_done,
+        samples=steps_done * a.train.batch,
+        seed=seed,
+        test_accuracy=test,
     ), a.train.epochs
 
 
-def outcome(
-    curve: list[dict],
-    train_s: float | None,
-    steps_done: int | None,
-    samples: int | None,
-    target: float,
-    precision: str,
-    status: str | None,
-    test_accuracy: float | None = None,
-    seed: int | None = None,
-) -> dict:
-    """Return one configuration's round: its curve, seconds, when it first reached `target`, seed and test accuracy."""
+def outcome(curve: list[dict], target: float, **measured) -> dict:
+    """Return one configuration's round: what it `measured`, its curve and when it first reached `target`."""
     hit = crossings([CurvePoint(**p) for p in curve], (target,))[f"{target:.2f}"]
     reached = hit.train_time_s is not None
-    return {
-        "status": status,
-        "precision": precision,
+    return measured | {
         "time_to_target_s": hit.train_time_s,
         "wall_to_target_s": hit.wall_s,
         "target_step": hit.step,
         "reason": hit.reason,
-        "train_time_s": train_s,
         "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],  # not reached: more than this
-        "steps": steps_done,
-        "samples": samples,
         "curve": curve,
         "best_val_accuracy": max((p["val_accuracy"] for p in curve), default=None),
-        "seed": seed,
-        "test_accuracy": test_accuracy,
     }
 
 
