@@ -59,6 +59,9 @@ REFERENCE = dict(
     llrd_decay=0.95,
     log_every=100,
 )
+DYNAMIC, GROUPED = dict(padding="dynamic", pad_to_multiple_of=8), dict(group_by_length=True)
+# make baseline's padding in buckets of 16 tokens: a few compiled shapes (16 .. 64), not one per length
+BUCKETS = dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True)
 LEVERS = (
     ("bf16 autocast vs fp32", dict(precision="fp32"), dict(precision="bf16")),
     ("bf16 weights vs bf16 autocast", dict(precision="bf16"), dict(precision="bf16-pure")),
@@ -70,28 +73,15 @@ LEVERS = (
     ("batch 128 vs 64", dict(batch=64), dict(batch=128)),
     ("batch 32 x 2 accumulation vs batch 64", dict(batch=64), dict(batch=32, gradient_accumulation_steps=2)),
     ("L=32 vs L=64, static", dict(max_length=64), dict(max_length=32)),
-    (
-        "dynamic padding vs static, L<=64",
-        dict(max_length=64),
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=8),
-    ),
-    (
-        "length-grouped dynamic vs static, L<=64",
-        dict(max_length=64),
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=8, group_by_length=True),
-    ),
-    ("dynamic padding vs static, L<=32", dict(), dict(padding="dynamic", pad_to_multiple_of=8)),
-    (
-        "length-grouped dynamic vs static, L<=32",
-        dict(),
-        dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True),
-    ),
+    ("dynamic padding vs static, L<=64", dict(max_length=64), dict(max_length=64) | DYNAMIC),
+    ("length-grouped dynamic vs static, L<=64", dict(max_length=64), dict(max_length=64) | DYNAMIC | GROUPED),
+    ("dynamic padding vs static, L<=32", dict(), DYNAMIC),
+    ("length-grouped dynamic vs static, L<=32", dict(), DYNAMIC | GROUPED),
     ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
-    # make baseline's padding in buckets of 16 tokens: a few compiled shapes (16 .. 64), not one per length
     (
         "torch.compile vs eager, length-grouped dynamic padding in buckets of 16, L<=64",
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True),
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True, compile=True),
+        BUCKETS,
+        BUCKETS | dict(compile=True),
     ),
     ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
