@@ -71,7 +71,7 @@ def _head(results: dict, meta: dict) -> str:
 
 
 def render(results: dict, meta: dict) -> dict[str, str]:
-    """Return the Markdown blocks ('main', 'levers', 'tta') for the sections in `results`."""
+    """Return the Markdown blocks ('main', 'levers', 'tta', 'eval') for the sections in `results`."""
     head = _head(results, meta)
     md = [head, ""]
     o = results.get("overhead")
@@ -187,23 +187,21 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     else:
         md += ["Not measured in this run (`--sections accuracy`).", ""]
     blocks = {"main": "\n".join(md)}
-    lv = results.get("levers")
-    if lv:
-        rows = [
-            head,
-            "",
-            f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
-            "window; control and variant alternate round by round; ratio = variant / control "
-            "samples/s, the median of the per-round ratios (their range beside).",
-            "",
-            *_table([_lever_row(x) for x in lv["levers"]], left=3),
-        ]
-        blocks["levers"] = "\n".join(rows)
-    if results.get("tta"):
-        blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
-    if results.get("eval"):
-        blocks["eval"] = "\n".join([head, "", *_eval(results["eval"])])
+    for name, lines in (("levers", _levers), ("tta", _tta), ("eval", _eval)):
+        if results.get(name):
+            blocks[name] = "\n".join([head, "", *lines(results[name])])
     return blocks
+
+
+def _levers(lv: dict) -> list[str]:
+    """Return the levers section: the reference and one row per lever."""
+    return [
+        f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
+        "window; control and variant alternate round by round; ratio = variant / control "
+        "samples/s, the median of the per-round ratios (their range beside).",
+        "",
+        *_table([_lever_row(x) for x in lv["levers"]], left=3),
+    ]
 
 
 def _lever_row(x: dict) -> dict[str, str]:
@@ -461,11 +459,9 @@ def render_raw(raw: Path) -> dict[str, str]:
     if levers:
         blocks["levers"] = "\n\n".join(levers)
     for name in ("tta", "eval"):
-        found = [r for r in rows if r["section"] == name]
-        if found:  # the latest measurement, with its own command line
-            last = found[-1]
-            meta = {"load_end": last["meta"]["load_start"]} | last["meta"]
-            blocks[name] = render({name: last["result"]}, meta)[name]
+        last = next((r for r in reversed(rows) if r["section"] == name), None)
+        if last:  # the latest measurement, with its own command line
+            blocks[name] = render({name: last["result"]}, {"load_end": last["meta"]["load_start"]} | last["meta"])[name]
     return blocks
 
 
