@@ -297,12 +297,6 @@ def _seconds(values: list, beyond: list | None = None) -> str:
     )
 
 
-def _wall(windows: list[dict]) -> str:
-    """Return the median wall seconds to the target ('-' for rounds measured before the wall was)."""
-    walls = [w.get("wall_to_target_s") for w in windows]
-    return _seconds(walls) if any("wall_to_target_s" in w for w in windows) else "-"
-
-
 def _tta(t: dict) -> list[str]:
     """Return the time-to-target section: one row per configuration, then the ratios against the run path."""
     z, rates = t["sizes"], t["rates"]
@@ -349,9 +343,7 @@ def _tta(t: dict) -> list[str]:
             if r["median"] is not None and None not in r["per_round"]
             else _at_least(label, r, target)
         )
-    walls = [
-        f"{label} = {r['median']:.2f}x" for label, r in (t.get("wall_ratios") or {}).items() if r["median"] is not None
-    ]
+    walls = [f"{label} = {r['median']:.2f}x" for label, r in t["wall_ratios"].items() if r["median"] is not None]
     wall = [f"Wall to {target} (median of the rounds where both reached it): " + "; ".join(walls) + "."]
     ratio_line = f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + "."
     return md + ["", ratio_line, *(["", *wall] if walls else []), "", *_final_test(rates)]
@@ -369,7 +361,7 @@ def _tta_row(name: str, recipe: dict, windows: list[dict], target: str) -> dict[
         f"time to {target} (s, median; ≥: a minimum)": _seconds(
             [w["time_to_target_s"] for w in windows], [w.get("beyond_s") for w in windows]
         ),
-        f"wall to {target} (s, median; ≥: a minimum)": _wall(windows),
+        f"wall to {target} (s, median; ≥: a minimum)": _seconds([w["wall_to_target_s"] for w in windows]),
         "at step": f"{statistics.median(steps_at):.0f}" if steps_at else "-",
         "steps trained": f"{statistics.median(w['steps'] for w in windows):.0f}",
         "training s": f"{statistics.median(w['train_time_s'] for w in windows):.0f}",

@@ -116,6 +116,7 @@ def _fake(times: dict, beyond: float | None = None) -> dict:
         name: [
             {
                 "time_to_target_s": t,
+                "wall_to_target_s": t,
                 "target_step": 100 if t else None,
                 "steps": 400,
                 "train_time_s": 300.0,
@@ -135,6 +136,7 @@ def _fake(times: dict, beyond: float | None = None) -> dict:
         "configs": trainer_tta.CONFIGS,
         "rates": rates,
         "ratios": {f"{a} / {b}": trainer_tta.ratios(rates, a, b) for a, b in trainer_tta.RATIOS},
+        "wall_ratios": {},
     }
 
 
