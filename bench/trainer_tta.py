@@ -137,12 +137,9 @@ class EvalClock:
                 "wall_s": time.perf_counter() - self.origin_s,
             }
         )
-        if (
-            self.target is not None
-            and accuracy >= self.target
-            or self.budget_s is not None
-            and self.train_s >= self.budget_s
-        ):
+        reached = self.target is not None and accuracy >= self.target
+        spent = self.budget_s is not None and self.train_s >= self.budget_s
+        if reached or spent:
             control.should_training_stop = True
 
 
