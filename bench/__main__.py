@@ -1,16 +1,4 @@
-"""The harness benchmark: `fit` against a bare loop and Hugging Face Trainer, the optimized preset against
-the baseline, levers one at a time (bench/cases.py), into BENCHMARKS.md. Run from the repository root; a
-script beside the helpers package, not part of it:
-
-    python -m bench --threads 2 --data-dir ../shared/data/emotion     # CPU, the main sections
-    python -m bench --device cuda --data-dir ../shared/data/emotion   # a GPU
-    python -m bench --sections levers                                 # one lever at a time
-    python -m bench --sections tta --threads 2 --data-dir ../shared/data/emotion   # vs Trainer, to 90%
-    python -m bench --sections eval --windows 3 --data-dir ../shared/data/emotion  # evaluation
-    python -m bench --sections optim --windows 3   # a few levers: optim, compile, attention, threads
-    python -m bench --render Experiment/results/_bench/bench.jsonl           # re-render, run nothing
-    python -m bench --render Experiment/results/_bench/bench-h200.jsonl --block-prefix h200-  # the H200's
-"""
+"""The harness benchmark into BENCHMARKS.md, which gives each section's command; run from the repository root."""
 
 from __future__ import annotations
 

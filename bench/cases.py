@@ -1,7 +1,4 @@
-"""The benchmark's sections: harness overhead, the optimized preset against the baseline (with MFU
-against a matmul peak timed in the same rounds), accuracy of both presets, the data pipeline, and levers
-changed one at a time from the optimized configuration.
-"""
+"""The benchmark's sections: overhead, presets with their MFU, accuracy, data, levers and evaluation."""
 
 from __future__ import annotations
 
@@ -11,6 +8,7 @@ import sys
 import tempfile
 import time
 import timeit
+from collections.abc import Callable
 
 import torch
 from torch.utils.benchmark.utils.common import set_torch_threads
@@ -61,6 +59,9 @@ REFERENCE = dict(
     llrd_decay=0.95,
     log_every=100,
 )
+DYNAMIC, GROUPED = dict(padding="dynamic", pad_to_multiple_of=8), dict(group_by_length=True)
+# make baseline's padding in buckets of 16 tokens: a few compiled shapes (16 .. 64), not one per length
+BUCKETS = dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True)
 LEVERS = (
     ("bf16 autocast vs fp32", dict(precision="fp32"), dict(precision="bf16")),
     ("bf16 weights vs bf16 autocast", dict(precision="bf16"), dict(precision="bf16-pure")),
@@ -72,28 +73,15 @@ LEVERS = (
     ("batch 128 vs 64", dict(batch=64), dict(batch=128)),
     ("batch 32 x 2 accumulation vs batch 64", dict(batch=64), dict(batch=32, gradient_accumulation_steps=2)),
     ("L=32 vs L=64, static", dict(max_length=64), dict(max_length=32)),
-    (
-        "dynamic padding vs static, L<=64",
-        dict(max_length=64),
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=8),
-    ),
-    (
-        "length-grouped dynamic vs static, L<=64",
-        dict(max_length=64),
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=8, group_by_length=True),
-    ),
-    ("dynamic padding vs static, L<=32", dict(), dict(padding="dynamic", pad_to_multiple_of=8)),
-    (
-        "length-grouped dynamic vs static, L<=32",
-        dict(),
-        dict(padding="dynamic", pad_to_multiple_of=8, group_by_length=True),
-    ),
+    ("dynamic padding vs static, L<=64", dict(max_length=64), dict(max_length=64) | DYNAMIC),
+    ("length-grouped dynamic vs static, L<=64", dict(max_length=64), dict(max_length=64) | DYNAMIC | GROUPED),
+    ("dynamic padding vs static, L<=32", dict(), DYNAMIC),
+    ("length-grouped dynamic vs static, L<=32", dict(), DYNAMIC | GROUPED),
     ("torch.compile vs eager", dict(compile=False), dict(compile=True)),
-    # make baseline's padding in buckets of 16 tokens: a few compiled shapes (16 .. 64), not one per length
     (
         "torch.compile vs eager, length-grouped dynamic padding in buckets of 16, L<=64",
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True),
-        dict(max_length=64, padding="dynamic", pad_to_multiple_of=16, group_by_length=True, compile=True),
+        BUCKETS,
+        BUCKETS | dict(compile=True),
     ),
     ("torch threads: all vs half of them", dict(threads="half"), dict(threads="all")),
 )
@@ -210,16 +198,12 @@ def accuracy_section(args) -> dict:
             )
             rec = steps.run_all(run_args)
             m, t = rec.get("metrics", {}), rec.get("timing", {})
-            runs[preset] = {
-                "status": rec["status"],
-                "test_accuracy": m.get("test_accuracy"),
-                "test_macro_f1": m.get("test_macro_f1"),
-                "val_accuracy": m.get("val_accuracy"),
-                "samples_per_s": t.get("samples_per_s"),
-                "train_time_s": t.get("train_time_s"),
-                "steps": t.get("steps"),
-                "precision": rec["precision"]["used"],
-            }
+            runs[preset] = (
+                {"status": rec["status"]}
+                | {k: m.get(k) for k in ("test_accuracy", "test_macro_f1", "val_accuracy")}
+                | {k: t.get(k) for k in ("samples_per_s", "train_time_s", "steps")}
+                | {"precision": rec["precision"]["used"]}
+            )
     return {"rows": args.acc_rows, "epochs": args.acc_epochs, "runs": runs}
 
 
@@ -249,15 +233,12 @@ def with_threads(window, threads: int | None):
 
 
 def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
-    """Return, for each lever (those whose name contains one of `only`, when given), the variant / control
-    samples/s ratio, alternated in one process."""
+    """Return each lever's variant / control samples/s, alternated (only levers named by `only`, when given)."""
     out = []
     full = torch.get_num_threads()
     threads = {None: None, "all": full, "half": max(1, full // 2)}  # the bench-only `threads` knob
     for name, control, variant in LEVERS:
-        if args.lever and not any(s.lower() in name.lower() for s in args.lever):
-            continue
-        if only and not any(s.lower() in name.lower() for s in only):
+        if not all(any(s.lower() in name.lower() for s in asked) for asked in (args.lever, only) if asked):
             continue
         ref = REFERENCE | {"model_name": args.model}
         control, variant = dict(control), dict(variant)
@@ -294,12 +275,7 @@ def levers_section(args, sync, only: tuple[str, ...] = ()) -> dict:
 
 
 def eval_section(args, sync) -> dict:
-    """Return the rows/s of evaluating the whole validation split with the loader evaluation used before
-    the sorted one (unsorted, max(batch, 32) rows a batch, collated at every evaluation, under no_grad) against the
-    length-sorted batches collated once (training.eval_loader, under inference mode), alternated in one
-    process, on make baseline's recipe (`eval_model`, MiniLM there) fine-tuned `eval_train_steps` steps; each
-    lever of eval_levers and the other device type's batch rows against the after side; and every side's figures
-    and per-row predictions."""
+    """Return the validation split's rows/s and predictions before and after the sorted loader, and per lever."""
     with tempfile.TemporaryDirectory() as tmp:
         train_steps = max(1, args.eval_train_steps)
         run = steps.start(
@@ -325,6 +301,7 @@ def eval_section(args, sync) -> dict:
         record_destination.release(run.claim)  # nothing is recorded under the run's name
     split, t, task = splits["validation"], run.args.train, run.args.task
     collate = tokens.collator(run.tokenizer, task.padding, task.pad_to_multiple_of)
+    # before: the loader evaluation used (file order, collated at every evaluation, no_grad)
     old = tokens.loader(split, max(t.batch, 32), collate, shuffle=False, seed=t.seed)
     t0 = time.perf_counter()
     new = steps.eval_loader(run, split)
@@ -339,47 +316,32 @@ def eval_section(args, sync) -> dict:
             figures["before"] = evaluate_batches(model, old, run.dev, run.precision)
         return {"samples": figures["before"]["rows"]}
 
-    def new_window() -> dict:
-        figures["after"] = evaluate(model, new, run.dev, run.precision, rows_per_batch=new.batch_size)
-        return {"samples": figures["after"]["rows"]}
-
-    def lever_window(name: str, settings: inference.EvalSettings, lever_batches: EvalBatches):
-        def window() -> dict:
+    def window(name: str, settings: inference.EvalSettings, batches: EvalBatches) -> Callable[[], dict]:
+        def evaluate_once() -> dict:
             figures[name] = evaluate(
-                model, lever_batches, run.dev, run.precision, rows_per_batch=lever_batches.batch_size, settings=settings
+                model, batches, run.dev, run.precision, rows_per_batch=batches.batch_size, settings=settings
             )
             return {"samples": figures[name]["rows"]}
 
-        return window
+        return evaluate_once
 
-    levers = eval_levers(run.precision, torch.get_num_threads())
-    batches = {name: new for name in levers}
+    levers = {name: (settings, new) for name, settings in eval_levers(run.precision, torch.get_num_threads()).items()}
     if other.batch_size != new.batch_size:
-        levers[f"{other.batch_size} rows a batch"] = inference.EvalSettings()
-        batches[f"{other.batch_size} rows a batch"] = other
+        levers[f"{other.batch_size} rows a batch"] = (inference.EvalSettings(), other)
     rates = alternate(
         {
             "before: loader, no_grad": old_window,
-            AFTER: new_window,
-            **{name: lever_window(name, settings, batches[name]) for name, settings in levers.items()},
+            AFTER: window("after", inference.EvalSettings(), new),
+            **{name: window(name, *lever) for name, lever in levers.items()},
         },
         args.windows,
         args.warmup,
         sync,
         gate=args.gate,
     )
-    in_order = [list(range(k, min(k + old.batch_size, len(split)))) for k in range(0, len(split), old.batch_size)]
-    before = predictions(model, old, in_order, len(split), run.dev, run.precision)
-    after = predictions(model, new, new.rows, len(split), run.dev, run.precision)
-    apart = {
-        name: int(
-            (
-                predictions(model, batches[name], batches[name].rows, len(split), run.dev, run.precision, settings)
-                != after
-            ).sum()
-        )
-        for name, settings in levers.items()
-    }
+    predicted = lambda batches, rows, settings=None: predictions(model, batches, rows, run, settings)
+    before, after = predicted(old, torch.arange(len(split)).split(old.batch_size)), predicted(new, new.rows)
+    apart = {name: int((predicted(b, b.rows, settings) != after).sum()) for name, (settings, b) in levers.items()}
     return {
         "config": EVAL_CFG | {"model_name": args.eval_model},
         "rows": len(split),
@@ -401,9 +363,7 @@ AFTER = "after: sorted, built once, inference mode"
 
 
 def eval_levers(precision: str, threads: int) -> dict[str, inference.EvalSettings]:
-    """Return the evaluation levers timed against `AFTER` (the training weights in the training precision):
-    bf16 weights (a run under bf16 autocast), eager attention, and half the torch threads (more than one);
-    eval_section adds the other device type's batch rows."""
+    """Return the evaluation levers timed against `AFTER`: eager attention, bf16 weights, half the threads."""
     levers = {"eager attention": inference.EvalSettings(attention="eager")}
     if precision == "bf16":
         levers["bf16 weights (a copy)"] = inference.EvalSettings(weights="bf16")
@@ -413,22 +373,15 @@ def eval_levers(precision: str, threads: int) -> dict[str, inference.EvalSetting
 
 
 def predictions(
-    model: torch.nn.Module,
-    batches,
-    rows: list[list[int]],
-    n: int,
-    dev,
-    precision: str,
-    settings: inference.EvalSettings | None = None,
+    model: torch.nn.Module, batches, rows, run: steps.Run, settings: inference.EvalSettings | None = None
 ) -> torch.Tensor:
-    """Return each row's predicted label at its row index, from `batches` whose rows are `rows`, in
-    `precision` as `settings` say (None: the training weights)."""
-    out = torch.full((n,), -1)
-    with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
+    """Return each row's predicted label at its row index, from `batches` whose row indices are `rows`."""
+    out = torch.full((sum(map(len, rows)),), -1)
+    with inference.applied(model, settings or inference.EvalSettings(), run.precision) as (eval_model, precision):
         eval_model.eval()
         with torch.inference_mode():
             for batch, index in zip(batches, rows):
-                with autocast(eval_precision, dev.type):
-                    logits = eval_model(**{k: v.to(dev.torch_device) for k, v in batch.items()}).logits
-                out[torch.tensor(index)] = logits.argmax(-1).cpu()
+                with autocast(precision, run.dev.type):
+                    logits = eval_model(**{k: v.to(run.dev.torch_device) for k, v in batch.items()}).logits
+                out[index] = logits.argmax(-1).cpu()
     return out

@@ -1,11 +1,4 @@
-"""The benchmark's harness: configurations timed side by side, alternated, in one process.
-
-Every figure is a ratio of medians over >= 5 timed windows per configuration, after warm-up windows
-(compilation, allocator, oneDNN kernel choice). Within a round every configuration runs one window, and
-the order rotates each round, so load from other processes hits all sides alike; a ratio is the median
-of per-round paired ratios, so the machine's drift cancels. A configuration is prepared through the run
-path's own steps (steps.start ... steps.prepare_training), so what is timed is what a run trains.
-"""
+"""The benchmark's harness: configurations prepared as a run prepares them, timed in rotated, paired rounds."""
 
 from __future__ import annotations
 
@@ -54,20 +47,14 @@ def alternate(
     clock: Callable[[], float] = time.perf_counter,
     gate: Callable[[], float] | None = None,
 ) -> dict[str, list[dict]]:
-    """Run every workload once per round, order rotated each round; return per-window rates (count/s).
-
-    A workload runs one window and returns what it did ({"samples": n, "flops": f}), and may return the
-    "seconds" of its own training loop (excluding per-call setup); else the window's wall time counts,
-    read with the device synced. The warm-up rounds are run but not returned. `gate` (e.g. `wait_quiet`)
-    runs before each window and its value is kept as the window's "other_cores".
-    """
+    """Return each workload's per-window rates (count/s), one window a round, the order rotated each round."""
     names, rates = list(workloads), {name: [] for name in workloads}
     for r in range(warmup + windows):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             other = gate() if gate else None
             sync()
             t0 = clock()
-            counts = workloads[name]()
+            counts = workloads[name]()  # what the window did ({"samples": n, "flops": f}), maybe its own "seconds"
             sync()
             seconds = counts.pop("seconds", clock() - t0)
             if r >= warmup:
@@ -83,8 +70,7 @@ def median_rate(rates: dict[str, list[dict]], name: str, key: str = "samples") -
 
 
 def paired_ratios(rates: dict[str, list[dict]], num: str, den: str, key: str = "samples") -> list[float]:
-    """Return `num` / `den` rate per round: windows of one round ran back to back, so a drift of the
-    machine's speed (other VMs on the host, clock changes) cancels in each ratio."""
+    """Return `num` / `den` rate per round (one round's windows ran back to back: the machine's drift cancels)."""
     return [a[key] / b[key] for a, b in zip(rates[num], rates[den])]
 
 
@@ -116,9 +102,7 @@ class TimedLoader:
         it = iter(self.loader)
         while True:
             t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
+            if (batch := next(it, None)) is None:
                 return
             self.wait_s.append(time.perf_counter() - t0)
             yield batch
@@ -135,12 +119,7 @@ def bare_loop(
     scaler=None,
     update=None,
 ) -> None:
-    """Train on `batches` (already on the device) with nothing but the step: the reference loop.
-
-    fp16 scales the loss (GradScaler) and leaves the schedule alone on a step the scaler skipped, as fit
-    (and Hugging Face Trainer) do; on XLA each step ends with a graph cut, as fit's does. `update`: the
-    compiled clip + AdamW (train.compiled_update) of a compiled step, with a compiled `model`.
-    """
+    """Train on `batches` (already on the device) with nothing but the step, as `fit` steps: the reference loop."""
     for batch in batches:
         if update is not None and device_type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()
@@ -164,7 +143,7 @@ def bare_loop(
             skipped = scaler.get_scale() < scale
         else:
             optimizer.step()
-        if not skipped:
+        if not skipped:  # as fit and Trainer: the schedule waits on a step fp16's scaler skipped
             scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         if device_type == "xla":
@@ -195,11 +174,7 @@ class Setup:
 
 
 def prepare(data_dir: str | None, device: str, n_steps: int, attn: str | None = None, **overrides) -> Setup:
-    """Build a configuration the way a run does (steps.start ... steps.prepare_training), for timing.
-
-    It trains on `n_steps` batches' worth of (shuffled) rows, so a window of `n_steps` optimizer steps is
-    one epoch: dynamic padding and length grouping then see the rows' whole length distribution.
-    """
+    """Return a configuration built as a run builds it, on `n_steps` batches of shuffled rows (a window: one epoch)."""
     # a folder of this process's own: two benches (or test runs) at once never claim the same name
     results = os.path.join(tempfile.gettempdir(), f"accelbench-bench-{os.getpid()}")
     values = {
@@ -231,11 +206,7 @@ def synced_now(dev) -> float:
 
 
 def fit_window(s: Setup, n_steps: int) -> Callable[[], dict]:
-    """Return a window: `n_steps` optimizer steps of the project's `fit`, hooks as a real run has them.
-
-    The window's seconds run from entering `fit` (first batch fetch included) to the end of its last
-    optimizer step, as `trainer_window`'s run from entering Trainer's loop.
-    """
+    """Return a window: `n_steps` optimizer steps of `fit` as a run calls it, timed to its last step's end."""
 
     def window() -> dict:
         mon = monitor.start_monitor(s.run.dev.type)
@@ -292,16 +263,37 @@ def bare_window(s: Setup, n_steps: int) -> Callable[[], dict]:
     return window
 
 
+def trainer_args(run: steps.Run, output_dir: str, **overrides):
+    """Return Trainer's `TrainingArguments` for `run`'s batch, optimizer, precision and seed; no saving or logging."""
+    from transformers import TrainingArguments
+
+    t = run.args.train
+    return TrainingArguments(
+        output_dir=output_dir,
+        per_device_train_batch_size=t.batch,
+        learning_rate=t.lr,
+        weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm,
+        optim=t.optim,
+        # the same precision as the project's run: bf16 autocast, or fp16 with loss scaling (a T4)
+        bf16=run.precision == "bf16",
+        fp16=run.precision == "fp16",
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        use_cpu=run.dev.type == "cpu",
+        seed=t.seed,
+        **overrides,
+    )
+
+
 def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "eager") -> Callable[[], dict]:
-    """Return a window: `Trainer.train()` for `n_steps` on the same pre-tokenized split, no logging; a
-    `step_mode` other than eager: Trainer's torch_compile in that mode (`s` prepared eager).
+    """Return a window: `Trainer.train()` for `n_steps` on the same split, compiled unless `step_mode` is eager."""
+    from transformers import Trainer, TrainerCallback, default_data_collator
 
-    The window's seconds run from Trainer's `on_train_begin` (after its per-call setup: accelerate's
-    prepare, optimizer and schedule) to the last `on_step_end`; a real run pays that setup once.
-    """
-    from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
-
-    class LoopClock(TrainerCallback):
+    class LoopClock(TrainerCallback):  # after Trainer's per-call setup, which a real run pays once
         def on_train_begin(self, *a, **k):
             self.t0 = synced_now(s.run.dev)
 
@@ -309,25 +301,11 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "ea
             self.t1 = synced_now(s.run.dev)
 
     a = s.run.args
-    args = TrainingArguments(
-        output_dir=output_dir,
-        per_device_train_batch_size=a.train.batch,
+    args = trainer_args(
+        s.run,
+        output_dir,
         max_steps=n_steps,
-        learning_rate=a.train.lr,
-        weight_decay=a.train.weight_decay,
-        max_grad_norm=a.train.max_grad_norm,
-        # the same precision as the project's run: bf16 autocast, or fp16 with loss scaling (a T4)
-        bf16=s.run.precision == "bf16",
-        fp16=s.run.precision == "fp16",
-        optim=a.train.optim,
         eval_strategy="no",
-        save_strategy="no",
-        logging_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        use_cpu=s.run.dev.type == "cpu",
-        seed=a.train.seed,
         # the peer a GPU user would pick for a compiled step: Trainer's own torch.compile of the model
         torch_compile=step_mode != "eager",
         torch_compile_mode=train.compile_mode(step_mode),
@@ -355,7 +333,6 @@ def matmul_timer(shape: tuple, dtype: torch.dtype) -> benchmark.Timer:
 
 
 def matmul_window(shape: tuple, dtype: torch.dtype, reps: int) -> Callable[[], dict]:
-    """Return a window of `reps` matmuls of `shape`, timed in the same rounds as training (the Timer's
-    warm-up calls outside its seconds)."""
+    """Return a window of `reps` matmuls of `shape`, the Timer's warm-up calls outside its seconds."""
     timer = matmul_timer(shape, dtype)
     return lambda: {"flops": 2 * math.prod(shape) * reps, "seconds": timer.timeit(reps).raw_times[0]}

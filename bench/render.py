@@ -1,6 +1,4 @@
-"""The benchmark's Markdown: each section's figures and verdicts into BENCHMARKS.md, between
-`<!-- bench:NAME begin/end -->` markers (the text around them is kept), live or from the raw windows file.
-"""
+"""The benchmark's Markdown: each section's figures and verdicts into BENCHMARKS.md, live or from the raw file."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ from helpers.calc.flops import estimate_mfu
 
 
 def _verdict(value: float | None, target: float, rounds: list[float] | None = None) -> str:
-    """Return whether a figure meets its target: by its rounds where it has them, so a range that spans the
-    target says so instead of a verdict its median alone would give."""
+    """Return whether a figure meets its target, or that its rounds fall on both sides of it."""
     if value is None:
         return "not measured"
     if rounds and min(rounds) < target <= max(rounds):
@@ -27,8 +24,7 @@ def _verdict(value: float | None, target: float, rounds: list[float] | None = No
 
 
 def _table(rows: list[dict] | pd.DataFrame, left: int = 1) -> list[str]:
-    """Return `rows` (cells already formatted) as Markdown table lines: the first `left` columns
-    left-aligned, the rest right-aligned."""
+    """Return formatted `rows` as Markdown table lines, the first `left` columns left-aligned."""
     frame = pd.DataFrame(rows)
     align = ["left"] * left + ["right"] * (frame.shape[1] - left)
     return frame.to_markdown(index=False, disable_numparse=True, colalign=align).splitlines()
@@ -75,7 +71,7 @@ def _head(results: dict, meta: dict) -> str:
 
 
 def render(results: dict, meta: dict) -> dict[str, str]:
-    """Return the Markdown blocks ('main', 'levers', 'tta') for the sections in `results`."""
+    """Return the Markdown blocks ('main', 'levers', 'tta', 'eval') for the sections in `results`."""
     head = _head(results, meta)
     md = [head, ""]
     o = results.get("overhead")
@@ -191,23 +187,21 @@ def render(results: dict, meta: dict) -> dict[str, str]:
     else:
         md += ["Not measured in this run (`--sections accuracy`).", ""]
     blocks = {"main": "\n".join(md)}
-    lv = results.get("levers")
-    if lv:
-        rows = [
-            head,
-            "",
-            f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
-            "window; control and variant alternate round by round; ratio = variant / control "
-            "samples/s, the median of the per-round ratios (their range beside).",
-            "",
-            *_table([_lever_row(x) for x in lv["levers"]], left=3),
-        ]
-        blocks["levers"] = "\n".join(rows)
-    if results.get("tta"):
-        blocks["tta"] = "\n".join([head, "", *_tta(results["tta"])])
-    if results.get("eval"):
-        blocks["eval"] = "\n".join([head, "", *_eval(results["eval"])])
+    for name, lines in (("levers", _levers), ("tta", _tta), ("eval", _eval)):
+        if results.get(name):
+            blocks[name] = "\n".join([head, "", *lines(results[name])])
     return blocks
+
+
+def _levers(lv: dict) -> list[str]:
+    """Return the levers section: the reference and one row per lever."""
+    return [
+        f"Reference `{lv['reference']}`; {lv['steps_per_window']} optimizer steps a "
+        "window; control and variant alternate round by round; ratio = variant / control "
+        "samples/s, the median of the per-round ratios (their range beside).",
+        "",
+        *_table([_lever_row(x) for x in lv["levers"]], left=3),
+    ]
 
 
 def _lever_row(x: dict) -> dict[str, str]:
@@ -226,13 +220,10 @@ def _lever_row(x: dict) -> dict[str, str]:
 
 
 def _mfu(s: dict) -> tuple[float, float | None, float | None, list[float]]:
-    """Return the optimized preset's achieved TFLOP/s (median), the peak TFLOP/s, its MFU (a fraction; None
-    without a peak) and the MFU of each round: against the matmul peak timed in the same rounds where there is
-    one (the machine's drift cancels), else against the published peak (`calc.flops.estimate_mfu` either
-    way)."""
+    """Return the achieved and peak TFLOP/s, the MFU (None without a peak) and the MFU of each round."""
     windows, peaks = s["rates"]["optimized preset"], s["rates"].get(PEAK)
     achieved = statistics.median(w["flops"] for w in windows) / 1e12
-    if peaks:
+    if peaks:  # timed in the same rounds: per round, the machine's drift cancels
         rounds = [estimate_mfu(w["flops"], 1.0, p["flops"] / 1e12) for w, p in zip(windows, peaks)]
         peak_tflops = statistics.median(p["flops"] for p in peaks) / 1e12
         return achieved, peak_tflops, statistics.median(rounds), rounds
@@ -273,8 +264,7 @@ def _eval(e: dict) -> list[str]:
 
 
 def _eval_levers(e: dict, after: str) -> list[str]:
-    """Return one line per evaluation lever: its rows/s against `after`'s, paired by round, and the rows whose
-    prediction it changes (nothing for a raw file from before the levers were timed)."""
+    """Return one line per evaluation lever: its paired rows/s ratio to `after`'s and the rows it predicts apart."""
     lines = []
     for name, lever in (e.get("levers") or {}).items():
         _, text = paired_text(e["rates"], name, after)
@@ -294,8 +284,7 @@ def _eval_levers(e: dict, after: str) -> list[str]:
 
 
 def _seconds(values: list, beyond: list | None = None) -> str:
-    """Return the median of the seconds that exist, with how many of the rounds they are; none: not reached,
-    a minimum of the fewest seconds it was last evaluated at (`beyond`), where known."""
+    """Return the median of the seconds that exist, else a minimum from `beyond`, else 'not reached'."""
     known = [v for v in values if v is not None]
     above = [b for b in beyond or [] if b is not None]
     share = f" ({len(known)} of {len(values)})" if len(known) < len(values) else ""
@@ -306,12 +295,6 @@ def _seconds(values: list, beyond: list | None = None) -> str:
         if above
         else "not reached"
     )
-
-
-def _wall(windows: list[dict]) -> str:
-    """Return the median wall seconds to the target ('-' for rounds measured before the wall was)."""
-    walls = [w.get("wall_to_target_s") for w in windows]
-    return _seconds(walls) if any("wall_to_target_s" in w for w in windows) else "-"
 
 
 def _tta(t: dict) -> list[str]:
@@ -360,9 +343,7 @@ def _tta(t: dict) -> list[str]:
             if r["median"] is not None and None not in r["per_round"]
             else _at_least(label, r, target)
         )
-    walls = [
-        f"{label} = {r['median']:.2f}x" for label, r in (t.get("wall_ratios") or {}).items() if r["median"] is not None
-    ]
+    walls = [f"{label} = {r['median']:.2f}x" for label, r in t["wall_ratios"].items() if r["median"] is not None]
     wall = [f"Wall to {target} (median of the rounds where both reached it): " + "; ".join(walls) + "."]
     ratio_line = f"Time to {target}, ratio > 1: the project's run path is faster. " + "; ".join(lines) + "."
     return md + ["", ratio_line, *(["", *wall] if walls else []), "", *_final_test(rates)]
@@ -380,7 +361,7 @@ def _tta_row(name: str, recipe: dict, windows: list[dict], target: str) -> dict[
         f"time to {target} (s, median; ≥: a minimum)": _seconds(
             [w["time_to_target_s"] for w in windows], [w.get("beyond_s") for w in windows]
         ),
-        f"wall to {target} (s, median; ≥: a minimum)": _wall(windows),
+        f"wall to {target} (s, median; ≥: a minimum)": _seconds([w["wall_to_target_s"] for w in windows]),
         "at step": f"{statistics.median(steps_at):.0f}" if steps_at else "-",
         "steps trained": f"{statistics.median(w['steps'] for w in windows):.0f}",
         "training s": f"{statistics.median(w['train_time_s'] for w in windows):.0f}",
@@ -390,8 +371,7 @@ def _tta_row(name: str, recipe: dict, windows: list[dict], target: str) -> dict[
 
 
 def _final_test(rates: dict[str, list[dict]]) -> list[str]:
-    """Return the final test accuracies seed by seed and each Trainer's mean difference from the run path's over
-    the seeds both measured (nothing where no round trained to the end)."""
+    """Return the final test accuracies seed by seed and each Trainer's mean paired difference from the run path's."""
     measured = {
         n: {w["seed"]: w["test_accuracy"] for w in ws if w.get("test_accuracy") is not None} for n, ws in rates.items()
     }
@@ -427,8 +407,7 @@ def _final_test(rates: dict[str, list[dict]]) -> list[str]:
 
 
 def _at_least(label: str, r: dict, target: str) -> str:
-    """Return the ratio line where some rounds did not reach `target`: every round's ratio or lower bound, at
-    least."""
+    """Return the ratio line where some rounds did not reach `target`: the lower bound where every round has one."""
     bounds = r.get("at_least") or []
     if None in bounds or not bounds:
         return f"**{label}: not measured** (a side did not reach {target} in every round)" + (
@@ -442,8 +421,7 @@ def _at_least(label: str, r: dict, target: str) -> str:
 
 
 def render_raw(raw: Path) -> dict[str, str]:
-    """Return the Markdown blocks from the raw windows file (`--render`): the latest record of each main
-    section, and the latest measurement of each lever, each run named with its own command line."""
+    """Return the blocks of the raw windows file's latest record of each section and lever, with its command."""
     rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
     latest = {r["section"]: r for r in rows if r["section"] not in ("levers", "tta", "eval")}
     blocks = {}
@@ -473,17 +451,14 @@ def render_raw(raw: Path) -> dict[str, str]:
     if levers:
         blocks["levers"] = "\n\n".join(levers)
     for name in ("tta", "eval"):
-        found = [r for r in rows if r["section"] == name]
-        if found:  # the latest measurement, with its own command line
-            last = found[-1]
-            meta = {"load_end": last["meta"]["load_start"]} | last["meta"]
-            blocks[name] = render({name: last["result"]}, meta)[name]
+        last = next((r for r in reversed(rows) if r["section"] == name), None)
+        if last:  # the latest measurement, with its own command line
+            blocks[name] = render({name: last["result"]}, {"load_end": last["meta"]["load_start"]} | last["meta"])[name]
     return blocks
 
 
 def write_blocks(path: Path, blocks: dict[str, str]) -> None:
-    """Replace each `<!-- bench:NAME begin -->...<!-- bench:NAME end -->` block in `path` (append if
-    absent)."""
+    """Replace each `<!-- bench:NAME begin -->...<!-- bench:NAME end -->` block in `path` (append if absent)."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     for name, body in blocks.items():
         begin, end = f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"

@@ -1,23 +1,6 @@
-"""Time to 90% validation accuracy: the project's run path against Hugging Face `Trainer`, side by side.
+"""Time to 90% validation accuracy: the project's run path against Hugging Face `Trainer`, in rotated rounds.
 
-    python -m bench --sections tta --threads 2 --data-dir ../shared/data/emotion
-
-Three configurations of one pretrained model (MiniLM) on the same shuffled training rows:
-- **Trainer, run_glue defaults**: transformers' text-classification example as its README runs it
-  (`run_glue.py`: lr 2e-5, 3 epochs, max_seq_length 128 padded to it, batch 32; the rest TrainingArguments'
-  defaults: no warm-up, no weight decay, fused AdamW, fp32);
-- **Trainer, project recipe**: `make baseline`'s recipe (Makefile BASELINE_PARAMS: L=64, length-grouped
-  dynamic padding through DataCollatorWithPadding, batch 32, lr 2e-4, 1 epoch; the project's warm-up, weight
-  decay, AdamW and precision=auto) through `Trainer`;
-- **project run path**: the same recipe through `steps.run_all`.
-Each evaluates the whole validation split every `eval_every` optimizer steps outside its clock (Trainer: a
-callback that stops the clock from the step's end to the evaluation's), and ends at its first
-evaluation at or above the target (`stop_at_accuracy`; the callback). Data, tokenization and the model are
-built by the run path's own steps for all three, so only the training loop and its recipe differ. Each round
-runs every configuration once, the order rotated round by round (harness.alternate's scheme). With a training
-budget (`budget_s`), a Trainer configuration still short of the target ends at its first evaluation past that
-many training seconds: its time to target is then a lower bound (more than its last evaluation's seconds), and
-so is its ratio to the run path's, which is what the bench checks (the Trainer's defaults take >= 3x longer).
+Data, tokens and model are built by the run path's own steps for every configuration: only the loop and recipe differ.
 """
 
 from __future__ import annotations
@@ -29,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from bench.harness import trainer_args
 from helpers import steps
 from helpers.calc.accuracy_time import crossings
 from helpers.run import paths, record_destination, tokens
@@ -96,27 +80,25 @@ def _values(name: str, sizes: Sizes, data_dir: str | None, device: str, results:
 
 
 def project_run(sizes: Sizes, data_dir: str | None, device: str, results: str, seed: int = 42) -> tuple[dict, int]:
-    """Return (the outcome, the epochs run) of the recipe through the project's run path."""
+    """Return (the outcome, the epochs run) of the recipe through the project's run path (`steps.run_all`)."""
     stop = {} if sizes.to_the_end else {"stop_at_accuracy": sizes.target}
     rec = steps.run_all(build_args(_values(PROJECT, sizes, data_dir, device, results, seed) | stop))
     t = rec.get("timing") or {}
     return outcome(
         rec.get("curve") or [],
-        t.get("train_time_s"),
-        t.get("steps"),
-        t.get("samples_processed"),
         sizes.target,
-        rec["precision"]["used"],
-        rec.get("status"),
-        (rec.get("metrics") or {}).get("test_accuracy") if sizes.to_the_end else None,
-        seed,
+        status=rec.get("status"),
+        precision=rec["precision"]["used"],
+        train_time_s=t.get("train_time_s"),
+        steps=t.get("steps"),
+        samples=t.get("samples_processed"),
+        seed=seed,
+        test_accuracy=(rec.get("metrics") or {}).get("test_accuracy") if sizes.to_the_end else None,
     ), rec["params"]["epochs"]
 
 
 class EvalClock:
-    """A TrainerCallback's clock: training seconds at each evaluation, evaluations left out, and the wall
-    since `origin_s` (perf_counter at the configuration's start) when each ends; at or above `target` (when
-    given), or past `budget_s` training seconds (when given), it ends training."""
+    """A TrainerCallback's clock of training seconds (evaluations left out) that stops at `target` or `budget_s`."""
 
     def __init__(
         self,
@@ -155,12 +137,9 @@ class EvalClock:
                 "wall_s": time.perf_counter() - self.origin_s,
             }
         )
-        if (
-            self.target is not None
-            and accuracy >= self.target
-            or self.budget_s is not None
-            and self.train_s >= self.budget_s
-        ):
+        reached = self.target is not None and accuracy >= self.target
+        spent = self.budget_s is not None and self.train_s >= self.budget_s
+        if reached or spent:
             control.should_training_stop = True
 
 
@@ -171,9 +150,8 @@ def _accuracy(prediction) -> dict:
 def trainer_run(
     name: str, sizes: Sizes, data_dir: str | None, device: str, results: str, seed: int = 42
 ) -> tuple[dict, int]:
-    """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`; with
-    `to_the_end`, its test accuracy after the whole recipe (Trainer.predict, Trainer's own evaluation)."""
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    """Return (the outcome, the epochs run) of configuration `name` through `transformers.Trainer`."""
+    from transformers import Trainer, TrainerCallback
 
     origin_s = time.perf_counter()  # as the run path's wall_s: from its start step
     run = steps.start(build_args(_values(name, sizes, data_dir, device, results, seed)))
@@ -188,29 +166,16 @@ def trainer_run(
     target = None if sizes.to_the_end else sizes.target
     clock = Clock(lambda: synchronize(run.dev), target, sizes.budget_s, origin_s)
     with tempfile.TemporaryDirectory() as out:
-        targs = TrainingArguments(
-            output_dir=out,
-            per_device_train_batch_size=a.train.batch,
+        targs = trainer_args(
+            run,
+            out,
             per_device_eval_batch_size=max(a.train.batch, 32),
             # the run path's plan: epochs x batches capped by max_steps (Trainer's max_steps replaces epochs)
-            learning_rate=a.train.lr,
             max_steps=run.record.data.optimizer_steps_planned,
-            weight_decay=a.train.weight_decay,
             warmup_steps=a.train.warmup_ratio,
-            max_grad_norm=a.train.max_grad_norm,
-            optim=a.train.optim,
-            bf16=run.precision == "bf16",
-            fp16=run.precision == "fp16",
             train_sampling_strategy="group_by_length" if a.task.group_by_length else "random",
             eval_strategy="steps",
             eval_steps=sizes.eval_every,
-            save_strategy="no",
-            logging_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-            use_cpu=run.dev.type == "cpu",
-            seed=a.train.seed,
         )
         collate = tokens.collator(run.tokenizer, a.task.padding, a.task.pad_to_multiple_of)
         trainer = Trainer(
@@ -231,54 +196,34 @@ def trainer_run(
     steps_done = trainer.state.global_step
     return outcome(
         curve,
-        clock.train_s,
-        steps_done,
-        steps_done * a.train.batch,
         sizes.target,
-        run.precision,
-        "finished",
-        test,
-        seed,
+        status="finished",
+        precision=run.precision,
+        train_time_s=clock.train_s,
+        steps=steps_done,
+        samples=steps_done * a.train.batch,
+        seed=seed,
+        test_accuracy=test,
     ), a.train.epochs
 
 
-def outcome(
-    curve: list[dict],
-    train_s: float | None,
-    steps_done: int | None,
-    samples: int | None,
-    target: float,
-    precision: str,
-    status: str | None,
-    test_accuracy: float | None = None,
-    seed: int | None = None,
-) -> dict:
-    """Return one configuration's round: its curve, training seconds, when it first reached `target` (not
-    reached: more than its last evaluation's seconds, `beyond_s`), and its seed and final test accuracy (None:
-    not measured: the round stopped at the target)."""
+def outcome(curve: list[dict], target: float, **measured) -> dict:
+    """Return one configuration's round: what it `measured`, its curve and when it first reached `target`."""
     hit = crossings([CurvePoint(**p) for p in curve], (target,))[f"{target:.2f}"]
     reached = hit.train_time_s is not None
-    return {
-        "status": status,
-        "precision": precision,
+    return measured | {
         "time_to_target_s": hit.train_time_s,
         "wall_to_target_s": hit.wall_s,
         "target_step": hit.step,
         "reason": hit.reason,
-        "train_time_s": train_s,
-        "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],
-        "steps": steps_done,
-        "samples": samples,
+        "beyond_s": None if reached or not curve else curve[-1]["train_time_s"],  # not reached: more than this
         "curve": curve,
         "best_val_accuracy": max((p["val_accuracy"] for p in curve), default=None),
-        "seed": seed,
-        "test_accuracy": test_accuracy,
     }
 
 
 def tta_section(args, sizes: Sizes | None = None) -> dict:
-    """Return each configuration's rounds (as `rates` windows: samples/s, seconds, time to target, curve),
-    the configurations as run, and the per-round time-to-target ratios against the project's run path."""
+    """Return each configuration's rounds as `rates` windows and their paired time-to-target ratios."""
     sizes = sizes or Sizes()
     names = list(sizes.configs)
     rounds: dict[str, list[dict]] = {name: [] for name in names}
@@ -321,9 +266,7 @@ def tta_section(args, sizes: Sizes | None = None) -> dict:
 
 
 def ratios(rates: dict[str, list[dict]], num: str, den: str, key: str = "time_to_target_s") -> dict:
-    """Return `num`'s time to target / `den`'s (training seconds, or `key`: wall seconds), per round (None
-    where either did not reach it) and their median; `at_least`: per round, the ratio or, where only `num`
-    fell short, its lower bound (`beyond_s` / `den`'s; training seconds only)."""
+    """Return `num`'s time to target / `den`'s per round, their median, and lower bounds where `num` fell short."""
     per_round = [a.get(key) / b.get(key) if a.get(key) and b.get(key) else None for a, b in zip(rates[num], rates[den])]
     at_least = [
         x

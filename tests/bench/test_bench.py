@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from bench_cli import run_bench
 from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
@@ -380,40 +381,14 @@ def test_mfu_is_per_round_against_the_peak_timed_beside_it_else_the_published_on
 
 
 def test_the_bench_command_writes_its_block_and_the_raw_row(tiny_model_dir, tiny_data_dir, monkeypatch, tmp_path):
-    from bench.__main__ import main
-
     monkeypatch.setattr(cases, "OVERHEAD_CFG", {**cases.OVERHEAD_CFG, "batch": 8})
-    main(
-        [
-            "--device",
-            "cpu",
-            "--model",
-            str(tiny_model_dir),
-            "--data-dir",
-            str(tiny_data_dir),
-            "--sections",
-            "overhead",
-            "--windows",
-            "2",
-            "--warmup",
-            "1",
-            "--steps",
-            "2",
-            "--max-other-cores",
-            "0",
-            "--out",
-            str(tmp_path / "BENCH.md"),
-            "--results",
-            str(tmp_path / "results"),
-        ]
-    )
-    raw = tmp_path / "results" / "_bench" / "bench.jsonl"
-    (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    sizes = ["--windows", "2", "--warmup", "1", "--steps", "2"]
+    (row,) = run_bench(tmp_path, tiny_data_dir, "--model", str(tiny_model_dir), "--sections", "overhead", *sizes)
     assert row["section"] == "overhead"
     assert set(row["result"]["rates"]) == {"fit (harness)", "bare loop", "Trainer"}
     assert row["meta"]["command"].startswith("python -m bench --device cpu")
     assert "fit / bare loop" in (tmp_path / "BENCH.md").read_text()
-    assert render.render_raw(raw)["main"].count("fit / bare loop") == 1
+    assert render.render_raw(tmp_path / "results" / "_bench" / "bench.jsonl")["main"].count("fit / bare loop") == 1
 
 
 def _eval_args(model_dir, data_dir, **extra) -> argparse.Namespace:
@@ -503,36 +478,12 @@ def test_each_bench_process_prepares_in_a_folder_of_its_own(tiny_model_dir, tiny
 def test_two_lever_sections_in_one_call_are_one_table_with_both(tiny_model_dir, tiny_data_dir, tmp_path):
     """`--sections attention threads`: each lever section replaced the one before, so the table held threads
     alone though both were measured; both levers are in the one block now."""
-    from bench.__main__ import main
-
-    main(
-        [
-            "--device",
-            "cpu",
-            "--model",
-            str(tiny_model_dir),
-            "--data-dir",
-            str(tiny_data_dir),
-            "--sections",
-            "attention",
-            "threads",
-            "--windows",
-            "1",
-            "--warmup",
-            "0",
-            "--steps",
-            "1",
-            "--max-other-cores",
-            "0",
-            "--out",
-            str(tmp_path / "BENCH.md"),
-            "--results",
-            str(tmp_path / "results"),
-        ]
+    sizes = ["--windows", "1", "--warmup", "0", "--steps", "1"]
+    (row,) = run_bench(
+        tmp_path, tiny_data_dir, "--model", str(tiny_model_dir), "--sections", "attention", "threads", *sizes
     )
     block = (tmp_path / "BENCH.md").read_text()
     assert "bench:levers-attention-threads begin" in block
     assert "SDPA vs eager attention" in block and "torch threads: all vs half of them" in block
     # one raw row holds both: the second section name does not write the same levers again
-    (row,) = [json.loads(line) for line in (tmp_path / "results" / "_bench" / "bench.jsonl").read_text().splitlines()]
     assert row["section"] == "levers" and len(row["result"]["levers"]) == 2

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from bench_cli import run_bench
 
 from bench import render, trainer_tta
 from helpers.run.args import build_args
@@ -115,6 +116,7 @@ def _fake(times: dict, beyond: float | None = None) -> dict:
         name: [
             {
                 "time_to_target_s": t,
+                "wall_to_target_s": t,
                 "target_step": 100 if t else None,
                 "steps": 400,
                 "train_time_s": 300.0,
@@ -134,6 +136,7 @@ def _fake(times: dict, beyond: float | None = None) -> dict:
         "configs": trainer_tta.CONFIGS,
         "rates": rates,
         "ratios": {f"{a} / {b}": trainer_tta.ratios(rates, a, b) for a, b in trainer_tta.RATIOS},
+        "wall_ratios": {},
     }
 
 
@@ -200,38 +203,10 @@ def test_a_trainer_short_of_the_target_within_its_budget_gives_a_lower_bound_and
 
 
 def test_the_bench_command_runs_the_case_at_the_sizes_given(tiny_model_dir, tiny_data_dir, tmp_path):
-    from bench.__main__ import main
-
     out = tmp_path / "BENCH.md"
     out.write_text("# Benchmarks\n\n<!-- bench:main begin -->\nkept\n<!-- bench:main end -->\n")
-    main(
-        [
-            "--device",
-            "cpu",
-            "--data-dir",
-            str(tiny_data_dir),
-            "--sections",
-            "tta",
-            "--tta-model",
-            str(tiny_model_dir),
-            "--tta-rows",
-            "64",
-            "--tta-eval-every",
-            "2",
-            "--tta-max-steps",
-            "4",
-            "--tta-target",
-            "0.000001",
-            "--max-other-cores",
-            "0",
-            "--out",
-            str(out),
-            "--results",
-            str(tmp_path / "results"),
-        ]
-    )
-    raw = tmp_path / "results" / "_bench" / "bench.jsonl"
-    (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    sizes = ["--tta-model", str(tiny_model_dir), "--tta-rows", "64", "--tta-eval-every", "2", "--tta-max-steps", "4"]
+    (row,) = run_bench(tmp_path, tiny_data_dir, "--sections", "tta", *sizes, "--tta-target", "0.000001")
     assert row["section"] == "tta" and len(row["result"]["rates"][trainer_tta.PROJECT]) == 1
     text = out.read_text()
     assert "kept" in text and "<!-- bench:tta begin -->" in text  # the main block keeps its last figures
@@ -280,19 +255,12 @@ def test_the_final_test_table_pairs_the_seeds_both_measured():
 
 
 def test_the_bench_command_takes_the_seeds_the_end_and_the_configurations(tiny_model_dir, tiny_data_dir, tmp_path):
-    from bench.__main__ import main
-
-    out = tmp_path / "BENCH.md"
-    out.write_text("# Benchmarks\n")
     flags = ["--tta-seeds", "3", "--tta-to-the-end", "--tta-configs", trainer_tta.PROJECT, "--tta-target", "0.000001"]
     sizes = ["--tta-model", str(tiny_model_dir), "--tta-rows", "128", "--tta-eval-every", "2", "--tta-max-steps", "4"]
-    where = ["--out", str(out), "--results", str(tmp_path / "results"), "--max-other-cores", "0"]
-    main(["--device", "cpu", "--data-dir", str(tiny_data_dir), "--sections", "tta", *flags, *sizes, *where])
-    raw = tmp_path / "results" / "_bench" / "bench.jsonl"
-    (row,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    (row,) = run_bench(tmp_path, tiny_data_dir, "--sections", "tta", *flags, *sizes)
     (w,) = row["result"]["rates"][trainer_tta.PROJECT]
     assert list(row["result"]["rates"]) == [trainer_tta.PROJECT] and w["seed"] == 3 and w["steps"] == 4
-    final_test = out.read_text().split("Which ends higher on the test split")[1]
+    final_test = (tmp_path / "BENCH.md").read_text().split("Which ends higher on the test split")[1]
     assert w["test_accuracy"] is not None and _row(final_test, trainer_tta.PROJECT)[1].startswith("3: ")
 
 
