@@ -41,6 +41,7 @@ import torch
 
 from helpers.calc.facts import cuda_device_key
 from helpers.calc.roofline import device_peak, neuron_core_key
+from helpers.launch import child_env
 from helpers.measure import peaks
 from helpers.run import device, neuron, records
 from helpers.run.args import ConfigError, Device, Precision, build_args
@@ -203,8 +204,8 @@ def unused_hardware(requested: str, dev: device.DeviceInfo) -> str | None:
 
 
 def xla_setting(requested: str) -> str | None:
-    """Return what to set where this environment cannot run `requested` (None when it can): .venv-xla (torch-xla
-    without torch-neuronx) runs torch-xla's CPU backend only, with PJRT_DEVICE=CPU."""
+    """Return what to set where this environment cannot run `requested` (None when it can)."""
+    # .venv-xla (torch-xla without torch-neuronx) runs torch-xla's CPU backend only, with PJRT_DEVICE=CPU
     if not find_spec("torch_xla") or find_spec("torch_neuronx"):
         return None
     pjrt = os.environ.get("PJRT_DEVICE")
@@ -267,17 +268,18 @@ def device_kind(dev: device.DeviceInfo) -> str:
 
 
 def bound_s(neuron: bool) -> float:
-    """Return the longest the check can take, in seconds: every run (each precision mode, the two-rank run)
-    and the matmul at their limits."""
+    """Return the longest the check can take, in seconds: every run and the matmul at their limits."""
     kind = "neuron" if neuron else "other"
     runs = len(typing.get_args(Precision))  # the modes but auto, and the two-rank run
     return runs * RUN_TIMEOUT_S[kind] + MATMUL_TIMEOUT_S[kind]
 
 
-def run_bounded(command: list[str], timeout_s: float, **popen) -> int | None:
-    """Run `command` in a process group of its own; return its exit status, or None when it ran past
-    `timeout_s` (the group is then sent SIGTERM, then SIGKILL: its children go too)."""
-    proc = subprocess.Popen(command, start_new_session=True, **popen)
+def run_bounded(command: list[str], timeout_s: float, out: typing.IO | None = None) -> int | None:
+    """Return the exit status of `command` run from the repository with its output in `out`, None past `timeout_s`."""
+    # a session of its own: past the limit its whole group is sent SIGTERM, then SIGKILL, so its children go too
+    proc = subprocess.Popen(
+        command, start_new_session=True, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=child_env()
+    )
     try:
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -293,20 +295,12 @@ def run_bounded(command: list[str], timeout_s: float, **popen) -> int | None:
 
 
 def exit_on_sigterm() -> None:
-    """Make SIGTERM (a task's `timeout`, `sky cancel`) unwind like Ctrl-C, so run_bounded ends the run it waits
-    on: a run in a session of its own would otherwise outlive the check."""
+    """Make SIGTERM (a task's `timeout`, `sky cancel`) unwind like Ctrl-C, so run_bounded ends its run."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
-def child_env() -> dict[str, str]:
-    """Return the environment of the check's child processes: this one, the repository on PYTHONPATH."""
-    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return {**os.environ, "PYTHONPATH": path}
-
-
 def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
-    """Run the study's script for `params` in its own process, killed past the run's limit; return its record
-    (None if none) and the tail of its output (saying so first when it was killed)."""
+    """Return the record (None if none) and the output's tail of the study's script run bounded for `params`."""
     args = build_args(params)
     script = REPO_ROOT / ("Trainium" if machine.dev.type == "xla" else "Nvidia") / "train.py"
     log = machine.results / "logs" / f"{params['run_name']}.log"
@@ -314,14 +308,7 @@ def train_once(machine: Machine, params: dict) -> tuple[dict | None, str]:
     limit = machine.timeout_s or RUN_TIMEOUT_S[device_kind(machine.dev)]
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        code = run_bounded(
-            [sys.executable, str(script), *to_argv(args)],
-            limit,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
-            env=child_env(),
-        )
+        code = run_bounded([sys.executable, str(script), *to_argv(args)], limit, out)
     where = records.record_path(machine.results, SUITE, params["run_name"], machine.dev.key)
     record = records.read_record(where)
     tail = " | ".join(log.read_text().strip().splitlines()[-4:])
@@ -351,8 +338,7 @@ def precision_modes(dev: device.DeviceInfo) -> tuple[list[str], list[str]]:
 
 
 def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
-    """Five steps in every precision mode the device runs, each finished on this device with a finite last
-    training loss and finite evaluation losses after training."""
+    """Five steps in every precision mode the device runs, finished here with finite training and evaluation losses."""
     found, refused = precision_modes(machine.dev)
     problems, losses = [], []
     for mode in modes or found:
@@ -395,8 +381,7 @@ def five_steps(machine: Machine, modes: list[str] | None = None) -> Outcome:
 
 # ----------------------------------------------------------------------------- 4. XLA graphs
 def xla_graphs(machine: Machine) -> Outcome:
-    """On XLA: no compilation after the warm-up steps, one graph execution per training step, and the
-    evaluation's graphs counted in `xla.eval`, apart from training's."""
+    """On XLA: no compilation after warm-up, one graph execution per step, evaluation's graphs counted apart."""
     if machine.dev.type != "xla":
         return Outcome(
             "skip", f"{machine.dev.type} is not an XLA device (run it with PJRT_DEVICE=CPU in .venv-xla, or on a trn1)"
@@ -530,17 +515,9 @@ MATMUL = (
 
 
 def bounded_matmul_tflops(dev: device.DeviceInfo, timeout_s: float, n: int = 8192) -> float:
-    """Return device_matmul_tflops(dev, n) measured in a child process killed past `timeout_s`; raise
-    TimeoutError past it, RuntimeError with its output's tail when it fails."""
+    """Return device_matmul_tflops(dev, n) from a child process; TimeoutError past `timeout_s`, else RuntimeError."""
     with tempfile.TemporaryFile("w+") as out:
-        code = run_bounded(
-            [sys.executable, "-c", MATMUL, dev.type, str(n)],
-            timeout_s,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
-            env=child_env(),
-        )
+        code = run_bounded([sys.executable, "-c", MATMUL, dev.type, str(n)], timeout_s, out)
         out.seek(0)
         lines = out.read().strip().splitlines()
     if code is None:
@@ -551,8 +528,7 @@ def bounded_matmul_tflops(dev: device.DeviceInfo, timeout_s: float, n: int = 819
 
 
 def cpu_roof(machine: Machine) -> tuple[dict, str]:
-    """Return the bf16 roof runs on this CPU divide by, and where it comes from: the one kept in the
-    repository (Experiment/results/_peaks), else the one this check's runs measured."""
+    """Return the bf16 roof runs on this CPU divide by (kept in the repository, else measured now) and its source."""
     key = f"bf16, {torch.get_num_threads()} threads"
     kept = peaks.read_kept(REPO_ROOT / RESULTS_DIR / records.PEAKS / f"{machine.dev.key}.json").get(key)
     if isinstance(kept, dict) and kept.get("peak_tflops"):
@@ -563,10 +539,8 @@ def cpu_roof(machine: Machine) -> tuple[dict, str]:
 
 
 def matmul_roof(machine: Machine) -> Outcome:
-    """A bf16 matmul now against the peak MFU divides by: the device's row of helpers/facts/device_peaks.csv
-    on a GPU or NeuronCore; on a CPU (torch's, or XLA's CPU backend), this machine's measured roof, judged
-    only when the machine is not busy (a CPU's matmul rate under other load says nothing about its roof)."""
-    dev, busy = machine.dev, None
+    """A bf16 matmul now against the peak MFU divides by: the device's published row, or this CPU's roof."""
+    dev = machine.dev
     if dev.type == "cuda" or dev.neuron:
         if dev.neuron:
             # torch_xla is imported (check 2 named the device) but not started: the runtime reads the one-core
@@ -582,29 +556,27 @@ def matmul_roof(machine: Machine) -> Outcome:
                 "helpers/facts/device_peaks.csv with its source",
             )
         measured = bounded_matmul_tflops(dev, MATMUL_TIMEOUT_S[device_kind(dev)])
-        low, high, what = *DEVICE_BAND, "8192 x 8192 bf16 matmuls"
+        what = "8192 x 8192 bf16 matmuls"
         key = neuron_core_key(dev.instance) if dev.neuron else cuda_device_key(dev.name)
-        outcome = judge_roof(what, measured, peak, (low, high), unmeasured=key not in BAND_MEASURED_ON)
+        outcome = judge_roof(what, measured, peak, DEVICE_BAND, unmeasured=key not in BAND_MEASURED_ON)
         keep_reading(machine, key, what, measured, peak, outcome)
         return outcome
-    else:
-        peak, source = cpu_roof(machine)
-        if not peak["peak_tflops"]:  # measured on a busy machine: not trusted, so nothing to judge against
-            return Outcome("skip", f"no trusted bf16 roof for this CPU: {peak['reason']}")
-        now = peaks.measure_peak("bf16")  # the roof's own procedure: the best of the model shapes
-        measured, low, high = now["peak_tflops"], *CPU_BAND
-        what = f"the best bf16 matmul of the model shapes now ({now['shape']}, torch on the CPU)"
-        peak = {**peak, "source": source}
-        load, cores = os.getloadavg()[0], os.cpu_count() or 1
-        busy = f"load {load:.1f} on {cores} cores" if load > cores else None
-    return judge_roof(what, measured, peak, (low, high), busy)
+    peak, source = cpu_roof(machine)
+    if not peak["peak_tflops"]:  # measured on a busy machine: not trusted, so nothing to judge against
+        return Outcome("skip", f"no trusted bf16 roof for this CPU: {peak['reason']}")
+    now = peaks.measure_peak("bf16")  # the roof's own procedure: the best of the model shapes
+    what = f"the best bf16 matmul of the model shapes now ({now['shape']}, torch on the CPU)"
+    # a CPU's matmul rate under other load says nothing about its roof: judged only on a quiet machine
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    busy = f"load {load:.1f} on {cores} cores" if load > cores else None
+    return judge_roof(what, now["peak_tflops"], {**peak, "source": source}, CPU_BAND, busy)
 
 
 def keep_reading(
     machine: Machine, key: str | None, what: str, measured_tflops: float, peak: dict, outcome: Outcome
 ) -> None:
-    """Write check 7's reading beside the runs' records (READINGS/matmul@DEVICE.json, a folder no record reader
-    enters): the first readings of a device kind are what its measured band is later made of."""
+    """Write check 7's reading to READINGS/matmul@DEVICE.json beside the runs' records (no record reader enters)."""
+    # the first readings of a device kind are what its measured band is later made of
     reading = {
         "device": machine.dev.describe(),
         "peak_key": key,
@@ -629,8 +601,7 @@ def judge_roof(
     busy: str | None = None,
     unmeasured: bool = False,
 ) -> Outcome:
-    """Pass when `measured_tflops` is within `band` (fractions) of peak["peak_tflops"]; skip when `busy`; warn
-    (recorded, not judged) when the band was never `measured` on this device kind."""
+    """Pass within `band` (fractions of the peak); skip when `busy`; warn where the band is `unmeasured`."""
     ratio, (low, high) = measured_tflops / peak["peak_tflops"], band
     text = (
         f"{what}: {measured_tflops:.3g} TFLOP/s, {100 * ratio:.0f}% of the {peak['peak_tflops']:.3g} "

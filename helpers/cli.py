@@ -23,8 +23,7 @@ from helpers.run.argv import cli_parser, named_flags, parse_cli
 
 
 class RankFailed(RuntimeError):
-    """A torchrun rank's run ended failed without an exception (the loop caught it): raised so the rank's
-    error file (torch elastic's `record`, in the scripts) says why, for the launcher to read."""
+    """A torchrun rank's run failed without an exception: raised so its error file tells the launcher why."""
 
 
 def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
@@ -37,14 +36,12 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
 
 
 def exit_code(record: dict | None) -> int:
-    """Return the process exit status for a record: 0 for a finished or diverged run (or no run: --help),
-    else 1."""
+    """Return the process exit status for a record: 0 for a finished or diverged run (or none: --help), else 1."""
     return 0 if record is None or record.get("status") in ("finished", "diverged") else 1
 
 
 def eval_args(argv: list[str] | None = None, defaults: dict | None = None) -> tuple[RunArgs, str | None]:
-    """Return what Trainium/eval.py evaluates (a saved checkpoint on the test split: the training parameters,
-    at an evaluation batch of 32) and the file its metrics go to (None: printed only)."""
+    """Return what Trainium/eval.py evaluates (a checkpoint on the test split) and its metrics' file (None: none)."""
     parser = cli_parser("Evaluate a fine-tuned checkpoint on dair-ai/emotion's test split")
     parser.add_argument("--checkpoint", dest="model_name", help="folder written by train.py --output_dir")
     parser.add_argument(

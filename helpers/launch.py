@@ -2,17 +2,11 @@
 
     record = torchrun(args, name, record_path, device_type)    # what steps.start does for num_devices > 1
 
-The ranks run Nvidia/train.py or Trainium/train.py (the ordinary run path, steps.run_all, from the
-launcher's own checkout); rank 0 writes the record to the path the launcher computed, tagged with the
-launch's id, so the launcher reads its child's record by name. If no rank wrote one, the launcher writes the
-failed record, naming the rank that failed and why, and raises DistributedRunError so a sweep records the
-failure and goes on.
-
-What failed is read from torch elastic's error files: the scripts' entry point is wrapped in
-`torch.distributed.elastic.multiprocessing.errors.record`, which writes a rank's exception (type, message,
-traceback) as JSON to the file torchrun names in TORCHELASTIC_ERROR_FILE:
-`<--log-dir>/<run id>_<random>/attempt_<n>/<local rank>/error.json`. A rank killed by a signal (SIGKILL,
-the OOM killer, a segfault) writes none; for those only, torchrun's failure summary on stdout is read.
+The ranks run the study's script (steps.run_all); rank 0 writes the record at the path the launcher computed,
+tagged with the launch's id. If none finished, the launcher records which rank failed and why and raises
+DistributedRunError, so a sweep records the failure and goes on. Why is read from the error files torch elastic's
+`record` (around the scripts' entry point) writes, `<--log-dir>/<run id>_<random>/attempt_<n>/<rank>/error.json`;
+a rank killed by a signal writes none: for those, torchrun's failure summary on stdout.
 """
 
 from __future__ import annotations
@@ -41,6 +35,13 @@ class DistributedRunError(RuntimeError):
     """A torchrun launch ended without a finished record (a rank died or failed)."""
 
 
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Return this environment with `extra` and the repository first on PYTHONPATH."""
+    # a child imports this checkout's helpers, the launcher's (not whichever an editable install points to)
+    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, **(extra or {}), "PYTHONPATH": path}
+
+
 def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail_lines: int = 80) -> dict:
     """Run `args` under `torchrun --standalone --nproc_per_node=num_devices`; return rank 0's record."""
     script = REPO_ROOT / ("Trainium" if device_type == "xla" else "Nvidia") / "train.py"
@@ -60,8 +61,6 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
         f"--run_name={name}",
         f"--results_path={results}",
     ]
-    # the ranks import this checkout's helpers, the launcher's (not whichever an editable install points to)
-    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     tail: collections.deque = collections.deque(maxlen=tail_lines)
     print(
         f"num_devices={args.train.num_devices}: this run is handed over to torchrun, "
@@ -76,7 +75,7 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
-            env={**os.environ, LAUNCH_ID: launch_id, "PYTHONPATH": path},
+            env=child_env({LAUNCH_ID: launch_id}),
         ) as proc:
             for line in proc.stdout:
                 sys.stdout.write(line)
@@ -91,9 +90,7 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
 def launch_outcome(
     args: RunArgs, name: str, record_path: Path, launch_id: str, code: int, errors: list[RankError], tail: list[str]
 ) -> dict:
-    """Return rank 0's record of a launch that ended with `code`; else record which rank failed and why (in
-    rank 0's record where it wrote one, else in a failed record of the launcher's) and raise
-    DistributedRunError."""
+    """Return rank 0's record of a launch; else record which rank failed and why, and raise DistributedRunError."""
     # rank 0's record: at its path, or aside where a more final record of the name is kept (records.write_record)
     where, found = next(
         (
@@ -144,8 +141,7 @@ def launch_outcome(
 def distributed_section(
     rank: Rank, args: RunArgs, timing: Timing | None, step_model, shards: dict | None = None
 ) -> dict:
-    """Return the record's `distributed` section of a torchrun rank (rank 0 writes it), with the training
-    sampler's shard check `shards`."""
+    """Return the record's `distributed` section of a torchrun rank, with the sampler's shard check `shards`."""
     timing = timing or Timing()
     out = {
         "world_size": rank.world_size,
@@ -230,8 +226,7 @@ def torchrun_failures(lines: list[str]) -> dict[int, str]:
 
 
 def failure_cause(errors: list[RankError], lines: list[str]) -> str:
-    """Return which ranks failed and why: the error files' exceptions, earliest first, after the ranks
-    torchrun saw die without one (a signal: those are what the others failed on), read from its summary."""
+    """Return which ranks failed and why: those that died without an error file first, then the files' exceptions."""
     silent = [text for rank, text in torchrun_failures(lines).items() if rank not in {e.rank for e in errors}]
     # torchrun itself SIGTERMs the ranks still running once one failed: those follow the cause
     first = [t for t in silent if "SIGTERM" not in t]

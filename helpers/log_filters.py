@@ -1,9 +1,7 @@
 """Known harmless library messages, dropped at the logger that emits them, before anything imports it.
 
-`helpers/__init__.py` installs these filters, so they are in place before `transformers` imports
-`torchao` (it does so on import, through `transformers.quantizers`). Each filter drops only the messages
-listed here, on the one logger named, and only where they are harmless; everything else those loggers
-say still shows.
+`helpers/__init__.py` installs them before `transformers` imports `torchao` (on import, through
+`transformers.quantizers`); everything else those loggers say still shows.
 """
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ def assert_passes(proc: subprocess.CompletedProcess, found: dict, device_type: s
     assert list(found) == list(range(1, len(check.CHECKS) + 1))
     assert {status for status, _ in found.values()} <= {"pass", "skip", "warn"}
     assert found[2][0] == found[3][0] == found[5][0] == "pass"
-    # a CPU's roof is not judged under load (this machine's cores may be shared), nor a GPU's without a measured band
-    assert found[7][0] == "pass" or "not judged" in found[7][1]
+    # a CPU's roof is not judged under load (this machine's cores may be shared), nor a GPU's without a measured band;
+    # a roof measured now under load is not trusted, so there is none to judge against
+    assert found[7][0] == "pass" or "not judged" in found[7][1] or "no trusted bf16 roof" in found[7][1]
     assert f"-> {device_type}" in found[2][1] and "final loss" in found[3][1]
     assert found[6][0] == "skip" and "the two-rank check needs two" in found[6][1]  # one device here
     assert re.search(r"check: \d passed, 0 failed, \d skipped", proc.stdout)

@@ -16,8 +16,7 @@ TARGETS = (0.88, 0.90, 0.92)
 def crossings(
     curve: list[CurvePoint], targets: tuple[float, ...] = TARGETS, compile_s: float | None = None
 ) -> dict[str, Crossing]:
-    """Return, per target, the first evaluation that reached it (seconds, step, rows, accuracy, the test
-    accuracy of that checkpoint where it was measured), or why not: never reached, and the best seen."""
+    """Return, per target, the first evaluation that reached it, or why not (never reached, and the best seen)."""
     out = {}
     best = max((p.val_accuracy for p in curve if p.val_accuracy is not None), default=None)
     for target in targets:

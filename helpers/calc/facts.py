@@ -24,9 +24,8 @@ def load_device_peaks() -> pd.DataFrame:
 
 @functools.cache
 def load_devices() -> pd.DataFrame:
-    """Return devices.csv by key: a device_peaks.csv device or a family of them (trn1, cpu, xla-cpu) with its
-    short name, the study's name (`studied`: the very device the study ran), the peaks row one process drives,
-    its family's colour and marker, fast bf16, and its torch.cuda name (a regex)."""
+    """Return devices.csv by key (a device_peaks.csv device or a family of them): names, looks, peaks row."""
+    # studied: the very device the study ran; rank_peaks_key: the row one process drives; cuda_name: a regex
     return pd.read_csv(FACTS / "devices.csv").set_index("key", drop=False)
 
 

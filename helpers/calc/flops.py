@@ -40,12 +40,9 @@ def intermediate(cfg) -> int:
 
 
 def forward_flops(cfg, batch: int, seq_len: int) -> float:
-    """Return the matmul FLOPs (2 per multiply-add) of one forward pass of the classifier.
-
-    BERT, RoBERTa and DistilBERT encoder layers do the same matmuls; their heads do too: BERT's pooler and
-    RoBERTa's head dense (H x H on the first token), DistilBERT's pre_classifier, then the H x C classifier.
-    """
+    """Return the matmul FLOPs (2 per multiply-add) of one forward pass of the classifier."""
     T, H, I = batch * seq_len, cfg.hidden_size, intermediate(cfg)
+    # BERT, RoBERTa and DistilBERT encoder layers do the same matmuls; so do their heads (H x H, then H x C).
     # Embedding lookups are gathers (0 matmul FLOPs); softmax, LayerNorm, GELU, dropout, residual adds
     # and biases are elementwise and left out, as torch.utils.flop_counter.FlopCounterMode does.
     # Eager and SDPA attention do the same matmuls; padding tokens count (L is the padded length).
@@ -66,27 +63,16 @@ def param_breakdown(cfg) -> dict:
     H, I, C, n = cfg.hidden_size, intermediate(cfg), cfg.num_labels, cfg.num_hidden_layers
     types = getattr(cfg, "type_vocab_size", 0)  # DistilBERT has no token-type table; RoBERTa's has 1 row
     tables = (cfg.vocab_size + cfg.max_position_embeddings + types) * H  # word, position, token type
-    matmul = (
-        n
-        * (
-            4 * H * H  # Q, K, V, attention output
-            + 2 * H * I
-        )  # FFN up and down
-        + H * H  # pooler
-        + H * C
-    )  # classifier
-    small = (
-        2 * H  # embedding LayerNorm
-        + n
-        * (
-            4 * H  # Q, K, V, attention-output biases
-            + I
-            + H  # FFN biases
-            + 2 * 2 * H
-        )  # two LayerNorms
-        + H
-        + C
-    )  # pooler and classifier biases
+    attention = 4 * H * H  # Q, K, V, attention output
+    ffn = 2 * H * I  # FFN up and down
+    head = H * H + H * C  # pooler, classifier
+    matmul = n * (attention + ffn) + head
+    embedding_norm = 2 * H  # embedding LayerNorm, weight and bias
+    attention_biases = 4 * H  # Q, K, V, attention output
+    ffn_biases = I + H  # FFN up and down
+    layer_norms = 2 * 2 * H  # two LayerNorms, weight and bias
+    head_biases = H + C  # pooler, classifier
+    small = embedding_norm + n * (attention_biases + ffn_biases + layer_norms) + head_biases
     return {"embedding_tables": tables, "matmul_weights": matmul, "biases_and_norms": small}
 
 
@@ -96,8 +82,7 @@ def param_count(cfg) -> int:
 
 
 def model_flops(cfg, batch: int, seq_len: int, lora_r: int = 0, lora_targets: str = "query,value") -> float:
-    """Return the model FLOPs of one training step: forward + backward matmuls (AdamW left out); a LoRA
-    step of rank `lora_r` on `lora_targets` when lora_r > 0 (the task's lora_r and lora_targets)."""
+    """Return the model FLOPs of one training step: forward + backward matmuls (AdamW left out), LoRA's if lora_r."""
     if lora_r:
         return lora_model_flops(cfg, batch, seq_len, lora_r, lora_targets)
     # Each matmul's backward computes dX and dW, each as costly as the forward: 2x. Exact here because
@@ -106,8 +91,8 @@ def model_flops(cfg, batch: int, seq_len: int, lora_r: int = 0, lora_targets: st
 
 
 def lora_model_flops(cfg, batch: int, seq_len: int, r: int, targets: str) -> float:
-    """Return forward + backward matmul FLOPs of a LoRA step: frozen weights get no weight gradient, and
-    nothing below the first adapter needs an input gradient (the embeddings are frozen)."""
+    """Return forward + backward matmul FLOPs of a LoRA step of rank `r` on `targets`."""
+    # frozen weights get no weight gradient; nothing below the first adapter needs an input gradient
     roles = lora_roles(targets)
     B, L, H, I = batch, seq_len, cfg.hidden_size, intermediate(cfg)
     T = B * L
@@ -146,8 +131,7 @@ def lora_model_flops(cfg, batch: int, seq_len: int, r: int, targets: str) -> flo
 
 
 def lora_trainable(cfg, r: int, targets: str) -> int:
-    """Return the parameters a LoRA run trains: r x (in + out) per adapted linear, and the head in full
-    (BERT: the classifier; RoBERTa and DistilBERT: their two head linears; run.lora's modules_to_save)."""
+    """Return the parameters a LoRA run trains: r x (in + out) per adapted linear, and the head in full."""
     roles = lora_roles(targets)
     H, I, C = cfg.hidden_size, intermediate(cfg), cfg.num_labels
     shapes = {
@@ -159,6 +143,7 @@ def lora_trainable(cfg, r: int, targets: str) -> int:
         "ffn_down": (I, H),
     }
     adapters = cfg.num_hidden_layers * sum(r * (din + dout) for role, (din, dout) in shapes.items() if role in roles)
+    # the classifier; RoBERTa's and DistilBERT's first head linear too (run.lora's modules_to_save)
     head = H * C + C + (H * H + H) * (getattr(cfg, "model_type", "bert") != "bert")
     return adapters + head
 

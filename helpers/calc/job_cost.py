@@ -128,8 +128,7 @@ def one_off_budget_s(
 
 
 def samples_per_joule(samples: float, energy: dict) -> float | None:
-    """Return `samples` per joule of the energy section (the same window's samples: the steady windows', every
-    rank's); None when energy was not measured."""
+    """Return `samples` (the energy window's, every rank's) per joule; None when energy was not measured."""
     joules = energy.get("joules")
     if energy.get("method") is None or not isinstance(joules, (int, float)) or joules <= 0:
         return None

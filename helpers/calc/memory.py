@@ -35,13 +35,7 @@ def saved_activation_bytes(
     gradient_checkpointing: bool = False,
     fused_attention: bool = False,
 ) -> dict:
-    """Return bytes of the tensors kept from forward for backward, by tensor, plus "total".
-
-    Per-layer entries are summed over all layers; with `gradient_checkpointing` (HF's per-layer
-    checkpoint) only each layer's input is kept, and the per-layer entries are the one layer that
-    backward recomputes at a time. `fused_attention`: SDPA's flash/memory-efficient CUDA kernels, which
-    keep a per-row logsumexp instead of the L^2 probabilities.
-    """
+    """Return bytes of the tensors kept from forward for backward, by tensor, plus "total"."""
     b = flops.precision_bytes(precision)
     mm, resid = b["matmul"], b["resid"]
     autocast = precision in flops.AUTOCAST_PRECISIONS
@@ -95,6 +89,7 @@ def saved_activation_bytes(
         # its mean and rstd
         "layernorm2_stats": 2 * T * resid,
     }
+    # HF's per-layer checkpoint: backward recomputes one layer at a time
     n_kept = 1 if gradient_checkpointing else cfg.num_hidden_layers
     terms = {name: n_kept * value for name, value in layer.items()}
     # checkpointing: each layer's input (the residual stream) is all a layer keeps
@@ -131,18 +126,10 @@ def estimate_train_memory(
     fused_attention: bool = False,
     trainable: int | None = None,
 ) -> dict:
-    """Return bytes held in a training step: weights, master weights, grads, AdamW states, activations, total.
-
-    `trainable`: the parameters that train (LoRA: flops.lora_trainable); gradients and AdamW moments are
-    kept for those only. Activations are full fine-tuning's, an upper bound under LoRA (a frozen linear's
-    input is kept only where something below it trains), so the largest LoRA batch is a lower bound.
-
-    `total` is the sum: the live set at the end of forward when gradients stay allocated between steps
-    (zero_grad(set_to_none=False), gradient accumulation). With set_to_none=True it overestimates by up
-    to the gradient term. Not counted: short-lived buffers (gradients flowing back through attention,
-    the optimizer's per-tensor temporaries), the framework/CUDA context and allocator fragmentation;
-    `largest_batch_that_fits` keeps `reserve_gib` for those.
-    """
+    """Return bytes held in a training step: weights, master weights, grads, AdamW states, activations, total."""
+    # Activations are full fine-tuning's, an upper bound under LoRA (`trainable`: flops.lora_trainable). `total` is
+    # the live set at the end of forward with gradients kept between steps (set_to_none=True: up to the gradients
+    # less). Not counted: short-lived buffers, the CUDA context, fragmentation (largest_batch_that_fits' reserve).
     if optimizer not in ("adamw", "sgd"):
         raise ValueError(f"optimizer={optimizer!r}; expected 'adamw' or 'sgd' (plain, no momentum)")
     b = flops.precision_bytes(precision)
@@ -180,12 +167,8 @@ def estimate_train_memory(
 def largest_batch_that_fits(
     cfg, capacity_gib: float, seq_len: int, precision: str, reserve_gib: float = 1.0, **kwargs
 ) -> int:
-    """Return the largest batch whose estimated total fits in capacity_gib - reserve_gib (0 if none).
-
-    reserve_gib covers the CUDA context / runtime, workspaces and fragmentation (about 0.5-1 GiB on GPUs).
-    kwargs go to estimate_train_memory (optimizer, gradient_checkpointing, device_type, fused_attention, trainable).
-    """
-    budget = (capacity_gib - reserve_gib) * GIB
+    """Return the largest batch whose estimated total (kwargs: estimate_train_memory's) fits, 0 if none."""
+    budget = (capacity_gib - reserve_gib) * GIB  # the reserve: CUDA context, workspaces, fragmentation (0.5-1 GiB)
 
     def total(batch: int) -> float:
         return estimate_train_memory(cfg, batch, seq_len, precision, **kwargs)["total"]

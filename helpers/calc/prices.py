@@ -32,8 +32,7 @@ def price_per_accelerator_hour(instance: str) -> float:
 
 
 def accelerator_price(instance: str | None, device_key: str | None, units: int = 1) -> tuple[str | None, float, str]:
-    """Return (instance, USD per hour of `units` accelerators, note): the named instance when the facts say
-    it carries `device_key`, else the cheapest instance that does (per accelerator); NaN when none does."""
+    """Return (instance, USD per hour of `units` accelerators, note): the named instance, else the cheapest carrier."""
     prices = load_instance_prices()
     named = prices[prices["instance"] == instance]
     if len(named) and named["device"].iloc[0] == device_key:

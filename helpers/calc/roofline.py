@@ -1,10 +1,7 @@
 """Bytes moved, arithmetic intensity and roofs of one training step of a BERT classifier, and a run's
 systems figures (FLOPs, bytes, intensity, achieved TFLOP/s, MFU, which roof bounds it).
 
-Plain calculators in the style of the EleutherAI cookbook (`calc_transformer_flops.py`): every term on
-its own line, so the arithmetic can be checked by hand. `cfg` is a transformers `BertConfig` (or any
-object with the same fields) for `BertForSequenceClassification`. Notation: B batch, L sequence
-length (padded), T = B*L tokens, H hidden, I intermediate, a heads, N parameters, C labels.
+Every term on its own commented line, as in `helpers.calc.flops` (its notation, its `cfg`).
 
     python -m helpers.calc.roofline --model bert-base --batch 8 64 --seq-len 32 128 --precision bf16
 prints how arithmetic intensity grows with batch as a Markdown table.
@@ -34,15 +31,9 @@ from helpers.run.schema import Systems
 def step_bytes(
     cfg, batch: int, seq_len: int, precision: str, device_type: str = "cuda", fused_attention: bool = False
 ) -> dict:
-    """Return bytes moved to/from device memory by one training step, by term, plus "total".
-
-    Assumptions: no cache reuse (each tensor crosses memory once per use); weights are read once in
-    forward and the matmul weights once more in backward (dX = dY @ W); gradients are written once;
-    AdamW reads params, grads and both moments and writes params and moments once; every activation
-    saved for backward is written once in forward and read once in backward. Not counted: transient
-    intermediates (pre-softmax scores, activation gradients), which unfused kernels also stream, so
-    this is a lower bound on traffic and the arithmetic intensity an upper bound.
-    """
+    """Return bytes moved to/from device memory by one training step, by term, plus "total"."""
+    # no cache reuse: each tensor crosses memory once per use. Not counted: transient intermediates (pre-softmax
+    # scores, activation gradients), which unfused kernels also stream: a lower bound, its intensity an upper one
     b = precision_bytes(precision)
     p = param_breakdown(cfg)
     n = param_count(cfg)
@@ -97,8 +88,7 @@ def neuron_core_key(instance: str | None) -> str:
 
 
 def device_peak(device: dict, dtype: str, peaks_dir: str | Path | None = None) -> dict:
-    """Return the roof a run on `device` (a record's device section) is measured against: published
-    for GPUs and NeuronCores, this machine's measured one for CPUs (kept in `peaks_dir`)."""
+    """Return the roof a run on `device` (a record's section) is held against: published, or this CPU's measured."""
     if device.get("type") == "cuda":
         key = cuda_device_key(device.get("name", ""))
         if key is None:
@@ -139,12 +129,9 @@ def systems_section(
     lora_targets: str = "query,value",
     fused_attention: bool = False,
 ) -> Systems:
-    """Return a run's FLOPs and bytes per step, arithmetic intensity, achieved TFLOP/s and MFU.
-
-    `shapes` counts the steady-state micro-batches by (batch, padded length); `steady_s` is their
-    time over `steps` optimizer steps; `dtype` is what the matmuls ran in (the peak it is held against);
-    `lora_r` > 0: LoRA steps of that rank on `lora_targets` (calc.flops.lora_model_flops).
-    """
+    """Return a run's FLOPs and bytes per step, arithmetic intensity, achieved TFLOP/s and MFU."""
+    # `shapes`: the steady micro-batches by (batch, padded length), `steady_s` long over `steps` optimizer steps;
+    # `dtype`: what the matmuls ran in, so the peak they are held against
     if not shapes or steps <= 0 or steady_s <= 0:
         return Systems(mfu=None, reason="no steady-state steps")
     flops = sum(n * model_flops(cfg, b, length, lora_r, lora_targets) for (b, length), n in shapes.items()) / steps

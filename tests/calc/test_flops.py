@@ -60,6 +60,15 @@ def test_param_count_matches_model(bert_base_meta):
     assert flops.param_count(cfg) == sum(p.numel() for p in model.parameters()) == 109_486_854
 
 
+def test_param_breakdown_matches_the_models_tables_linears_and_the_rest(bert_base_meta):
+    cfg, model = bert_base_meta
+    kinds = flops.param_breakdown(cfg)
+    tables = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding))
+    linears = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert (kinds["embedding_tables"], kinds["matmul_weights"]) == (tables, linears)
+    assert kinds["biases_and_norms"] == sum(p.numel() for p in model.parameters()) - tables - linears
+
+
 def test_mfu_is_model_flops_over_the_peak():
     cfg = BertConfig(num_labels=6)
     assert flops.model_flops(cfg, 8, 32) == 3 * flops.forward_flops(cfg, 8, 32)
