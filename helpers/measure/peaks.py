@@ -15,13 +15,13 @@ import argparse
 import csv
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import torch
+from torch.utils import benchmark
 
 from helpers.run.records import RecordReadError, now, read_json, write_json_atomic
 
@@ -67,15 +67,10 @@ def busy_problem(measured: dict) -> str | None:
 
 
 def _median_s(op: Callable[[], object], seconds: float) -> float:
-    """Return the median seconds of `op` over about `seconds` of repeats (3 to 100), after one warm-up call."""
-    op()  # warm-up: oneDNN picks and JITs its kernel on the first call; a copy touches its pages
-    times_s: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while len(times_s) < 3 or (time.perf_counter() < deadline and len(times_s) < 100):
-        start = time.perf_counter()
-        op()
-        times_s.append(time.perf_counter() - start)
-    return statistics.median(times_s)
+    """Return the median seconds of one call of `op`, from torch.utils.benchmark's blocks over `seconds`."""
+    # Timer's block-size estimate calls op first: oneDNN picks and JITs its kernel, a copy touches its pages
+    timer = benchmark.Timer("op()", globals={"op": op}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=seconds).median
 
 
 def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
@@ -95,7 +90,7 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds; the
     best shape is timed twice and the faster round kept (another process can only slow a round down)."""
     start, load, mark = time.perf_counter(), os.getloadavg()[0], cpu_mark()
-    probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, median of 3
+    probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, one block
     probe_s = 2 * 256**3 / (probe_tflops * 1e12)
     results: dict[str, float] = {}
     for name, m, k, n in SHAPES:
