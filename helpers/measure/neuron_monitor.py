@@ -29,10 +29,7 @@ NEURON_BIN = Path("/opt/aws/neuron/bin")
 
 def find_binary() -> str | None:
     """Return the path of neuron-monitor: on PATH, else in the Neuron tools folder, else None."""
-    found = shutil.which("neuron-monitor")
-    if found is None and (NEURON_BIN / "neuron-monitor").exists():
-        found = str(NEURON_BIN / "neuron-monitor")
-    return found
+    return shutil.which("neuron-monitor") or shutil.which("neuron-monitor", path=NEURON_BIN)
 
 
 def run_pids() -> set[int]:
@@ -44,11 +41,6 @@ def run_pids() -> set[int]:
     return {me} | {p.pid for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == parent}
 
 
-# One report per period, one JSON document per line (aws-neuron-sdk
-# tools/neuron-sys-tools/neuron-monitor-user-guide.rst, "The JSON output format").
-# The monitor has no per-engine figures; those come from the Neuron profiler (helpers/measure/neuron_profile.py).
-
-
 def _number(x) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return None
@@ -56,10 +48,7 @@ def _number(x) -> float | None:
 
 
 def parse_neuron_monitor_line(line: str, only_pids: set | None = None) -> dict | None:
-    """One neuron-monitor report as per-core utilization (%), flops/s and memory bytes; None if malformed.
-
-    `only_pids`: count only the runtimes of these processes (this run's), not other jobs' cores.
-    """
+    """One neuron-monitor report as per-core utilization (%), flops/s and memory bytes; None if malformed."""
     try:
         doc = json.loads(line)
     except ValueError:

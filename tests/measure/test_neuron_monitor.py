@@ -107,11 +107,13 @@ def test_either_flops_field_is_read_and_named(field):
     assert out["achieved_tflops_mean"] == pytest.approx(2.0) and out["flops_field"] == field
 
 
-def test_the_binary_is_found_in_the_neuron_tools_folder_off_path(monkeypatch, tmp_path):
+@pytest.mark.parametrize("mode, found", [(0o755, True), (0o644, False)])
+def test_the_binary_is_found_in_the_neuron_tools_folder_off_path(monkeypatch, tmp_path, mode, found):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     (tmp_path / "neuron-monitor").write_text("#!/bin/sh\n")
+    (tmp_path / "neuron-monitor").chmod(mode)  # a file that cannot be run is not the tool
     monkeypatch.setattr(neuron_monitor, "NEURON_BIN", tmp_path)
-    assert neuron_monitor.find_binary() == str(tmp_path / "neuron-monitor")
+    assert neuron_monitor.find_binary() == (str(tmp_path / "neuron-monitor") if found else None)
 
 
 # ----------------------------------------------------------------------------- neuron-monitor process
