@@ -87,8 +87,7 @@ def copy_gbps(n_bytes: int = 2**27, seconds: float = 0.5) -> float:
 
 
 def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
-    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds; the
-    best shape is timed twice and the faster round kept (another process can only slow a round down)."""
+    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds."""
     start, load, mark = time.perf_counter(), os.getloadavg()[0], cpu_mark()
     probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, one block
     probe_s = 2 * 256**3 / (probe_tflops * 1e12)
@@ -102,7 +101,7 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     if not results:  # even one big matmul would pass the cap: the probe's own rate is the roof
         results["square 256 (capped)"] = probe_tflops
     best = max(results, key=results.get)
-    rounds = [results[best]]
+    rounds = [results[best]]  # timed twice, the faster kept: another process can only slow a round down
     shape = next((s for s in SHAPES if s[0] == best), None)
     if shape and time.perf_counter() - start < cap_s / 2:
         rounds.append(matmul_tflops(*shape[1:], DTYPES[dtype], seconds=min(0.5, cap_s / 10)))
@@ -136,11 +135,10 @@ def _complete(peak: object) -> bool:
 
 
 def floor_tflops(device_key: str, dtype: str, threads: int) -> float | None:
-    """Return the TFLOP/s below which a `dtype` roof of this CPU kind at `threads` threads was measured on a
-    busy machine (helpers/facts/cpu_roof_floor.csv: the first row whose kind is in the key), None if no row."""
+    """Return the TFLOP/s below which a `dtype` roof of this CPU kind at `threads` threads was measured busy."""
     with open(FLOORS, newline="") as f:
         for row in csv.DictReader(f):
-            if row["dtype"] == dtype and row["kind"] in device_key:
+            if row["dtype"] == dtype and row["kind"] in device_key:  # the first row whose kind is in the key
                 return float(row["min_tflops_per_thread"]) * max(1, threads)
     return None
 
@@ -166,8 +164,7 @@ def roof_problem(peak: object, device_key: str, dtype: str) -> str | None:
 
 
 def read_kept(path: Path | None) -> dict:
-    """Return what a `_peaks/` file keeps, by key; {} when there is none, or it is cut short (an older
-    writer) or not an object: measured again, never trusted."""
+    """Return what a `_peaks/` file keeps, by key; {} when there is none, or it is cut short or not an object."""
     return read_cache(path)[0]
 
 
@@ -195,10 +192,8 @@ def keep(path: Path | None, known: dict) -> str:
 
 
 def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
-    """Return this machine's roof for `dtype` at the current thread count: read from
-    `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically). A stored roof that is
-    not plausible (not a positive number, below its CPU kind's floor) is measured again; a measured one that
-    is not plausible is never kept: its peak_tflops is None and `reason` says why."""
+    """Return this machine's roof for `dtype` at the current threads: kept in `<peaks_dir>/<device_key>.json`, or
+    measured now and kept there when trusted (roof_problem); an untrusted one has peak_tflops None and a reason."""
     key = f"{dtype}, {torch.get_num_threads()} threads"
     path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
     known, kept = read_kept(path), ""
