@@ -192,15 +192,14 @@ def keep(path: Path | None, known: dict) -> str:
 
 
 def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
-    """Return this machine's roof for `dtype` at the current threads: kept in `<peaks_dir>/<device_key>.json`, or
-    measured now and kept there when trusted (roof_problem); an untrusted one has peak_tflops None and a reason."""
+    """Return this machine's roof for `dtype` at the current threads: from `<peaks_dir>`, else measured now."""
     key = f"{dtype}, {torch.get_num_threads()} threads"
     path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
     known, kept = read_kept(path), ""
     if roof_problem(known.get(key), device_key, dtype):
         fresh = measure_peak(dtype)
         why = roof_problem(fresh, device_key, dtype)
-        if why:
+        if why:  # never kept: None and the reason
             return {
                 **fresh,
                 "peak_tflops": None,
