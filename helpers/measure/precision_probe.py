@@ -26,16 +26,9 @@ from helpers.run.records import PEAKS, now
 from helpers.run.schema import Precision
 
 MARGIN = 1.10  # bf16 autocast must make steps >= 10% faster than fp32 to be chosen: less is within drift
-# MiniLM-L6-H384 (models.py's `minilm`), random weights: the shape the CPU runs of the study train
-PROBE_SHAPE = dict(
-    vocab_size=30522,
-    hidden_size=384,
-    num_hidden_layers=6,
-    num_attention_heads=12,
-    intermediate_size=1536,
-    max_position_embeddings=512,
-    num_labels=6,
-)
+# MiniLM-L6-H384 (models.py's `minilm`), random weights: the shape the CPU runs of the study train (its vocabulary
+# and positions are BertConfig's defaults, bert-base-uncased's)
+PROBE_SHAPE = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536, num_labels=6)
 BATCH, SEQ_LEN = 32, 32
 ROUNDS, MIN_ROUNDS, CAP_S = 5, 3, 5.0  # rounds after MIN_ROUNDS start only within CAP_S seconds (warm-up included)
 NO_BF16 = "fp32: this CPU has no bf16 instructions (no AMX, no AVX512-BF16): bf16 would be emulated; not probed"
