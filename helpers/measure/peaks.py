@@ -21,7 +21,6 @@ from pathlib import Path
 
 import psutil
 import torch
-from torch.utils import benchmark
 
 from helpers.run.records import RecordReadError, now, read_json, write_json_atomic
 
@@ -68,6 +67,8 @@ def busy_problem(measured: dict) -> str | None:
 
 def _median_s(op: Callable[[], object], seconds: float) -> float:
     """Return the median seconds of one call of `op`, from torch.utils.benchmark's blocks over `seconds`."""
+    from torch.utils import benchmark  # here: it imports setuptools (0.4-0.8 s), which a run with a kept roof skips
+
     # Timer's block-size estimate calls op first: oneDNN picks and JITs its kernel, a copy touches its pages
     timer = benchmark.Timer("op()", globals={"op": op}, num_threads=torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=seconds).median
