@@ -34,11 +34,9 @@ def find_binary() -> str | None:
 
 def run_pids() -> set[int]:
     """Return this process and its torchrun siblings (same parent): the runtimes that are this run's."""
-    me = os.getpid()
     if "LOCAL_RANK" not in os.environ:
-        return {me}
-    parent = os.getppid()
-    return {me} | {p.pid for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == parent}
+        return {os.getpid()}
+    return {os.getpid()} | {p.pid for p in psutil.Process(os.getppid()).children()}
 
 
 def _number(x) -> float | None:

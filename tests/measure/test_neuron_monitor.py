@@ -149,3 +149,24 @@ def test_neuron_monitor_stream_from_fake_binary(monkeypatch, tmp_path):
     out = mon.stop()
     assert out.samples == 3 and out.malformed_lines == 1
     assert out.neuroncore_util_pct_mean == pytest.approx((60 + 70 + 40) / 3, abs=1e-3)
+
+
+def test_a_torchrun_rank_counts_its_sibling_ranks_runtimes_and_no_others(monkeypatch):
+    """Ranks are children of one torchrun parent: each one's monitor keeps the runtimes of all of them."""
+    import subprocess
+    import sys
+
+    parent = (
+        "import os, subprocess, sys\n"
+        "env = {**os.environ, 'LOCAL_RANK': '0'}\n"
+        "sibling = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env=env)\n"
+        "code = 'import json; from helpers.measure.neuron_monitor import run_pids; print(json.dumps(sorted(run_pids())))'\n"
+        "rank = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, check=True)\n"
+        "sibling.kill()\n"
+        "print(rank.stdout.strip(), sibling.pid)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, check=True)
+    pids, sibling = done.stdout.rsplit(" ", 1)
+    assert int(sibling) in json.loads(pids) and len(json.loads(pids)) == 2  # itself and its sibling
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert neuron_monitor.run_pids() == {os.getpid()}  # not under torchrun: this process alone
