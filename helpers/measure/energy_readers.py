@@ -186,7 +186,7 @@ class NvmlReader:
         joules, peak = self.end(now, WHOLE_RUN), max((w for _, w in self.samples), default=None)
         peak_source = f"; peak from NVML's power (zeus get_average_power_usage) sampled every {interval_s} s"
         return result(
-            None if joules is None else "measured" if self.counter else "estimated",
+            None if joules is None else ("measured" if self.counter else "estimated"),
             self.source if joules is None else f"{self.source}{peak_source}, summed over the GPUs",
             seconds,
             None if joules is None else sum(joules.values()),
