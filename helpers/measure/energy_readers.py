@@ -351,29 +351,20 @@ class NeuronReader:
             for n in self.files
         }
         extra = {
+            "samples": n_records,
             "devices": devices,
             "mean_power_util_pct": sum(util.values()) / len(util) if len(util) == len(self.files) else None,
         }
         if len(util) < len(self.files):
             lacking = ", ".join(n for n in self.files if n not in util)
-            return result(
-                None,
-                self.source,
-                seconds,
-                samples=n_records,
-                **extra,
-                reason=f"no POWER_STATUS_VALID record published during the window for {lacking} "
-                "(the driver publishes one a minute)",
+            why = (
+                f"no POWER_STATUS_VALID record published during the window for {lacking} "
+                "(the driver publishes one a minute)"
             )
+            return result(None, self.source, seconds, reason=why, **extra)
         if self.max_watts is None:
             return result(
-                None,
-                self.source,
-                seconds,
-                samples=n_records,
-                reason=NO_PUBLISHED_MAX,
-                max_watts_source=self.max_source,
-                **extra,
+                None, self.source, seconds, reason=NO_PUBLISHED_MAX, max_watts_source=self.max_source, **extra
             )
         for name, pct in util.items():
             devices[name]["joules"] = pct / 100 * self.max_watts * seconds
@@ -384,7 +375,6 @@ class NeuronReader:
             f"{interval_s} s) x {self.max_watts} W per device from {self.max_source} x seconds",
             seconds,
             sum(d["joules"] for d in devices.values()),
-            n_records,
             **extra,
         )
 
