@@ -5,16 +5,9 @@
     ... fit ...
     section = meter.stop()    # joules, seconds, mean_watts of the steady windows; whole_run beside
 
-Throughput is steady samples / steady seconds (the windows after the warm-up steps; evaluation pauses
-close a window and sit outside). The energy that goes with it is read at the same instants: the reader
-(helpers/measure/energy_readers.py: zeus's windows over NVML's counters; RAPL; Neuron sysfs) opens a
-window where the timer opens one and closes it where the timer closes it, the joules of the steady windows
-are summed, and their seconds are the windows' own (the timer's clock), so `seconds` equals
-timing.steady_time_s. A reader that cannot resolve a window (Neuron: one power record a minute) gives the
-whole run's mean power x the steady seconds, and says so. `whole_run` keeps the meter's whole span (first
-step, compilation, warm-up, evaluation pauses), labelled as such. `covers` / `device_count` say which
-devices the figure is: one node's (its lead reads every GPU of the node; RAPL and Neuron read node-wide);
-sum_nodes adds the nodes of a multi-node run.
+The reader (helpers/measure/energy_readers.py) opens a window where the timer opens one and closes it where
+the timer closes it, and the steady windows' seconds are the timer's own, so `seconds` equals
+timing.steady_time_s; the window notes below say what each figure covers.
 """
 
 from __future__ import annotations
@@ -67,8 +60,7 @@ class MeteredWindow:
 
 
 class EnergyMeter:
-    """Drives a reader: opens its whole-run window at start, samples its power every interval_s in a thread,
-    opens and closes a window with each timed window, and closes the whole run at stop()."""
+    """Drives a reader: the whole run from start to stop(), a window with each timed window, power every interval_s."""
 
     def __init__(
         self,
@@ -196,8 +188,7 @@ def steady_section(whole: Energy, windows: list[MeteredWindow], reader) -> Energ
 
 
 def node_totals(section: Energy) -> list[float]:
-    """Return [steady joules, whole-run joules, 1] of a node lead's measured section, zeros otherwise: what
-    the ranks sum over the nodes (sum_nodes reads the sum)."""
+    """Return [steady joules, whole-run joules, 1] of a node lead's measured section, zeros otherwise."""
     if section.joules is None or section.method is None:
         return [0.0, 0.0, 0.0]
     return [float(section.joules), float((section.whole_run and section.whole_run.joules) or 0.0), 1.0]
@@ -244,10 +235,9 @@ def start_energy(
     wall_clock: Callable[[], float] = time.time,
     start_thread: bool = True,
 ) -> EnergyMeter:
-    """Start metering energy of device_type ("cuda", "xla", "neuron" or "cpu"), polling every interval_s;
-    cuda_devices: the GPU indices the figure covers (None: the current device)."""
+    """Start metering energy of device_type ("cuda", "xla", "neuron" or "cpu"), polling every interval_s."""
     if device_type == "cuda":
-        reader = NvmlReader(cuda_devices)
+        reader = NvmlReader(cuda_devices)  # the GPU indices the figure covers (None: the current device)
     elif device_type == "cpu":
         reader = RaplReader(rapl_root)
     elif device_type in ("xla", "neuron"):

@@ -8,12 +8,8 @@ Every reader has the same small interface, which helpers/measure/energy_meter.py
     reader.samples                         # [(seconds, watts of every device covered)]: the peak
     reader.covers, reader.device_count     # which devices the figure covers, in words and as a count
 
-cuda: zeus's ZeusMonitor windows over NVML's energy counter (mJ, Volta and newer) of every GPU the reader
-was given, "measured"; before Volta zeus integrates NVML power samples, "estimated". cpu: RAPL package
-counters, "measured" (read here, not by zeus: RaplReader says why). xla / neuron: the driver's
-per-minute power utilization (% of maximum) x a published maximum power per device, "estimated"; with no
-published maximum, None with the utilization kept. A reader that cannot tell says why (`reason`), never 0.
-Counters are device- or package-wide: other processes on the same device count too.
+A reader that cannot tell says why (`reason`), never 0. Counters are device- or package-wide: other
+processes on the same device count too.
 """
 
 from __future__ import annotations
@@ -113,8 +109,7 @@ def current_cuda_index() -> int:
 
 # ----------------------------------------------------------------------------- NVML through zeus (cuda)
 class NvmlReader:
-    """zeus's windows over NVML's energy counter of the GPUs `cuda_devices` (indices as this process sees
-    them; None: the current device only)."""
+    """zeus's windows over NVML's energy counter (Volta and newer; before, its power samples) of the GPUs given."""
 
     def __init__(self, cuda_devices: Sequence[int] | None = None) -> None:
         self.samples, self.errors, self.names, self.labels = [], 0, {}, {}
@@ -189,26 +184,17 @@ class NvmlReader:
         """Close the whole run's window; return its figures as the record names them."""
         self.poll(now)
         joules, peak = self.end(now, WHOLE_RUN), max((w for _, w in self.samples), default=None)
-        extra = {"power_read_errors": self.errors, "devices": {d: {"name": n} for d, n in self.names.items()}}
-        if joules is None:
-            return result(
-                None,
-                self.source,
-                seconds,
-                samples=len(self.samples),
-                peak_watts=peak,
-                reason=f"zeus could not read the counters: {self.failure}",
-                **extra,
-            )
+        peak_source = f"; peak from NVML's power (zeus get_average_power_usage) sampled every {interval_s} s"
         return result(
-            "measured" if self.counter else "estimated",
-            f"{self.source}; peak from NVML's power "
-            f"(zeus get_average_power_usage) sampled every {interval_s} s, summed over the GPUs",
+            None if joules is None else ("measured" if self.counter else "estimated"),
+            self.source if joules is None else f"{self.source}{peak_source}, summed over the GPUs",
             seconds,
-            sum(joules.values()),
+            None if joules is None else sum(joules.values()),
             len(self.samples),
             peak,
-            **extra,
+            reason=f"zeus could not read the counters: {self.failure}",
+            power_read_errors=self.errors,
+            devices={d: {"name": n} for d, n in self.names.items()},
         )
 
     def close(self) -> None:
@@ -219,8 +205,10 @@ class NvmlReader:
 
 # ----------------------------------------------------------------------------- RAPL (cpu)
 class RaplReader:
-    """Intel RAPL's package counters, read here: zeus's RAPL reader starts a process per counter file to
-    catch its wraparound, and each re-imports the run's script (torch) beside the CPU it measures."""
+    """Intel RAPL's package counters."""
+
+    # read here, not by zeus: its RAPL reader starts a process per counter file to catch the wraparound, and
+    # each re-imports the run's script (torch) beside the CPU it measures
 
     def __init__(self, root: str | Path = RAPL_ROOT) -> None:
         self.reason, self.source = None, f"Intel RAPL package energy counters ({root}/intel-rapl:N/energy_uj)"
@@ -363,29 +351,20 @@ class NeuronReader:
             for n in self.files
         }
         extra = {
+            "samples": n_records,
             "devices": devices,
             "mean_power_util_pct": sum(util.values()) / len(util) if len(util) == len(self.files) else None,
         }
         if len(util) < len(self.files):
             lacking = ", ".join(n for n in self.files if n not in util)
-            return result(
-                None,
-                self.source,
-                seconds,
-                samples=n_records,
-                **extra,
-                reason=f"no POWER_STATUS_VALID record published during the window for {lacking} "
-                "(the driver publishes one a minute)",
+            why = (
+                f"no POWER_STATUS_VALID record published during the window for {lacking} "
+                "(the driver publishes one a minute)"
             )
+            return result(None, self.source, seconds, reason=why, **extra)
         if self.max_watts is None:
             return result(
-                None,
-                self.source,
-                seconds,
-                samples=n_records,
-                reason=NO_PUBLISHED_MAX,
-                max_watts_source=self.max_source,
-                **extra,
+                None, self.source, seconds, reason=NO_PUBLISHED_MAX, max_watts_source=self.max_source, **extra
             )
         for name, pct in util.items():
             devices[name]["joules"] = pct / 100 * self.max_watts * seconds
@@ -396,7 +375,6 @@ class NeuronReader:
             f"{interval_s} s) x {self.max_watts} W per device from {self.max_source} x seconds",
             seconds,
             sum(d["joules"] for d in devices.values()),
-            n_records,
             **extra,
         )
 

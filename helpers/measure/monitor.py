@@ -9,11 +9,6 @@
 Given to the step timer as a watcher (StepTimer(watchers=(mon,))), the monitor also leaves out what it
 samples between the timed windows (periodic evaluation), so its figures cover the windows that the
 timing and the energy cover.
-
-Backends (helpers/measure/utilization_sources.py, neuron_monitor.py): psutil (cpu), NVML through pynvml from
-nvidia-ml-py (cuda), a `neuron-monitor` subprocess (neuron, and xla: in this project XLA means
-Trainium). A backend that cannot measure reports None (never 0) for each value,
-with a "reason".
 """
 
 from __future__ import annotations
@@ -107,7 +102,7 @@ def start_monitor(device_type: str, interval_s: float = 0.5) -> Monitor:
         source = PsutilSource()
     elif device_type == "cuda":
         source = NvmlSource()
-    elif device_type in ("xla", "neuron"):
+    elif device_type in ("xla", "neuron"):  # in this project XLA means Trainium
         source = NeuronMonitorSource(interval_s)
     else:
         raise ValueError(f"device_type must be one of cuda, xla, neuron, cpu; got {device_type!r}")

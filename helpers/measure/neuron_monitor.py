@@ -29,24 +29,14 @@ NEURON_BIN = Path("/opt/aws/neuron/bin")
 
 def find_binary() -> str | None:
     """Return the path of neuron-monitor: on PATH, else in the Neuron tools folder, else None."""
-    found = shutil.which("neuron-monitor")
-    if found is None and (NEURON_BIN / "neuron-monitor").exists():
-        found = str(NEURON_BIN / "neuron-monitor")
-    return found
+    return shutil.which("neuron-monitor") or shutil.which("neuron-monitor", path=NEURON_BIN)
 
 
 def run_pids() -> set[int]:
     """Return this process and its torchrun siblings (same parent): the runtimes that are this run's."""
-    me = os.getpid()
     if "LOCAL_RANK" not in os.environ:
-        return {me}
-    parent = os.getppid()
-    return {me} | {p.pid for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == parent}
-
-
-# One report per period, one JSON document per line (aws-neuron-sdk
-# tools/neuron-sys-tools/neuron-monitor-user-guide.rst, "The JSON output format").
-# The monitor has no per-engine figures; those come from the Neuron profiler (helpers/measure/neuron_profile.py).
+        return {os.getpid()}
+    return {os.getpid()} | {p.pid for p in psutil.Process(os.getppid()).children()}
 
 
 def _number(x) -> float | None:
@@ -56,10 +46,7 @@ def _number(x) -> float | None:
 
 
 def parse_neuron_monitor_line(line: str, only_pids: set | None = None) -> dict | None:
-    """One neuron-monitor report as per-core utilization (%), flops/s and memory bytes; None if malformed.
-
-    `only_pids`: count only the runtimes of these processes (this run's), not other jobs' cores.
-    """
+    """One neuron-monitor report as per-core utilization (%), flops/s and memory bytes; None if malformed."""
     try:
         doc = json.loads(line)
     except ValueError:

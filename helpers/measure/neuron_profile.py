@@ -3,11 +3,8 @@
     neuron-profile view -n graph.neff -s graph.ntff --output-format summary-json > summary.json
     python -m helpers.measure.neuron_profile summary.json --record Experiment/results/SUITE/RUN@KEY.json
 
-The second line attaches the summary to the run's record as its `neuron_profile` section, which the
-report reads as the NeuronCore's tensor-engine utilization (the study's figure).
-
-neuron-monitor has no per-engine figures; only a device profile of a compiled graph has them (the
-docs/RUNNING.md, "Profiling on Trainium", says how to capture one).
+The report reads the record's `neuron_profile` section as the NeuronCore's tensor-engine utilization (the
+study's figure): only a device profile has per-engine figures (docs/RUNNING.md, "Profiling on Trainium").
 """
 
 from __future__ import annotations
@@ -25,13 +22,7 @@ _OPTIONAL = {"mfu_estimated_percent": "mfu_pct", "mbu_estimated_percent": "mbu_p
 
 
 def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: bool = True) -> NeuronProfile:
-    """Engine and DMA active %, MFU/MBU % from `neuron-profile view --output-format summary-json`.
-
-    Accepts the summary-json object ({"<profile>": {fields}}), the `json` output's
-    {"summary": [{fields}]}, or one flat field dict. Several entries are averaged. The docs give
-    the *_percent fields the unit percent, but real captures hold 0-1 fractions: by default they
-    are read as fractions and scaled to %. Raises ValueError naming the file and what is missing.
-    """
+    """Engine and DMA active %, MFU/MBU % (the mean over entries) from `neuron-profile view`'s JSON."""
     source = "<dict>"
     data = path_or_dict
     if not isinstance(path_or_dict, dict):
@@ -42,6 +33,7 @@ def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: boo
             raise ValueError(f"{source}: not a readable JSON file ({err})") from err
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    # summary-json's {"<profile>": {fields}}, the `json` output's {"summary": [{fields}]}, or one flat field dict
     summary = data.get("summary", data.get("Summary"))
     if isinstance(summary, list):
         entries = {str(i): e for i, e in enumerate(summary)}
@@ -51,6 +43,7 @@ def parse_neuron_profile_summary(path_or_dict, percent_fields_are_fractions: boo
         entries = {k: v for k, v in data.items() if isinstance(v, dict)}
     if not entries:
         raise ValueError(f"{source}: no summary entry (expected fields {', '.join(_REQUIRED)})")
+    # the docs give the *_percent fields the unit percent, but real captures hold 0-1 fractions
     scale = 100.0 if percent_fields_are_fractions else 1.0
     rows = []
     for key, entry in entries.items():
@@ -81,8 +74,7 @@ def _mean_pct(rows: list, field: str, scale: float) -> float | str:
 
 
 def attach(record_path: str | Path, summary, percent_fields_are_fractions: bool = True) -> dict:
-    """Add the profiler's summary to a record as `neuron_profile`, rewriting it atomically; return the
-    record as written."""
+    """Add the profiler's summary to a record as `neuron_profile`, rewriting it atomically; return it as written."""
     found = records.read_record(record_path)
     if found is None:
         raise ValueError(f"{record_path}: no valid record to attach the profile to")

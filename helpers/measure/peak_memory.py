@@ -18,21 +18,18 @@ GIB = 1024**3
 PROC = Path("/proc/self")
 
 
-def reset_peak(device_type: str, proc: Path = PROC) -> bool:
-    """Reset the peak counters of `device_type` (and the host's); return True when the host's could be."""
+def reset_peak(device_type: str) -> None:
+    """Reset the peak counters of `device_type` and the host's."""
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    try:
-        (proc / "clear_refs").write_text("5")  # Linux: resets VmHWM, the resident-set high-water mark
-        return True
-    except OSError:
-        return False
+    with suppress(OSError):
+        (PROC / "clear_refs").write_text("5")  # Linux: resets VmHWM, the resident-set high-water mark
 
 
-def host_peak_gib(proc: Path = PROC) -> tuple[float, str]:
+def host_peak_gib() -> tuple[float, str]:
     """Return the host's resident-set peak in GiB and what it covers (since the last reset, or the process)."""
     with suppress(OSError):
-        for line in (proc / "status").read_text().splitlines():
+        for line in (PROC / "status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024**2, "VmHWM since the run's reset (/proc/self/status)"
     # ru_maxrss is KiB on Linux and covers the whole process: tokenization and model load included

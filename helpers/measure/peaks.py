@@ -15,7 +15,6 @@ import argparse
 import csv
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,15 +66,12 @@ def busy_problem(measured: dict) -> str | None:
 
 
 def _median_s(op: Callable[[], object], seconds: float) -> float:
-    """Return the median seconds of `op` over about `seconds` of repeats (3 to 100), after one warm-up call."""
-    op()  # warm-up: oneDNN picks and JITs its kernel on the first call; a copy touches its pages
-    times_s: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while len(times_s) < 3 or (time.perf_counter() < deadline and len(times_s) < 100):
-        start = time.perf_counter()
-        op()
-        times_s.append(time.perf_counter() - start)
-    return statistics.median(times_s)
+    """Return the median seconds of one call of `op`, from torch.utils.benchmark's blocks over `seconds`."""
+    from torch.utils import benchmark  # here: it imports setuptools (0.4-0.8 s), which a run with a kept roof skips
+
+    # Timer's block-size estimate calls op first: oneDNN picks and JITs its kernel, a copy touches its pages
+    timer = benchmark.Timer("op()", globals={"op": op}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=seconds).median
 
 
 def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
@@ -92,10 +88,9 @@ def copy_gbps(n_bytes: int = 2**27, seconds: float = 0.5) -> float:
 
 
 def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
-    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds; the
-    best shape is timed twice and the faster round kept (another process can only slow a round down)."""
+    """Return the best matmul TFLOP/s over SHAPES in `dtype` and the copy GB/s, within `cap_s` seconds."""
     start, load, mark = time.perf_counter(), os.getloadavg()[0], cpu_mark()
-    probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, median of 3
+    probe_tflops = matmul_tflops(256, 256, 256, DTYPES[dtype], seconds=0.0)  # warmed up, one block
     probe_s = 2 * 256**3 / (probe_tflops * 1e12)
     results: dict[str, float] = {}
     for name, m, k, n in SHAPES:
@@ -107,7 +102,7 @@ def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:
     if not results:  # even one big matmul would pass the cap: the probe's own rate is the roof
         results["square 256 (capped)"] = probe_tflops
     best = max(results, key=results.get)
-    rounds = [results[best]]
+    rounds = [results[best]]  # timed twice, the faster kept: another process can only slow a round down
     shape = next((s for s in SHAPES if s[0] == best), None)
     if shape and time.perf_counter() - start < cap_s / 2:
         rounds.append(matmul_tflops(*shape[1:], DTYPES[dtype], seconds=min(0.5, cap_s / 10)))
@@ -141,11 +136,10 @@ def _complete(peak: object) -> bool:
 
 
 def floor_tflops(device_key: str, dtype: str, threads: int) -> float | None:
-    """Return the TFLOP/s below which a `dtype` roof of this CPU kind at `threads` threads was measured on a
-    busy machine (helpers/facts/cpu_roof_floor.csv: the first row whose kind is in the key), None if no row."""
+    """Return the TFLOP/s below which a `dtype` roof of this CPU kind at `threads` threads was measured busy."""
     with open(FLOORS, newline="") as f:
         for row in csv.DictReader(f):
-            if row["dtype"] == dtype and row["kind"] in device_key:
+            if row["dtype"] == dtype and row["kind"] in device_key:  # the first row whose kind is in the key
                 return float(row["min_tflops_per_thread"]) * max(1, threads)
     return None
 
@@ -171,8 +165,7 @@ def roof_problem(peak: object, device_key: str, dtype: str) -> str | None:
 
 
 def read_kept(path: Path | None) -> dict:
-    """Return what a `_peaks/` file keeps, by key; {} when there is none, or it is cut short (an older
-    writer) or not an object: measured again, never trusted."""
+    """Return what a `_peaks/` file keeps, by key; {} when there is none, or it is cut short or not an object."""
     return read_cache(path)[0]
 
 
@@ -200,17 +193,14 @@ def keep(path: Path | None, known: dict) -> str:
 
 
 def machine_peak(device_key: str, dtype: str, peaks_dir: str | Path | None) -> dict:
-    """Return this machine's roof for `dtype` at the current thread count: read from
-    `<peaks_dir>/<device_key>.json`, else measured now and added there (atomically). A stored roof that is
-    not plausible (not a positive number, below its CPU kind's floor) is measured again; a measured one that
-    is not plausible is never kept: its peak_tflops is None and `reason` says why."""
+    """Return this machine's roof for `dtype` at the current threads: from `<peaks_dir>`, else measured now."""
     key = f"{dtype}, {torch.get_num_threads()} threads"
     path = Path(peaks_dir) / f"{device_key}.json" if peaks_dir else None
     known, kept = read_kept(path), ""
     if roof_problem(known.get(key), device_key, dtype):
         fresh = measure_peak(dtype)
         why = roof_problem(fresh, device_key, dtype)
-        if why:
+        if why:  # never kept: None and the reason
             return {
                 **fresh,
                 "peak_tflops": None,

@@ -5,12 +5,8 @@
 
 A CPU's flags say it has bf16 instructions, not that bf16 autocast wins: on a Xeon with avx512_bf16 but
 no AMX, a paired probe found bf16 autocast slower than fp32 (0.81-0.85 s against 0.65-0.67 s a step,
-MiniLM B=32 L=32, 2 threads), and where only AVX2 exists oneDNN emulates bf16 (~20x slower). So on a CPU
-`precision=auto` asks a probe: training steps of a MiniLM-shaped BERT (random weights) in fp32 and under
-bf16 autocast, alternated round by round in one process (the machine's drift cancels in each round's
-ratio), the median of the per-round ratios. It runs once per machine and thread count, a few seconds,
-and is kept in `<results>/_peaks/<device>.precision.json` (peaks.py keeps the roofs there the same way).
-A CPU with no bf16 instructions is not probed: fp32.
+MiniLM B=32 L=32, 2 threads), and where only AVX2 exists oneDNN emulates bf16 (~20x slower). The probe
+runs once per machine and thread count, a few seconds, kept in `<results>/_peaks/<device>.precision.json`.
 """
 
 from __future__ import annotations
@@ -30,16 +26,9 @@ from helpers.run.records import PEAKS, now
 from helpers.run.schema import Precision
 
 MARGIN = 1.10  # bf16 autocast must make steps >= 10% faster than fp32 to be chosen: less is within drift
-# MiniLM-L6-H384 (models.py's `minilm`), random weights: the shape the CPU runs of the study train
-PROBE_SHAPE = dict(
-    vocab_size=30522,
-    hidden_size=384,
-    num_hidden_layers=6,
-    num_attention_heads=12,
-    intermediate_size=1536,
-    max_position_embeddings=512,
-    num_labels=6,
-)
+# MiniLM-L6-H384 (models.py's `minilm`), random weights: the shape the CPU runs of the study train (its vocabulary
+# and positions are BertConfig's defaults, bert-base-uncased's)
+PROBE_SHAPE = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536, num_labels=6)
 BATCH, SEQ_LEN = 32, 32
 ROUNDS, MIN_ROUNDS, CAP_S = 5, 3, 5.0  # rounds after MIN_ROUNDS start only within CAP_S seconds (warm-up included)
 NO_BF16 = "fp32: this CPU has no bf16 instructions (no AMX, no AVX512-BF16): bf16 would be emulated; not probed"
@@ -49,8 +38,7 @@ _MEASURED: dict[tuple[str, str], dict] = {}  # this process's probes: a file tha
 def paired_probe(
     shape: dict | None = None, batch: int = BATCH, seq_len: int = SEQ_LEN, rounds: int = ROUNDS, cap_s: float = CAP_S
 ) -> dict:
-    """Return the median fp32 and bf16-autocast step times (s) of a BERT classifier of `shape` (PROBE_SHAPE's
-    fields overridden) and their ratio fp32 / bf16 (> 1: bf16 is faster), from paired rounds."""
+    """Return the median fp32 and bf16-autocast step times (s) of a PROBE_SHAPE BERT and their ratio (> 1: bf16)."""
     from transformers import BertConfig
 
     cfg = BertConfig(**(PROBE_SHAPE | (shape or {})))
@@ -88,7 +76,8 @@ def _paired_rounds(cfg, batch: int, seq_len: int, rounds: int, cap_s: float) -> 
     for r in range(rounds):
         if r >= MIN_ROUNDS and time.perf_counter() - start > cap_s:
             break
-        for precision in ("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32"):  # order alternates
+        # order alternates, in one process: the machine's drift cancels in each round's ratio
+        for precision in ("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32"):
             times_s[precision].append(step(precision))
     per_round = [f / b for f, b in zip(times_s["fp32"], times_s["bf16"])]
     return {
@@ -124,8 +113,7 @@ def probe_key(threads: int) -> str:
 
 
 def cpu_probe(device_key: str, peaks_dir: str | Path | None) -> dict:
-    """Return this machine's bf16-vs-fp32 probe at the current thread count: read from
-    `<peaks_dir>/<device_key>.precision.json`, else measured now (paired_probe) and added there."""
+    """Return this machine's bf16-vs-fp32 probe at the current threads: kept in `<peaks_dir>`, else measured now."""
     key = probe_key(torch.get_num_threads())
     path = Path(peaks_dir) / f"{device_key}.precision.json" if peaks_dir else None
     known, kept = read_kept(path), ""
@@ -140,14 +128,12 @@ def cpu_probe(device_key: str, peaks_dir: str | Path | None) -> dict:
 
 
 def recorded(probe: dict, source: str) -> dict:
-    """Return the probe as the record's `precision.probe` holds it: with where it comes from, and without the
-    CPU share of other processes, which the _peaks file keeps (the source says when it was too busy to keep)."""
+    """Return the probe as the record's `precision.probe` holds it: with its source, less the others' CPU share."""
     return {**{k: v for k, v in probe.items() if k not in ("others_cores", "cpu_count")}, "source": source}
 
 
 def choose(probe: dict | None, has_bf16: bool) -> tuple[str, str]:
-    """Return the CPU's precision for `auto` and why: bf16 when the probe's fp32 / bf16 step-time ratio is
-    at least MARGIN, fp32 otherwise, and fp32 without a probe where the CPU has no bf16 instructions."""
+    """Return the CPU's precision for `auto` and why: bf16 where the probe's fp32 / bf16 ratio is >= MARGIN."""
     if not has_bf16:
         return "fp32", NO_BF16
     ratio = (probe or {}).get("ratio")

@@ -10,9 +10,7 @@
     run.record.profile = prof.summary()
 
 CPU and CUDA: torch.profiler, op time split into classes by self time (so nothing counts twice).
-XLA / Neuron: torch.profiler sees host tracing only, so the window records torch_xla.debug.metrics
-deltas instead; per-engine device figures come from the Neuron profiler's summary
-(helpers/measure/neuron_profile.py).
+XLA / Neuron: torch.profiler sees host tracing only, so the window records torch_xla.debug.metrics deltas.
 """
 
 from __future__ import annotations
@@ -89,24 +87,18 @@ def classify_op(name: str) -> str:
 def summarize_events(
     events: list[dict], device: str = "cpu", wall_time_us: float | None = None, device_busy_us: float | None = None
 ) -> dict:
-    """Time per op class (ms), shares, top-10 ops by self time, from plain event dicts.
-
-    An event is {"name", "self_time_us", "calls", "device", optional "scope"}; only events on
-    `device` count. scope "optimizer" or "attention" (the event runs under such an op or label)
-    overrides the class of the name. host_gap = wall_time_us - device_busy_us, where busy defaults
-    to the summed self time (the cpu definition); None without a wall time.
-    """
+    """Time per op class (ms), shares, top-10 ops by self time of events_from_profiler's events on `device`."""
     class_us = dict.fromkeys(CLASSES, 0.0)
     by_name: dict[str, list] = defaultdict(lambda: [0.0, 0])
     for ev in events:
         if ev.get("device", "cpu") != device:
             continue
-        scope = ev.get("scope")
+        scope = ev.get("scope")  # the event runs under an optimizer or attention op or label
         cls = scope if scope in ("optimizer", "attention") else classify_op(ev["name"])
         class_us[cls] += ev["self_time_us"]
         by_name[ev["name"]][0] += ev["self_time_us"]
         by_name[ev["name"]][1] += ev.get("calls", 1)
-    busy_us = sum(class_us.values()) if device_busy_us is None else device_busy_us
+    busy_us = sum(class_us.values()) if device_busy_us is None else device_busy_us  # summed self time: the cpu's
     class_ms = {k: round(v / 1e3, 3) for k, v in class_us.items()}
     if wall_time_us is None:
         class_ms["host_gap"] = None
@@ -296,8 +288,7 @@ class StepProfiler:
         )
 
     def _summarize(self, prof, wall_us: float) -> tuple[dict, Path | None]:
-        """Return the stopped profiler's summary by op class (with the device's busy share on CUDA) and the
-        chrome trace it wrote (none for kernels_only)."""
+        """Return the stopped profiler's summary by op class (and CUDA's busy share) and its chrome trace, if any."""
         trace_path = None
         if not self.kernels_only:
             self.out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,8 @@
     timer.summary()
 
 Syncing every step would stop the host from tracing step k+1 while the device runs step k (XLA's main
-source of throughput, a few % on CUDA), so the device is synced only when a window closes: after the
-first step (its compilation, timed alone), at the end of the warm-up, every `window_steps` steps and
-when asked. Throughput comes from the steady windows (wall time between two syncs, data loading
-included). Per-step times come from the host clock on the CPU (its ops finish before they return), CUDA
-events on GPUs, and the window's mean on XLA (host times there are tracing, not execution). Watchers (the
-energy meter) hear of each window's opening and closing at the timer's own instants, so what they measure
-covers the same windows.
+source of throughput, a few % on CUDA). Watchers (the energy meter, the monitor) hear of each window's
+opening and closing at the timer's own instants, so what they measure covers the same windows.
 """
 
 from __future__ import annotations
@@ -109,6 +104,7 @@ class StepTimer:
         if self.event is not None:
             w["marks"][-1][1] = self._record_event()
         done = self.steps
+        # the first step (its compilation) alone, then the rest of the warm-up, then every window_steps
         if done == 1 or done == self.warmup_steps or done - w["first"] >= self.window_steps:
             self.close_window()
 
@@ -138,12 +134,8 @@ class StepTimer:
         return event
 
     def summary(self, ranks: int = 1) -> dict:
-        """Return first-step, warm-up and steady-state times (s), samples/s and tokens/s, and their spread.
-
-        Every rate is the job's: `ranks` data-parallel ranks step in lockstep, so the job's samples/s in a
-        window is this rank's times `ranks` (samples_per_s_per_device keeps this rank's). Sample counts
-        stay this rank's.
-        """
+        """Return first-step, warm-up and steady-state times (s), samples/s and tokens/s, and their spread."""
+        # rates are the job's: `ranks` data-parallel ranks step in lockstep (sample counts stay this rank's)
         self.close_window()
         steady = [w for w in self.windows if not w.warmup]
         times = np.array(self.step_times_s)
@@ -159,6 +151,7 @@ class StepTimer:
             "warmup_time_s": sum(w.seconds for w in self.windows if w.warmup),
             "steady_time_s": steady_s,
             "steady_steps": sum(w.steps for w in steady),
+            # wall time between two syncs: data loading included
             "samples_per_s": ranks * sum(w.samples for w in steady) / steady_s if steady_s > 0 else None,
             "tokens_per_s": ranks * sum(w.tokens for w in steady) / steady_s if steady_s > 0 else None,
             "steady_samples": sum(w.samples for w in steady),

@@ -1,7 +1,6 @@
 """What a utilization monitor samples: psutil (the CPU) and NVML (CUDA GPUs), behind one small interface.
 
-A source that cannot measure says why (`reason`); its summary then carries None
-for each value, never 0.
+A source that cannot measure says why (`reason`); its summary then carries None for each value, never 0.
 """
 
 from __future__ import annotations
@@ -80,8 +79,7 @@ class PsutilSource(Source):
 
 
 def current_cuda_handle(nvml):
-    """Return the NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else by
-    index."""
+    """Return the NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else index."""
     index, uuid = 0, None
     torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
     with suppress(RuntimeError, AttributeError):
@@ -150,19 +148,13 @@ def gpm_metrics(nvml, older, newer) -> dict[str, float]:
 
 
 class NvmlSource(Source):
-    """NVML utilization and memory of the current CUDA device, and SM activity where GPM has it.
-
-    sm_util_pct is NVML utilization.gpu: the share of the last sample period (1/6 s to 1 s by
-    product) in which at least one kernel ran. It is not SM activity: one small kernel reads 100%.
-    sm_active_pct is NVML GPM's SM_UTIL between two samples: the share of SMs busy, averaged over the
-    interval (what DCGM calls SM activity and profilers show as SM utilization). tensor_active_pct is GPM's
-    ANY_TENSOR_UTIL: the share of the interval the tensor pipes (any type) were active, the GPU's
-    counterpart of a NeuronCore's tensor engine active %. GPM exists on Hopper and later; elsewhere both
-    are None with gpm_reason saying why, as where the window held fewer than MIN_GPM_READINGS readings.
-    mem_util_pct is NVML utilization.memory: the share of time device memory was read or written.
-    """
+    """NVML utilization and memory of the current CUDA device, and SM and tensor-pipe activity where GPM has it."""
 
     backend = "nvml"
+    # sm_util_pct: NVML utilization.gpu, the share of a sample period (1/6 s to 1 s by product) in which any kernel
+    # ran: one small kernel reads 100%. sm_active_pct: GPM's SM_UTIL, the share of SMs busy (DCGM's SM activity).
+    # tensor_active_pct: GPM's ANY_TENSOR_UTIL, the share of time the tensor pipes were active (a NeuronCore's
+    # tensor engine active % counterpart). GPM: Hopper and later. mem_util_pct: the share of time memory was used.
     fields = ("sm_util_pct", "sm_active_pct", "tensor_active_pct", "mem_util_pct", "mem_used_gib")
 
     def __init__(self) -> None:

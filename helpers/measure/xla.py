@@ -31,9 +31,8 @@ XLA_ENV = (
 
 
 def init_cache(args: RunArgs, dev) -> XlaCache:
-    """Open torch-xla's persistent compilation cache where asked (before any XLA computation); return
-    what the record says of it. On Neuron the compiler's NEFF cache is the one that counts."""
-    if dev.neuron:
+    """Open torch-xla's persistent compilation cache where asked (before any XLA computation); return its section."""
+    if dev.neuron:  # the compiler's NEFF cache is the one that counts
         neff_dir = args.neuron.neuron_cache_dir or "/var/tmp/neuron-compile-cache"
         return XlaCache(kind="Neuron compile cache (neuronx-cc)", dir=neff_dir)
     kind = "torch-xla persistent compilation cache"
@@ -95,8 +94,8 @@ def snapshot() -> dict:
 
 
 def settled_snapshot() -> dict:
-    """Return `snapshot()` once the device has finished what was queued: executions are counted when they
-    complete, so a snapshot taken while one runs charges it to whichever side finishes it."""
+    """Return `snapshot()` once the device has finished what was queued."""
+    # executions are counted when they complete: a snapshot taken while one runs charges whichever side finishes it
     import torch_xla.core.xla_model as xm
 
     xm.wait_device_ops()
@@ -109,11 +108,10 @@ def delta(before: dict, after: dict) -> dict:
 
 
 class CountingLoader:
-    """Wraps the training loader; before handing out each batch it notes the compilations so far.
+    """Wraps the training loader; before handing out each batch it notes the compilations so far."""
 
-    Batch k+1 is requested only after step k ended with torch_xla.sync(), so the difference between two
-    notes is what step k compiled, less what an evaluation between them compiled (`set_aside`).
-    """
+    # batch k+1 is requested only after step k ended with torch_xla.sync(): two notes differ by what step k
+    # compiled, less what an evaluation between them compiled (`set_aside`)
 
     def __init__(self, loader):
         self.loader = loader
@@ -171,8 +169,7 @@ class CompileLog:
         return self.loader
 
     def section(self, warmup_batches: int, timing: Timing | None, shapes: int | None) -> Xla:
-        """Return the record's `xla` section: compilations and seconds (run, training, evaluation, after
-        warm-up), executions, distinct input shapes, first vs steady step, cache and environment."""
+        """Return the record's `xla` section: compilations, their seconds, executions, cache and environment."""
         end = snapshot()
         start, train_end = self.marks["start"], self.marks.get("train_end", end)
         train, evaluation = delta(start, train_end), delta(train_end, end)

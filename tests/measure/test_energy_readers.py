@@ -103,6 +103,21 @@ def test_a_gpu_the_node_does_not_have_is_not_measured(zeus_gpus):
     assert out.method is None and "NVML unavailable" in out.reason and out.device_count == 2
 
 
+def test_a_run_zeus_cannot_close_keeps_its_peak_and_says_why(zeus_gpus, monkeypatch):
+    gpus = zeus_gpus()
+    gpus.run(0.0, 30.0)
+    meter = start_energy("cuda", clock=gpus.clock, start_thread=False)
+    gpus.run(5.0, 30.0)
+
+    def lost_window(key, sync_execution):
+        raise ValueError(f"no window {key!r}")
+
+    monkeypatch.setattr(meter.reader.monitor, "end_window", lost_window)
+    whole = meter.stop().whole_run
+    assert whole.joules is None and whole.mean_watts is None and whole.peak_watts == pytest.approx(30.0)
+    assert meter.stop().reason == "zeus could not read the counters: no window 'whole_run'"
+
+
 # ----------------------------------------------------------------------------- RAPL (cpu)
 def write(path: Path, text) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -107,11 +107,13 @@ def test_either_flops_field_is_read_and_named(field):
     assert out["achieved_tflops_mean"] == pytest.approx(2.0) and out["flops_field"] == field
 
 
-def test_the_binary_is_found_in_the_neuron_tools_folder_off_path(monkeypatch, tmp_path):
+@pytest.mark.parametrize("mode, found", [(0o755, True), (0o644, False)])
+def test_the_binary_is_found_in_the_neuron_tools_folder_off_path(monkeypatch, tmp_path, mode, found):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     (tmp_path / "neuron-monitor").write_text("#!/bin/sh\n")
+    (tmp_path / "neuron-monitor").chmod(mode)  # a file that cannot be run is not the tool
     monkeypatch.setattr(neuron_monitor, "NEURON_BIN", tmp_path)
-    assert neuron_monitor.find_binary() == str(tmp_path / "neuron-monitor")
+    assert neuron_monitor.find_binary() == (str(tmp_path / "neuron-monitor") if found else None)
 
 
 # ----------------------------------------------------------------------------- neuron-monitor process
@@ -147,3 +149,24 @@ def test_neuron_monitor_stream_from_fake_binary(monkeypatch, tmp_path):
     out = mon.stop()
     assert out.samples == 3 and out.malformed_lines == 1
     assert out.neuroncore_util_pct_mean == pytest.approx((60 + 70 + 40) / 3, abs=1e-3)
+
+
+def test_a_torchrun_rank_counts_its_sibling_ranks_runtimes_and_no_others(monkeypatch):
+    """Ranks are children of one torchrun parent: each one's monitor keeps the runtimes of all of them."""
+    import subprocess
+    import sys
+
+    parent = (
+        "import os, subprocess, sys\n"
+        "env = {**os.environ, 'LOCAL_RANK': '0'}\n"
+        "sibling = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env=env)\n"
+        "code = 'import json; from helpers.measure.neuron_monitor import run_pids; print(json.dumps(sorted(run_pids())))'\n"
+        "rank = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, check=True)\n"
+        "sibling.kill()\n"
+        "print(rank.stdout.strip(), sibling.pid)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, check=True)
+    pids, sibling = done.stdout.rsplit(" ", 1)
+    assert int(sibling) in json.loads(pids) and len(json.loads(pids)) == 2  # itself and its sibling
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert neuron_monitor.run_pids() == {os.getpid()}  # not under torchrun: this process alone
