@@ -16,9 +16,8 @@ from helpers.study.claims.verdict import (
     cells,
     claim,
     compare,
-    deciding,
+    concluded,
     device,
-    judged,
     listing,
     proxies,
     ratio,
@@ -64,20 +63,19 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         signs.append(1 if times.hi >= lo * (1 - SPEEDUP_TOLERANCE) and times.lo <= hi * (1 + SPEEDUP_TOLERANCE) else -1)
         real.append(g)
         parts.append(f"{who(g)}: {times}x against {fmt(lo)}" + (f"–{fmt(hi)}" if hi != lo else "") + "x published")
-    verdict, reason, basis = judged(signs, real)
-    if not real:
-        reason = "needs bert-base on a GPU or trn1: baseline and optimized runs of the full variant"
-        proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
-        reason += f"; the proxies here ({proxy}) show the direction only" if proxy else ""
-    return Finding(
+    proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
+    return concluded(
         "The optimized configuration is 3.7–7.3x faster",
         text,
-        "; ".join(parts) or "no records",
-        verdict,
+        parts,
+        "no records",
+        signs,
+        real,
         rule,
-        reason,
-        basis,
-        deciding(signs, heads),
+        "",
+        "needs bert-base on a GPU or trn1: baseline and optimized runs of the full variant"
+        + (f"; the proxies here ({proxy}) show the direction only" if proxy else ""),
+        headline=heads,
     )
 
 
@@ -137,18 +135,16 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
             found[name] = (Band(*(x * price for x in band(g, "train_s"))), g)
     order = [d for d in pub["device"] if d in found]
     signs = [compare(found[b][0], found[a][0]) for a, b in zip(order, order[1:])]
-    measured = "; ".join(f"{who(found[d][1])}: ${found[d][0]}" for d in order)
-    verdict, reason, basis = judged(signs, [found[d][1] for d in order], "neighbouring costs overlap")
-    if len(order) < 2:
-        reason = "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance"
-    ranked = " < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else ""
-    return Finding(
+    return concluded(
         "Cost ranking of the devices",
         text,
-        measured or listing(cells(df, ("speedup",))),
-        verdict,
+        [f"{who(found[d][1])}: ${found[d][0]}" for d in order],
+        listing(cells(df, ("speedup",))),
+        signs,
+        [found[d][1] for d in order],
         rule,
-        reason,
-        basis,
-        ranked,
+        "neighbouring costs overlap",
+        "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance",
+        tested=len(order) >= 2,
+        headline=" < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else "",
     )

@@ -17,9 +17,7 @@ from helpers.study.claims.verdict import (
     claim,
     compare,
     concluded,
-    deciding,
     device,
-    judged,
     listing,
     who,
 )
@@ -223,22 +221,19 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
                     f"({core['util_metric'].iloc[0]}): "
                     + ", ".join(f"batch {fmt(batch)} {a}% vs {b}%" for batch, a, b in pairs)
                 )
-    verdict, reason, basis = judged(signs, judged_groups, "utilizations equal within their runs' range")
-    if not signs:
-        other = sorted({g["util_metric"].iloc[0] for g in found if not any(g is h for h in groups)})
-        reason = (
-            "needs a trn1 record and a GPU's: small_batch runs at batches ≤ 16 with tensor-unit figures "
-            "on both sides: tensor-pipe activity (NVML GPM on a Hopper GPU) and tensor engine active % "
-            "(neuron-profile on a trn1)"
-            + (f"; the records here measure {', '.join(other)}, not those" if other else "")
-        )
-    return Finding(
+    other = sorted({g["util_metric"].iloc[0] for g in found if not any(g is h for h in groups)})
+    return concluded(
         "GPUs keep higher utilization at small batch",
         text,
-        "; ".join(parts) or listing(cells(df, ("small_batch",))),
-        verdict,
+        parts,
+        listing(cells(df, ("small_batch",))),
+        signs,
+        judged_groups,
         rule,
-        reason,
-        basis,
-        deciding(signs, heads),
+        "utilizations equal within their runs' range",
+        "needs a trn1 record and a GPU's: small_batch runs at batches ≤ 16 with tensor-unit figures "
+        "on both sides: tensor-pipe activity (NVML GPM on a Hopper GPU) and tensor engine active % "
+        "(neuron-profile on a trn1)" + (f"; the records here measure {', '.join(other)}, not those" if other else ""),
+        tested=bool(signs),
+        headline=heads,
     )

@@ -15,7 +15,6 @@ from helpers.study.claims.verdict import (
     claim,
     concluded,
     device,
-    judged,
     listing,
     ratio,
     who,
@@ -148,18 +147,18 @@ def dma_bound(df: pd.DataFrame, published_dir: str) -> Finding:
                 f"{who(g)}: at batch {fmt(r['batch'].iloc[0])} data movement {fmt(copy)}% vs matmul "
                 f"{fmt(matmul)}% of step time"
             )
-    verdict, reason, basis = judged(signs, groups)
-    if not signs:
-        reason = f"{NEEDS}: a Neuron profiler (neuron-profile) trace of a trn1 run at batch ≤ 16"
-    return Finding(
+    return concluded(
         "trn1 is DMA/memory-bound at small batch",
         text,
-        "; ".join(parts) or "no trn1 profile",
-        verdict,
+        parts,
+        "no trn1 profile",
+        signs,
+        groups,
         rule,
-        reason,
-        basis,
-        parts[0].split(": ", 1)[-1] if parts else "",
+        "",
+        f"{NEEDS}: a Neuron profiler (neuron-profile) trace of a trn1 run at batch ≤ 16",
+        tested=bool(signs),
+        headline=parts[0].split(": ", 1)[-1] if parts else "",
     )
 
 

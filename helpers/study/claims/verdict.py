@@ -112,10 +112,9 @@ def cells(
     prefer_real: bool = True,
     timed: bool = False,
 ) -> list[pd.DataFrame]:
-    """Return the finished rows of `suites` on `classes` per (device, variant, suite); only the real ones if any
-    is; `timed`: without the profiled runs (the profiler slows the steps it watches)."""
+    """Return the finished rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is."""
     rows = df[df["suite"].isin(suites) & df["cls"].isin(classes) & (df["status"] == "finished")]
-    if timed:
+    if timed:  # the profiler slows the steps it watches
         rows = rows[~profiled(rows)]
     if prefer_real and (~rows["proxy"]).any():
         rows = rows[~rows["proxy"]]
@@ -141,8 +140,7 @@ def proxies(groups: list[pd.DataFrame]) -> str:
 
 
 def band(rows: pd.DataFrame, metric: str) -> Band:
-    """Return a metric's median over rows and its spread: with >= 3 runs their min-max (between runs); fewer,
-    the windows for samples/s, p10-p90 for step ms, the steps' relative p10-p90 for a train time."""
+    """Return a metric's median over rows and its spread: between runs with >= 3 of them, else within the runs."""
     values = rows[metric].astype(float)
     if values.notna().sum() >= MIN_RUNS:
         lo, hi = values, values
@@ -166,28 +164,24 @@ def compare(a: Band, b: Band) -> int:
 
 
 def interleaved(*arms: pd.DataFrame) -> bool:
-    """Return whether the arms ran interleaved in one suite: all from the same suite, each with >= 3 runs of
-    which some are repeats (`-rep<r>`: a suite's repeats come every cell once, then every cell again; seeds of
-    a cell run back to back)."""
+    """Return whether the arms ran interleaved in one suite, each with >= 3 runs of which some are repeats."""
+    # a suite's repeats (`-rep<r>`) come every cell once, then every cell again; seeds of a cell run back to back
     suites = {s for arm in arms for s in arm["suite"].dropna()}
     repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any() for arm in arms)
     return len(suites) == 1 and repeated
 
 
 def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
-    """Return the drift (%) between suites on the rows' device (the agreement table's largest gap); on a device
-    that timed no configuration in two suites, the largest any device here shows (a machine's drift is not
-    known to be smaller than the others'); None when no device shows one."""
+    """Return the drift (%) between suites on the rows' device, else the largest any device shows, else None."""
+    # a machine that timed no configuration in two suites is not known to drift less than the others
     drifts = drift_pcts(df)
     return drifts.get(str(rows["device_key"].iloc[0]), max(drifts.values(), default=None))
 
 
 def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:
-    """Return compare(a, b), left unresolved when the arms did not run interleaved and differ by no more than
-    the drift between suites (a noise the range between back-to-back runs does not show), or when they did
-    not run interleaved and that drift is unknown (no configuration there was timed by two suites)."""
+    """Return compare(a, b), unresolved for arms not interleaved within the drift between suites, or of unknown drift."""
     sign = compare(a, b)
-    if sign and not together:
+    if sign and not together:  # the drift is a noise the range between back-to-back runs does not show
         if drift_pct is None:
             return 0
         gap = 100 * abs(a.mid - b.mid) / min(a.mid, b.mid)
@@ -197,8 +191,7 @@ def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> 
 
 @dataclass
 class Timed:
-    """A claim's timing comparisons: whether each one's arms ran interleaved, the drift it was judged
-    beyond, and the smallest difference (%) its spreads resolve."""
+    """A claim's timing comparisons: interleaved or not, the drift each was judged beyond, the difference (%) resolved."""
 
     df: pd.DataFrame
     together: list[bool] = field(default_factory=list)
@@ -249,22 +242,6 @@ def combine(signs: list[int]) -> str:
     return "holds" if all(s > 0 for s in signs) else "inconclusive"
 
 
-def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -> tuple[str, str, str]:
-    """Return (verdict, reason, basis) of comparisons made on `groups`; `unresolved` says what the
-    sample could have resolved, shown when the verdict is inconclusive."""
-    verdict = combine(signs)
-    reason = (
-        f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
-        f"{sum(s < 0 for s in signs)} against it"
-    )
-    if verdict == "inconclusive" and unresolved:
-        reason += f"; {unresolved}"
-    proxy = proxies(groups)
-    if proxy:
-        reason += f"; direction only, on proxy: {proxy}"
-    return verdict, reason, "none" if not signs else ("proxy (direction only)" if proxy else "measured")
-
-
 def concluded(
     claim: str,
     published: str,
@@ -279,17 +256,23 @@ def concluded(
     blocked: list[str] = (),
     headline: str | list[str] = "",
 ) -> Finding:
-    """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
-    `needs`, what would test it, and the evidence `empty` unless `parts` describe some. `blocked` names the
-    comparisons left unresolved because they could not speak (an arm that did not learn, unlike optimizers):
-    an inconclusive verdict's reason opens with them. `headline`, one per comparison, gives the deciding one's."""
-    verdict, reason, basis = judged(signs, groups, unresolved)
-    if isinstance(headline, list):
-        headline = deciding(signs, headline)
-    if blocked and verdict == "inconclusive":
+    """Return the Finding of `signs` compared on `groups`; untested (default: no groups), its reason is `needs`."""
+    verdict = combine(signs)
+    reason = (
+        f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
+        f"{sum(s < 0 for s in signs)} against it"
+    )
+    if verdict == "inconclusive" and unresolved:  # what the sample could have resolved
+        reason += f"; {unresolved}"
+    proxy = proxies(groups)
+    if proxy:
+        reason += f"; direction only, on proxy: {proxy}"
+    if blocked and verdict == "inconclusive":  # comparisons that could not speak (an arm that did not learn, ...)
         reason = "; ".join(blocked) + "; " + reason
     if not (bool(groups) if tested is None else tested):
         reason = needs
+    basis = "none" if not signs else ("proxy (direction only)" if proxy else "measured")
+    headline = deciding(signs, headline) if isinstance(headline, list) else headline  # one head per comparison
     return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis, headline)
 
 
@@ -299,8 +282,7 @@ def device(rows: pd.DataFrame) -> str:
 
 
 def deciding(signs: list[int], heads: list[str]) -> str:
-    """Return the heads of the comparisons that decided the verdict (one per sign): the first against the
-    claim, else the unresolved ones (two, and how many more), else the first ('' with none)."""
+    """Return the heads that decided the verdict: the first against the claim, else the unresolved ones, else the first."""
     if -1 in signs:
         return heads[signs.index(-1)]
     open_ = [h for s, h in zip(signs, heads) if s == 0]
