@@ -33,7 +33,7 @@ SWEEP = "python -m helpers.study.sweep lora"
 def setting(row: pd.Series) -> str:
     """Return a row's setting in words: 'full fine-tuning' or 'LoRA r=8 (query,value)'."""
     r = row["lora_r"]
-    if r is None or (isinstance(r, float) and math.isnan(r)) or int(r) == 0:
+    if pd.isna(r) or int(r) == 0:
         return "full fine-tuning"
     return f"LoRA r={int(r)} ({row['lora_targets'] or 'query,value'})"
 
@@ -49,7 +49,7 @@ def best_lr(runs: pd.DataFrame) -> tuple[float, pd.DataFrame, list[float]]:
 def searched(runs: pd.DataFrame) -> str:
     """Return 'best lr (of lr, lr, lr); N runs, k collapsed' for one setting's runs."""
     lr, _, lrs = best_lr(runs)
-    collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum()) if "near_majority" in runs else 0
+    collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum())
     tried = ", ".join(f"{x:g}" for x in lrs)
     return f"{lr:g} (of {tried}); {len(runs)} run{'s' if len(runs) != 1 else ''}, {collapsed} collapsed"
 
@@ -81,8 +81,7 @@ def at_edge(runs: pd.DataFrame) -> bool:
 
 def budget(g: pd.DataFrame) -> str:
     """Return the training budget a group's runs share, in words ('1 epoch of 8,000 rows')."""
-    epochs = g["epochs"].dropna().unique() if "epochs" in g else []
-    rows = g["train_subset"].dropna().unique() if "train_subset" in g else []
+    epochs, rows = g["epochs"].dropna().unique(), g["train_subset"].dropna().unique()
     n = f"{int(epochs[0])} epoch{'s' if epochs[0] != 1 else ''}" if len(epochs) == 1 else "epochs as set"
     return f"{n} of {int(rows[0]):,} rows" if len(rows) == 1 else f"{n} of the whole training split"
 
