@@ -42,7 +42,7 @@ RULES = (
 
 def money(value) -> str:
     """Return dollars with 4 significant digits, or the dash."""
-    return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"${value:.4g}"
+    return DASH if pd.isna(value) else f"${value:.4g}"
 
 
 def reading(a, b, epochs: float | None, job) -> str:
