@@ -9,6 +9,7 @@ The command sits above the report: `--write` draws the report's decision figure
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import shlex
 import sys
@@ -92,16 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
-    job = ranking.Job(
-        args.epochs,
-        args.rows,
-        args.target_accuracy,
-        args.runs_sharing_cache,
-        args.warm_cache,
-        args.shared_instance,
-        args.model,
-        args.lora_r,
-    )
+    job = ranking.Job(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ranking.Job)})  # same names
     df, skipped = frame.load(repo_path(args.results))
     df = current_points(df, find_suites(args.suites_dir))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
