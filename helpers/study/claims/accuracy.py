@@ -1,9 +1,5 @@
-"""What an accuracy figure can carry: intervals over seeds, the smallest difference a sample resolves,
-paired differences by seed, and whether a cell learned (its mean at or above its learning floor).
-
-Plain statistics over the frame's `test_acc` (a fraction) and `majority` columns. One run's interval is
-the binomial one of its test set (it holds test-set noise only; seed-to-seed variation is not measured
-then, and the tables say so); several seeds' is the t-interval of their mean.
+"""What an accuracy figure can carry: intervals over seeds (one run: its test set's binomial one), the
+smallest difference a sample resolves, paired differences by seed, and whether a cell learned.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ def budget_rows(rows: pd.DataFrame) -> float:
 
 
 def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | None:
-    """Return (floor as a fraction, where it comes from): FLOOR_POINTS below the best mean test accuracy any
-    cell of the arm's model reached on its device at the same or a smaller training budget; None without one."""
+    """Return (floor, where it comes from): FLOOR_POINTS below the best cell of the arm's model, device and budget."""
     r = arm.iloc[0]
     done = df[
         (df["model_name"] == r["model_name"])
@@ -73,8 +68,7 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
 
 
 def learned(df: pd.DataFrame) -> pd.Series:
-    """Return per row whether its cell learned, the one criterion the tables and the claims use: the cell's mean
-    test accuracy at or above its learning floor (learning_floor); True where it has no accuracy or no floor."""
+    """Return per row whether its cell's mean is at or above its learning floor (True without accuracy or floor)."""
     out = pd.Series(True, index=df.index)
     rows = df[df["test_acc"].notna() & (df["status"] == "finished")]
     for _, cell in rows.groupby(["device_key", "model_name", *CELL], dropna=False, sort=False):
@@ -114,8 +108,7 @@ def mean_interval(values: list[float], rows: int | None = None) -> tuple[float, 
 
 
 def resolvable_difference(values: list[float], rows: int | None) -> float:
-    """Return the smallest difference between two cells of this size that a 95% interval would resolve:
-    t x the standard error of a difference of two means (two single runs: the binomial one)."""
+    """Return the smallest difference between two cells of this size that a 95% interval resolves."""
     values = [v for v in values if v is not None and math.isfinite(v)]
     if len(values) >= 2:
         sd = statistics.stdev(values)
@@ -130,8 +123,7 @@ def resolvable_difference(values: list[float], rows: int | None) -> float:
 def fmt_interval(
     values: list[float], rows: int | None, scale: float = 100, digits: int = 2, seeds: int | None = None
 ) -> str:
-    """Return 'mean ± half-width' in percent, with the dash for no values; runs of fewer than 2 distinct
-    `seeds` have no spread between seeds: the mean, and the test set's sampling error (90%) where rows are known."""
+    """Return 'mean ± half-width' in percent, the dash for no values; one seed: the test set's sampling error."""
     mean, half, _ = mean_interval(values, rows)
     if math.isnan(mean):
         return "—"
@@ -156,8 +148,7 @@ def paired_diffs(df: pd.DataFrame, column: str, mode: str, ref: str, by: str) ->
 
 
 def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Return per cell: seeds, test accuracy % (95% interval), validation %, final loss, and whether it learned
-    (the `learned` column where the frame has it, from every suite's runs; else learned() over these rows)."""
+    """Return per cell: seeds, test accuracy % (95% interval), validation %, final loss, and whether it learned."""
     rows = {}
     ok = df["learned"] if "learned" in df else learned(df)
     for key, g in df.groupby(keys, dropna=False, sort=True):
@@ -179,8 +170,7 @@ def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def best_cell(df: pd.DataFrame, keys: list[str]) -> str:
-    """Return a sentence naming the best cell that learned, its runner-up, and whether this sample can
-    tell them apart (their difference against the smallest resolvable one)."""
+    """Return a sentence naming the best cell that learned, its runner-up, and whether this sample tells them apart."""
     learned_rows = df[(df["learned"] if "learned" in df else learned(df)).astype(bool)]
     if learned_rows.empty:
         return "No cell learned (every cell's mean is below its learning floor): this sample says nothing."

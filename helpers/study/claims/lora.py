@@ -1,6 +1,5 @@
-"""The study's future work as claims: LoRA against full fine-tuning (the lora suite), each verdict computed by
-a stated rule from records of full fine-tuning and LoRA on the same device, with seeds; and what makes a
-setting (full fine-tuning or a LoRA rank and targets) and its best learning rate, which the LoRA table shows.
+"""The study's future work as claims: LoRA against full fine-tuning in accuracy and speed (the lora suite),
+and what makes a setting and its best learning rate, which the LoRA table shows.
 """
 
 from __future__ import annotations

@@ -18,8 +18,7 @@ LATEX = {r"\rightarrow": "→", r"\approx": "≈", r"\sim": "~", r"\$": "$"}
 
 
 class Quote(NamedTuple):
-    """A claim's words: the study's quote, a short part of it (for the summary), its section, and our
-    hypothesis beside it ('' when none)."""
+    """A claim's words: the study's quote, a short part of it, its section, and our hypothesis ('' when none)."""
 
     text: str
     short: str
@@ -60,8 +59,7 @@ TOPIC_ONLY = ("cost_ranking", "lora_accuracy", "lora_speed")
 
 
 def short_says(key: str, published_dir: str) -> str:
-    """Return '§x "short part of the quote"' (the section without its gloss), marked '· test: ours' where the
-    rule tests our hypothesis, and with the claim tested ('· ours: ...') where the quote names only its topic."""
+    """Return '§x "short part of the quote"', marked where the rule tests our hypothesis or names only a topic."""
     q = quote(key, published_dir)
     said = f'{q.section.split(" (")[0]} "{shown(q.short)}"'
     if key in TOPIC_ONLY and q.ours:

@@ -1,7 +1,5 @@
-"""The study's claims about the training recipe: stochastic rounding's effect by sequence length (the precision
-suite) and the tuned learning rate with LLRD against the baseline (the lr_llrd suite), each a function of
-(frame, published_dir) returning a Finding whose verdict a stated rule computes from test accuracies, only
-on arms that learned (helpers/study/claims/accuracy.py) and that use the same optimizer.
+"""The study's claims about the training recipe: stochastic rounding by sequence length, and the tuned
+learning rate with LLRD, judged on arms that learned and use the same optimizer.
 """
 
 from __future__ import annotations
@@ -94,8 +92,7 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
 
 @claim
 def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
-    """Return whether the tuned setting (lr 1.5e-4, LLRD 0.95) beats the baseline (2e-5, no LLRD), and,
-    as ours, LLRD's effect apart from the learning rate (the 2x2)."""
+    """Return whether lr 1.5e-4 with LLRD 0.95 beats lr 2e-5 without, and (ours) LLRD's own effect."""
     pub = published("lr_llrd.csv", published_dir)
     acc = {(r.lr, r.llrd_decay): float(r.accuracy) for r in pub.itertuples()}
     ref, tuned = acc["2e-5", ""], acc["1.5e-4", "0.95"]

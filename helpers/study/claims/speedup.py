@@ -1,6 +1,5 @@
-"""The study's claims on its speedup suite: the optimized configuration's speedup over the baseline per device
-(a magnitude: real records only) and the cost per task ranking its devices, at this repository's prices
-(helpers/facts/instance_prices.csv), each a function of (frame, published_dir) returning a Finding.
+"""The study's claims on its speedup suite: the optimized configuration's speedup per device, and the cost
+per task ranking its devices at this repository's prices (helpers/facts/instance_prices.csv).
 """
 
 from __future__ import annotations
@@ -80,9 +79,7 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
 
 
 def at_our_prices(pub: pd.DataFrame) -> str:
-    """Return the study's seconds per task (cost.csv) priced at helpers/facts/instance_prices.csv, ranked, per
-    accelerator-hour (the study's basis, this claim's) and, beside it, per whole instance (the decision's), with
-    where its price or instance differs from the facts'."""
+    """Return the study's seconds per task at our prices, ranked per accelerator-hour and per whole instance."""
     shared, whole, notes = {}, {}, []
     for r in pub.itertuples():
         instance = r.instance_as_printed.lower().replace("-", ".")

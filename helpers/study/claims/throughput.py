@@ -1,8 +1,4 @@
-"""The study's claims about throughput, padding and utilization across device classes, each a function of
-(frame, published_dir) returning a Finding whose verdict a stated rule computes from the records
-(helpers/study/claims/verdict.py). trn1-only claims are in trn1.py, LoRA's in lora.py; accuracy, speedup
-and cost in findings.py.
-"""
+"""The study's claims about throughput, padding and utilization across device classes."""
 
 from __future__ import annotations
 

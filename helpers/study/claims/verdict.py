@@ -1,11 +1,5 @@
 """What a finding stands on: the device class of a record, whether it is a proxy, a cell's timing band,
-and how the per-device comparisons of a claim combine into one verdict.
-
-A comparison is a sign: +1 the effect the study claims, resolved beyond the spread; -1 the opposite,
-resolved; 0 not resolved. A claim holds when every comparison is +1, does not hold when any is -1, and is
-inconclusive otherwise; with no comparison it is not testable here. The verdict carries the grade of its
-evidence: on a proxy it is "consistent on proxy" / "contradicted on proxy", on a model's estimate
-"consistent with the model" / "contradicted by the model"; "holds" only on records of the claim's own kind.
+and how the per-device comparisons of a claim combine into one verdict graded by its evidence.
 """
 
 from __future__ import annotations
@@ -234,7 +228,7 @@ def ratio(a: Band, b: Band) -> Band:
 
 
 def combine(signs: list[int]) -> str:
-    """Return the verdict of a list of comparisons (see the module docstring)."""
+    """Return the verdict of comparisons: +1 the claimed effect resolved, -1 the opposite, 0 unresolved."""
     if not signs:
         return "not testable here"
     if any(s < 0 for s in signs):

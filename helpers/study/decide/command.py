@@ -1,10 +1,4 @@
-"""python -m helpers.study.decide: which accelerator for a fine-tuning job (the table:
-helpers/study/decide/ranking.py).
-
-The command sits above the report: `--write` draws the report's decision figure
-(helpers/study/decide/cost_plot.py) and reads the suites' current points as the report does
-(helpers/study/report/build.py).
-"""
+"""python -m helpers.study.decide: which accelerator for a fine-tuning job (the table: ranking.py)."""
 
 from __future__ import annotations
 

@@ -2,15 +2,6 @@
 a target validation accuracy, from the run records (measured) and the study's figures (published).
 
     python -m helpers.study.decide --epochs 3 --rows 16000 --target-accuracy 0.94 [--runs-sharing-cache 4]
-
-Which record stands for a device (one per device key, finished, fixtures left out), first match wins:
-  1. suite `speedup`, preset `optimized`, over all 16,000 rows (the study's optimized configuration);
-  2. any run over all rows; 3. `speedup`/`optimized` on a subset (quick); 4. any run (subset: flagged).
-Within a rule: a run with a validation curve first, then the highest steady samples/s, then the latest.
-Published rows: Experiment/published/cost.csv (seconds per epoch over 16,000 rows, the study's price).
-Prices: the instance the record names when the facts say it carries that device, else the cheapest
-instance that does, per accelerator (helpers/facts/instance_prices.csv); CPU runs: a 2-vCPU stand-in.
-Arithmetic: helpers/calc/job_cost.py.
 """
 
 from __future__ import annotations
@@ -36,7 +27,7 @@ CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU insta
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time,
 # in bf16
 STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
-# which record stands for a device, first match wins (the module docstring's rules 1-4)
+# which record stands for a device, first match wins; within a tier: a validation curve, the fastest, the latest
 TIERS = (
     "speedup suite, optimized preset, all rows",
     "a run over all rows",
@@ -62,8 +53,7 @@ class Job:
 
 
 def setup_key(model: object, batch: object, max_length: object, precision: object, rows: int) -> str:
-    """Return what makes two rows the same configuration, for marks and break-even: model, batch, length,
-    precision and the rows the run trained on."""
+    """Return what makes two rows the same configuration, for marks and break-even."""
     return f"{model}, b{batch}, L{max_length}, {precision}, {int(rows):,} rows"
 
 
@@ -254,8 +244,7 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
 
 
 def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
-    """Return, per (compiled, eager) pair of one source and one configuration, the epochs where their job costs
-    meet, in words; a compiled row with no eager row of its configuration gets one row saying so."""
+    """Return, per (compiled, eager) pair of one source and one configuration, the epochs where their costs meet."""
     out = []
     for compiled, eager in PAIRS if len(table) else ():  # keys: (compiled family, eager family)
         for _, a in table[table["family"] == compiled].iterrows():
