@@ -184,10 +184,15 @@ def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> 
 
 
 @dataclass
-class Timed:
-    """A claim's timing comparisons: interleaved or not, the drift each was judged beyond, the difference (%) resolved."""
+class Evidence:
+    """A claim's comparisons: signs, headlines, groups judged, evidence in words, blocks, how each timed one ran."""
 
     df: pd.DataFrame
+    groups: list[pd.DataFrame] = field(default_factory=list)
+    signs: list[int] = field(default_factory=list)
+    heads: list[str] = field(default_factory=list)  # one per comparison
+    parts: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # comparisons that could not speak (an arm that did not learn)
     together: list[bool] = field(default_factory=list)
     drifts: list[float | None] = field(default_factory=list)
     resolvable: list[float] = field(default_factory=list)
@@ -216,6 +221,37 @@ class Timed:
             )
         return "; ".join(parts)
 
+    def finding(
+        self,
+        claim: str,
+        published: str,
+        empty: str,
+        rule: str,
+        unresolved: str,
+        needs: str,
+        tested: bool | None = None,
+        headline: str | None = None,
+    ) -> Finding:
+        """Return the Finding of the comparisons; untested (default: no groups), its reason is `needs`."""
+        signs = self.signs
+        verdict = combine(signs)
+        reason = (
+            f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
+            f"{sum(s < 0 for s in signs)} against it"
+        )
+        if verdict == "inconclusive" and unresolved:  # what the sample could have resolved
+            reason += f"; {unresolved}"
+        proxy = proxies(self.groups)
+        if proxy:
+            reason += f"; direction only, on proxy: {proxy}"
+        if self.blocked and verdict == "inconclusive":
+            reason = "; ".join(self.blocked) + "; " + reason
+        if not (bool(self.groups) if tested is None else tested):
+            reason = needs
+        basis = "none" if not signs else ("proxy (direction only)" if proxy else "measured")
+        headline = deciding(signs, self.heads) if headline is None else headline
+        return Finding(claim, published, "; ".join(self.parts) or empty, verdict, rule, reason, basis, headline)
+
 
 def resolvable_pct(a: Band, b: Band) -> float:
     """Return the smallest relative difference (%) two cells with these spreads resolve: their half-widths summed."""
@@ -234,40 +270,6 @@ def combine(signs: list[int]) -> str:
     if any(s < 0 for s in signs):
         return "does not hold"
     return "holds" if all(s > 0 for s in signs) else "inconclusive"
-
-
-def concluded(
-    claim: str,
-    published: str,
-    parts: list[str],
-    empty: str,
-    signs: list[int],
-    groups: list[pd.DataFrame],
-    rule: str,
-    unresolved: str,
-    needs: str,
-    tested: bool | None = None,
-    blocked: list[str] = (),
-    headline: str | list[str] = "",
-) -> Finding:
-    """Return the Finding of `signs` compared on `groups`; untested (default: no groups), its reason is `needs`."""
-    verdict = combine(signs)
-    reason = (
-        f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
-        f"{sum(s < 0 for s in signs)} against it"
-    )
-    if verdict == "inconclusive" and unresolved:  # what the sample could have resolved
-        reason += f"; {unresolved}"
-    proxy = proxies(groups)
-    if proxy:
-        reason += f"; direction only, on proxy: {proxy}"
-    if blocked and verdict == "inconclusive":  # comparisons that could not speak (an arm that did not learn, ...)
-        reason = "; ".join(blocked) + "; " + reason
-    if not (bool(groups) if tested is None else tested):
-        reason = needs
-    basis = "none" if not signs else ("proxy (direction only)" if proxy else "measured")
-    headline = deciding(signs, headline) if isinstance(headline, list) else headline  # one head per comparison
-    return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis, headline)
 
 
 def device(rows: pd.DataFrame) -> str:
