@@ -90,11 +90,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         return df
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
     neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
-    cls = np.where(
-        df["device_type"] == "cuda",
-        "gpu",
-        np.where(df["device_type"] == "xla", np.where(neuron, "trn1", "xla-cpu"), "cpu"),
-    )
+    xla = df["device_type"] == "xla"
+    cls = np.select([df["device_type"] == "cuda", xla & neuron, xla], ["gpu", "trn1", "xla-cpu"], "cpu")
     df = df.assign(cls=cls, variant=df["variant"].fillna("adhoc"))
     return df.assign(proxy=(df["model_name"] != REAL_MODEL) | ~df["cls"].isin(REAL_CLASSES))
 
