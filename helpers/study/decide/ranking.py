@@ -68,7 +68,7 @@ def matches(df: pd.DataFrame, job: Job) -> pd.Series:
     if job.model:
         random = {hub: alias for alias, (hub, _, _) in encoders.RANDOM.items()}
         keep &= df["model_name"].isin([job.model, random.get(job.model, job.model)])
-    rank = pd.to_numeric(df.get("lora_r", pd.Series(index=df.index, dtype=float)), errors="coerce").fillna(0)
+    rank = pd.to_numeric(df["lora_r"], errors="coerce").fillna(0)
     return keep & (rank == (job.lora_r or 0))
 
 
