@@ -44,8 +44,6 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
         & (df["status"] == "finished")
         & df["test_acc"].notna()
     ]
-    if done.empty:
-        return None
     done = done[trained_rows(done) <= budget_rows(arm)]
     if done.empty:
         return None
@@ -92,7 +90,7 @@ def unlearned(df: pd.DataFrame, arms: dict[str, pd.DataFrame]) -> str:
 
 def binomial_half_width(p: float, rows: int) -> float:
     """Return the 95% half-width of an accuracy p measured on `rows` test rows (normal approximation)."""
-    return Z95 * math.sqrt(p * (1 - p) / rows)
+    return sampling_error(p, rows, Z95)
 
 
 def mean_interval(values: list[float], rows: int | None = None) -> tuple[float, float, str]:
@@ -135,7 +133,7 @@ def fmt_interval(
 
 def distinct_seeds(rows: pd.DataFrame) -> int:
     """Return how many different seeds a cell's runs used (runs without one count as one seed)."""
-    return max(int(rows["seed"].nunique()), 1) if "seed" in rows else 1
+    return max(int(rows["seed"].nunique()), 1)
 
 
 def paired_diffs(df: pd.DataFrame, column: str, mode: str, ref: str, by: str) -> dict:
@@ -152,7 +150,7 @@ def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     rows = {}
     ok = df["learned"] if "learned" in df else learned(df)
     for key, g in df.groupby(keys, dropna=False, sort=True):
-        test_rows = int(g["test_rows"].max()) if "test_rows" in g and g["test_rows"].notna().any() else None
+        test_rows = int(g["test_rows"].max()) if g["test_rows"].notna().any() else None
         flagged = int((~ok[g.index].astype(bool)).sum())
         seeds = distinct_seeds(g)
         rows[key] = {
