@@ -216,7 +216,6 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
     t = pd.DataFrame(rows + (_published(job, published_dir, trn1_one_off) if study_job else []))
     if t.empty:
         return t
-    t = t.reindex(columns=list(dict.fromkeys([*t.columns, "published_usd_per_h", "published_instance"])))
     # the price a single user pays: the whole instance, unless the job says it shares one
     t["usd_per_h"] = t["usd_share_h"] if job.shared_instance else t["usd_whole_h"]
     # one-off dollars, dollars per epoch, then the job and the target at this instance price
