@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
-    job = ranking.Job(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ranking.Job)})  # same names
+    # every option but --results, --suites-dir and --write is named as a field of Job
+    job = ranking.Job(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ranking.Job)})
     df, skipped = frame.load(repo_path(args.results))
     df = current_points(df, find_suites(args.suites_dir))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal

@@ -81,7 +81,8 @@ def representative(df: pd.DataFrame, job: Job | None = None) -> pd.DataFrame:
     if df.empty or "samples_per_s" not in df:
         return df.iloc[0:0].assign(rule=[])
     d = df[(df["status"] == "finished") & df["samples_per_s"].gt(0) & ~df["fixture"] & matches(df, job or Job())].copy()
-    full, optimized = d["train_subset"].isna(), (d["suite"] == "speedup") & (d["preset"] == "optimized")
+    full = d["train_subset"].isna()
+    optimized = (d["suite"] == "speedup") & (d["preset"] == "optimized")
     d["tier"] = np.select([optimized & full, full, optimized], [0, 1, 2], 3)
     d["rule"] = [TIERS[t] for t in d["tier"]]
     d["has_curve"] = d["curve"].map(lambda c: isinstance(c, list) and len(c) > 0)
