@@ -79,7 +79,8 @@ def at_edge(runs: pd.DataFrame) -> bool:
 
 def budget(g: pd.DataFrame) -> str:
     """Return the training budget a group's runs share, in words ('1 epoch of 8,000 rows')."""
-    epochs, rows = g["epochs"].dropna().unique(), g["train_subset"].dropna().unique()
+    epochs = g["epochs"].dropna().unique()
+    rows = g["train_subset"].dropna().unique()
     n = f"{int(epochs[0])} epoch{'s' if epochs[0] != 1 else ''}" if len(epochs) == 1 else "epochs as set"
     return f"{n} of {int(rows[0]):,} rows" if len(rows) == 1 else f"{n} of the whole training split"
 
