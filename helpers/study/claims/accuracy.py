@@ -1,9 +1,5 @@
-"""What an accuracy figure can carry: intervals over seeds, the smallest difference a sample resolves,
-paired differences by seed, and whether a cell learned (its mean at or above its learning floor).
-
-Plain statistics over the frame's `test_acc` (a fraction) and `majority` columns. One run's interval is
-the binomial one of its test set (it holds test-set noise only; seed-to-seed variation is not measured
-then, and the tables say so); several seeds' is the t-interval of their mean.
+"""What an accuracy figure can carry: intervals over seeds (one run: its test set's binomial one), the
+smallest difference a sample resolves, paired differences by seed, and whether a cell learned.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ def budget_rows(rows: pd.DataFrame) -> float:
 
 
 def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | None:
-    """Return (floor as a fraction, where it comes from): FLOOR_POINTS below the best mean test accuracy any
-    cell of the arm's model reached on its device at the same or a smaller training budget; None without one."""
+    """Return (floor, where it comes from): FLOOR_POINTS below the best cell of the arm's model, device and budget."""
     r = arm.iloc[0]
     done = df[
         (df["model_name"] == r["model_name"])
@@ -49,8 +44,6 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
         & (df["status"] == "finished")
         & df["test_acc"].notna()
     ]
-    if done.empty:
-        return None
     done = done[trained_rows(done) <= budget_rows(arm)]
     if done.empty:
         return None
@@ -73,8 +66,7 @@ def learning_floor(df: pd.DataFrame, arm: pd.DataFrame) -> tuple[float, str] | N
 
 
 def learned(df: pd.DataFrame) -> pd.Series:
-    """Return per row whether its cell learned, the one criterion the tables and the claims use: the cell's mean
-    test accuracy at or above its learning floor (learning_floor); True where it has no accuracy or no floor."""
+    """Return per row whether its cell's mean is at or above its learning floor (True without accuracy or floor)."""
     out = pd.Series(True, index=df.index)
     rows = df[df["test_acc"].notna() & (df["status"] == "finished")]
     for _, cell in rows.groupby(["device_key", "model_name", *CELL], dropna=False, sort=False):
@@ -98,7 +90,7 @@ def unlearned(df: pd.DataFrame, arms: dict[str, pd.DataFrame]) -> str:
 
 def binomial_half_width(p: float, rows: int) -> float:
     """Return the 95% half-width of an accuracy p measured on `rows` test rows (normal approximation)."""
-    return Z95 * math.sqrt(p * (1 - p) / rows)
+    return sampling_error(p, rows, Z95)
 
 
 def mean_interval(values: list[float], rows: int | None = None) -> tuple[float, float, str]:
@@ -114,8 +106,7 @@ def mean_interval(values: list[float], rows: int | None = None) -> tuple[float, 
 
 
 def resolvable_difference(values: list[float], rows: int | None) -> float:
-    """Return the smallest difference between two cells of this size that a 95% interval would resolve:
-    t x the standard error of a difference of two means (two single runs: the binomial one)."""
+    """Return the smallest difference between two cells of this size that a 95% interval resolves."""
     values = [v for v in values if v is not None and math.isfinite(v)]
     if len(values) >= 2:
         sd = statistics.stdev(values)
@@ -130,8 +121,7 @@ def resolvable_difference(values: list[float], rows: int | None) -> float:
 def fmt_interval(
     values: list[float], rows: int | None, scale: float = 100, digits: int = 2, seeds: int | None = None
 ) -> str:
-    """Return 'mean ± half-width' in percent, with the dash for no values; runs of fewer than 2 distinct
-    `seeds` have no spread between seeds: the mean, and the test set's sampling error (90%) where rows are known."""
+    """Return 'mean ± half-width' in percent, the dash for no values; one seed: the test set's sampling error."""
     mean, half, _ = mean_interval(values, rows)
     if math.isnan(mean):
         return "—"
@@ -143,7 +133,7 @@ def fmt_interval(
 
 def distinct_seeds(rows: pd.DataFrame) -> int:
     """Return how many different seeds a cell's runs used (runs without one count as one seed)."""
-    return max(int(rows["seed"].nunique()), 1) if "seed" in rows else 1
+    return max(int(rows["seed"].nunique()), 1)
 
 
 def paired_diffs(df: pd.DataFrame, column: str, mode: str, ref: str, by: str) -> dict:
@@ -156,12 +146,11 @@ def paired_diffs(df: pd.DataFrame, column: str, mode: str, ref: str, by: str) ->
 
 
 def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Return per cell: seeds, test accuracy % (95% interval), validation %, final loss, and whether it learned
-    (the `learned` column where the frame has it, from every suite's runs; else learned() over these rows)."""
+    """Return per cell: seeds, test accuracy % (95% interval), validation %, final loss, and whether it learned."""
     rows = {}
     ok = df["learned"] if "learned" in df else learned(df)
     for key, g in df.groupby(keys, dropna=False, sort=True):
-        test_rows = int(g["test_rows"].max()) if "test_rows" in g and g["test_rows"].notna().any() else None
+        test_rows = int(g["test_rows"].max()) if g["test_rows"].notna().any() else None
         flagged = int((~ok[g.index].astype(bool)).sum())
         seeds = distinct_seeds(g)
         rows[key] = {
@@ -179,8 +168,7 @@ def accuracy_table(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def best_cell(df: pd.DataFrame, keys: list[str]) -> str:
-    """Return a sentence naming the best cell that learned, its runner-up, and whether this sample can
-    tell them apart (their difference against the smallest resolvable one)."""
+    """Return a sentence naming the best cell that learned, its runner-up, and whether this sample tells them apart."""
     learned_rows = df[(df["learned"] if "learned" in df else learned(df)).astype(bool)]
     if learned_rows.empty:
         return "No cell learned (every cell's mean is below its learning floor): this sample says nothing."

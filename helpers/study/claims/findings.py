@@ -1,15 +1,5 @@
 """The findings table that opens Experiment/REPORT.md: one row per claim of the study, with the published
 evidence, the evidence measured here (device, variant, runs), and a verdict a stated rule computes.
-
-    table = findings(df, "Experiment/published")    # df: helpers.study.frame.load(...)[0]
-    print(markdown(table))
-
-Verdicts are "holds", "does not hold" (records of the claim's own kind only), "consistent on proxy" /
-"contradicted on proxy", "consistent with the model" / "contradicted by the model", "inconclusive" (with
-the smallest effect the sample resolves) or "not testable here" (with what it needs). How comparisons
-combine into a verdict is in helpers/study/claims/verdict.py; the claims are in throughput.py, trn1.py (trn1's
-internals), recipe.py (stochastic rounding, learning rate and LLRD), speedup.py (speedup and cost) and
-lora.py.
 """
 
 from __future__ import annotations
@@ -55,8 +45,7 @@ BLOCKS = ("an arm did not learn", "the arms use different optimizers")
 
 
 def findings(df: pd.DataFrame, published_dir: str = PUBLISHED_DIR) -> pd.DataFrame:
-    """Return one row per claim: key, claim, the study's words (whole and short), scope, published, measured,
-    verdict, rule, reason, basis, headline."""
+    """Return one row per claim: its key, the study's words (whole and short), its scope, and its Finding's fields."""
     return pd.DataFrame(
         [
             {
@@ -96,8 +85,7 @@ def rests_on(row: pd.Series) -> str:
 
 
 def summary(table: pd.DataFrame, page: str = "", quotes: bool = True) -> str:
-    """Return the at-a-glance table: per claim (linked to its section in `page`) a short quote, the verdict
-    and the figure it rests on; without `quotes`, the narrow table the report's first screen holds."""
+    """Return the at-a-glance table per claim (quote, verdict, the figure it rests on); narrow without `quotes`."""
     # the narrow table keeps each name and verdict on one line (no-break spaces): the figures wrap instead
     keep = (lambda text: text) if quotes else (lambda text: text.replace(" ", "\u00a0"))
     names = {judge.__name__: name for judge, (name, _) in CLAIMS.items()}
@@ -133,8 +121,7 @@ def counts(table: pd.DataFrame) -> str:
 
 
 def details(row: pd.Series) -> str:
-    """Return one claim's own section: the study's words, who may speak, the published figures, the rule, the
-    measurements and records, and the verdict with its reason."""
+    """Return one claim's own section in Markdown."""
     return "\n".join(
         [
             f'### <a id="claim-{row["key"]}"></a>{row["claim"]}',
@@ -150,8 +137,7 @@ def details(row: pd.Series) -> str:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """Return the findings as Markdown: the question, the summary table with the study's words and the counts,
-    then the proxy rule and one section per claim (Experiment/claims.md)."""
+    """Return the findings as Markdown: the summary table, the counts, then one section per claim (claims.md)."""
     sections = "\n\n".join(details(r) for _, r in table.iterrows())
     return (
         f"{QUESTION}\n\n{summary(table)}\n\n{counts(table)}\n\n## The claims one by one\n\n{PROXY_RULE}\n\n{sections}\n"
@@ -164,8 +150,7 @@ def named(devices: list[str]) -> str:
 
 
 def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
-    """Return the answer to "trn1 or GPU?" the records allow, in two plain sentences: what they cannot answer
-    (no trn1 record, no bert-base record on a GPU) and what they can, naming every device measured."""
+    """Return the answer to "trn1 or GPU?" the records allow, in two plain sentences."""
     df = prepare(df)
     done = df[df["status"] == "finished"]
     trn1 = sorted({short_device(d) for d in done[(done["cls"] == "trn1") & ~done["proxy"]]["device"]})

@@ -1,6 +1,5 @@
-"""The study's future work as claims: LoRA against full fine-tuning (the lora suite), each verdict computed by
-a stated rule from records of full fine-tuning and LoRA on the same device, with seeds; and what makes a
-setting (full fine-tuning or a LoRA rank and targets) and its best learning rate, which the LoRA table shows.
+"""The study's future work as claims: LoRA against full fine-tuning in accuracy and speed (the lora suite),
+and what makes a setting and its best learning rate, which the LoRA table shows.
 """
 
 from __future__ import annotations
@@ -12,12 +11,11 @@ import pandas as pd
 from helpers.study.claims.accuracy import mean_interval
 from helpers.study.claims.verdict import (
     PROXY,
+    Evidence,
     Finding,
-    Timed,
     band,
     cells,
     claim,
-    concluded,
     device,
     listing,
     ratio,
@@ -33,7 +31,7 @@ SWEEP = "python -m helpers.study.sweep lora"
 def setting(row: pd.Series) -> str:
     """Return a row's setting in words: 'full fine-tuning' or 'LoRA r=8 (query,value)'."""
     r = row["lora_r"]
-    if r is None or (isinstance(r, float) and math.isnan(r)) or int(r) == 0:
+    if pd.isna(r) or int(r) == 0:
         return "full fine-tuning"
     return f"LoRA r={int(r)} ({row['lora_targets'] or 'query,value'})"
 
@@ -49,7 +47,7 @@ def best_lr(runs: pd.DataFrame) -> tuple[float, pd.DataFrame, list[float]]:
 def searched(runs: pd.DataFrame) -> str:
     """Return 'best lr (of lr, lr, lr); N runs, k collapsed' for one setting's runs."""
     lr, _, lrs = best_lr(runs)
-    collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum()) if "near_majority" in runs else 0
+    collapsed = int(runs["near_majority"].fillna(False).astype(bool).sum())
     tried = ", ".join(f"{x:g}" for x in lrs)
     return f"{lr:g} (of {tried}); {len(runs)} run{'s' if len(runs) != 1 else ''}, {collapsed} collapsed"
 
@@ -81,8 +79,8 @@ def at_edge(runs: pd.DataFrame) -> bool:
 
 def budget(g: pd.DataFrame) -> str:
     """Return the training budget a group's runs share, in words ('1 epoch of 8,000 rows')."""
-    epochs = g["epochs"].dropna().unique() if "epochs" in g else []
-    rows = g["train_subset"].dropna().unique() if "train_subset" in g else []
+    epochs = g["epochs"].dropna().unique()
+    rows = g["train_subset"].dropna().unique()
     n = f"{int(epochs[0])} epoch{'s' if epochs[0] != 1 else ''}" if len(epochs) == 1 else "epochs as set"
     return f"{n} of {int(rows[0]):,} rows" if len(rows) == 1 else f"{n} of the whole training split"
 
@@ -101,7 +99,7 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         "train the same epochs on the same rows, so this is accuracy at an equal budget, the one a user "
         "pays for; LoRA at convergence (many more epochs) is not tested. " + PROXY
     )
-    signs, parts, groups, widths, blocked, heads = [], [], [], [], [], []
+    evidence, widths = Evidence(df), []
     for g in cells(df, ("lora",)):
         full, lora = _settings(g)
         full_acc = best_lr(full)[1]["test_acc"].dropna().tolist() if len(full) else []
@@ -111,43 +109,38 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
             continue
         best = max(seeded, key=lambda k: sum(seeded[k]) / len(seeded[k]))
         diff, half = gap(full_acc, seeded[best])
-        groups.append(g)
+        evidence.groups.append(g)
         widths.append(half)
         missing = unsearched(full, lora)
         if missing:
-            blocked.append(
+            evidence.blocked.append(
                 f"{device(g)}: the learning-rate search has not been run ({', '.join(missing)}: "
                 f"fewer than {MIN_LRS} lrs); `{SWEEP}`"
             )
         edge = [] if missing else [k for k, c in (("full fine-tuning", full), (best, lora[best])) if at_edge(c)]
         if edge:
-            blocked.append(
+            evidence.blocked.append(
                 f"{device(g)}: the best lr of {' and of '.join(edge)} is the edge of the lrs tried "
                 f"(the search has not bracketed it): add lrs beyond it to the suite, then `{SWEEP}`"
             )
         unresolved = missing or edge
-        signs.append(
+        evidence.signs.append(
             0 if unresolved else (1 if diff + half < WITHIN_POINTS else (-1 if diff - half > WITHIN_POINTS else 0))
         )
         state = " (lr search not run)" if missing else (" (best lr at the searched edge)" if edge else "")
-        heads.append(f"{device(g)}: gap {diff:+.2f} ± {half:.2f} points{state}")
-        parts.append(
+        evidence.heads.append(f"{device(g)}: gap {diff:+.2f} ± {half:.2f} points{state}")
+        evidence.parts.append(
             f"{who(g)}, {budget(g)}: best {best}: gap to full {diff:+.2f} ± {half:.2f} points "
             f"({len(seeded[best])} seeds vs {len(full_acc)}); lr: full fine-tuning "
             f"{searched(full)}; " + "; ".join(f"{k} {searched(c)}" for k, c in lora.items())
         )
-    return concluded(
+    return evidence.finding(
         "LoRA reaches full fine-tuning's accuracy within 1 point at the same budget",
         NO_FIGURE,
-        parts,
         listing(cells(df, ("lora",))),
-        signs,
-        groups,
         rule,
         f"the gap's interval (± {max(widths, default=0):.2f} points) straddles {WITHIN_POINTS:g} point",
         "needs lora runs: full fine-tuning and LoRA, ≥ 2 seeds each, on one device",
-        blocked=blocked,
-        headline=heads,
     )
 
 
@@ -160,32 +153,28 @@ def lora_speed(df: pd.DataFrame, published_dir: str) -> Finding:
         "beyond the drift between suites: holds if every setting is faster beyond both "
         "spreads; does not hold if any is slower beyond them; inconclusive otherwise. " + PROXY
     )
-    signs, parts, groups, heads, timed = [], [], [], [], Timed(df)
+    evidence = Evidence(df)
     for g in cells(df, ("lora",), timed=True):
         full, lora = _settings(g)
         if full["samples_per_s"].notna().sum() == 0 or not lora:
             continue
-        groups.append(g)
+        evidence.groups.append(g)
         base = band(full, "samples_per_s")
         shown = []
         for name, c in lora.items():
             mine = band(c, "samples_per_s")
-            signs.append(timed.compare(g, full, c, mine, base))
+            evidence.signs.append(evidence.compare(g, full, c, mine, base))
             shown.append(f"{name} {ratio(mine, base)}x")
-            heads.append(f"{device(g)}: {name} {ratio(mine, base).mid:.2f}x full's samples/s")
-        parts.append(
+            evidence.heads.append(f"{device(g)}: {name} {ratio(mine, base).mid:.2f}x full's samples/s")
+        evidence.parts.append(
             f"{who(g)}: samples/s over full fine-tuning's {base} (every lr's runs: speed does not "
             "depend on it): " + ", ".join(shown)
         )
-    return concluded(
+    return evidence.finding(
         "LoRA trains faster per step",
         NO_FIGURE,
-        parts,
         listing(cells(df, ("lora",))),
-        signs,
-        groups,
         rule,
-        timed.unresolved("the samples/s spreads overlap"),
+        evidence.unresolved("the samples/s spreads overlap"),
         "needs lora runs: full fine-tuning and at least one LoRA setting on one device",
-        headline=heads,
     )

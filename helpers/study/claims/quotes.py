@@ -9,22 +9,13 @@ tests/study/claims/test_quotes.py: each is a substring of it once runs of whites
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+
+import pandas as pd
 
 from helpers.study.published import published
 
 # the study's text writes arrows and approximations as LaTeX macros; shown as the symbols they print
 LATEX = {r"\rightarrow": "→", r"\approx": "≈", r"\sim": "~", r"\$": "$"}
-
-
-class Quote(NamedTuple):
-    """A claim's words: the study's quote, a short part of it (for the summary), its section, and our
-    hypothesis beside it ('' when none)."""
-
-    text: str
-    short: str
-    section: str
-    ours: str
 
 
 def normalized(text: str) -> str:
@@ -36,22 +27,20 @@ def shown(text: str) -> str:
     """Return a quote as a reader sees it: whitespace normalized, LaTeX macros as their symbols."""
     text = normalized(text)
     for macro, symbol in LATEX.items():
-        text = text.replace(macro + " ", symbol + " ").replace(macro, symbol)
+        text = text.replace(macro, symbol)
     return text
 
 
-def quote(key: str, published_dir: str) -> Quote:
-    """Return a claim's quote, its short part, section and our hypothesis from statements.csv."""
-    rows = published("statements.csv", published_dir).set_index("claim")
-    r = rows.loc[key]
-    return Quote(str(r["quote"]), str(r["short"]), str(r["section"]), str(r["ours"]))
+def quote(key: str, published_dir: str) -> pd.Series:
+    """Return a claim's row of statements.csv: quote, short part, section, our hypothesis ('' when none)."""
+    return published("statements.csv", published_dir).set_index("claim").loc[key]
 
 
 def study_says(key: str, published_dir: str) -> str:
     """Return '§x: "quote"' and, where the rule tests our own hypothesis, 'Ours, not the study's: ...'."""
     q = quote(key, published_dir)
-    text = f'{q.section}: "{shown(q.text)}"'
-    return text + (f" Ours, not the study's: {q.ours}." if q.ours else "")
+    text = f'{q["section"]}: "{shown(q["quote"])}"'
+    return text + (f" Ours, not the study's: {q['ours']}." if q["ours"] else "")
 
 
 # claims whose quote names only the topic (a table's column, a line of future work): the summary states the
@@ -60,10 +49,9 @@ TOPIC_ONLY = ("cost_ranking", "lora_accuracy", "lora_speed")
 
 
 def short_says(key: str, published_dir: str) -> str:
-    """Return '§x "short part of the quote"' (the section without its gloss), marked '· test: ours' where the
-    rule tests our hypothesis, and with the claim tested ('· ours: ...') where the quote names only its topic."""
+    """Return '§x "short part of the quote"', marked where the rule tests our hypothesis or names only a topic."""
     q = quote(key, published_dir)
-    said = f'{q.section.split(" (")[0]} "{shown(q.short)}"'
-    if key in TOPIC_ONLY and q.ours:
-        return f"{said} · ours: {q.ours}"
-    return said + (" · test: ours" if q.ours else "")
+    said = f'{q["section"].split(" (")[0]} "{shown(q["short"])}"'
+    if key in TOPIC_ONLY and q["ours"]:
+        return f"{said} · ours: {q['ours']}"
+    return said + (" · test: ours" if q["ours"] else "")

@@ -1,7 +1,5 @@
-"""The study's claims about the training recipe: stochastic rounding's effect by sequence length (the precision
-suite) and the tuned learning rate with LLRD against the baseline (the lr_llrd suite), each a function of
-(frame, published_dir) returning a Finding whose verdict a stated rule computes from test accuracies, only
-on arms that learned (helpers/study/claims/accuracy.py) and that use the same optimizer.
+"""The study's claims about the training recipe: stochastic rounding by sequence length, and the tuned
+learning rate with LLRD, judged on arms that learned and use the same optimizer.
 """
 
 from __future__ import annotations
@@ -9,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.study.claims.accuracy import FLOOR_POINTS, mean_interval, paired_diffs, resolvable_difference, unlearned
-from helpers.study.claims.verdict import PROXY, Finding, cells, claim, concluded, device, isclose, listing, who
+from helpers.study.claims.verdict import PROXY, Evidence, Finding, cells, claim, device, isclose, listing, who
 from helpers.study.published import published
 
 
@@ -53,12 +51,12 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
         "that device at that budget) and that use the same optimizer speak: on a CPU or GPU "
         "bf16-pure-sr is torchao's AdamW, bf16-pure torch's, and then the verdict says so. " + PROXY
     )
-    signs, parts, groups, halves, blocked, heads = [], [], [], [], [], []
+    evidence, halves = Evidence(df), []
     for g in cells(df, ("precision",)):
         diffs = paired_diffs(g, "precision", "bf16-pure-sr", "bf16-pure", "max_length")
         if not (diffs.get(16) and diffs.get(32)):
             continue
-        groups.append(g)
+        evidence.groups.append(g)
         rows = int(g["test_rows"].max()) if g["test_rows"].notna().any() else None
         arms = {
             f"{mode} L={length}": g[(g["precision"] == mode) & (g["max_length"] == length)]
@@ -66,36 +64,30 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
             for mode in ("bf16-pure", "bf16-pure-sr")
         }
         why = [w for w in (unlearned(df, arms), optimizers(arms)) if w]
-        blocked += [f"{w} [{who(g)}]" for w in why]
+        evidence.blocked.extend(f"{w} [{who(g)}]" for w in why)
         shown = []
         for length, claimed in ((16, 1), (32, -1)):
             mean, half, _ = mean_interval(diffs[length])
             if len(diffs[length]) == 1:
                 half = resolvable_difference([g[g["max_length"] == length]["test_acc"].mean()], rows)
-            signs.append(0 if why else claimed * (1 if mean - half > 0 else (-1 if mean + half < 0 else 0)))
+            evidence.signs.append(0 if why else claimed * (1 if mean - half > 0 else (-1 if mean + half < 0 else 0)))
             halves.append(half)
             shown.append(f"L={length} {100 * mean:+.2f} ± {100 * half:.2f} points ({len(diffs[length])} pairs)")
-        parts.append(f"{who(g)}: SR − no SR paired by seed: " + ", ".join(shown))
-        heads += [f"{device(g)}: SR − no SR {x.split(' ±')[0]}" for x in shown]
-    return concluded(
+        evidence.parts.append(f"{who(g)}: SR − no SR paired by seed: " + ", ".join(shown))
+        evidence.heads.extend(f"{device(g)}: SR − no SR {x.split(' ±')[0]}" for x in shown)
+    return evidence.finding(
         "Stochastic rounding's effect depends on sequence length",
         text,
-        parts,
         listing(cells(df, ("precision",))),
-        signs,
-        groups,
         rule,
         f"these pairs resolve an SR effect of ±{100 * max(halves, default=0):.2f} points",
         "needs precision runs in bf16-pure and bf16-pure-sr with the same seeds at L=16 and L=32",
-        blocked=blocked,
-        headline=heads,
     )
 
 
 @claim
 def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
-    """Return whether the tuned setting (lr 1.5e-4, LLRD 0.95) beats the baseline (2e-5, no LLRD), and,
-    as ours, LLRD's effect apart from the learning rate (the 2x2)."""
+    """Return whether lr 1.5e-4 with LLRD 0.95 beats lr 2e-5 without, and (ours) LLRD's own effect."""
     pub = published("lr_llrd.csv", published_dir)
     acc = {(r.lr, r.llrd_decay): float(r.accuracy) for r in pub.itertuples()}
     ref, tuned = acc["2e-5", ""], acc["1.5e-4", "0.95"]
@@ -114,7 +106,7 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
         "reached on that device at that budget). Ours, shown beside and deciding nothing: LLRD's effect "
         "apart from the lr, the mean over the two lrs of LLRD minus none, from the 2x2. " + PROXY
     )
-    signs, parts, groups, res, blocked, heads = [], [], [], [], [], []
+    evidence, res = Evidence(df), []
     for g in cells(df, ("lr_llrd",)):
         cell = {
             (lr, d): g[isclose(g["lr"], lr) & (g["llrd_decay"] == "none" if d is None else isclose(g["llrd_decay"], d))]
@@ -124,36 +116,31 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
         base, best = cell[2e-5, None], cell[1.5e-4, 0.95]
         if base.empty or best.empty:
             continue
-        groups.append(g)
+        evidence.groups.append(g)
         rows = int(g["test_rows"].max()) if g["test_rows"].notna().any() else None
         values = {k: c["test_acc"].dropna().tolist() for k, c in cell.items()}
         res.append(max(resolvable_difference(values[k], rows) for k in ((2e-5, None), (1.5e-4, 0.95))))
         m = {k: sum(v) / len(v) for k, v in values.items() if v}
         gain = m[1.5e-4, 0.95] - m[2e-5, None]
         why = unlearned(df, {"lr 2e-5 without LLRD": base, "lr 1.5e-4 with LLRD 0.95": best})
-        blocked += [f"{why} [{who(g)}]"] * bool(why)
-        signs.append(0 if why else (1 if gain > res[-1] else (-1 if gain < -res[-1] else 0)))
+        evidence.blocked += [f"{why} [{who(g)}]"] * bool(why)
+        evidence.signs.append(0 if why else (1 if gain > res[-1] else (-1 if gain < -res[-1] else 0)))
         ours = ""
         if len(m) == 4:
             llrd = ((m[2e-5, 0.95] - m[2e-5, None]) + (m[1.5e-4, 0.95] - m[1.5e-4, None])) / 2
             ours = f"; ours: LLRD's effect apart from the lr {100 * llrd:+.2f} points"
         seeds = min(len(values[2e-5, None]), len(values[1.5e-4, 0.95]))
-        heads.append(f"{device(g)}: tuned − baseline {100 * gain:+.2f} points")
-        parts.append(
+        evidence.heads.append(f"{device(g)}: tuned − baseline {100 * gain:+.2f} points")
+        evidence.parts.append(
             f"{who(g)}: tuned − baseline {100 * gain:+.2f} points ({100 * m[2e-5, None]:.2f}% → "
             f"{100 * m[1.5e-4, 0.95]:.2f}%, at least {seeds} seed(s) a cell; resolvable "
             f"{100 * res[-1]:.2f}){ours}"
         )
-    return concluded(
+    return evidence.finding(
         "Tuning (lr 1.5e-4 with LLRD 0.95) raises accuracy over lr 2e-5",
         text,
-        parts,
         listing(cells(df, ("lr_llrd",))),
-        signs,
-        groups,
         rule,
         f"the seeds resolve a difference of {100 * max(res, default=0):.2f} points",
         "needs lr_llrd runs at lr 2e-5 without LLRD and lr 1.5e-4 with LLRD 0.95",
-        blocked=blocked,
-        headline=heads,
     )

@@ -1,6 +1,5 @@
-"""The study's claims on its speedup suite: the optimized configuration's speedup over the baseline per device
-(a magnitude: real records only) and the cost per task ranking its devices, at this repository's prices
-(helpers/facts/instance_prices.csv), each a function of (frame, published_dir) returning a Finding.
+"""The study's claims on its speedup suite: the optimized configuration's speedup per device, and the cost
+per task ranking its devices at this repository's prices (helpers/facts/instance_prices.csv).
 """
 
 from __future__ import annotations
@@ -11,14 +10,13 @@ from helpers.calc.facts import cuda_device_key, device_column
 from helpers.calc.prices import accelerator_price, price_per_accelerator_hour, whole_instances_price
 from helpers.study.claims.verdict import (
     Band,
+    Evidence,
     Finding,
     band,
     cells,
     claim,
     compare,
-    deciding,
     device,
-    judged,
     listing,
     proxies,
     ratio,
@@ -49,42 +47,39 @@ def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
         f"its GPUs' range {gpus.min():.2f}–{gpus.max():.2f}x); does not hold if outside on any. A magnitude: "
         "proxies show only whether optimized is faster and leave it not testable here."
     )
-    signs, parts, real, heads = [], [], [], []
+    evidence = Evidence(df)
     for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu"), timed=True):
         base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
         if base.empty or opt.empty:
             continue
         times = ratio(band(base, "train_s"), band(opt, "train_s"))
         if g["proxy"].iloc[0]:
-            parts.append(f"{who(g)}: {times}x (proxy: direction only)")
+            evidence.parts.append(f"{who(g)}: {times}x (proxy: direction only)")
             continue
-        heads.append(f"{device(g)}: {times.mid:.2f}x")
+        evidence.heads.append(f"{device(g)}: {times.mid:.2f}x")
         name = study_device(g)
         lo, hi = (pub[name], pub[name]) if name else (gpus.min(), gpus.max())
-        signs.append(1 if times.hi >= lo * (1 - SPEEDUP_TOLERANCE) and times.lo <= hi * (1 + SPEEDUP_TOLERANCE) else -1)
-        real.append(g)
-        parts.append(f"{who(g)}: {times}x against {fmt(lo)}" + (f"–{fmt(hi)}" if hi != lo else "") + "x published")
-    verdict, reason, basis = judged(signs, real)
-    if not real:
-        reason = "needs bert-base on a GPU or trn1: baseline and optimized runs of the full variant"
-        proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
-        reason += f"; the proxies here ({proxy}) show the direction only" if proxy else ""
-    return Finding(
+        evidence.signs.append(
+            1 if times.hi >= lo * (1 - SPEEDUP_TOLERANCE) and times.lo <= hi * (1 + SPEEDUP_TOLERANCE) else -1
+        )
+        evidence.groups.append(g)
+        evidence.parts.append(
+            f"{who(g)}: {times}x against {fmt(lo)}" + (f"–{fmt(hi)}" if hi != lo else "") + "x published"
+        )
+    proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
+    return evidence.finding(
         "The optimized configuration is 3.7–7.3x faster",
         text,
-        "; ".join(parts) or "no records",
-        verdict,
+        "no records",
         rule,
-        reason,
-        basis,
-        deciding(signs, heads),
+        "",
+        "needs bert-base on a GPU or trn1: baseline and optimized runs of the full variant"
+        + (f"; the proxies here ({proxy}) show the direction only" if proxy else ""),
     )
 
 
 def at_our_prices(pub: pd.DataFrame) -> str:
-    """Return the study's seconds per task (cost.csv) priced at helpers/facts/instance_prices.csv, ranked, per
-    accelerator-hour (the study's basis, this claim's) and, beside it, per whole instance (the decision's), with
-    where its price or instance differs from the facts'."""
+    """Return the study's seconds per task at our prices, ranked per accelerator-hour and per whole instance."""
     shared, whole, notes = {}, {}, []
     for r in pub.itertuples():
         instance = r.instance_as_printed.lower().replace("-", ".")
@@ -136,19 +131,16 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
                 continue
             found[name] = (Band(*(x * price for x in band(g, "train_s"))), g)
     order = [d for d in pub["device"] if d in found]
-    signs = [compare(found[b][0], found[a][0]) for a, b in zip(order, order[1:])]
-    measured = "; ".join(f"{who(found[d][1])}: ${found[d][0]}" for d in order)
-    verdict, reason, basis = judged(signs, [found[d][1] for d in order], "neighbouring costs overlap")
-    if len(order) < 2:
-        reason = "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance"
-    ranked = " < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else ""
-    return Finding(
+    evidence = Evidence(df, [found[d][1] for d in order])
+    evidence.signs = [compare(found[b][0], found[a][0]) for a, b in zip(order, order[1:])]
+    evidence.parts = [f"{who(found[d][1])}: ${found[d][0]}" for d in order]
+    return evidence.finding(
         "Cost ranking of the devices",
         text,
-        measured or listing(cells(df, ("speedup",))),
-        verdict,
+        listing(cells(df, ("speedup",))),
         rule,
-        reason,
-        basis,
-        ranked,
+        "neighbouring costs overlap",
+        "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance",
+        tested=len(order) >= 2,
+        headline=" < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else "",
     )

@@ -1,8 +1,4 @@
-"""The study's claims about throughput, padding and utilization across device classes, each a function of
-(frame, published_dir) returning a Finding whose verdict a stated rule computes from the records
-(helpers/study/claims/verdict.py). trn1-only claims are in trn1.py, LoRA's in lora.py; accuracy, speedup
-and cost in findings.py.
-"""
+"""The study's claims about throughput, padding and utilization across device classes."""
 
 from __future__ import annotations
 
@@ -10,16 +6,13 @@ import pandas as pd
 
 from helpers.study.claims.verdict import (
     PROXY,
+    Evidence,
     Finding,
-    Timed,
     band,
     cells,
     claim,
     compare,
-    concluded,
-    deciding,
     device,
-    judged,
     listing,
     who,
 )
@@ -48,30 +41,26 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
         "construction) and decides nothing. " + PROXY
     )
     groups = [g for g in cells(df, ("batch_scaling",), timed=True) if g["batch"].nunique() >= 2]
-    signs, parts, heads, timed = [], [], [], Timed(df)
+    evidence = Evidence(df, groups)
     for g in groups:
         small, large = g[g["batch"] == g["batch"].min()], g[g["batch"] == g["batch"].max()]
         a, b = band(large, "samples_per_s"), band(small, "samples_per_s")
-        signs.append(timed.compare(g, small, large, a, b))
-        heads.append(f"{device(g)}: {a.mid / b.mid:.2f}x the samples/s")
-        parts.append(
+        evidence.signs.append(evidence.compare(g, small, large, a, b))
+        evidence.heads.append(f"{device(g)}: {a.mid / b.mid:.2f}x the samples/s")
+        evidence.parts.append(
             f"{who(g)}: samples/s {b} at batch {fmt(small['batch'].iloc[0])} → {a} at batch "
             f"{fmt(large['batch'].iloc[0])} ({a.mid / b.mid:.2f}x); FLOP/byte "
             f"{fmt(small['ai'].median())} → "
             f"{fmt(large['ai'].median())} (model, decides nothing)"
         )
-    unresolved = timed.unresolved(f"differences under {fmt(max(timed.resolvable, default=0))}% are within the spread")
-    return concluded(
+    unresolved = f"differences under {fmt(max(evidence.resolvable, default=0))}% are within the spread"
+    return evidence.finding(
         "A larger batch trains more samples per second",
         text,
-        parts,
         listing(cells(df, ("batch_scaling",))),
-        signs,
-        groups,
         rule,
-        unresolved,
+        evidence.unresolved(unresolved),
         "needs batch_scaling runs at ≥ 2 batches on one device",
-        headline=heads,
     )
 
 
@@ -107,29 +96,25 @@ def seq_len(df: pd.DataFrame, published_dir: str) -> Finding:
         "tested; the FLOP ratio (a model) is shown beside. " + PROXY
     )
     groups = [g for g in cells(df, ("seq_len", "profile_memory"), timed=True) if {32, 128} <= set(g["max_length"])]
-    signs, parts, heads, timed = [], [], [], Timed(df)
+    evidence = Evidence(df, groups)
     for g in groups:
         long, short = g[g["max_length"] == 128], g[g["max_length"] == 32]
         a, b = band(short, "samples_per_s"), band(long, "samples_per_s")
-        signs.append(timed.compare(g, short, long, a, b))
+        evidence.signs.append(evidence.compare(g, short, long, a, b))
         flops = flop_ratio(str(g["model_name"].iloc[0]), float(short["batch"].median()))
-        heads.append(f"{device(g)}, {g['suite'].iloc[0]}: {a.mid / b.mid:.2f}x the samples/s")
-        parts.append(
+        evidence.heads.append(f"{device(g)}, {g['suite'].iloc[0]}: {a.mid / b.mid:.2f}x the samples/s")
+        evidence.parts.append(
             f"{who(g)}: samples/s {a} at L=32 vs {b} at L=128 ({a.mid / b.mid:.2f}x); "
             f"{flops:.2f}x the FLOPs at L=128 (model)"
         )
-    unresolved = timed.unresolved(f"differences under {fmt(max(timed.resolvable, default=0))}% are within the spread")
-    return concluded(
+    unresolved = f"differences under {fmt(max(evidence.resolvable, default=0))}% are within the spread"
+    return evidence.finding(
         "L=32 maximizes end-to-end throughput (against L=128)",
         text,
-        parts,
         "no records",
-        signs,
-        groups,
         rule,
-        unresolved,
+        evidence.unresolved(unresolved),
         "needs seq_len or profile_memory runs at L=32 and L=128 on one device",
-        headline=heads,
     )
 
 
@@ -148,7 +133,7 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
         for g in cells(df, ("padding",), ("trn1", "xla-cpu"), timed=True)
         if (g["padding"] == "static").any() and (g["padding"] == "dynamic").any()
     ]
-    signs, parts, heads, timed = [], [], [], Timed(df)
+    evidence = Evidence(df, groups)
     for g in groups:
         static = g[g["padding"] == "static"]
         a = band(static, "train_s")
@@ -156,27 +141,23 @@ def padding(df: pd.DataFrame, published_dir: str) -> Finding:
         for multiple, dyn in dynamic.groupby(dynamic["pad_to_multiple_of"].fillna(0)):
             b = band(dyn, "train_s")
             more = dyn["compilations"].min() > static["compilations"].max()
-            slower = timed.compare(g, static, dyn, b, a)
-            signs.append(-1 if not more or slower < 0 else slower)
-            heads.append(f"{device(g)}: {b.mid / a.mid:.2f}x static's train time")
-            parts.append(
+            slower = evidence.compare(g, static, dyn, b, a)
+            evidence.signs.append(-1 if not more or slower < 0 else slower)
+            evidence.heads.append(f"{device(g)}: {b.mid / a.mid:.2f}x static's train time")
+            evidence.parts.append(
                 f"{who(g)}: static {fmt(static['compilations'].max())} compilation(s), train {a} s; "
                 f"dynamic{f' (pad to {int(multiple)})' if multiple else ''} "
                 f"{fmt(dyn['compilations'].min())} compilation(s), train {b} s"
             )
-    unresolved = timed.unresolved(f"train times within {fmt(max(timed.resolvable, default=0))}% are not resolved")
-    return concluded(
+    unresolved = f"train times within {fmt(max(evidence.resolvable, default=0))}% are not resolved"
+    return evidence.finding(
         "Dynamic padding recompiles and static padding wins on XLA",
         "the study gives no figure beside the 77+ hours (§3.1)",
-        parts,
         listing(cells(df, ("padding",))),
-        signs,
-        groups,
         rule,
-        unresolved,
+        evidence.unresolved(unresolved),
         "needs static and dynamic padding runs on an XLA device (torch-xla; trn1 for the study's "
         "magnitude); a GPU or the CPU does not compile per shape",
-        headline=heads,
     )
 
 
@@ -204,7 +185,7 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
     found = cells(df, ("small_batch",), ("gpu", "trn1"))
     groups = [g for g in found if g["util_like_study"].fillna(False).astype(bool).all()]
     gpus, cores = [g for g in groups if g["cls"].iloc[0] == "gpu"], [g for g in groups if g["cls"].iloc[0] == "trn1"]
-    signs, parts, judged_groups, heads = [], [], [], []
+    evidence = Evidence(df)
     for gpu in gpus:
         for core in [c for c in cores if c["variant"].iloc[0] == gpu["variant"].iloc[0]]:
             pairs = [
@@ -213,32 +194,25 @@ def small_batch_util(df: pd.DataFrame, published_dir: str) -> Finding:
                 if b <= 16
             ]
             if pairs:
-                signs += [compare(a, b) for _, a, b in pairs]
-                judged_groups += [gpu, core]
-                heads += [
+                evidence.signs.extend(compare(a, b) for _, a, b in pairs)
+                evidence.groups.extend([gpu, core])
+                evidence.heads.extend(
                     f"batch {fmt(b)}: {device(gpu)} {x.mid:.1f}% vs {device(core)} {y.mid:.1f}%" for b, x, y in pairs
-                ]
-                parts.append(
+                )
+                evidence.parts.append(
                     f"{who(gpu)} ({gpu['util_metric'].iloc[0]}) vs {who(core)} "
                     f"({core['util_metric'].iloc[0]}): "
                     + ", ".join(f"batch {fmt(batch)} {a}% vs {b}%" for batch, a, b in pairs)
                 )
-    verdict, reason, basis = judged(signs, judged_groups, "utilizations equal within their runs' range")
-    if not signs:
-        other = sorted({g["util_metric"].iloc[0] for g in found if not any(g is h for h in groups)})
-        reason = (
-            "needs a trn1 record and a GPU's: small_batch runs at batches ≤ 16 with tensor-unit figures "
-            "on both sides: tensor-pipe activity (NVML GPM on a Hopper GPU) and tensor engine active % "
-            "(neuron-profile on a trn1)"
-            + (f"; the records here measure {', '.join(other)}, not those" if other else "")
-        )
-    return Finding(
+    other = sorted({g["util_metric"].iloc[0] for g in found if not any(g is h for h in groups)})
+    return evidence.finding(
         "GPUs keep higher utilization at small batch",
         text,
-        "; ".join(parts) or listing(cells(df, ("small_batch",))),
-        verdict,
+        listing(cells(df, ("small_batch",))),
         rule,
-        reason,
-        basis,
-        deciding(signs, heads),
+        "utilizations equal within their runs' range",
+        "needs a trn1 record and a GPU's: small_batch runs at batches ≤ 16 with tensor-unit figures "
+        "on both sides: tensor-pipe activity (NVML GPM on a Hopper GPU) and tensor engine active % "
+        "(neuron-profile on a trn1)" + (f"; the records here measure {', '.join(other)}, not those" if other else ""),
+        tested=bool(evidence.signs),
     )

@@ -8,14 +8,12 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.study.claims.verdict import (
+    Evidence,
     Finding,
-    Timed,
     band,
     cells,
     claim,
-    concluded,
     device,
-    judged,
     listing,
     ratio,
     who,
@@ -92,9 +90,8 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
         "beyond it; inconclusive otherwise. Needs neuronx-cc: XLA on the CPU ignores the flag (no "
         "proxy)."
     )
-    signs, parts, heads, timed = [], [], [], Timed(df)
-    groups = cells(df, ("compiler_flags",), ("trn1",), prefer_real=False, timed=True)
-    for g in groups:
+    evidence = Evidence(df, cells(df, ("compiler_flags",), ("trn1",), prefer_real=False, timed=True))
+    for g in evidence.groups:
         for (model_type, strategy), combo in g.groupby(["model_type", "distribution_strategy"]):
             if not (combo["optlevel"] == 1).any():
                 continue
@@ -103,22 +100,18 @@ def optlevel(df: pd.DataFrame, published_dir: str) -> Finding:
                 other = combo[combo["optlevel"] == level]
                 if len(other):
                     b = band(other, "train_s")
-                    signs.append(timed.compare(g, combo[combo["optlevel"] == 1], other, one, b))
+                    evidence.signs.append(evidence.compare(g, combo[combo["optlevel"] == 1], other, one, b))
                     shown.append(f"{level} {b} s")
-                    heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs {level} {b.mid:.0f} s")
-            parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
-    return concluded(
+                    evidence.heads.append(f"{device(g)}: optlevel 1 {one.mid:.0f} s vs {level} {b.mid:.0f} s")
+            evidence.parts.append(f"{who(g)}, {model_type} + {strategy}: optlevel 1 {one} s vs " + ", ".join(shown))
+    return evidence.finding(
         "--optlevel 2/3 train faster than --optlevel 1",
         text,
-        parts,
         listing(cells(df, ("compiler_flags",))),
-        signs,
-        groups,
         rule,
-        timed.unresolved(f"train times within {fmt(max(timed.resolvable, default=0))}% are not resolved"),
+        evidence.unresolved(f"train times within {fmt(max(evidence.resolvable, default=0))}% are not resolved"),
         f"{NEEDS}: compiler_flags runs on a NeuronCore (neuronx-cc) at optlevel 1 and 2 or 3",
-        headline=heads,
-        tested=bool(signs),
+        tested=bool(evidence.signs),
     )
 
 
@@ -136,30 +129,27 @@ def dma_bound(df: pd.DataFrame, published_dir: str) -> Finding:
         "on any. Needs the Neuron profiler's engine/DMA split (neuron-monitor has none; XLA on the CPU has no "
         "DMA engines): no proxy."
     )
-    signs, parts, groups = [], [], []
+    evidence = Evidence(df)
     for g in cells(df, tuple(df["suite"].dropna().unique()), ("trn1",), prefer_real=False):
         g = g[(g["batch"] <= 16) & g["share_copy_data_movement"].notna() & g["share_matmul"].notna()]
         if len(g):
             r = g[g["batch"] == g["batch"].min()]
             copy, matmul = r["share_copy_data_movement"].median(), r["share_matmul"].median()
-            signs.append(1 if copy > matmul else -1)
-            groups.append(g)
-            parts.append(
+            evidence.signs.append(1 if copy > matmul else -1)
+            evidence.groups.append(g)
+            evidence.parts.append(
                 f"{who(g)}: at batch {fmt(r['batch'].iloc[0])} data movement {fmt(copy)}% vs matmul "
                 f"{fmt(matmul)}% of step time"
             )
-    verdict, reason, basis = judged(signs, groups)
-    if not signs:
-        reason = f"{NEEDS}: a Neuron profiler (neuron-profile) trace of a trn1 run at batch ≤ 16"
-    return Finding(
+    return evidence.finding(
         "trn1 is DMA/memory-bound at small batch",
         text,
-        "; ".join(parts) or "no trn1 profile",
-        verdict,
+        "no trn1 profile",
         rule,
-        reason,
-        basis,
-        parts[0].split(": ", 1)[-1] if parts else "",
+        "",
+        f"{NEEDS}: a Neuron profiler (neuron-profile) trace of a trn1 run at batch ≤ 16",
+        tested=bool(evidence.signs),
+        headline=evidence.parts[0].split(": ", 1)[-1] if evidence.parts else "",
     )
 
 

@@ -1,11 +1,5 @@
 """What a finding stands on: the device class of a record, whether it is a proxy, a cell's timing band,
-and how the per-device comparisons of a claim combine into one verdict.
-
-A comparison is a sign: +1 the effect the study claims, resolved beyond the spread; -1 the opposite,
-resolved; 0 not resolved. A claim holds when every comparison is +1, does not hold when any is -1, and is
-inconclusive otherwise; with no comparison it is not testable here. The verdict carries the grade of its
-evidence: on a proxy it is "consistent on proxy" / "contradicted on proxy", on a model's estimate
-"consistent with the model" / "contradicted by the model"; "holds" only on records of the claim's own kind.
+and how the per-device comparisons of a claim combine into one verdict graded by its evidence.
 """
 
 from __future__ import annotations
@@ -96,11 +90,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         return df
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
     neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
-    cls = np.where(
-        df["device_type"] == "cuda",
-        "gpu",
-        np.where(df["device_type"] == "xla", np.where(neuron, "trn1", "xla-cpu"), "cpu"),
-    )
+    xla = df["device_type"] == "xla"
+    cls = np.select([df["device_type"] == "cuda", xla & neuron, xla], ["gpu", "trn1", "xla-cpu"], "cpu")
     df = df.assign(cls=cls, variant=df["variant"].fillna("adhoc"))
     return df.assign(proxy=(df["model_name"] != REAL_MODEL) | ~df["cls"].isin(REAL_CLASSES))
 
@@ -112,10 +103,9 @@ def cells(
     prefer_real: bool = True,
     timed: bool = False,
 ) -> list[pd.DataFrame]:
-    """Return the finished rows of `suites` on `classes` per (device, variant, suite); only the real ones if any
-    is; `timed`: without the profiled runs (the profiler slows the steps it watches)."""
+    """Return the finished rows of `suites` on `classes` per (device, variant, suite); only the real ones if any is."""
     rows = df[df["suite"].isin(suites) & df["cls"].isin(classes) & (df["status"] == "finished")]
-    if timed:
+    if timed:  # the profiler slows the steps it watches
         rows = rows[~profiled(rows)]
     if prefer_real and (~rows["proxy"]).any():
         rows = rows[~rows["proxy"]]
@@ -141,8 +131,7 @@ def proxies(groups: list[pd.DataFrame]) -> str:
 
 
 def band(rows: pd.DataFrame, metric: str) -> Band:
-    """Return a metric's median over rows and its spread: with >= 3 runs their min-max (between runs); fewer,
-    the windows for samples/s, p10-p90 for step ms, the steps' relative p10-p90 for a train time."""
+    """Return a metric's median over rows and its spread: between runs with >= 3 of them, else within the runs."""
     values = rows[metric].astype(float)
     if values.notna().sum() >= MIN_RUNS:
         lo, hi = values, values
@@ -166,28 +155,24 @@ def compare(a: Band, b: Band) -> int:
 
 
 def interleaved(*arms: pd.DataFrame) -> bool:
-    """Return whether the arms ran interleaved in one suite: all from the same suite, each with >= 3 runs of
-    which some are repeats (`-rep<r>`: a suite's repeats come every cell once, then every cell again; seeds of
-    a cell run back to back)."""
+    """Return whether the arms ran interleaved in one suite, each with >= 3 runs of which some are repeats."""
+    # a suite's repeats (`-rep<r>`) come every cell once, then every cell again; seeds of a cell run back to back
     suites = {s for arm in arms for s in arm["suite"].dropna()}
     repeated = all(len(arm) >= MIN_RUNS and arm["run_name"].astype(str).str.contains("-rep").any() for arm in arms)
     return len(suites) == 1 and repeated
 
 
 def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
-    """Return the drift (%) between suites on the rows' device (the agreement table's largest gap); on a device
-    that timed no configuration in two suites, the largest any device here shows (a machine's drift is not
-    known to be smaller than the others'); None when no device shows one."""
+    """Return the drift (%) between suites on the rows' device, else the largest any device shows, else None."""
+    # a machine that timed no configuration in two suites is not known to drift less than the others
     drifts = drift_pcts(df)
     return drifts.get(str(rows["device_key"].iloc[0]), max(drifts.values(), default=None))
 
 
 def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:
-    """Return compare(a, b), left unresolved when the arms did not run interleaved and differ by no more than
-    the drift between suites (a noise the range between back-to-back runs does not show), or when they did
-    not run interleaved and that drift is unknown (no configuration there was timed by two suites)."""
+    """Return compare(a, b), unresolved for arms not interleaved within the drift between suites, or of unknown drift."""
     sign = compare(a, b)
-    if sign and not together:
+    if sign and not together:  # the drift is a noise the range between back-to-back runs does not show
         if drift_pct is None:
             return 0
         gap = 100 * abs(a.mid - b.mid) / min(a.mid, b.mid)
@@ -196,11 +181,15 @@ def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> 
 
 
 @dataclass
-class Timed:
-    """A claim's timing comparisons: whether each one's arms ran interleaved, the drift it was judged
-    beyond, and the smallest difference (%) its spreads resolve."""
+class Evidence:
+    """A claim's comparisons: signs, headlines, groups judged, evidence in words, blocks, how each timed one ran."""
 
     df: pd.DataFrame
+    groups: list[pd.DataFrame] = field(default_factory=list)
+    signs: list[int] = field(default_factory=list)
+    heads: list[str] = field(default_factory=list)  # one per comparison
+    parts: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # comparisons that could not speak (an arm that did not learn)
     together: list[bool] = field(default_factory=list)
     drifts: list[float | None] = field(default_factory=list)
     resolvable: list[float] = field(default_factory=list)
@@ -229,6 +218,37 @@ class Timed:
             )
         return "; ".join(parts)
 
+    def finding(
+        self,
+        claim: str,
+        published: str,
+        empty: str,
+        rule: str,
+        unresolved: str,
+        needs: str,
+        tested: bool | None = None,
+        headline: str | None = None,
+    ) -> Finding:
+        """Return the Finding of the comparisons; untested (default: no groups), its reason is `needs`."""
+        signs = self.signs
+        verdict = combine(signs)
+        reason = (
+            f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
+            f"{sum(s < 0 for s in signs)} against it"
+        )
+        if verdict == "inconclusive" and unresolved:  # what the sample could have resolved
+            reason += f"; {unresolved}"
+        proxy = proxies(self.groups)
+        if proxy:
+            reason += f"; direction only, on proxy: {proxy}"
+        if self.blocked and verdict == "inconclusive":
+            reason = "; ".join(self.blocked) + "; " + reason
+        if not (bool(self.groups) if tested is None else tested):
+            reason = needs
+        basis = "none" if not signs else ("proxy (direction only)" if proxy else "measured")
+        headline = deciding(signs, self.heads) if headline is None else headline
+        return Finding(claim, published, "; ".join(self.parts) or empty, verdict, rule, reason, basis, headline)
+
 
 def resolvable_pct(a: Band, b: Band) -> float:
     """Return the smallest relative difference (%) two cells with these spreads resolve: their half-widths summed."""
@@ -241,56 +261,12 @@ def ratio(a: Band, b: Band) -> Band:
 
 
 def combine(signs: list[int]) -> str:
-    """Return the verdict of a list of comparisons (see the module docstring)."""
+    """Return the verdict of comparisons: +1 the claimed effect resolved, -1 the opposite, 0 unresolved."""
     if not signs:
         return "not testable here"
     if any(s < 0 for s in signs):
         return "does not hold"
     return "holds" if all(s > 0 for s in signs) else "inconclusive"
-
-
-def judged(signs: list[int], groups: list[pd.DataFrame], unresolved: str = "") -> tuple[str, str, str]:
-    """Return (verdict, reason, basis) of comparisons made on `groups`; `unresolved` says what the
-    sample could have resolved, shown when the verdict is inconclusive."""
-    verdict = combine(signs)
-    reason = (
-        f"{sum(s > 0 for s in signs)} of {len(signs)} comparisons resolved in the claimed direction, "
-        f"{sum(s < 0 for s in signs)} against it"
-    )
-    if verdict == "inconclusive" and unresolved:
-        reason += f"; {unresolved}"
-    proxy = proxies(groups)
-    if proxy:
-        reason += f"; direction only, on proxy: {proxy}"
-    return verdict, reason, "none" if not signs else ("proxy (direction only)" if proxy else "measured")
-
-
-def concluded(
-    claim: str,
-    published: str,
-    parts: list[str],
-    empty: str,
-    signs: list[int],
-    groups: list[pd.DataFrame],
-    rule: str,
-    unresolved: str,
-    needs: str,
-    tested: bool | None = None,
-    blocked: list[str] = (),
-    headline: str | list[str] = "",
-) -> Finding:
-    """Return the Finding of `signs` compared on `groups`; when untested (default: no groups), the reason is
-    `needs`, what would test it, and the evidence `empty` unless `parts` describe some. `blocked` names the
-    comparisons left unresolved because they could not speak (an arm that did not learn, unlike optimizers):
-    an inconclusive verdict's reason opens with them. `headline`, one per comparison, gives the deciding one's."""
-    verdict, reason, basis = judged(signs, groups, unresolved)
-    if isinstance(headline, list):
-        headline = deciding(signs, headline)
-    if blocked and verdict == "inconclusive":
-        reason = "; ".join(blocked) + "; " + reason
-    if not (bool(groups) if tested is None else tested):
-        reason = needs
-    return Finding(claim, published, "; ".join(parts) or empty, verdict, rule, reason, basis, headline)
 
 
 def device(rows: pd.DataFrame) -> str:
@@ -299,8 +275,7 @@ def device(rows: pd.DataFrame) -> str:
 
 
 def deciding(signs: list[int], heads: list[str]) -> str:
-    """Return the heads of the comparisons that decided the verdict (one per sign): the first against the
-    claim, else the unresolved ones (two, and how many more), else the first ('' with none)."""
+    """Return the heads that decided the verdict: the first against the claim, else the unresolved ones, else the first."""
     if -1 in signs:
         return heads[signs.index(-1)]
     open_ = [h for s, h in zip(signs, heads) if s == 0]

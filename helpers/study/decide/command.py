@@ -1,14 +1,9 @@
-"""python -m helpers.study.decide: which accelerator for a fine-tuning job (the table:
-helpers/study/decide/ranking.py).
-
-The command sits above the report: `--write` draws the report's decision figure
-(helpers/study/decide/cost_plot.py) and reads the suites' current points as the report does
-(helpers/study/report/build.py).
-"""
+"""python -m helpers.study.decide: which accelerator for a fine-tuning job (the table: ranking.py)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import shlex
 import sys
@@ -92,16 +87,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     if not repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
-    job = ranking.Job(
-        args.epochs,
-        args.rows,
-        args.target_accuracy,
-        args.runs_sharing_cache,
-        args.warm_cache,
-        args.shared_instance,
-        args.model,
-        args.lora_r,
-    )
+    # every option but --results, --suites-dir and --write is named as a field of Job
+    job = ranking.Job(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ranking.Job)})
     df, skipped = frame.load(repo_path(args.results))
     df = current_points(df, find_suites(args.suites_dir))
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal

@@ -1,8 +1,5 @@
 """The decision figure: a job's cost against its epochs per device, one panel per (compiled, eager) pair,
-the epochs where a compiled device's one-off is repaid marked. Drawn from helpers.study.decide's table.
-
-Each line is one-off dollars + epochs x dollars per epoch; published devices dashed. Written with no
-version stamp, so the same table gives the same bytes.
+the epochs where a compiled device's one-off is repaid marked.
 """
 
 from __future__ import annotations
@@ -94,8 +91,7 @@ def compared(table: pd.DataFrame, breaks: pd.DataFrame, pair: tuple[str, str]) -
 
 
 def figure(table: pd.DataFrame, breaks: pd.DataFrame, job, command: str, pairs: dict[tuple[str, str], str]):
-    """Return the finished figure: a panel per pair with rows of one configuration, the price basis on top, a
-    legend entry naming each pair left out for want of a like configuration."""
+    """Return the finished figure: a panel per pair with rows of one configuration, the price basis on top."""
     panels = [(pair, title, compared(table, breaks, pair)) for pair, title in pairs.items()]
     drawn = [p for p in panels if len(p[2])] or [(*next(iter(pairs.items())), table.iloc[0:0])]
     with plot_style.theme():

@@ -1,7 +1,4 @@
-"""The decision page in words: the table, break-even readings, the rules, the prices and the conclusion,
-from the table helpers.study.decide.ranking computes. A "never" or a ranking is said only beyond the gap
-that single runs resolve; a cheapest / fastest mark only among rows that ran the same job.
-"""
+"""The decision page in words: the table, break-even readings, the rules, the prices and the conclusion."""
 
 from __future__ import annotations
 
@@ -42,7 +39,7 @@ RULES = (
 
 def money(value) -> str:
     """Return dollars with 4 significant digits, or the dash."""
-    return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"${value:.4g}"
+    return DASH if pd.isna(value) else f"${value:.4g}"
 
 
 def reading(a, b, epochs: float | None, job) -> str:
@@ -88,8 +85,7 @@ def _who(job) -> str:
 
 
 def markdown(table: pd.DataFrame, breaks: pd.DataFrame, job, figure: str | None = None) -> str:
-    """Return the decision section: the question first, the table, break-even epochs (and the figure's
-    link), the rules and prices, the conclusion last."""
+    """Return the decision section: the question, the table, break-even epochs, rules, prices, the conclusion."""
     target = f", target {job.target_accuracy:.0%} validation accuracy" if job.target_accuracy else ""
     price = "one accelerator's share of the instance" if job.shared_instance else "the whole instance (a single user)"
     basis, other = (

@@ -2,15 +2,6 @@
 a target validation accuracy, from the run records (measured) and the study's figures (published).
 
     python -m helpers.study.decide --epochs 3 --rows 16000 --target-accuracy 0.94 [--runs-sharing-cache 4]
-
-Which record stands for a device (one per device key, finished, fixtures left out), first match wins:
-  1. suite `speedup`, preset `optimized`, over all 16,000 rows (the study's optimized configuration);
-  2. any run over all rows; 3. `speedup`/`optimized` on a subset (quick); 4. any run (subset: flagged).
-Within a rule: a run with a validation curve first, then the highest steady samples/s, then the latest.
-Published rows: Experiment/published/cost.csv (seconds per epoch over 16,000 rows, the study's price).
-Prices: the instance the record names when the facts say it carries that device, else the cheapest
-instance that does, per accelerator (helpers/facts/instance_prices.csv); CPU runs: a 2-vCPU stand-in.
-Arithmetic: helpers/calc/job_cost.py.
 """
 
 from __future__ import annotations
@@ -18,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from helpers.calc import job_cost, prices
@@ -35,6 +27,13 @@ CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU insta
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time,
 # in bf16
 STUDY_SETUP = (STUDY_MODEL, PRESETS["optimized"]["batch"], PRESETS["optimized"]["max_length"], "bf16", FULL_ROWS)
+# which record stands for a device, first match wins; within a tier: a validation curve, the fastest, the latest
+TIERS = (
+    "speedup suite, optimized preset, all rows",
+    "a run over all rows",
+    "speedup suite, optimized preset, subset (quick)",
+    "a run on a subset: not the study's task",
+)
 # (compiled family, eager family) for break-even epochs: its panel title
 PAIRS = {("trn1", "gpu"): "trn1 against GPUs", ("xla-cpu", "cpu"): "XLA on this CPU against eager on it"}
 
@@ -54,8 +53,7 @@ class Job:
 
 
 def setup_key(model: object, batch: object, max_length: object, precision: object, rows: int) -> str:
-    """Return what makes two rows the same configuration, for marks and break-even: model, batch, length,
-    precision and the rows the run trained on."""
+    """Return what makes two rows the same configuration, for marks and break-even."""
     return f"{model}, b{batch}, L{max_length}, {precision}, {int(rows):,} rows"
 
 
@@ -70,38 +68,23 @@ def matches(df: pd.DataFrame, job: Job) -> pd.Series:
     if job.model:
         random = {hub: alias for alias, (hub, _, _) in encoders.RANDOM.items()}
         keep &= df["model_name"].isin([job.model, random.get(job.model, job.model)])
-    rank = pd.to_numeric(df.get("lora_r", pd.Series(index=df.index, dtype=float)), errors="coerce").fillna(0)
+    rank = pd.to_numeric(df["lora_r"], errors="coerce").fillna(0)
     return keep & (rank == (job.lora_r or 0))
 
 
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _count(value, default: int = 1) -> int:
-    return default if _missing(value) else int(value)
-
-
-def _rule(row) -> tuple[int, str]:
-    full = _missing(row.get("train_subset"))
-    optimized = row.get("suite") == "speedup" and row.get("preset") == "optimized"
-    if optimized and full:
-        return 0, "speedup suite, optimized preset, all rows"
-    if full:
-        return 1, "a run over all rows"
-    if optimized:
-        return 2, "speedup suite, optimized preset, subset (quick)"
-    return 3, "a run on a subset: not the study's task"
+    return default if pd.isna(value) else int(value)
 
 
 def representative(df: pd.DataFrame, job: Job | None = None) -> pd.DataFrame:
-    """Return one finished, non-fixture record of the job's model and fine-tuning per device key, chosen by
-    the module's rule (`rule`)."""
+    """Return one finished, non-fixture record of the job's model and fine-tuning per device key (TIERS, in order)."""
     if df.empty or "samples_per_s" not in df:
         return df.iloc[0:0].assign(rule=[])
     d = df[(df["status"] == "finished") & df["samples_per_s"].gt(0) & ~df["fixture"] & matches(df, job or Job())].copy()
-    rules = [_rule(r) for _, r in d.iterrows()]
-    d["tier"], d["rule"] = [t for t, _ in rules], [why for _, why in rules]
+    full = d["train_subset"].isna()
+    optimized = (d["suite"] == "speedup") & (d["preset"] == "optimized")
+    d["tier"] = np.select([optimized & full, full, optimized], [0, 1, 2], 3)
+    d["rule"] = [TIERS[t] for t in d["tier"]]
     d["has_curve"] = d["curve"].map(lambda c: isinstance(c, list) and len(c) > 0)
     d = d.sort_values(
         ["tier", "has_curve", "samples_per_s", "finished_at"], ascending=[True, False, False, False], kind="stable"
@@ -155,14 +138,14 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
         trn1_one_off.append(one_off)  # compile time depends on the model and shapes: only the study's model
     share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
     epoch_s = job_cost.per_epoch_s(job.rows, row["samples_per_s"])
-    run_rows = int(row["train_subset"]) if not _missing(row.get("train_subset")) else FULL_ROWS
+    run_rows = int(row["train_subset"]) if not pd.isna(row.get("train_subset")) else FULL_ROWS
     scale = _count(row.get("num_devices"))  # the curve counts rank 0's samples; ranks step in lockstep
     target_s, target = _target(job, row.get("curve"), run_rows, scale, epoch_s, share)
     instance, usd_share, note, usd_whole = measured_price(row)
     energy = _energy(row, job)
     random_weights = str(row.get("model_name")).endswith("-random")
     weights = " (random weights: speed, never accuracy)" if random_weights else ""
-    lora = f", LoRA r={int(row['lora_r'])}" if not _missing(row.get("lora_r")) and row.get("lora_r") else ""
+    lora = f", LoRA r={int(row['lora_r'])}" if not pd.isna(row.get("lora_r")) and row.get("lora_r") else ""
     model = f"{row.get('model_name')}{lora}"
     shape = (row.get("batch"), row.get("max_length"), row.get("precision"), run_rows)
     return {
@@ -186,7 +169,7 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
 def _energy(row, job: Job) -> str:
     """Return the job's training energy in words: its samples over the run's steady samples per joule."""
     method, per_joule = row.get("energy_method"), row.get("samples_per_j")
-    if method not in ("measured", "estimated") or _missing(per_joule) or not per_joule > 0:
+    if method not in ("measured", "estimated") or pd.isna(per_joule) or not per_joule > 0:
         return "not measured"
     if row.get("energy_window") != "steady":  # older records: energy from before the first step, one node
         return "not over the timed window (older record)"
@@ -234,7 +217,6 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
     t = pd.DataFrame(rows + (_published(job, published_dir, trn1_one_off) if study_job else []))
     if t.empty:
         return t
-    t = t.reindex(columns=list(dict.fromkeys([*t.columns, "published_usd_per_h", "published_instance"])))
     # the price a single user pays: the whole instance, unless the job says it shares one
     t["usd_per_h"] = t["usd_share_h"] if job.shared_instance else t["usd_whole_h"]
     # one-off dollars, dollars per epoch, then the job and the target at this instance price
@@ -262,8 +244,7 @@ def decision(df: pd.DataFrame, job: Job, published_dir=PUBLISHED_DIR) -> pd.Data
 
 
 def break_even(table: pd.DataFrame, job: Job) -> pd.DataFrame:
-    """Return, per (compiled, eager) pair of one source and one configuration, the epochs where their job costs
-    meet, in words; a compiled row with no eager row of its configuration gets one row saying so."""
+    """Return, per (compiled, eager) pair of one source and one configuration, the epochs where their costs meet."""
     out = []
     for compiled, eager in PAIRS if len(table) else ():  # keys: (compiled family, eager family)
         for _, a in table[table["family"] == compiled].iterrows():

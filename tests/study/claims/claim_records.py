@@ -12,6 +12,14 @@ MODEL = {"quick": "minilm", "full": "bert-base-uncased"}
 NAMES = {"a100": "A100", "t4": "T4", "trn1": "Trainium", "cpu": "Xeon", "xla-cpu": "XLA CPU"}
 
 
+def precision_used(params: dict) -> dict:
+    """Return the precision section the run path records for these params ({} without a precision)."""
+    if "precision" not in params:
+        return {}
+    used = params["precision"]
+    return {"precision": {"requested": used, "used": used, "compute_dtype": "bf16", "mechanism": "fixture"}}
+
+
 def run(
     device: str,
     suite: str,
@@ -26,14 +34,7 @@ def run(
     """Return a fixture record of one run of `suite`'s `variant` on `device` with these params and figures."""
     params = {"model_name": MODEL[variant], **params}
     name = f"{suite}-{variant}-" + "-".join(f"{k}{v}" for k, v in sorted(params.items()) if k != "model_name")
-    extra = {}
-    if "precision" in params:  # what the run used, as the run path records it
-        extra["precision"] = {
-            "requested": params["precision"],
-            "used": params["precision"],
-            "compute_dtype": "bf16",
-            "mechanism": "fixture",
-        }
+    extra = precision_used(params)
     if ai is not None:
         extra["systems"] = {"arithmetic_intensity": ai, "achieved_tflops": 1.0}
     if util is not None and like_study:  # tensor units on both sides: GPM tensor pipes, the tensor engine

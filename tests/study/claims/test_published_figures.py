@@ -14,7 +14,7 @@ from helpers.study.claims import recipe, speedup, throughput, trn1
 from helpers.study.frame import frame
 from helpers.study.published import published
 from tests.record_fixtures import record
-from tests.study.claims.claim_records import steady
+from tests.study.claims.claim_records import precision_used, steady
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -26,13 +26,7 @@ BERT = "bert-base-uncased"
 def study(device: str, suite: str, params: dict, name: str, **figures) -> dict:
     """Return a record of the study's run on `device` carrying its published figures, taken at face value: one
     run, no spread (the study states none)."""
-    if "precision" in params:  # what the run used, as the run path records it
-        figures["precision"] = {
-            "requested": params["precision"],
-            "used": params["precision"],
-            "compute_dtype": "bf16",
-            "mechanism": "fixture",
-        }
+    figures |= precision_used(params)
     rec = record(device, suite, {"model_name": BERT, **params}, run_name=f"{suite}-full-{name}", **figures)
     timing = rec["timing"]
     timing["step_time_p10_s"] = timing["step_time_p90_s"] = timing["step_time_median_s"]

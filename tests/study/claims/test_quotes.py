@@ -27,9 +27,9 @@ def study_text() -> str:
 @pytest.mark.parametrize("key", [c.__name__ for c in findings.CLAIMS])
 def test_each_claim_quotes_the_study_verbatim_with_its_section(key, study_text):
     q = quotes.quote(key, PUB)
-    assert quotes.normalized(q.text) in study_text, q.text
-    assert q.section.startswith("§"), q.section
-    assert "not located" not in q.section
+    assert quotes.normalized(q["quote"]) in study_text, q["quote"]
+    assert q["section"].startswith("§"), q["section"]
+    assert "not located" not in q["section"]
 
 
 def test_a_quote_that_is_not_the_studys_text_fails(study_text):

@@ -4,9 +4,10 @@ drift between suites."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from helpers.study.claims.verdict import Band, Finding, combine, compare_timed, deciding
+from helpers.study.claims.verdict import Band, Evidence, Finding, combine, compare_timed, deciding
 
 pytestmark = pytest.mark.usefixtures("no_library_versions")
 
@@ -67,3 +68,20 @@ def test_a_timing_comparison_resolves_beyond_the_drift_unless_interleaved(togeth
 )
 def test_the_headline_is_the_deciding_comparisons(signs, head):
     assert deciding(signs, ["a", "b", "c", "d"][: len(signs)]) == head
+
+
+@pytest.mark.parametrize(
+    "signs, blocked, verdict, opens",
+    [
+        ([1, 0], ["an arm did not learn"], "inconclusive", "an arm did not learn; 1 of 2 comparisons"),
+        ([1, 1], ["an arm did not learn"], "holds", "2 of 2 comparisons"),  # a block speaks only for an open verdict
+        ([], [], "not testable here", "needs runs"),
+    ],
+)
+def test_the_evidence_concludes_with_what_blocked_it_or_what_it_needs(signs, blocked, verdict, opens):
+    groups = [pd.DataFrame({"proxy": [False], "model_name": ["bert-base-uncased"], "cls": ["gpu"]})] * bool(signs)
+    evidence = Evidence(pd.DataFrame(), groups, signs, ["a", "b"][: len(signs)], ["A100: x"] * bool(signs), blocked)
+    found = evidence.finding("c", "p", "no records", "r", "spread overlaps", "needs runs")
+    assert found.verdict == verdict and found.reason.startswith(opens), found.reason
+    assert ("spread overlaps" in found.reason) == (verdict == "inconclusive")  # what the sample resolves: when open
+    assert (found.measured, found.basis) == (("A100: x", "measured") if signs else ("no records", "none"))
