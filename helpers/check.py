@@ -566,10 +566,9 @@ def matmul_roof(machine: Machine) -> Outcome:
         return Outcome("skip", f"no trusted bf16 roof for this CPU: {peak['reason']}")
     now = peaks.measure_peak("bf16")  # the roof's own procedure: the best of the model shapes
     what = f"the best bf16 matmul of the model shapes now ({now['shape']}, torch on the CPU)"
-    # a CPU's matmul rate under other load says nothing about its roof: judged only on a quiet machine
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    busy = f"load {load:.1f} on {cores} cores" if load > cores else None
-    return judge_roof(what, now["peak_tflops"], {**peak, "source": source}, CPU_BAND, busy)
+    # a CPU's matmul rate under other load says nothing about its roof: judged only when no other process
+    # shared the cores while it ran (the load average would still count checks 3-6's own training runs)
+    return judge_roof(what, now["peak_tflops"], {**peak, "source": source}, CPU_BAND, peaks.busy_problem(now))
 
 
 def keep_reading(
