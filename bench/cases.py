@@ -17,7 +17,6 @@ from bench.harness import (
     alternate,
     bare_window,
     fit_window,
-    matmul_timer,
     matmul_window,
     median_rate,
     paired_ratios,
@@ -25,6 +24,7 @@ from bench.harness import (
     trainer_window,
 )
 from helpers import steps
+from helpers.measure import peaks
 from helpers.measured_training import EVAL_TOKENS, EVAL_TOKENS_ELSEWHERE, EvalBatches
 from helpers.run import inference, record_destination, tokens
 from helpers.run.args import PRESETS, build_args
@@ -146,10 +146,7 @@ def speedup_section(args, sync) -> dict:
         tokens_per_step = opt.run.args.train.batch * opt.run.args.task.max_length
         shapes = peak_shapes(mcfg.hidden_size, mcfg.intermediate_size, tokens_per_step)
         # each candidate's TFLOP/s: the median of Timer's blocks of repeats over 0.5 s
-        peak["scan"] = {
-            name: 2 * math.prod(shape) / matmul_timer(shape, dtype).blocked_autorange(min_run_time=0.5).median / 1e12
-            for name, shape in shapes.items()
-        }
+        peak["scan"] = {name: peaks.matmul_tflops(*shape, dtype) for name, shape in shapes.items()}
         peak["shape"] = max(peak["scan"], key=peak["scan"].get)
         shape = shapes[peak["shape"]]
         reps = max(1, round(2e12 * peak["scan"][peak["shape"]] / (2 * math.prod(shape))))

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils import benchmark
 
 from helpers import steps
 from helpers.calc.flops import model_flops
@@ -325,14 +324,7 @@ def trainer_window(s: Setup, n_steps: int, output_dir: str, step_mode: str = "ea
     return window
 
 
-def matmul_timer(shape: tuple, dtype: torch.dtype) -> benchmark.Timer:
-    """Return torch.utils.benchmark's Timer of one (m,k)@(k,n) matmul of `shape`, at the process's torch threads."""
-    m, k, n = shape
-    operands = {"a": torch.randn(m, k).to(dtype), "b": torch.randn(k, n).to(dtype)}
-    return benchmark.Timer("torch.mm(a, b)", globals=operands, num_threads=torch.get_num_threads())
-
-
 def matmul_window(shape: tuple, dtype: torch.dtype, reps: int) -> Callable[[], dict]:
     """Return a window of `reps` matmuls of `shape`, the Timer's warm-up calls outside its seconds."""
-    timer = matmul_timer(shape, dtype)
+    timer = peaks.matmul_timer(*shape, dtype)
     return lambda: {"flops": 2 * math.prod(shape) * reps, "seconds": timer.timeit(reps).raw_times[0]}

@@ -42,7 +42,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, **(extra or {}), "PYTHONPATH": path}
 
 
-def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail_lines: int = 80) -> dict:
+def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str) -> dict:
     """Run `args` under `torchrun --standalone --nproc_per_node=num_devices`; return rank 0's record."""
     script = REPO_ROOT / ("Trainium" if device_type == "xla" else "Nvidia") / "train.py"
     launch_id = uuid.uuid4().hex[:12]
@@ -61,7 +61,7 @@ def torchrun(args: RunArgs, name: str, record_path: Path, device_type: str, tail
         f"--run_name={name}",
         f"--results_path={results}",
     ]
-    tail: collections.deque = collections.deque(maxlen=tail_lines)
+    tail: collections.deque = collections.deque(maxlen=80)  # the ranks' last lines
     print(
         f"num_devices={args.train.num_devices}: this run is handed over to torchrun, "
         f"{args.train.num_devices} processes; its record will be {record_path}",

@@ -7,10 +7,10 @@ as the writer writes it: the record checked by `schema.validate`, then written w
 (`records.write_json_atomic`). What changes:
 
 - a number field holding an "I have no figure" string ("not measured", "nan") -> null; the section's
-  `reason`, which says why, is kept;
+  `reason`, which says why, is kept (the reader refuses such a string: this is the one place that converts it);
 - the loss curve's step numbers are written as the reader returns them (50 -> 50.0).
 
-So the report reads each migrated file exactly as it read the old one. A file already as the writer writes
+So the report reads each migrated file as it read the old one before the reader stopped converting. A file already as the writer writes
 it, or of a newer schema than this code's, is not touched, which makes a second run a no-op. A file that holds
 no record this code reads (not JSON, cut short, a list, a schema_version that is not a number, a FIFO or
 another file that is not a regular one) is named and left as it is, and the rest are migrated; the command
@@ -23,13 +23,19 @@ The peaks folder holds no run records and is skipped.
 from __future__ import annotations
 
 import argparse
+import functools
+import operator
 import stat
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from helpers.run import records, schema
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "Experiment" / "results"
+# the strings older records put in number fields for "no figure" (the reader refuses them)
+SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
 
 
 def record_files(root: Path) -> list[Path]:
@@ -42,6 +48,20 @@ def record_files(root: Path) -> list[Path]:
     )
 
 
+def null_sentinels(obj: object) -> object:
+    """Return `obj` with each "no figure" string the schema refuses in a number field set to null, in place."""
+    try:
+        schema.RunRecord.model_validate(obj)
+    except ValidationError as err:
+        for error in err.errors():
+            if error["type"] in ("float_parsing", "int_parsing") and error["input"].strip().lower() in SENTINELS:
+                *parents, key = error["loc"]
+                functools.reduce(operator.getitem, parents, obj)[key] = None
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        pass  # no record at all: schema.validate says why
+    return obj
+
+
 def migrate(path: Path) -> bool:
     """Rewrite the record in `path` as the writer writes it where its text differs; return whether it did.
     Raise RecordReadError naming the file when it holds no record this code reads."""
@@ -50,7 +70,7 @@ def migrate(path: Path) -> bool:
     version = obj.get("schema_version", 1) if isinstance(obj, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
         return False
-    valid, why = schema.validate(obj)
+    valid, why = schema.validate(null_sentinels(obj))
     if why:
         raise records.RecordReadError(f"{path}: not a valid record ({why})")
     if records.json_text(valid) == target.read_text(encoding="utf-8"):

@@ -269,6 +269,22 @@ def test_check_7_skips_a_cpu_whose_roof_measured_now_is_not_trusted(monkeypatch,
     assert outcome.status == "skip" and "no trusted bf16 roof" in outcome.text
 
 
+@pytest.mark.parametrize("others_cores, load, status", [(1.5, 0.0, "skip"), (0.0, 99.0, "pass")])
+def test_check_7_judges_a_cpu_by_the_cores_others_used_during_its_matmul_not_the_load_average(
+    others_cores, load, status, monkeypatch, tmp_path
+):
+    """The load average still counts checks 3-6's own training runs: an idle machine came out busy."""
+    machine = check.Machine("cpu", tmp_path, {})
+    machine.dev = device.DeviceInfo("cpu", "cpu", "Test CPU", "AVX512", bf16_fast=True)
+    monkeypatch.setattr(check, "cpu_roof", lambda m: ({"peak_tflops": 1.0}, "kept"))
+    now = {"peak_tflops": 1.0, "shape": "s", "others_cores": others_cores, "cpu_count": 2}
+    monkeypatch.setattr(check.peaks, "measure_peak", lambda dtype: now)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    outcome = check.matmul_roof(machine)
+    assert outcome.status == status
+    assert ("not judged: the machine is busy" in outcome.text) == (status == "skip")
+
+
 # ----------------------------------------------------------------------------- what to set, said early
 def test_an_empty_cuda_visible_devices_is_named_where_the_driver_shows_a_gpu(tmp_path, monkeypatch):
     cpu = device.resolve_device("cpu")

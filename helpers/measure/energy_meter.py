@@ -230,7 +230,6 @@ def start_energy(
     rapl_root: str | Path = RAPL_ROOT,
     neuron_root: str | Path = NEURON_ROOT,
     facts_csv: str | Path = FACTS_CSV,
-    device_key: str = "trn1-chip",
     clock: Callable[[], float] = time.perf_counter,
     wall_clock: Callable[[], float] = time.time,
     start_thread: bool = True,
@@ -241,7 +240,7 @@ def start_energy(
     elif device_type == "cpu":
         reader = RaplReader(rapl_root)
     elif device_type in ("xla", "neuron"):
-        reader = NeuronReader(neuron_root, *published_max_watts(device_key, facts_csv), wall_clock)
+        reader = NeuronReader(neuron_root, *published_max_watts("trn1-chip", facts_csv), wall_clock)
     else:
         raise ValueError(f"device_type must be one of cuda, xla, neuron, cpu; got {device_type!r}")
     return EnergyMeter(reader, device_type, interval_s, clock, start_thread)

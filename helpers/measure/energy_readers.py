@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import csv
 import re
-import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
+from helpers.measure.utilization_sources import current_cuda
 from helpers.run.schema import Energy
 
 try:  # zeus reads NVML's counter; without it a GPU run records its energy as not measured, and runs
@@ -101,12 +101,6 @@ def result(
     )
 
 
-def current_cuda_index() -> int:
-    """Return the CUDA device this process trains on (0 where torch is not imported or sees no GPU)."""
-    torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
-    return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
-
-
 # ----------------------------------------------------------------------------- NVML through zeus (cuda)
 class NvmlReader:
     """zeus's windows over NVML's energy counter (Volta and newer; before, its power samples) of the GPUs given."""
@@ -135,7 +129,7 @@ class NvmlReader:
     def _gpus(self, cuda_devices: Sequence[int] | None) -> dict[int, str]:
         """Return {zeus's GPU index: the record's label} of the GPUs read; their names into self.names."""
         self.gpus = get_gpus()  # zeus's indices are CUDA's: it applies CUDA_VISIBLE_DEVICES
-        labels = {i: f"cuda:{i}" for i in cuda_devices} if cuda_devices is not None else {current_cuda_index(): "cuda"}
+        labels = {i: f"cuda:{i}" for i in cuda_devices} if cuda_devices is not None else {current_cuda()[0]: "cuda"}
         if missing := [i for i in labels if i >= len(self.gpus)]:
             raise IndexError(f"this node's GPUs {missing} are not among the {len(self.gpus)} zeus sees")
         for index, label in labels.items():

@@ -16,7 +16,6 @@ import csv
 import math
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -65,26 +64,29 @@ def busy_problem(measured: dict) -> str | None:
     return None
 
 
-def _median_s(op: Callable[[], object], seconds: float) -> float:
-    """Return the median seconds of one call of `op`, from torch.utils.benchmark's blocks over `seconds`."""
+def timer(stmt: str, **operands: torch.Tensor):
+    """Return torch.utils.benchmark's Timer of `stmt` over `operands`, at the process's torch threads."""
     from torch.utils import benchmark  # here: it imports setuptools (0.4-0.8 s), which a run with a kept roof skips
 
-    # Timer's block-size estimate calls op first: oneDNN picks and JITs its kernel, a copy touches its pages
-    timer = benchmark.Timer("op()", globals={"op": op}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=seconds).median
+    return benchmark.Timer(stmt, globals=operands, num_threads=torch.get_num_threads())
 
 
+def matmul_timer(m: int, k: int, n: int, dtype: torch.dtype):
+    """Return the Timer of one (m,k)@(k,n) matmul in `dtype`."""
+    return timer("torch.mm(a, b)", a=torch.randn(m, k).to(dtype), b=torch.randn(k, n).to(dtype))
+
+
+# Timer's block-size estimate runs the statement first: oneDNN picks and JITs its kernel, a copy touches its pages
 def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.5) -> float:
     """Return the median TFLOP/s of an (m,k)@(k,n) matmul over about `seconds` of repeats."""
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    return 2 * m * k * n / _median_s(lambda: torch.mm(a, b), seconds) / 1e12
+    return 2 * m * k * n / matmul_timer(m, k, n, dtype).blocked_autorange(min_run_time=seconds).median / 1e12
 
 
 def copy_gbps(n_bytes: int = 2**27, seconds: float = 0.5) -> float:
     """Return memory bandwidth in GB/s: bytes read + written by a 128 MiB tensor copy (past any cache)."""
     src = torch.ones(n_bytes // 4)
-    dst = torch.empty_like(src)
-    return 2 * n_bytes / _median_s(lambda: dst.copy_(src), seconds) / 1e9
+    copy = timer("dst.copy_(src)", src=src, dst=torch.empty_like(src))
+    return 2 * n_bytes / copy.blocked_autorange(min_run_time=seconds).median / 1e9
 
 
 def measure_peak(dtype: str, cap_s: float = CAP_S) -> dict:

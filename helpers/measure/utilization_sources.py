@@ -78,14 +78,20 @@ class PsutilSource(Source):
         }
 
 
-def current_cuda_handle(nvml):
-    """Return the NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else index."""
+def current_cuda() -> tuple[int, str | None]:
+    """Return the index and UUID of the CUDA device this process trains on ((0, None) where torch has none)."""
     index, uuid = 0, None
     torch = sys.modules.get("torch")  # the training process has imported it; not worth importing here
     with suppress(RuntimeError, AttributeError):
         if torch is not None and torch.cuda.is_available():
             index = torch.cuda.current_device()
             uuid = str(torch.cuda.get_device_properties(index).uuid)
+    return index, uuid
+
+
+def current_cuda_handle(nvml):
+    """Return the NVML handle of the current CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers), else index."""
+    index, uuid = current_cuda()
     if uuid:
         with suppress(nvml.NVMLError, TypeError):
             return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")

@@ -1,7 +1,7 @@
 """The run record as a typed report (pydantic): one model per section, numbers as numbers.
 
-A figure that was not measured is None, with the section's `reason` saying why (never a string such as
-"not measured" in a number field; NaN and infinities become None). The record refuses a key it does not
+A figure that was not measured is None, with the section's `reason` saying why (a string such as "not measured"
+in a number field is refused; NaN and infinities become None). The record refuses a key it does not
 know, and so does every section (a misspelled key is an error, not a new column); where a backend writes
 keys of its own choosing (a GPU per device, a core per NeuronCore) they sit in one typed map. A file of
 another schema version, or one that does not validate, is skipped by its readers, named with the reason.
@@ -22,15 +22,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 SCHEMA_VERSION = 5
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "facts" / "record.schema.json"
-# the strings older records put in number fields for "no figure"
-SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
 Status = Literal["finished", "failed", "diverged", "oom", "timeout", "interrupted"]  # interrupted: SIGINT, Ctrl-C
 
 
 def finite_or_none(value: Any) -> Any:
-    """Return None for the 'no figure' values (None, NaN, inf, sentinel strings), else the value as is."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in SENTINELS):
-        return None
+    """Return None for NaN and infinities, else the value as is."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
         return None
     return value

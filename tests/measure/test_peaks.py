@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from helpers.measure import peaks
 
@@ -57,6 +58,12 @@ def test_a_file_cut_short_is_measured_again_not_trusted(tmp_path, monkeypatch):
 def test_a_slow_dtype_stops_at_the_time_cap():
     out = peaks.measure_peak("fp16", cap_s=0.5)  # fp16 is emulated on most CPUs: a 2048^3 matmul takes minutes
     assert out["seconds"] < 5 and math.isfinite(out["peak_tflops"]) and out["peak_tflops"] > 0
+
+
+def test_the_matmul_timer_runs_at_the_process_threads():
+    """torch.utils.benchmark's Timer runs at one thread unless told: the roof and the bench keep the process's."""
+    timer = peaks.matmul_timer(8, 16, 4, torch.float32)
+    assert timer.timeit(2).task_spec.num_threads == torch.get_num_threads()
 
 
 def test_microbenchmarks_return_positive_numbers():
