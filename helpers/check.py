@@ -486,8 +486,8 @@ def two_ranks(machine: Machine) -> Outcome:
 
 
 # ----------------------------------------------------------------------------- 7. the bf16 roof
-def device_matmul_tflops(dev: device.DeviceInfo, n: int = 8192) -> float:
-    """Return the TFLOP/s of 20 n x n bf16 matmuls on a GPU or NeuronCore (after 3 warm-up ones)."""
+def device_matmul_tflops(dev: device.DeviceInfo, n: int = 8192, repeats: int = 20) -> float:
+    """Return the TFLOP/s of `repeats` n x n bf16 matmuls on a GPU or NeuronCore (after 3 warm-up ones)."""
     a = torch.randn(n, n, dtype=torch.bfloat16, device=dev.torch_device)
     b = torch.randn_like(a)
 
@@ -503,8 +503,8 @@ def device_matmul_tflops(dev: device.DeviceInfo, n: int = 8192) -> float:
 
     matmuls(3)
     t0 = time.perf_counter()
-    matmuls(20)
-    return 2 * n**3 * 20 / (time.perf_counter() - t0) / 1e12
+    matmuls(repeats)
+    return 2 * n**3 * repeats / (time.perf_counter() - t0) / 1e12
 
 
 # check 7's matmul in a child process (bounded like a run): python -c MATMUL DEVICE N
