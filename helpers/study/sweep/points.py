@@ -12,7 +12,6 @@ gets a failed / timeout / oom record here.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import yaml
+from filelock import FileLock, Timeout
 
 from helpers.run import records, schema
 from helpers.run.args import ConfigError, build_args
@@ -130,15 +130,18 @@ def kill_processes(procs: list[psutil.Process]) -> None:
 @contextlib.contextmanager
 def point_lock(record_file: Path):
     """Hold the point's lock (yield True), or yield False when a live sweep holds it."""
-    lock = record_file.parent / f".{record_file.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the kernel when this process dies
-        except BlockingIOError:
-            yield False
-            return
+    record_file.parent.mkdir(parents=True, exist_ok=True)
+    # flock, released by the kernel when its process dies: no soft fallback, whose file would outlive a killed sweep
+    lock = FileLock(record_file.parent / f".{record_file.name}.lock", timeout=0, fallback_to_soft=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
         yield True
+    finally:
+        lock.release()
 
 
 def run_notebook(
