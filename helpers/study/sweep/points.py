@@ -1,13 +1,4 @@
-"""One point of a suite, run as a notebook (or, for token statistics, in-process): helpers.study.sweep's.
-
-A point is (suite, run name) on a device; its record is <results>/<suite>/<run_name>@<device>.json, and
-a point whose record there has a final status is skipped, so a killed sweep resumes where it stopped and
-records copied from another machine never stand in for this one's. Each notebook runs under papermill,
-with the suite environment's kernel, in its own session, its processes tagged with the point so that a
-sweep killed outright leaves nothing running: the next sweep ends a dead sweep's processes before it
-runs their point, and a lock keeps two live sweeps off the same point. A point that leaves no record
-gets a failed / timeout / oom record here.
-"""
+"""One point of a suite: its notebook run under papermill (token statistics in-process), locked, resumed, recorded."""
 
 from __future__ import annotations
 
@@ -218,9 +209,8 @@ def run_notebook(
 def record_failure(
     record_file: Path, params: dict, status: str, error: str, dev: dict | None = None, runner: dict | None = None
 ) -> schema.RunRecord:
-    """Write the record of a point that ended without writing its own (its parameters as the run would have
-    resolved them, its device as the sweep asked the environment, no libraries: the runner's are not those
-    of the environment the point ran in); return it."""
+    """Write and return the record of a point that ended without writing its own."""
+    # no libraries: the runner's are not those of the environment the point ran in
     try:
         args = build_args(params)
         params, given = args.flat(), args.given

@@ -1,16 +1,4 @@
-"""The sweep runner: every point of the chosen suites not yet finished on this machine's device.
-
-    python -m helpers.study.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
-    python -m helpers.study.sweep all --variant quick               # every suite, saying which it skipped
-    python -m helpers.study.sweep all --variant full --target trainium   # the study on trn1 (.venv-neuron)
-    python -m helpers.study.sweep all --variant full --target trainium --plan         # what it costs; runs nothing
-    python -m helpers.study.sweep all --variant full --target trainium --precompile   # fill the Neuron cache first
-
-Points run through helpers.study.sweep.points (a notebook each, resumable, never two sweeps on one point). A
-suite variant with `jobs = N` (or `--jobs N`) runs N points at once, each on cpu_count / N threads. At
-the end the sweep prints where its wall time went: training, evaluation, and everything else (kernel
-start-up, imports, data, model loading), from the points' own records.
-"""
+"""The sweep runner: every point of the chosen suites not yet finished on this machine's device."""
 
 from __future__ import annotations
 
