@@ -50,13 +50,8 @@ class Trial:
 
     @property
     def timeout_s(self) -> float:
-        """Return the seconds the trial may take before it is killed."""
-        return trial_timeout_s(self.new_graphs)
-
-
-def trial_timeout_s(new_graphs: int) -> float:
-    """Return a trial's limit in seconds: twice the plan's cold compile of its new graphs, plus its start."""
-    return TRIAL_START_S + 2 * COMPILE_S_PER_GRAPH * max(new_graphs, 1)
+        """Return the seconds the trial may take: twice the plan's cold compile of its new graphs, plus its start."""
+        return TRIAL_START_S + 2 * COMPILE_S_PER_GRAPH * max(self.new_graphs, 1)
 
 
 def trial_params(params: dict, run_name: str, suite: str, results: str | Path) -> dict:

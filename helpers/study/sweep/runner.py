@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--plan",
         action="store_true",
-        help="print per suite its points, the graphs they compile and "
-        "estimated compile / train seconds and dollars (a model, sources named); run nothing",
+        help="print per suite its points, the graphs they compile and estimated compile / train seconds and "
+        "dollars (a model, sources named); run nothing",
     )
     parser.add_argument(
         "--instance",
@@ -180,10 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--precompile",
         action="store_true",
-        help="with --target trainium: fill the Neuron compile "
-        "cache (neuron_parallel_compile, one short trial per distinct graph), "
-        "then sweep and count "
-        "the cache's hits",
+        help="with --target trainium: fill the Neuron compile cache (neuron_parallel_compile, one short trial per "
+        "distinct graph), then sweep and count the cache's hits",
     )
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
@@ -191,8 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         parser.error(
             f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 "
-            "(leave it out "
-            "for the suite's own timeout_s)"
+            "(leave it out for the suite's own timeout_s)"
         )
     if args.precompile and args.target != "trainium":
         parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
@@ -231,8 +228,7 @@ def every_suite(suites_dir: str) -> list:
     found = find_suites(suites_dir)
     for suite in (s for s in found if s.on_demand):
         print(
-            f"sweep: {suite.name} is on demand, left out of `all` "
-            "(run it by name: python -m helpers.study.sweep "
+            f"sweep: {suite.name} is on demand, left out of `all` (run it by name: python -m helpers.study.sweep "
             f"{suite.name}); the report keeps its committed records",
             file=sys.stderr,
         )
