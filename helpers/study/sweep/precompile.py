@@ -119,20 +119,8 @@ def prefix_trials(args: RunArgs, lengths: dict, train_len: np.ndarray, seen: set
     found = cuts(items, seen, MAX_GRAPHS_PER_TRIAL)
     out = []
     for end, new in found[:-1]:  # the last prefix is the point's own trial
-        if end <= len(steps):
-            out.append(({"max_steps": end, "log_every": end, "eval_every": None, "eval_subset": eb}, new))
-        else:
-            out.append(
-                (
-                    {
-                        "max_steps": 1,
-                        "log_every": 1,
-                        "eval_every": None,
-                        "eval_subset": min((end - len(steps) + 1) * eb, rows),
-                    },
-                    new,
-                )
-            )
+        n, eval_rows = (end, eb) if end <= len(steps) else (1, min((end - len(steps) + 1) * eb, rows))
+        out.append(({"max_steps": n, "log_every": n, "eval_every": None, "eval_subset": eval_rows}, new))
     return out
 
 
@@ -145,8 +133,7 @@ def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | P
             continue
         for point in expand(suite, variant):
             args = build_args(point.params)
-            static = args.task.padding == "static"
-            lengths = None if static else lengths_for(args.task.model_name, args.task.data_dir)
+            lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
             keys = point_graphs(point, lengths_for)
             params = trial_params(point.params, point.run_name, suite.name, repo_path(results))
             python, env = env_python(suite.env), trial_env(params)
