@@ -4,23 +4,9 @@
     make cloud-lab TARGET=a10g        # JupyterLab on the instance, through an SSH tunnel
     python -m helpers.study.cloud trn1 --suites padding --variant quick --dry-run    # what make cloud runs
 
-A target is a task file (cloud/trn1.yaml, cloud/gpu.yaml) and what is set in it here: the accelerator
-and instance, the suites and variant (its envs), the run's time limit, on trn1 the Neuron DLAMI of SDK 2.31,
-looked up at launch the way the Neuron docs say. What a launch could not use is refused first (an empty
-SUITES, a suite file the instance would not get, an IMAGE_ID that is no AMI, a REGION the prices do not
-cover). Then the task is printed and checked against SkyPilot's own schemas (offline, in .venv-cloud), then the
-sweep's plan for that instance and the most the run can cost; then the user is asked. On the instance `setup`
-builds the environment with the repository's make targets and `run` is `make cloud-run` (the check, then the
-sweep), each under `timeout`: setup at SETUP_TIMEOUT_S, the run at RUN_TIMEOUT_S, the sum of the check's
-bound, the precompile trials' limits and the points' timeouts. So every step ends, and the bound printed
-(start, setup, run, autostop's idle minutes, at the instance's price) is one. When the job ends, however it
-ends, the records and the check's logs are copied home with rsync over the SSH alias SkyPilot writes (into
-Experiment/results/<suite>/ and Experiment/runs/) and the cluster is torn down; the task's autostop tears it
-down anyway 15 idle minutes after its job ends. `local` runs the same setup and run on this machine.
-
-SkyPilot does the rest through its own command line (`sky launch`, `sky down`; autostop is the task's). Its
-optimizer does not make the plan or the bound: it prices from catalogs it downloads (the dry run contacts
-nothing), knows no time limit, and lives in .venv-cloud, apart from the torch and transformers the plan needs.
+Refusals, the task checked against SkyPilot's schemas, the plan and the most the run can cost come before the user
+is asked; SkyPilot's own command line does the rest (docs/HARDWARE.md). Its optimizer makes neither the plan nor
+the bound: it prices from catalogs it downloads (the dry run contacts nothing) and knows no time limit.
 """
 
 from __future__ import annotations
@@ -158,8 +144,8 @@ def switch(text: str) -> bool:
 
 
 def suite_file_problem(name: str) -> str | None:
-    """Return why the instance would not get the suite file `name` (a .toml path), None when it would: the
-    workdir SkyPilot syncs is this repository, less what git ignores."""
+    """Return why the instance would not get the suite file `name` (a .toml path), None when it would."""
+    # the workdir SkyPilot syncs is this repository, less what git ignores
     if Path(name).is_absolute() or not (REPO_ROOT / name).resolve().is_relative_to(REPO_ROOT):
         return (
             f"the suite file {name} is not a path inside the repository, and the instance gets the repository "
@@ -172,8 +158,7 @@ def suite_file_problem(name: str) -> str | None:
 
 
 def refusal(target: str, suites: str, image_id: str | None, region: str | None, lab: bool = False) -> str | None:
-    """Return why a launch of `target` could not run as asked (None when it could): found here, before the
-    dry run prints a plan for it."""
+    """Return why a launch of `target` could not run as asked (None when it could)."""
     spec = TARGETS[target]
     if not lab and not suites.split():
         return (
@@ -239,8 +224,7 @@ def suites_of(config: dict) -> list[Suite]:
 
 
 def plan_text(config: dict, instance: str, gpus: int | None = None) -> str:
-    """Return the sweep's plan of the task's suites and variant on `instance`, or on `gpus` of its accelerators
-    (a model: nothing runs)."""
+    """Return the sweep's plan of the task's suites and variant on `instance`, or on `gpus` of it."""
     env = config["envs"]
     command = (
         f"python -m helpers.study.sweep SUITE --variant {env['VARIANT']} --target "
@@ -420,8 +404,7 @@ def bring_home(target: str, config: dict) -> None:
 
 
 def launch(target: str, config: dict, yes: bool, keep: bool, lab: bool) -> int:
-    """Launch the task (the lab: hold its SSH tunnel until Ctrl-C); however it ends, bring the records home and
-    tear the cluster down (unless kept)."""
+    """Launch the task (the lab: hold its tunnel); however it ends, bring the records home and tear it down."""
     if target == "trn1" and "image_id" not in config["resources"]:
         config["resources"]["image_id"] = neuron_ami(region_of(config))
         print(f"cloud: Neuron DLAMI {config['resources']['image_id']}; {validate(config)}")

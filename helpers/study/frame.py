@@ -1,14 +1,5 @@
-"""Every record as one row of a pandas DataFrame: the frame the report's tables and plots, the claims and the
-decision are made from (the bottom of helpers/study/: it imports none of them).
-
-    df, skipped = load("Experiment/results")     # every record below the folder, any machine's
-
-`pandas.json_normalize` flattens each record (`timing.samples_per_s`, `params.batch`, ...); the frame keeps
-the latest record per (suite, run name, device), and adds the named columns below, so a table is a
-`groupby().agg()` over names that mean the same on every device. MFU and the peak it is held against are
-the record's own (`systems.mfu`, `systems.peak_tflops`: computed once, where the run was recorded), so the
-notebook's summary, the report and the benchmark show the same figure.
-"""
+"""Every record as one row of a pandas DataFrame (`pandas.json_normalize`, the latest per suite point and device):
+the frame the report's tables and plots, the claims and the decision are made from."""
 
 from __future__ import annotations
 
@@ -23,8 +14,7 @@ from helpers.calc.accuracy_time import TARGETS
 from helpers.calc.job_cost import number
 from helpers.run import records
 from helpers.run.args import ADMITTED
-from helpers.study.sweep.suites import TARGETS as NOTEBOOK_TARGETS
-from helpers.study.sweep.suites import expand, retarget
+from helpers.study.sweep import suites
 
 # named column: (record paths tried in order, scale)
 METRICS = {
@@ -37,7 +27,7 @@ METRICS = {
     "tokens_per_s": (("timing.tokens_per_s",), 1),
     "train_s": (("timing.train_time_s",), 1),
     "first_step_s": (("timing.first_step_s",), 1),
-    "steady_steps": (("timing.steady_steps", "timing.steps"), 1),
+    "steady_steps": (("timing.steady_steps",), 1),
     "steps": (("timing.steps",), 1),
     "tflops": (("systems.achieved_tflops",), 1),
     "ai": (("systems.arithmetic_intensity",), 1),
@@ -45,7 +35,7 @@ METRICS = {
     "mem_gib": (("memory.cuda_max_allocated_gib", "memory.host_peak_rss_gib"), 1),
     "compilations": (("xla.graph_compilations",), 1),
     "compile_s": (("xla.compile_time_s",), 1),
-    "train_compile_s": (("xla.train.compile_time_s", "xla.compile_time_s"), 1),  # inside the train time
+    "train_compile_s": (("xla.train.compile_time_s",), 1),  # inside the train time
     "compilations_after_warmup": (("xla.compilations_after_warmup",), 1),
     "shapes": (("shapes.distinct",), 1),
     "test_acc": (("metrics.test_accuracy",), 1),
@@ -128,15 +118,14 @@ def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Serie
 
 
 def profiled(df: pd.DataFrame) -> pd.Series:
-    """Return, per row, whether torch.profiler ran (its op shares are recorded): it slows the steps it
-    watches, so a profiled run never times a claim or the drift between suites."""
+    """Return, per row, whether torch.profiler ran (it slows the steps it watches: never a claim's timing)."""
     shares = [c for c in (f"share_{s}" for s in SHARES) if c in df]
     return df[shares].notna().any(axis=1) if shares else pd.Series(False, index=df.index)
 
 
 def variant_of(suite, run_name: str) -> str | None:
     """Return the suite variant a run name says it belongs to (`<suite>-<variant>-...`)."""
-    for variant in ("quick", "full"):
+    for variant in suites.VARIANTS:
         if isinstance(suite, str) and run_name.startswith(f"{suite}-{variant}-"):
             return variant
     return None
@@ -163,7 +152,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["device.neuron"] = raw.get("device.neuron", pd.Series(False, index=raw.index)).fillna(False)
     df["instance"] = raw.get("device.instance")
     df["threads"] = raw.get("device.torch_threads")
-    df["compute_dtype"] = raw.get("precision.compute_dtype", raw.get("precision.used"))
+    df["compute_dtype"] = raw.get("precision.compute_dtype")
     # torchao's AdamW for bf16-pure-sr off XLA: an arm's optimizer
     df["optimizer"] = raw.get("optimizer.class")
     df["finished_at"] = raw.get("finished_at", raw.get("started_at"))
@@ -210,8 +199,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
 
 
 def peak_label(source: object, measured_at: object = None) -> object:
-    """Return a record's peak source short enough for a table: a CPU's measured roof as 'measured (shape,
-    date)', never the file path it was kept in; a published one as the document it comes from."""
+    """Return a record's peak source short enough for a table: 'measured (shape, date)' or the document."""
     if not isinstance(source, str):
         return source
     if not source.startswith("measured on this machine"):  # a published one: the document, not its figures
@@ -268,14 +256,15 @@ def load(root: str | Path, include_fixtures: bool = False) -> tuple[pd.DataFrame
 def current_names(found: list) -> dict[str, set[str]]:
     """Return, per suite, the run names its file expands to today (either target, either variant)."""
     return {
-        s.name: {p.run_name for t in NOTEBOOK_TARGETS for v in ("quick", "full") for p in expand(retarget(s, t), v)}
+        s.name: {
+            p.run_name for t in suites.TARGETS for v in suites.VARIANTS for p in suites.expand(suites.retarget(s, t), v)
+        }
         for s in found
         if s.kind != "derived"
     }
 
 
 def current_points(df: pd.DataFrame, found: list) -> pd.DataFrame:
-    """Return the records that are a current point of a suite in `found` (an edited suite's old points
-    left out)."""
+    """Return the records that are a current point of a suite in `found` (an edited suite's old points left out)."""
     names = current_names(found)
     return df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.run import records
+from helpers.run.paths import repo_path
 from helpers.study.frame import frame, load, params_problem
 from tests.record_fixtures import record, write
 
@@ -86,3 +87,14 @@ def test_a_record_no_table_can_group_is_left_out_and_counted(tmp_path):
         "params.batch: Input should be a valid number, not list '[16]'"
     ]
     assert load(tmp_path)[0].empty  # fixtures are left out unless asked for
+
+
+def test_every_committed_record_holds_the_fields_the_frame_reads_without_an_older_fallback():
+    found, _ = records.read_records(repo_path("Experiment/results"))
+    assert found
+    for rec in found:
+        timing, xla, precision = (rec.get(k) or {} for k in ("timing", "xla", "precision"))
+        where = rec["_source"]
+        assert timing.get("steps") is None or timing.get("steady_steps") is not None, where
+        assert xla.get("compile_time_s") is None or (xla.get("train") or {}).get("compile_time_s") is not None, where
+        assert precision.get("used") is None or precision.get("compute_dtype") is not None, where

@@ -1,20 +1,7 @@
 """What a sweep point compiles on XLA / Neuron: its graph keys, the padded lengths behind them, its steps.
 
-On XLA a steady training step runs one graph (its micro-batches, clipping and AdamW included) and an
-evaluation batch one graph (helpers/run/train.py; tests/run/test_xla.py counts them). A graph's HLO, and so
-its compile-cache entry, is decided by the shapes and the settings traced into it:
-
-- the architecture (bert-base-uncased and its offline alias bert-base-random are one), the rows per
-  micro-batch (evaluation: max(batch, 32), its last batch padded to that) and the padded length: static
-  padding one length (max_length); dynamic padding one per distinct padded batch length;
-- precision and bf16_mode (bf16-pure-sr is bf16-pure's graph on XLA: XlaAdamW either way, the Neuron
-  runtime rounds); LoRA; torch.compile; the neuronx-cc flags (their --cache_dir aside);
-- training only: gradient accumulation, LLRD on or off (the number of parameter groups, each sending its
-  step size as data), max_grad_norm (clipping or not), gradient checkpointing, num_devices (the all-reduce).
-
-Learning rate, weight decay, LLRD's factor, seeds and step counts are data, never constants: points that
-differ only in them share graphs. Not counted: the small all-reduce graphs of evaluation's totals when
-num_devices > 1.
+On XLA a steady training step runs one graph and an evaluation batch one graph (tests/run/test_xla.py counts
+them); a graph's HLO, and so its compile-cache entry, is decided by the shapes and settings traced into it.
 """
 
 from __future__ import annotations
@@ -59,7 +46,7 @@ def compiled_precision(args: RunArgs, bf16_fast: bool = True) -> str:
         return "fp32"  # torch stays fp32; XLA_USE_BF16 or not is in the settings
     if p == "auto":
         return "bf16" if bf16_fast else "fp32"
-    return "bf16-pure" if p == "bf16-pure-sr" else p
+    return "bf16-pure" if p == "bf16-pure-sr" else p  # one graph: XlaAdamW either way, the Neuron runtime rounds
 
 
 def cc_flags(args: RunArgs) -> str:
@@ -69,6 +56,8 @@ def cc_flags(args: RunArgs) -> str:
 
 def settings(args: RunArgs, kind: str) -> tuple[str, ...]:
     """Return the settings other than shapes and precision that change a `kind` graph's HLO."""
+    # learning rate, weight decay, LLRD's factor, seeds and step counts are data, not constants: graphs are shared;
+    # not counted: the small all-reduce graphs of evaluation's totals when num_devices > 1
     t, tr, n = args.task, args.train, args.neuron
     lora = f"r{t.lora_r},a{t.lora_alpha},d{t.lora_dropout},{t.lora_targets}" if t.lora_r else "none"
     out = [f"bf16_mode={n.bf16_mode}", f"lora={lora}", f"compile={tr.compile}", f"cc_flags={cc_flags(args)}"]
@@ -89,8 +78,7 @@ def eval_batch(args: RunArgs) -> int:
 
 
 def graph_keys(args: RunArgs, train_lengths, eval_lengths, bf16_fast: bool = True) -> list[GraphKey]:
-    """Return the distinct graphs a point compiles, given the padded lengths its training and evaluation
-    batches take (static padding: [max_length] each)."""
+    """Return the distinct graphs a point compiles, given the padded lengths of its batches."""
     model, precision = architecture(args.task.model_name), compiled_precision(args, bf16_fast)
     train = [
         GraphKey("train", model, args.train.batch, int(n), precision, settings(args, "train"))
@@ -109,8 +97,7 @@ def train_rows(args: RunArgs) -> int:
 
 
 def optimizer_steps(args: RunArgs, rows: int | None = None) -> int:
-    """Return the optimizer steps a point takes: max_steps, else epochs over its rows (per rank; XLA drops the
-    last partial batch)."""
+    """Return the optimizer steps a point takes per rank (XLA drops the last partial batch)."""
     tr = args.train
     batches = (rows or train_rows(args)) // tr.num_devices // tr.batch
     full = batches // tr.gradient_accumulation_steps * tr.epochs
@@ -118,8 +105,7 @@ def optimizer_steps(args: RunArgs, rows: int | None = None) -> int:
 
 
 def eval_passes(args: RunArgs) -> list[tuple[str, int]]:
-    """Return (split, rows) of each evaluation pass: every periodic one (validation), then validation and
-    test."""
+    """Return (split, rows) of each evaluation pass: the periodic ones, then validation and test."""
     m, rows = args.measure, min(args.task.eval_subset or EVAL_ROWS, EVAL_ROWS)
     periodic = optimizer_steps(args) // m.eval_every if m.eval_every else 0
     curve = [("validation", min(m.curve_rows or rows, rows))] * periodic
@@ -127,8 +113,7 @@ def eval_passes(args: RunArgs) -> list[tuple[str, int]]:
 
 
 def round_up(lengths: np.ndarray, multiple: int | None) -> np.ndarray:
-    """Return `lengths` rounded up to a multiple (the collator's pad_to_multiple_of), unchanged without
-    one."""
+    """Return `lengths` rounded up to a multiple (the collator's pad_to_multiple_of), if any."""
     return lengths if not multiple else -(-lengths // multiple) * multiple
 
 
@@ -139,8 +124,7 @@ def chunk_maxima(lengths: np.ndarray, batch: int, drop_last: bool) -> np.ndarray
 
 
 def train_padded_lengths(lengths: np.ndarray, args: RunArgs) -> np.ndarray:
-    """Return the padded length of every training micro-batch of a dynamic-padding point, in the loader's
-    order (one process's: torch's seeded RandomSampler, or transformers' length-grouped indices)."""
+    """Return the padded length of every training micro-batch of a dynamic-padding point, in the loader's order."""
     import torch
     from transformers.trainer_pt_utils import get_length_grouped_indices
 
@@ -171,8 +155,7 @@ def eval_padded_lengths(lengths: dict[str, np.ndarray], args: RunArgs) -> np.nda
 
 
 def padded_lengths(args: RunArgs, lengths: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """Return the padded lengths of a point's training micro-batches and evaluation batches; None when its
-    padding is dynamic and the data's token lengths are not at hand."""
+    """Return the padded lengths of a point's training and evaluation batches (None: dynamic, no data here)."""
     t = args.task
     if t.padding == "static":
         return (
@@ -186,8 +169,7 @@ def padded_lengths(args: RunArgs, lengths: dict[str, np.ndarray] | None) -> tupl
 
 @functools.cache
 def data_token_lengths(model_name: str, data_dir: str | None = None) -> dict[str, np.ndarray] | str:
-    """Return every split's token lengths ([CLS] and [SEP] in, untruncated) under `model_name`'s tokenizer
-    (a hub name's offline alias: the uncased WordPiece), or why they cannot be had here."""
+    """Return every split's untruncated token lengths under `model_name`'s tokenizer, or why not here."""
     from helpers.run import data, models, tokens
 
     folder = data_dir or os.environ.get(data.ENV_VAR)

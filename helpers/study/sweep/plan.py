@@ -1,18 +1,6 @@
-"""A sweep's plan before it spends: per point its graphs, compile and train seconds and dollars (a *model*).
+"""A sweep's plan before it spends (`--plan`): per point its graphs, compile and train seconds and dollars.
 
-    python -m helpers.study.sweep all --variant full --target trainium --plan     # runs nothing
-
-Every figure is an estimate and says where it comes from:
-- graphs: what each point compiles on XLA / Neuron (helpers.study.sweep.graphs); eager CUDA compiles none;
-- compile seconds: an assumed cold neuronx-cc figure per graph (COMPILE_SOURCE); a graph shared by points or
-  suites (one key) is compiled once in the totals, since the compile cache is shared;
-- train and evaluation seconds: model FLOPs (helpers/calc/flops.py; evaluation: the forward pass) over an
-  assumed MFU times the device's datasheet peak (helpers/facts/device_peaks.csv); the MFU comes from the
-  study's published figures (Experiment/published), never from this repository's records;
-- dollars: those seconds at the whole instance's on-demand price (helpers/facts/instance_prices.csv);
-- a point whose modelled seconds exceed its timeout (the suite variant's timeout_s) is marked WILL TIME OUT in
-  its note, saying whether precompiling its graphs first (--precompile) would bring it within.
-A figure that cannot be estimated is NaN with the reason in the row's note, never 0.
+A model: every figure says where it comes from; one that cannot be estimated is NaN with the reason in its note.
 """
 
 from __future__ import annotations
@@ -86,8 +74,7 @@ class Target:
 
 
 def target_of(name: str, instance: str | None = None, gpus: int | None = None) -> Target:
-    """Return the target `name` on `instance` (default: trn1.2xlarge for trainium, g6.xlarge for nvidia), priced
-    whole, or as `gpus` of its accelerators (their share of its price)."""
+    """Return the target `name` on `instance` (default: DEFAULT_INSTANCE), priced whole or as `gpus` of it."""
     instance = instance or DEFAULT_INSTANCE[name]
     row = load_instance_prices().set_index("instance")
     if instance not in row.index:
@@ -104,8 +91,7 @@ def target_of(name: str, instance: str | None = None, gpus: int | None = None) -
 
 @functools.cache
 def assumed_mfu(device: str | None, max_length: int) -> tuple[float, str]:
-    """Return the MFU (a fraction) the plan assumes on `device`, and where it comes from (NaN: none
-    published)."""
+    """Return the MFU (a fraction) assumed on `device` from the study's published figures, and its source."""
     if device and device.startswith("trn1"):
         prof = pd.read_csv(repo_path(PUBLISHED) / "seq_len_profile.csv")
         # the row of the nearest L (on a log scale; the shorter on a tie)
@@ -147,8 +133,7 @@ Lengths = Callable[[str, str | None], dict | str]
 
 
 def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -> tuple[dict, list]:
-    """Return a point's plan row (graphs, seconds per compiled graph, train / evaluation seconds, the MFU
-    assumed, why a figure is missing) and its graph keys."""
+    """Return a point's plan row (graphs, seconds per graph, train / evaluation seconds, MFU) and graph keys."""
     row = {
         "suite": suite.name,
         "point": point.run_name,
@@ -209,13 +194,13 @@ def estimate(suite: Suite, point: Point, target: Target, lengths_for: Lengths) -
 def plan_frame(
     suites: list[Suite], variant: str, target: Target, lengths_for: Lengths | None = None
 ) -> tuple[pd.DataFrame, dict]:
-    """Return the plan's rows (one per point, in sweep order) and each point's graph keys. A point pays the
-    compilation of its graphs no earlier point compiled (`new`): the compile cache is shared."""
+    """Return the plan's rows (one per point, in sweep order) and each point's graph keys."""
     lengths_for = lengths_for or graphs.data_token_lengths
     rows, keys, seen = [], {}, set()
     for suite in suites:
         for point in expand(suite, variant):
             row, keys[point.run_name] = estimate(suite, point, target, lengths_for)
+            # one compile cache: a point pays only for the graphs no earlier point compiled
             new = [k for k in dict.fromkeys(keys[point.run_name]) if k not in seen]
             if not math.isnan(row["per_graph_s"]):
                 seen.update(new)
@@ -231,8 +216,7 @@ def plan_frame(
 
 
 def timeout_mark(modelled_s: float, compile_s: float, limit_s: float) -> str:
-    """Return the mark of a point modelled past its timeout, saying whether precompiling brings it within;
-    '' when it is within or not estimated."""
+    """Return the mark of a point modelled past its timeout ('' within it or not estimated)."""
     if not modelled_s > limit_s:  # NaN: not estimated
         return ""
     if modelled_s - compile_s <= limit_s:
@@ -244,9 +228,7 @@ def timeout_mark(modelled_s: float, compile_s: float, limit_s: float) -> str:
 
 
 def totals(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
-    """Return per suite and for the whole study: points, distinct graphs, the graphs it compiles first,
-    compile, train and evaluation hours and dollars (sums of the estimated points), and the points not
-    estimated."""
+    """Return the plan's totals per suite and for the whole study (sums of the estimated points)."""
 
     def one(rows: pd.DataFrame, name: str) -> dict:
         hours = {f"{what} h": rows[f"{what}_s"].sum(min_count=1) / 3600 for what in ("compile", "train", "eval")}
@@ -293,8 +275,7 @@ def render(frame: pd.DataFrame, keys: dict, target: Target, command: str) -> str
 
 
 def _table(frame: pd.DataFrame, formats: dict[str, str]) -> str:
-    """Return `frame` as a Markdown table: the columns in `formats` formatted so and right-aligned, n/a
-    where not estimated."""
+    """Return `frame` as a Markdown table, the columns in `formats` formatted and right-aligned (n/a: NaN)."""
     shown = frame.copy()
     for col, f in formats.items():
         shown[col] = ["n/a" if pd.isna(v) else format(v, f) for v in frame[col]]
@@ -305,8 +286,7 @@ def _table(frame: pd.DataFrame, formats: dict[str, str]) -> str:
 def plan_text(
     suites: list[Suite], variant: str, target_name: str, instance: str | None, command: str, gpus: int | None = None
 ) -> str:
-    """Return the rendered plan of `suites`' `variant` on the target, the instance or `gpus` of it (nothing
-    runs)."""
+    """Return the rendered plan of `suites`' `variant` on the target, its instance or `gpus` of it."""
     target = target_of(target_name, instance, gpus)
     frame, keys = plan_frame(suites, variant, target)
     return render(frame, keys, target, command)

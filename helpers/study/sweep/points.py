@@ -1,18 +1,8 @@
-"""One point of a suite, run as a notebook (or, for token statistics, in-process): helpers.study.sweep's.
-
-A point is (suite, run name) on a device; its record is <results>/<suite>/<run_name>@<device>.json, and
-a point whose record there has a final status is skipped, so a killed sweep resumes where it stopped and
-records copied from another machine never stand in for this one's. Each notebook runs under papermill,
-with the suite environment's kernel, in its own session, its processes tagged with the point so that a
-sweep killed outright leaves nothing running: the next sweep ends a dead sweep's processes before it
-runs their point, and a lock keeps two live sweeps off the same point. A point that leaves no record
-gets a failed / timeout / oom record here.
-"""
+"""One point of a suite: its notebook run under papermill (token statistics in-process), locked, resumed, recorded."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import subprocess
@@ -23,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import yaml
+from filelock import FileLock, Timeout
 
 from helpers.run import records, schema
 from helpers.run.args import ConfigError, build_args
@@ -130,15 +121,18 @@ def kill_processes(procs: list[psutil.Process]) -> None:
 @contextlib.contextmanager
 def point_lock(record_file: Path):
     """Hold the point's lock (yield True), or yield False when a live sweep holds it."""
-    lock = record_file.parent / f".{record_file.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the kernel when this process dies
-        except BlockingIOError:
-            yield False
-            return
+    record_file.parent.mkdir(parents=True, exist_ok=True)
+    # flock, released by the kernel when its process dies: no soft fallback, whose file would outlive a killed sweep
+    lock = FileLock(record_file.parent / f".{record_file.name}.lock", timeout=0, fallback_to_soft=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
         yield True
+    finally:
+        lock.release()
 
 
 def run_notebook(
@@ -215,9 +209,8 @@ def run_notebook(
 def record_failure(
     record_file: Path, params: dict, status: str, error: str, dev: dict | None = None, runner: dict | None = None
 ) -> schema.RunRecord:
-    """Write the record of a point that ended without writing its own (its parameters as the run would have
-    resolved them, its device as the sweep asked the environment, no libraries: the runner's are not those
-    of the environment the point ran in); return it."""
+    """Write and return the record of a point that ended without writing its own."""
+    # no libraries: the runner's are not those of the environment the point ran in
     try:
         args = build_args(params)
         params, given = args.flat(), args.given

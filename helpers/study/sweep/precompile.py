@@ -1,26 +1,7 @@
-"""Fill the Neuron compile cache before a sweep: one short trial per distinct graph, through neuron_parallel_compile.
+"""Fill the Neuron compile cache before a sweep (`--precompile`): one neuron_parallel_compile trial per new graph.
 
-    python -m helpers.study.sweep all --variant full --target trainium --precompile
-
-`neuron_parallel_compile <command>` (torch-neuronx) runs a trial of the command with graph extraction on (every
-graph executes as an empty stub with zero outputs), then compiles the graphs it met in parallel into the Neuron
-cache; the Neuron docs ask for a trial of "a few steps (eg. 10-15)". Here a trial is a point's own parameters
-through Trainium/train.py with TRIAL_STEPS steps and one evaluation batch per split; under dynamic padding every
-step of the point (its lengths come from the data order) and its evaluation rows. Points are taken in sweep
-order, and a point runs a trial only when it has a graph no earlier trial covered: one trial per new graph key,
-not one per point (helpers.study.sweep.graphs says what a point compiles). Trials run one after another: the
-compiler's host memory is the trn1.2xlarge's limit (shared/NEURON.md), so no trial hands the tool more than
-MAX_GRAPHS_PER_TRIAL new graphs: a dynamic-padding point with more is split into trials over growing prefixes
-of its training steps (each met graph already compiled, only the new ones left), then of its evaluation rows.
-neuron_parallel_compile compiles in its own process, reading the cache location from its own environment: a
-trial's `env` names the point's cache (NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL) and one retry
-(NEURON_PARALLEL_COMPILE_MAX_RETRIES=1, the Neuron docs' advice for a trn1.2xlarge's host memory and CPUs).
-Each trial runs in a session of its own and is killed past its limit (`timeout_s`: twice the plan's assumed
-cold compile of its new graphs, plus its start): a compile that hangs costs that, and the point then compiles
-what is missing within its own timeout. The tool is found on PATH, else beside the trials' python (the Neuron
-environment's bin, which a sweep started as .venv-neuron/bin/python does not put on PATH).
-After the sweep, `cache_report` counts the cache's hits from the records' compilations and the NEFFs that
-entered the cache meanwhile (the misses).
+`neuron_parallel_compile <command>` runs a trial of the command with every graph a stub, then compiles the graphs
+it met in parallel into the cache. After the sweep, `cache_report` counts the cache's hits and misses.
 """
 
 from __future__ import annotations
@@ -69,19 +50,12 @@ class Trial:
 
     @property
     def timeout_s(self) -> float:
-        """Return the seconds the trial may take before it is killed."""
-        return trial_timeout_s(self.new_graphs)
-
-
-def trial_timeout_s(new_graphs: int) -> float:
-    """Return a trial's limit in seconds: twice the plan's assumed cold compile of its new graphs (at least
-    one), plus TRIAL_START_S."""
-    return TRIAL_START_S + 2 * COMPILE_S_PER_GRAPH * max(new_graphs, 1)
+        """Return the seconds the trial may take: twice the plan's cold compile of its new graphs, plus its start."""
+        return TRIAL_START_S + 2 * COMPILE_S_PER_GRAPH * max(self.new_graphs, 1)
 
 
 def trial_params(params: dict, run_name: str, suite: str, results: str | Path) -> dict:
-    """Return the parameters of a point's trial: few steps and one evaluation batch per split (all of them
-    under dynamic padding), no profile, its own run name and records folder."""
+    """Return the parameters of a point's trial: its own name and folder, no profile, few steps if static."""
     args = build_args(params)
     out = {
         **params,
@@ -109,17 +83,14 @@ def precompile_command(python: str | Path, params: dict) -> list[str]:
 
 
 def trial_env(params: dict) -> dict[str, str]:
-    """Return what neuron_parallel_compile reads of its own environment for a trial of `params`: the run's
-    NEURON_CC_FLAGS (--cache_dir where the point names a cache), NEURON_COMPILE_CACHE_URL, one retry."""
+    """Return what neuron_parallel_compile reads of its own environment: the point's cache, one retry."""
     run = neuron_env(build_args(params))
     env = {k: run[k] for k in ("NEURON_CC_FLAGS", "NEURON_COMPILE_CACHE_URL") if k in run}
     return {**env, "NEURON_PARALLEL_COMPILE_MAX_RETRIES": MAX_RETRIES}
 
 
 def cuts(items: list[list], seen: set, limit: int) -> list[tuple[int, list]]:
-    """Return where to end each prefix of `items` (lists of graph keys, in the order a run meets them) so
-    that each prefix adds at most `limit` keys not in `seen` nor in an earlier prefix; with the keys it
-    adds."""
+    """Return (end, keys it adds) of each prefix of `items` (graph-key lists) adding at most `limit` new keys."""
     out, have, new = [], set(seen), []
     for i, keys in enumerate(items):
         fresh = [k for k in dict.fromkeys(keys) if k not in have and k not in new]
@@ -132,10 +103,9 @@ def cuts(items: list[list], seen: set, limit: int) -> list[tuple[int, list]]:
 
 
 def prefix_trials(args: RunArgs, lengths: dict, train_len: np.ndarray, seen: set) -> list[tuple[dict, list]]:
-    """Return the prefix trials that fill a dynamic-padding point's graphs MAX_GRAPHS_PER_TRIAL at a time, as
-    (parameter overrides, new graph keys), before the point's own trial: training steps in the loader's order
-    with one evaluation batch per split, then evaluation batches after one step. [] when one trial
-    suffices."""
+    """Return (overrides, new keys) of the trials before a dynamic-padding point's own, MAX_GRAPHS_PER_TRIAL each."""
+    # the compiler's host memory is a trn1.2xlarge's limit (shared/NEURON.md): training steps in the loader's
+    # order with one evaluation batch per split, then evaluation batches after one step
     ga, eb = args.train.gradient_accumulation_steps, graphs.eval_batch(args)
     rows = min(args.task.eval_subset or graphs.EVAL_ROWS, graphs.EVAL_ROWS)
     by_split = {}
@@ -149,20 +119,8 @@ def prefix_trials(args: RunArgs, lengths: dict, train_len: np.ndarray, seen: set
     found = cuts(items, seen, MAX_GRAPHS_PER_TRIAL)
     out = []
     for end, new in found[:-1]:  # the last prefix is the point's own trial
-        if end <= len(steps):
-            out.append(({"max_steps": end, "log_every": end, "eval_every": None, "eval_subset": eb}, new))
-        else:
-            out.append(
-                (
-                    {
-                        "max_steps": 1,
-                        "log_every": 1,
-                        "eval_every": None,
-                        "eval_subset": min((end - len(steps) + 1) * eb, rows),
-                    },
-                    new,
-                )
-            )
+        n, eval_rows = (end, eb) if end <= len(steps) else (1, min((end - len(steps) + 1) * eb, rows))
+        out.append(({"max_steps": n, "log_every": n, "eval_every": None, "eval_subset": eval_rows}, new))
     return out
 
 
@@ -175,8 +133,7 @@ def trials(suites: list[Suite], variant: str, lengths_for=None, results: str | P
             continue
         for point in expand(suite, variant):
             args = build_args(point.params)
-            static = args.task.padding == "static"
-            lengths = None if static else lengths_for(args.task.model_name, args.task.data_dir)
+            lengths = None if args.task.padding == "static" else lengths_for(args.task.model_name, args.task.data_dir)
             keys = point_graphs(point, lengths_for)
             params = trial_params(point.params, point.run_name, suite.name, repo_path(results))
             python, env = env_python(suite.env), trial_env(params)
@@ -216,8 +173,7 @@ def cached_neffs(folder: str) -> int | None:
 
 
 def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | None = None) -> dict:
-    """Run the trials with neuron_parallel_compile where it is installed, else say why not and what would
-    run; return what cache_report needs."""
+    """Run the trials where neuron_parallel_compile is installed, else print them; return what cache_report needs."""
     found = trials(suites, variant)
     cache = cache_dir(next((p.params for s in suites for p in expand(s, variant)), None))
     tool = tool or find_tool(found)
@@ -251,13 +207,13 @@ def precompile(suites: list[Suite], variant: str, out=sys.stdout, tool: str | No
 
 def find_tool(found: list[Trial]) -> str | None:
     """Return neuron_parallel_compile: on PATH, else beside a trial's python (None where neither has it)."""
+    # beside: the Neuron environment's bin, which a sweep started as .venv-neuron/bin/python does not put on PATH
     beside = [Path(t.command[1]).parent / TOOL for t in found]
     return shutil.which(TOOL) or next((str(p) for p in beside if p.exists()), None)
 
 
 def run_trial(tool: str, trial: Trial) -> int | None:
-    """Run one trial in a session of its own; return its exit status, None when it ran past its limit (then it
-    and its compiler processes are killed)."""
+    """Run one trial in a session of its own; return its exit status, None when killed past its limit."""
     proc = subprocess.Popen(
         [tool, *trial.command[1:]], cwd=REPO_ROOT, env={**os.environ, **trial.env}, start_new_session=True
     )

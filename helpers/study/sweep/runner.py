@@ -1,16 +1,4 @@
-"""The sweep runner: every point of the chosen suites not yet finished on this machine's device.
-
-    python -m helpers.study.sweep batch_scaling --variant quick     # one suite (a name or a .toml path)
-    python -m helpers.study.sweep all --variant quick               # every suite, saying which it skipped
-    python -m helpers.study.sweep all --variant full --target trainium   # the study on trn1 (.venv-neuron)
-    python -m helpers.study.sweep all --variant full --target trainium --plan         # what it costs; runs nothing
-    python -m helpers.study.sweep all --variant full --target trainium --precompile   # fill the Neuron cache first
-
-Points run through helpers.study.sweep.points (a notebook each, resumable, never two sweeps on one point). A
-suite variant with `jobs = N` (or `--jobs N`) runs N points at once, each on cpu_count / N threads. At
-the end the sweep prints where its wall time went: training, evaluation, and everything else (kernel
-start-up, imports, data, model loading), from the points' own records.
-"""
+"""The sweep runner: every point of the chosen suites not yet finished on this machine's device."""
 
 from __future__ import annotations
 
@@ -179,8 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--plan",
         action="store_true",
-        help="print per suite its points, the graphs they compile and "
-        "estimated compile / train seconds and dollars (a model, sources named); run nothing",
+        help="print per suite its points, the graphs they compile and estimated compile / train seconds and "
+        "dollars (a model, sources named); run nothing",
     )
     parser.add_argument(
         "--instance",
@@ -192,10 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--precompile",
         action="store_true",
-        help="with --target trainium: fill the Neuron compile "
-        "cache (neuron_parallel_compile, one short trial per distinct graph), "
-        "then sweep and count "
-        "the cache's hits",
+        help="with --target trainium: fill the Neuron compile cache (neuron_parallel_compile, one short trial per "
+        "distinct graph), then sweep and count the cache's hits",
     )
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
@@ -203,8 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         parser.error(
             f"--timeout={args.timeout:g} is invalid: give the seconds a point may take, > 0 "
-            "(leave it out "
-            "for the suite's own timeout_s)"
+            "(leave it out for the suite's own timeout_s)"
         )
     if args.precompile and args.target != "trainium":
         parser.error("--precompile fills the Neuron compile cache: it needs --target trainium")
@@ -243,8 +228,7 @@ def every_suite(suites_dir: str) -> list:
     found = find_suites(suites_dir)
     for suite in (s for s in found if s.on_demand):
         print(
-            f"sweep: {suite.name} is on demand, left out of `all` "
-            "(run it by name: python -m helpers.study.sweep "
+            f"sweep: {suite.name} is on demand, left out of `all` (run it by name: python -m helpers.study.sweep "
             f"{suite.name}); the report keeps its committed records",
             file=sys.stderr,
         )

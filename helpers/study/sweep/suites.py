@@ -1,23 +1,4 @@
-"""Suite files: one TOML file per report table, parsed and expanded into named grid points.
-
-A suite file (Experiment/suites/<name>.toml) names `title`, `order` (its place in the report),
-`kind` (notebook | token_stats | derived), `notebook`, `env` (main = .venv, xla = .venv-xla, which is
-.venv-neuron wherever that exists: on a trn1 the Trainium notebook runs on NeuronCores),
-optionally `requires` ("neuron": torch-neuronx; "fast-bf16": a GPU, trn1 or a CPU with fast bf16), `description` and
-`on_demand` (true: `sweep all`, and so `make report`, leaves it out; it runs by name, and the report still tabulates
-its committed records), shared `[params]`, and per variant (`[quick]`,
-`[full]`) `params`, `grid` (every combination), `cases` (a list of explicit points, crossed with the
-grid), `repeats` (independent processes per point, default 1), `timeout_s` and `jobs` (points run at once,
-each on cpu_count / jobs threads). Parameter names
-are the run's (helpers/run/args.py), checked when the file is read; TOML has no null, so "None" stands
-for None. Its `[report]` table tells helpers.study.report.tables how to tabulate the records.
-
-A point's run name is `<suite>-<variant>-<the values that vary>-<hash of every parameter>`: the same
-point always gets the same name (so a resumed sweep recognises it), and editing a fixed parameter
-gives new names (so records of the old definition are never taken for the new one). Repeat r > 1 of a
-point adds `-rep<r>`. Points come repeat by repeat (every cell once, then every cell again), so the repeats
-of one cell are spread over the sweep, not run back to back, and their spread is between runs.
-"""
+"""Suite files (Experiment/suites/<name>.toml, one per report table), checked and expanded into named points."""
 
 from __future__ import annotations
 
@@ -27,11 +8,13 @@ import difflib
 import hashlib
 import itertools
 import json
-import math
 import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+import pydantic
 
 from helpers.run.args import FIELDS, ConfigError, build_args, unknown_message
 from helpers.run.paths import repo_path
@@ -39,14 +22,12 @@ from helpers.run.paths import repo_path
 SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
 DEFAULT_TIMEOUT_S = 1800  # a point's limit where its suite variant gives no timeout_s
-KINDS = ("notebook", "token_stats", "derived")
 # folder, Jupyter kernel; "neuron" (`make neuron-venv`, trn1 only) stands in for "xla" where it exists
 ENVS = {
     "main": (".venv", "accelbench"),
     "xla": (".venv-xla", "accelbench-xla"),
     "neuron": (".venv-neuron", "accelbench-neuron"),
 }
-REQUIRES = (None, "neuron", "fast-bf16")
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
 # where notebook suites run: the Nvidia notebook (CUDA, else the CPU) in .venv, or the Trainium notebook
@@ -74,8 +55,7 @@ class Suite:
 
 
 def with_overrides(suite: Suite, text: list[str], variant: str = "quick") -> Suite:
-    """Return `suite` with NAME=VALUE settings (VALUE read as a TOML value, else as text) over every point,
-    each point of `variant` checked with them; raise ConfigError naming a bad one."""
+    """Return `suite` with NAME=VALUE settings (TOML values, else text) over every point of `variant`, checked."""
     overrides = {}
     for item in text:
         name, sep, value = item.partition("=")
@@ -105,60 +85,85 @@ class Point:
     params: dict
 
 
-# the keys a suite file may hold, by table, with their TOML types (an unknown key is a typo: refused, never ignored)
-TOP_KEYS = {
-    "title": str,
-    "description": str,
-    "order": int,
-    "kind": str,
-    "notebook": str,
-    "env": str,
-    "requires": str,
-    "on_demand": bool,
-    "params": dict,
-    "quick": dict,
-    "full": dict,
-    "report": dict,
-}
-VARIANT_KEYS = {"params": dict, "grid": dict, "cases": list, "repeats": int, "timeout_s": float, "jobs": int}
-REPORT_KEYS = {"table": str, "keys": list, "values": list, "trend": list, "source": str, "published": list}
+ALLOWED = {"kind": ("notebook", "token_stats", "derived"), "env": tuple(ENVS), "requires": ("neuron", "fast-bf16")}
 TYPE_NAMES = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "true or false",
-    dict: "a table",
-    list: "a list",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "list_type": "a list",
 }
+RANGES = {"repeats": "an integer >= 1", "jobs": "an integer >= 1", "timeout_s": "a number of seconds > 0"}
 
 
-def _check_table(where: str, table: dict, known: dict[str, type]) -> None:
-    """Refuse a key of `table` outside `known` (naming the closest known one) or a value of another type."""
-    for key, value in table.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-            hint = f" did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where}: unknown key {key!r}:{hint} (known: {', '.join(known)})")
-        kind = known[key]
-        ok = isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
-        if not ok or (isinstance(value, bool) and kind is not bool):
-            raise ConfigError(f"{where}: {key}={value!r} is not {TYPE_NAMES[kind]}")
+class _Table(pydantic.BaseModel):
+    """A table of a suite file: an unknown key is a typo, refused, never ignored; TOML types, strictly."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
 
 
-def _check_variant(where: str, spec: dict) -> None:
-    """Refuse a variant table's unknown keys, wrong types, and counts or timeouts out of range."""
-    _check_table(where, spec, VARIANT_KEYS)
-    for key in ("jobs", "repeats"):
-        if spec.get(key, 1) < 1:
-            raise ConfigError(f"{where}: {key}={spec[key]!r} is invalid: must be an integer >= 1")
-    timeout = spec.get("timeout_s", 1)
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise ConfigError(f"{where}: timeout_s={timeout!r} is invalid: must be a number of seconds > 0")
-    for name, values in spec.get("grid", {}).items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{where}: grid {name}={values!r} is invalid: give a non-empty list of values")
-    if not all(isinstance(case, dict) for case in spec.get("cases", [])):
-        raise ConfigError(f"{where}: cases must be a list of tables ({{ name = value, ... }})")
+class Variant(_Table):
+    """A suite's [quick] or [full] table."""
+
+    params: dict = {}
+    grid: dict[str, Annotated[list, pydantic.Field(min_length=1)]] = {}  # every combination
+    cases: list[dict] = []  # explicit points, each crossed with the grid
+    repeats: int = pydantic.Field(1, ge=1)  # independent processes per point
+    timeout_s: float = pydantic.Field(DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)  # a point's limit
+    jobs: int = pydantic.Field(1, ge=1)  # points run at once, each on cpu_count / jobs threads
+
+
+class Report(_Table):
+    """A suite's [report] table: how helpers.study.report.tables tabulates its records."""
+
+    table: str | None = None
+    keys: list = []
+    values: list = []
+    trend: list = []
+    source: str | None = None
+    published: list = []
+
+
+class SuiteFile(_Table):
+    """A suite file as written (Experiment/suites/<name>.toml)."""
+
+    title: str | None = None  # default: the file's name
+    description: str = ""
+    order: int = 99  # its place in the report
+    kind: Literal[ALLOWED["kind"]] = "notebook"
+    notebook: str | None = None
+    env: Literal[ALLOWED["env"]] = "main"
+    # neuron: torch-neuronx; fast-bf16: a GPU, trn1 or a CPU with fast bf16
+    requires: Literal[ALLOWED["requires"]] | None = None
+    on_demand: bool = False  # true: `sweep all` (and so `make report`) leaves it out; it runs by name
+    params: dict = {}  # the run's parameters (helpers/run/args.py); "None" stands for None (TOML has no null)
+    quick: Variant | None = None
+    full: Variant | None = None
+    report: Report = Report()
+
+
+def _problem(path: Path, error: dict) -> str:
+    """Return a suite file's first validation error in words, naming the file, the table and the key."""
+    loc, value = error["loc"], error["input"]
+    where = f"{path} [{loc[0]}]" if len(loc) > 1 else str(path)
+    key = loc[-1] if len(loc) < 3 else loc[1]
+    if error["type"] == "extra_forbidden":
+        table = SuiteFile if len(loc) == 1 else Report if loc[0] == "report" else Variant
+        known = list(table.model_fields)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f" did you mean {close[0]!r}?" if close else ""
+        return f"{where}: unknown key {key!r}:{hint} (known: {', '.join(known)})"
+    if key == "grid" and len(loc) == 3:
+        return f"{where}: grid {loc[2]}={value!r} is invalid: give a non-empty list of values"
+    if key == "cases" and len(loc) == 3:
+        return f"{where}: cases must be a list of tables ({{ name = value, ... }})"
+    if error["type"] == "literal_error":
+        return f"{where}: {key}={value!r} is unknown: allowed {', '.join(ALLOWED[key])}"
+    if error["type"] in TYPE_NAMES:
+        return f"{where}: {key}={value!r} is not {TYPE_NAMES[error['type']]}"
+    return f"{where}: {key}={value!r} is invalid: must be {RANGES[key]}"
 
 
 def read_toml(path: Path) -> dict:
@@ -176,44 +181,34 @@ def load_suite(path: str | Path) -> Suite:
     """Return the suite in the TOML file `path`; raise ConfigError naming the file on any bad entry."""
     path = Path(path)
     raw = read_toml(path)
-    _check_table(str(path), raw, TOP_KEYS)
-    _check_table(f"{path} [report]", raw.get("report", {}), REPORT_KEYS)
-    for variant in VARIANTS:
-        if variant in raw:
-            _check_variant(f"{path} [{variant}]", raw[variant])
-    kind = raw.get("kind", "notebook")
+    try:
+        f = SuiteFile.model_validate(raw)
+    except pydantic.ValidationError as err:
+        raise ConfigError(_problem(path, err.errors()[0])) from None
     suite = Suite(
         name=path.stem,
-        title=raw.get("title", path.stem),
-        order=raw.get("order", 99),
-        kind=kind,
-        notebook=raw.get("notebook"),
-        env=raw.get("env", "main"),
-        requires=raw.get("requires"),
-        params=raw.get("params", {}),
+        title=f.title or path.stem,
+        order=f.order,
+        kind=f.kind,
+        notebook=f.notebook,
+        env=f.env,
+        requires=f.requires,
+        params=f.params,
         variants={v: raw[v] for v in VARIANTS if v in raw},
         report=raw.get("report", {}),
-        description=raw.get("description", ""),
-        on_demand=raw.get("on_demand", False),
+        description=f.description,
+        on_demand=f.on_demand,
     )
-    if kind not in KINDS:
-        raise ConfigError(f"{path}: kind={kind!r} is unknown: allowed {', '.join(KINDS)}")
-    if suite.requires not in REQUIRES:
-        raise ConfigError(
-            f"{path}: requires={suite.requires!r} is unknown: allowed {', '.join(r for r in REQUIRES if r)}"
-        )
-    if suite.env not in ENVS:
-        raise ConfigError(f"{path}: env={suite.env!r} is unknown: allowed {', '.join(ENVS)}")
-    if kind == "notebook" and not suite.notebook:
+    if f.kind == "notebook" and not f.notebook:
         raise ConfigError(f'{path}: a notebook suite needs notebook = "Nvidia/baseline.ipynb" or similar')
-    if kind != "derived" and set(suite.variants) != set(VARIANTS):
+    if f.kind != "derived" and set(suite.variants) != set(VARIANTS):
         raise ConfigError(f"{path}: needs both [quick] and [full] tables")
     for variant in suite.variants:
         for point in _combinations(suite, variant):
             unknown = sorted(set(point) - set(FIELDS))
             if unknown:
                 raise ConfigError(f"{path} [{variant}]: {unknown_message(unknown[0])}")
-            if kind == "notebook":
+            if f.kind == "notebook":
                 try:
                     build_args(point)  # the one place parameters are checked
                 except ConfigError as err:
@@ -233,8 +228,7 @@ def read_suites(suites_dir: str | Path = SUITES_DIR) -> tuple[list[Suite], dict[
 
 
 def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
-    """Return every suite in `suites_dir` that reads, in the report's order; a broken file is named on stderr
-    and skipped, so one typo never stops the report or `sweep all`."""
+    """Return every suite in `suites_dir` that reads, in the report's order; name each broken file on stderr."""
     found, broken = read_suites(suites_dir)
     for path, why in broken.items():
         print(f"skipped suite file {path}: {why}", file=sys.stderr)
@@ -242,8 +236,7 @@ def find_suites(suites_dir: str | Path = SUITES_DIR) -> list[Suite]:
 
 
 def suites_folder(text: str) -> str:
-    """Return `text` (a --suites-dir value) when it names a folder holding suite files; argparse's error
-    otherwise: a mistyped folder would make the report, the decision and `sweep all` read no suite at all."""
+    """Return `text` (a --suites-dir value) when it names a folder of suite files; else argparse's error."""
     folder = repo_path(text)
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: no such folder of suite files (the suites: {SUITES_DIR})")
@@ -271,7 +264,7 @@ def _combinations(suite: Suite, variant: str) -> list[dict]:
 
 
 def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
-    """Return `<suite>-<variant>-<k=v,...>-<hash>`: the grid values, then a hash of every parameter."""
+    """Return `<suite>-<variant>-<k=v,...>-<hash>`: one point, one name; an edited parameter, a new name."""
     label = ",".join(f"{k}={params[k]}" for k in varying) or "point"
     digest = hashlib.sha1(
         json.dumps({k: v for k, v in params.items() if k not in WHERE}, sort_keys=True, default=str).encode()
@@ -290,7 +283,7 @@ def timeout_of(suite: Suite, variant: str) -> float:
 
 
 def expand(suite: Suite, variant: str) -> list[Point]:
-    """Return the points of `suite`'s `variant`, repeat by repeat, each with its run name (none if derived)."""
+    """Return the points of `suite`'s `variant` with their run names (none if derived), repeat by repeat."""
     if suite.kind == "derived":
         return []
     if variant not in suite.variants:
@@ -300,6 +293,7 @@ def expand(suite: Suite, variant: str) -> list[Point]:
     varying = [k for k in names if len({json.dumps(c.get(k), default=str) for c in combos}) > 1]
     cells = [(run_name(suite.name, variant, c, [k for k in varying if k in c]), c) for c in combos]
     repeats = suite.variants[variant].get("repeats", 1)
+    # every cell once, then every cell again: a cell's repeats spread over the sweep, their spread between runs
     return [Point(repeat_name(name, r), params) for r in range(1, repeats + 1) for name, params in cells]
 
 
@@ -309,8 +303,7 @@ def xla_env() -> str:
 
 
 def retarget(suite: Suite, target: str) -> Suite:
-    """Return `suite` as run on `target`: trainium moves Nvidia-notebook suites to the Trainium notebook; a
-    suite in the XLA environment runs in the Neuron one where that exists."""
+    """Return `suite` as run on `target` (trainium: through the Trainium notebook; xla: neuron where it exists)."""
     if target not in TARGETS:
         raise ConfigError(f"target={target!r} is unknown: allowed {', '.join(TARGETS)}")
     if target == "trainium" and suite.kind == "notebook" and suite.notebook == TARGETS["nvidia"][0]:

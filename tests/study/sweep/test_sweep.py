@@ -673,6 +673,26 @@ def test_two_paths_to_one_results_folder_share_the_points_lock(tmp_path):
     with points.point_lock(paths[0]) as first:
         with points.point_lock(paths[1]) as second:
             assert first and not second
+    with points.point_lock(paths[1]) as again:  # given back when its holder is done
+        assert again
+
+
+def test_a_point_held_by_another_live_sweep_is_refused_and_free_once_that_sweep_is_killed(tmp_path):
+    record = tmp_path / "results" / "s" / "p@cpu-x.json"
+    hold = "from pathlib import Path\nfrom helpers.study.sweep import points\n"
+    hold += f"with points.point_lock(Path({str(record)!r})) as mine:\n"
+    hold += "    print(mine, flush=True)\n    input()\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", hold], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"True"
+        with points.point_lock(record) as mine:
+            assert not mine
+    finally:
+        holder.kill()
+        holder.wait()
+    with points.point_lock(record) as mine:  # the kernel dropped a killed holder's lock
+        assert mine
 
 
 @pytest.mark.parametrize(
