@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from pathlib import Path
 
 import pandas as pd
 
-from bench.cases import PEAK
+from bench.cases import LEVER_SECTIONS, PEAK
 from bench.harness import paired_ratios, paired_text
 from bench.trainer_tta import PROJECT
 from helpers.calc.flops import estimate_mfu
@@ -239,7 +240,7 @@ def _eval(e: dict) -> list[str]:
     same = all(before[k] == after[k] for k in ("accuracy", "macro_f1", "rows"))
     c = e["config"]
     return [
-        "### Evaluation of the whole validation split: before and after issue 38",
+        "### Evaluation of the whole validation split: before and after the sorted, built-once loader",
         "",
         f"Does one evaluation cost less, measuring the same? {c['model_name']} (L<={c['max_length']}, "
         f"{c['padding']} padding, precision {e['precision']}) fine-tuned {e['train_steps']} steps, then "
@@ -420,6 +421,15 @@ def _at_least(label: str, r: dict, target: str) -> str:
     )
 
 
+def lever_block(command: str) -> str:
+    """Return the block a levers run's rows go to: `levers`, or `levers-<names>` for lever sections named alone."""
+    words = command.split()
+    asked = words[words.index("--sections") + 1 :] if "--sections" in words else []
+    sections = list(itertools.takewhile(lambda w: not w.startswith("--"), asked))
+    groups = [s for s in sections if s in LEVER_SECTIONS]
+    return "levers-" + "-".join(groups) if groups and "levers" not in sections else "levers"
+
+
 def render_raw(raw: Path) -> dict[str, str]:
     """Return the blocks of the raw windows file's latest record of each section and lever, with its command."""
     rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
@@ -441,15 +451,19 @@ def render_raw(raw: Path) -> dict[str, str]:
         ]
         body = render({n: r["result"] for n, r in latest.items()}, next(iter(metas.values())))["main"]
         blocks["main"] = "\n\n".join(heads) + "\n" + body.split("\n", 1)[1]
-    levers, seen = [], set()
-    for r in reversed([r for r in rows if r["section"] == "levers"]):  # newest first
-        fresh = [x for x in r["result"]["levers"] if x["name"] not in seen]
-        seen |= {x["name"] for x in fresh}
-        if fresh:
-            result = {"levers": {**r["result"], "levers": fresh}}
-            levers.insert(0, render(result, {"load_end": r["meta"]["load_start"]} | r["meta"])["levers"])
-    if levers:
-        blocks["levers"] = "\n\n".join(levers)
+    by_block: dict[str, list[dict]] = {}  # a levers record goes to the block its command wrote
+    for r in rows:
+        if r["section"] == "levers":
+            by_block.setdefault(lever_block(r["meta"]["command"]), []).append(r)
+    for block, records in by_block.items():
+        parts, seen = [], set()
+        for r in reversed(records):  # newest first: a lever measured again keeps its latest rows only
+            fresh = [x for x in r["result"]["levers"] if x["name"] not in seen]
+            seen |= {x["name"] for x in fresh}
+            if fresh:
+                result = {"levers": {**r["result"], "levers": fresh}}
+                parts.insert(0, render(result, {"load_end": r["meta"]["load_start"]} | r["meta"])["levers"])
+        blocks[block] = "\n\n".join(parts)
     for name in ("tta", "eval"):
         last = next((r for r in reversed(rows) if r["section"] == name), None)
         if last:  # the latest measurement, with its own command line

@@ -314,6 +314,52 @@ def test_render_raw_keeps_the_latest_of_each_section_and_lever_with_its_command(
     )
 
 
+def _lever(name: str, ratio: float) -> dict:
+    """Return a lever's raw result whose variant runs `ratio` times its control's samples/s in every round."""
+    lever = {**_fake_results()["levers"]["levers"][0], "name": name, "variant_samples_per_s": ratio}
+    return lever | {"rates": {"control": [{"samples": 1.0}] * 5, "variant": [{"samples": ratio}] * 5}}
+
+
+def test_render_raw_puts_each_levers_run_in_the_block_its_command_wrote(tmp_path):
+    """A run of a few lever sections (`--sections optim`) wrote `bench:levers-optim`, a `--sections levers` run
+    `bench:levers`: rendering the raw windows again gives the same blocks, not every lever row in one."""
+    raw, base = tmp_path / "bench.jsonl", _fake_results()["levers"]
+    optim = {**META, "command": "python -m bench --sections optim --model minilm"}
+    rows = [
+        ({**optim, "date": "2026-01-01 00:00"}, [_lever("fused vs for-loop AdamW", 1.5)]),
+        ({**optim, "date": "2026-01-01 00:00"}, [_lever("fused vs for-loop AdamW", 1.25)]),  # the run's later record
+        ({**META, "command": "python -m bench --sections attention threads --windows 3"}, [_lever("SDPA", 0.5)]),
+        ({**META, "command": "python -m bench --sections levers --lever L=32"}, [_lever("L=32 vs L=64", 2.0)]),
+        ({**META, "command": "python -m bench --sections levers --lever bf16"}, [_lever("bf16 weights", 0.75)]),
+    ]
+    raw.write_text(
+        "".join(json.dumps({"meta": m, "section": "levers", "result": base | {"levers": x}}) + "\n" for m, x in rows)
+    )
+    blocks = render.render_raw(raw)
+    assert list(blocks) == ["levers-optim", "levers-attention-threads", "levers"]
+    assert [c[5] for c in _cells(blocks["levers-optim"])[2:]] == ["1.250x"]
+    assert "--sections optim --model minilm` on 2026-01-01" in blocks["levers-optim"]
+    assert [c[0] for c in _cells(blocks["levers-attention-threads"])[2:]] == ["SDPA"]
+    # the two `--sections levers` runs share one block, each table under its own command line
+    levers = blocks["levers"]
+    assert [c[0] for c in _cells(levers) if c[0] not in ("lever", "---")] == ["L=32 vs L=64", "bf16 weights"]
+    assert levers.index("--lever L=32`") < levers.index("| L=32 vs L=64") < levers.index("--lever bf16`")
+
+
+@pytest.mark.parametrize(
+    "command, block",
+    [
+        ("python -m bench --sections levers --lever compile", "levers"),
+        ("python -m bench --sections levers optim", "levers"),  # the whole table asked for: its rows join it
+        ("python -m helpers.study.bench --sections compile --model minilm", "levers-compile"),
+        ("python -m bench --sections attention threads", "levers-attention-threads"),
+        ("python -m bench", "levers"),
+    ],
+)
+def test_a_levers_command_names_the_block_its_rows_go_to(command, block):
+    assert render.lever_block(command) == block
+
+
 def test_write_blocks_replaces_generated_text_and_keeps_the_rest(tmp_path):
     path = tmp_path / "BENCHMARKS.md"
     render.write_blocks(path, {"main": "first"})
@@ -414,6 +460,7 @@ def test_eval_section_times_both_evaluations_and_finds_them_equal(tiny_model_dir
     assert out["figures"]["before"]["accuracy"] == out["figures"]["after"]["accuracy"]
     text = render.render({"eval": out}, META)["eval"]
     assert "after / before rows/s = " in text and "identical" in text and "**different**" not in text
+    assert "before and after the sorted, built-once loader" in text and not re.search(r"issue \d|#\d", text)
 
 
 def test_eval_section_times_each_inference_lever_against_the_current_evaluation(tiny_model_dir, tiny_data_dir):
