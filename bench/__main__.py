@@ -13,7 +13,7 @@ import torch
 
 from bench import cases
 from bench.harness import wait_quiet
-from bench.render import render, render_raw, write_blocks
+from bench.render import levers_block, render, render_raw, write_blocks
 from bench.trainer_tta import Sizes, tta_section
 from helpers.run.device import cpu_capability, cpu_name, resolve_device, synchronize
 from helpers.run.paths import RESULTS_DIR, repo_path
@@ -174,9 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
             f.write(json.dumps({"meta": meta, "section": section, "result": results[section]}, default=str) + "\n")
     meta["load_end"] = os.getloadavg()[0]
     blocks = render(results, meta)
-    groups = [name for name in args.sections if name in cases.LEVER_SECTIONS]
-    if groups and "levers" not in args.sections:  # a few levers: a block of their own, the lever table kept
-        blocks["levers-" + "-".join(groups)] = blocks.pop("levers")
+    if "levers" in blocks:  # a few levers: a block of their own, the lever table kept
+        blocks[levers_block(args.sections)] = blocks.pop("levers")
     if set(args.sections) <= set(cases.ON_REQUEST):  # the main block keeps its last figures
         blocks.pop("main")
     write_blocks(repo_path(args.out), blocks)

@@ -421,13 +421,17 @@ def _at_least(label: str, r: dict, target: str) -> str:
     )
 
 
-def lever_block(command: str) -> str:
-    """Return the block a levers run's rows go to: `levers`, or `levers-<names>` for lever sections named alone."""
-    words = command.split()
-    asked = words[words.index("--sections") + 1 :] if "--sections" in words else []
-    sections = list(itertools.takewhile(lambda w: not w.startswith("--"), asked))
+def levers_block(sections: list[str]) -> str:
+    """Return the block a run of `sections` writes its lever rows to: `levers`, or `levers-<names>`."""
     groups = [s for s in sections if s in LEVER_SECTIONS]
     return "levers-" + "-".join(groups) if groups and "levers" not in sections else "levers"
+
+
+def lever_block(command: str) -> str:
+    """Return the block a levers run's rows go to, from the command that measured them."""
+    words = command.split()
+    asked = words[words.index("--sections") + 1 :] if "--sections" in words else []
+    return levers_block(list(itertools.takewhile(lambda w: not w.startswith("--"), asked)))
 
 
 def render_raw(raw: Path) -> dict[str, str]:
