@@ -117,7 +117,9 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     name = args.measure.run_name or default_name(args, precision)
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
     record_destination.check_destination(path)  # the exact folder and file name, before any model is built
-    helpers.run.train.seed_everything(args.train.seed)
+    from transformers import set_seed  # imports torch_xla where installed: after neuron.apply_env
+
+    set_seed(args.train.seed)  # random, NumPy and torch, so a run repeats
     oversubscribed = device.oversubscribed(dev, args.train.num_devices, args.train.allow_oversubscribe)
     head = records.run_record(
         {**args.flat(), "run_name": name},

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -44,13 +42,6 @@ class FitResult:
 
 class StopTraining(Exception):
     """Raised by a `fit` callback to end training after the current step; its text says why."""
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch so a run repeats."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
