@@ -301,7 +301,7 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
         reduce = ddp.reducer(world, run.dev.type)
         reused = last_validation(run)
         for split, short in (("validation", "val"), ("test", "test")):
-            sampler = ddp.ShardSampler(len(splits[split]), run.rank.rank, world) if run.rank else None
+            sampler = ddp.eval_shard(len(splits[split]), run.rank.rank, world) if run.rank else None
             if split == "validation" and reused is not None:
                 metrics = reused
             else:

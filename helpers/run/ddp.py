@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DistributedSampler, Sampler
+from torch.utils.data import DistributedSampler
 
 BACKENDS = {"cuda": "nccl", "cpu": "gloo", "xla": "xla"}
 LAUNCH_ID = "ACCELBENCH_LAUNCH_ID"  # ties the ranks of one torchrun launch to its launcher
@@ -68,17 +68,9 @@ def init_process_group(rank: Rank, device_type: str) -> None:
     rank.backend = backend
 
 
-class ShardSampler(Sampler):
-    """Rows rank, rank+W, rank+2W, ... in order: every evaluation row counted once, none repeated."""
-
-    def __init__(self, n: int, rank: int, world_size: int):
-        self.indices = list(range(rank, n, world_size))
-
-    def __iter__(self):
-        return iter(self.indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
+def eval_shard(n: int, rank: int, world_size: int) -> range:
+    """Return rows rank, rank+W, rank+2W, ... of `n`: every evaluation row counted once, none repeated."""
+    return range(rank, n, world_size)
 
 
 def train_sampler(split, rank: Rank, seed: int) -> DistributedSampler:
