@@ -155,15 +155,10 @@ def length_stats(lengths, coverages: tuple[float, ...] = (0.9, 0.95, 0.99), choo
         "mean": float(arr.mean()),
         "median": float(np.median(arr)),
     }
+    # inverted_cdf: the smallest length L such that at least a fraction c of the rows have length <= L
     for c in coverages:
-        stats[f"p{round(c * 100)}"] = covering_length(arr, c)
-    need = covering_length(arr, choose_coverage)
+        stats[f"p{round(c * 100)}"] = int(np.quantile(arr, c, method="inverted_cdf"))
+    need = np.quantile(arr, choose_coverage, method="inverted_cdf")
     stats["chosen_coverage"] = choose_coverage
     stats["chosen_pow2"] = 1 << max(0, math.ceil(math.log2(need)))
     return stats
-
-
-def covering_length(sorted_lengths: np.ndarray, fraction: float) -> int:
-    """Return the smallest length L such that at least `fraction` of rows have length <= L."""
-    k = math.ceil(fraction * sorted_lengths.size)  # rows that must fit
-    return int(sorted_lengths[max(k, 1) - 1])
