@@ -259,8 +259,6 @@ def evaluate(
     loader,
     dev: DeviceInfo,
     precision: str,
-    num_labels: int = 6,
-    progress: bool = False,
     reduce=None,
     rows_per_batch: int | None = None,
     settings: inference.EvalSettings | None = None,
@@ -269,27 +267,19 @@ def evaluate(
     # no_grad on XLA: its evaluation graphs stay the ones compiled and counted there
     with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
         with torch.no_grad() if dev.type == "xla" else torch.inference_mode():
-            return evaluate_batches(
-                eval_model, loader, dev, eval_precision, num_labels, progress, reduce, rows_per_batch
-            )
+            return evaluate_batches(eval_model, loader, dev, eval_precision, reduce, rows_per_batch)
 
 
 def evaluate_batches(
-    model: torch.nn.Module,
-    loader,
-    dev: DeviceInfo,
-    precision: str,
-    num_labels: int = 6,
-    progress: bool = False,
-    reduce=None,
-    rows_per_batch: int | None = None,
+    model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, reduce=None, rows_per_batch: int | None = None
 ) -> dict:
     """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad)."""
     xla = dev.type == "xla"
     model.eval()
+    num_labels = model.config.num_labels
     confusion = _zeros(dev, num_labels, num_labels, dtype=torch.long)
     loss_sum, rows = _zeros(dev), _zeros(dev, dtype=torch.long)
-    for batch in tqdm(loader, desc="eval", unit="batch", disable=not progress):
+    for batch in loader:
         if xla and rows_per_batch and batch["labels"].shape[0] < rows_per_batch:  # the same few graphs for any rows
             batch = pad_rows(batch, rows_per_batch)
         batch = _to_device(batch, model, dev)
