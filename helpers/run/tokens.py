@@ -67,10 +67,7 @@ def loader(
 
 
 class DeviceBatches:
-    """A split's training batches sliced from its token table placed on the device once, in the order and
-    padding of the DataLoader built by loader() with the same arguments: no collate and no host-to-device copy
-    per step (one copy of each epoch's row order). `pad_to`: static padding's length; None pads each batch to
-    its longest row, rounded up to `pad_to_multiple_of`."""
+    """A split's training batches sliced from its token table on the device, as loader()'s with the same arguments."""
 
     def __init__(
         self,
@@ -78,7 +75,7 @@ class DeviceBatches:
         order: DataLoader,
         device: torch.device,
         pad_id: int,
-        pad_to: int | None = None,
+        pad_to: int | None = None,  # static padding's length; None: each batch's longest row
         pad_to_multiple_of: int | None = None,
     ) -> None:
         whole = split[:]  # every row's columns (torch format: ragged ones as a list of tensors)
