@@ -57,8 +57,7 @@ class DeviceInfo:
 
 
 def system_versions(neuron_driver: Path = Path("/sys/module/neuron/version")) -> dict:
-    """Return the versions below the Python libraries that a result depends on, where present: the CUDA
-    runtime torch was built with, the NVIDIA driver (NVML) and the Neuron driver (its kernel module)."""
+    """Return the CUDA runtime torch was built with, the NVIDIA driver and the Neuron driver, where present."""
     out = {}
     if torch.version.cuda and torch.cuda.is_available():
         out["cuda_runtime"] = torch.version.cuda

@@ -57,8 +57,7 @@ def spec_of(task) -> LoraSpec | None:
 
 
 def check_model(spec: LoraSpec | None, config, model_name: str) -> None:
-    """Refuse LoRA settings the model (its config, no weights) cannot take: an encoder without a known layer
-    map, a rank above its hidden size."""
+    """Refuse LoRA settings the model's config cannot take: an unmapped encoder, a rank above its hidden size."""
     if spec is None:
         return
     target_regex(config.model_type, spec.targets)

@@ -57,10 +57,9 @@ def build_optimizer(
     precision: str = "fp32",
     lr_on_device: bool = False,
 ) -> torch.optim.Optimizer:
-    """Return AdamW over the LLRD groups; `precision='bf16-pure-sr'` rounds the update stochastically:
-    torchao's AdamW on CPU/CUDA, plain AdamW on XLA (the Neuron runtime rounds, NEURON_RT_STOCHASTIC_ROUNDING_EN).
-    `lr_on_device`: each group's rate a tensor on the parameters' device, which the schedule fills in place, so a
-    compiled update neither recompiles nor reads the host when the rate changes (step_mode compile / cudagraphs)."""
+    """Return AdamW over the LLRD groups (bf16-pure-sr: torchao's stochastic rounding off XLA)."""
+    # lr_on_device: each rate a device tensor the schedule fills in place, so a compiled update (step_mode compile,
+    # cudagraphs) neither recompiles nor reads the host when it changes
     groups = llrd_param_groups(model, lr, llrd_decay, weight_decay)
     where = next(model.parameters()).device
     for g in groups:
