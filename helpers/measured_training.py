@@ -50,6 +50,11 @@ class Training:
     step_model: torch.nn.Module
 
 
+def drops_last(run: Run) -> bool:
+    """Return whether training leaves out a short last batch: static graphs (XLA, a compiled step) would add one."""
+    return run.dev.type == "xla" or run.args.train.step_mode != "eager"
+
+
 def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     """Return the loader, optimizer, schedule and stepping model of the run (the benchmark reuses it)."""
     t, tr = run.args.task, run.args.train
@@ -59,8 +64,7 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     if t.group_by_length and sampler is None:
         sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
     compiled = tr.step_mode != "eager"
-    # static graphs (XLA, a compiled step): a short last batch would be one more graph, so it is left out
-    drop_last = run.dev.type == "xla" or compiled
+    drop_last = drops_last(run)
     if tr.data_on_device:
         order = tokens.row_order(splits["train"], tr.batch, tr.seed, drop_last=drop_last, sampler=sampler)
         static = t.max_length if t.padding == "static" else None

@@ -33,7 +33,7 @@ import helpers.run.train
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
-from helpers.measured_training import eval_batches, eval_loader, eval_settings, prepare_training, train
+from helpers.measured_training import drops_last, eval_batches, eval_loader, eval_settings, prepare_training, train
 from helpers.run import data, ddp, device, lora, models, neuron, record_destination, records, schema, tokens
 from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
 from helpers.run.argv import notebook_args, parse_cli
@@ -241,13 +241,13 @@ def tokenize(run: Run, ds, training: bool = True):
             f"batch={tr.batch} is above the {rows} training rows per device: a batch takes each row "
             f"at most once, so every step would see all {rows}; give batch <= {rows} (or more rows)"
         )
-    batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
+    batches = rows // tr.batch if drops_last(run) else math.ceil(rows / tr.batch)
     steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
     if steps == 0 and training:
         raise ConfigError(
             f"this run makes no optimizer step: {rows} training rows per device, batch "
             f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
-            + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
+            + (" and the last partial batch is left out (static graphs)" if drops_last(run) else "")
             + ": give more rows (train_subset) or a smaller batch"
         )
     if run.record.data is None:  # splits that load_data did not load
