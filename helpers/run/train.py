@@ -118,7 +118,7 @@ def fit(
             with sync_ctx:
                 with autocast(precision, dev.type):
                     loss = model(**batch).loss / grad_accum
-                (scaler.scale(loss) if scaler else loss).backward()
+                scaler.scale(loss).backward()
             shape = tuple(batch["input_ids"].shape)
             result.shapes[shape] += 1
             if not timer.in_warmup:
@@ -129,8 +129,7 @@ def fit(
             micro += 1
             if not last_micro:
                 continue
-            if scaler:
-                scaler.unscale_(optimizer)
+            scaler.unscale_(optimizer)
             if xla:
                 _xla_reduce_gradients(optimizer)
             skipped = False
@@ -139,14 +138,11 @@ def fit(
             else:
                 if max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-                if scaler:
-                    scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
-                    scaler.step(optimizer)
-                    scaler.update()
-                    skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
-                    result.skipped_steps += skipped
-                else:
-                    optimizer.step()
+                scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
+                scaler.step(optimizer)
+                scaler.update()
+                skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
+                result.skipped_steps += skipped
             if not skipped:
                 scheduler.step()
             optimizer.zero_grad(set_to_none=True)
