@@ -1,9 +1,5 @@
-"""Training with its measurement around the loop: timing windows, utilization, energy, profile,
-periodic validation (time to accuracy); and the loaders, optimizer and schedule the loop steps with.
-
-    t = prepare_training(run, model, splits)    # the benchmark reuses this
-    fit = train(run, model, splits)             # steps.train: the record's timing, energy, loss, curve...
-"""
+"""Training with its measurement around the loop (timing, utilization, energy, profile, time to accuracy), and the
+loaders, optimizer and schedule it steps with (prepare_training, which the benchmark reuses)."""
 
 from __future__ import annotations
 
@@ -54,6 +50,11 @@ class Training:
     step_model: torch.nn.Module
 
 
+def drops_last(run: Run) -> bool:
+    """Return whether training leaves out a short last batch: static graphs (XLA, a compiled step) would add one."""
+    return run.dev.type == "xla" or run.args.train.step_mode != "eager"
+
+
 def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     """Return the loader, optimizer, schedule and stepping model of the run (the benchmark reuses it)."""
     t, tr = run.args.task, run.args.train
@@ -63,8 +64,7 @@ def prepare_training(run: Run, model: torch.nn.Module, splits) -> Training:
     if t.group_by_length and sampler is None:
         sampler = tokens.length_grouped_sampler(splits["train"], tr.batch, tr.seed)
     compiled = tr.step_mode != "eager"
-    # static graphs (XLA, a compiled step): a short last batch would be one more graph, so it is left out
-    drop_last = run.dev.type == "xla" or compiled
+    drop_last = drops_last(run)
     if tr.data_on_device:
         order = tokens.row_order(splits["train"], tr.batch, tr.seed, drop_last=drop_last, sampler=sampler)
         static = t.max_length if t.padding == "static" else None
@@ -106,12 +106,11 @@ EVAL_TOKENS_ELSEWHERE = 16_384
 
 @dataclass
 class EvalBatches:
-    """A split's evaluation batches, collated once: rows sorted by token length (longest first),
-    `batch_size` rows a batch (the last one may be short); `rows[i]` are the row indices of batch i."""
+    """A split's evaluation batches, collated once, rows sorted by token length (longest first)."""
 
     batches: list[dict]
-    batch_size: int
-    rows: list[list[int]]
+    batch_size: int  # rows a batch; the last one may be short
+    rows: list[list[int]]  # the row indices of each batch
 
     def __iter__(self):
         return iter(self.batches)
@@ -121,25 +120,21 @@ class EvalBatches:
 
 
 def eval_rows_per_batch(run: Run) -> int:
-    """Return the rows of an evaluation batch: max(batch, 32) on XLA (the eval graphs sweep.graphs counts),
-    elsewhere as many rows as the device type's EVAL_TOKENS padded tokens hold at max_length (at least the
-    training batch)."""
+    """Return the rows of an evaluation batch: the device type's EVAL_TOKENS at max_length, at least the batch."""
     tr, t = run.args.train, run.args.task
     if run.dev.type == "xla":
-        return max(tr.batch, 32)
+        return max(tr.batch, 32)  # the evaluation graphs sweep.graphs counts
     return max(tr.batch, EVAL_TOKENS.get(run.dev.type, EVAL_TOKENS_ELSEWHERE) // t.max_length)
 
 
 def by_length(lengths: list[int], indices: list[int], rows: int) -> list[list[int]]:
-    """Return `indices` cut into batches of `rows`, sorted by their `lengths` (longest first; ties keep the
-    order): each batch pads to the longest of rows of nearly one length."""
+    """Return `indices` cut into batches of `rows`, sorted by their `lengths` (longest first; ties keep the order)."""
     ordered = sorted(indices, key=lambda i: -lengths[i])
     return [ordered[k : k + rows] for k in range(0, len(ordered), rows)]
 
 
 def eval_loader(run: Run, split, sampler=None, rows: int | None = None) -> EvalBatches:
-    """Return the split's evaluation batches (`sampler`'s rows, else all), sorted by length and collated once
-    with the training padding, to be reused by every evaluation of the run; `rows` a batch (None: the run's)."""
+    """Return the split's evaluation batches (`sampler`'s rows, else all) with the training padding."""
     t = run.args.task
     collate = tokens.collator(run.tokenizer, t.padding, t.pad_to_multiple_of)
     lengths = [len(ids) for ids in split["input_ids"]]
@@ -149,8 +144,7 @@ def eval_loader(run: Run, split, sampler=None, rows: int | None = None) -> EvalB
 
 
 def eval_settings(run: Run, model: torch.nn.Module) -> inference.EvalSettings:
-    """Return how the run evaluates (inference.choose: eager attention on a CPU kind where it was measured to
-    pay, else as trained) and set the record's `evaluation` section to it."""
+    """Return how the run evaluates (inference.choose) and set the record's `evaluation` section to it."""
     settings = inference.choose(run.precision, run.dev.type, run.dev.cpu_capability)
     section = inference.describe(model, settings, run.precision, run.dev.type, eval_rows_per_batch(run))
     run.record.evaluation = schema.Evaluation(**section)
@@ -167,8 +161,7 @@ def eval_batches(run: Run, name: str, split, sampler=None) -> EvalBatches:
 
 @ranks_did()
 def train(run: Run, model: torch.nn.Module, splits) -> helpers.run.train.FitResult:
-    """Train with the run's timing, utilization, energy and profile around the loop; set the sections they
-    measured on the run's record."""
+    """Train with the run's timing, utilization, energy and profile around the loop; record what they measured."""
     m, tr = run.args.measure, run.args.train
     step_t0 = time.perf_counter()
     t = prepare_training(run, model, splits)
@@ -304,8 +297,7 @@ def compiled_graphs() -> int:
 
 
 def job_energy(run: Run, section: schema.Energy, node_lead: bool) -> schema.Energy:
-    """Return the energy section of the whole job over the steady windows: every node's joules (a collective
-    when the ranks span nodes), and the samples of every rank in those windows per joule."""
+    """Return the whole job's energy section over the steady windows: every node's joules, every rank's samples."""
     world = run.rank.world_size if run.rank else 1
     if run.rank is not None and run.rank.nodes > 1:  # each node lead metered its node: add them up
         dtype = torch.float32 if run.dev.type == "xla" else torch.float64  # XLA collectives take float32
@@ -318,8 +310,7 @@ def job_energy(run: Run, section: schema.Energy, node_lead: bool) -> schema.Ener
 
 
 def _measure_roof(run: Run) -> float:
-    """Measure (once per machine, dtype and thread count) the CPU roof finish() will read; never fatal.
-    Return the seconds it took (near 0 when the machine's roof is on file)."""
+    """Measure the CPU roof finish() reads (once per machine, dtype, threads; never fatal); return its seconds."""
     t0 = time.perf_counter()
     try:  # its random matrices are drawn from a forked RNG: a run measuring the roof trains as one reading it
         with torch.random.fork_rng():
@@ -330,10 +321,7 @@ def _measure_roof(run: Run) -> float:
 
 
 def _curve_callback(run: Run, model, splits, timer):
-    """Return the callback that evaluates `curve_rows` validation rows (all by default) every `eval_every`
-    steps, outside the timed windows, and notes (step, training seconds so far, samples, accuracy); at the
-    first crossing of 90% it also evaluates the test split: the accuracy of the checkpoint time-to-90% names.
-    At or above `stop_at_accuracy` it ends training (fit's StopTraining)."""
+    """Return the callback that evaluates `curve_rows` validation rows every `eval_every` steps, between windows."""
     m = run.args.measure
     n = len(splits["validation"]) if m.curve_rows is None else min(m.curve_rows, len(splits["validation"]))
     rows = splits["validation"] if n == len(splits["validation"]) else splits["validation"].select(range(n))
@@ -356,7 +344,7 @@ def _curve_callback(run: Run, model, splits, timer):
         )
         if rows is splits["validation"]:  # the whole split: what the final evaluation measures too
             run.last_validation = (step, metrics)
-        test_accuracy = None
+        test_accuracy = None  # the test split at the first crossing of 90%: the checkpoint time-to-90% names
         if metrics["accuracy"] >= HEADLINE and not any(p.val_accuracy >= HEADLINE for p in run.record.curve):
             test = eval_batches(run, "test", splits["test"])
             test_accuracy = helpers.run.train.evaluate(

@@ -1,8 +1,4 @@
-"""A run in progress: its arguments, device, precision, record, and what each step hands to the next.
-
-helpers/steps.py and helpers/measured_training.py pass a Run from step to step; every field is typed (no
-string-keyed side channel), the record a RunRecord; `handover` marks a run that torchrun's ranks ran instead.
-"""
+"""A run in progress, passed from step to step: its arguments, device, precision, record, and what each step hands on."""
 
 from __future__ import annotations
 
@@ -27,20 +23,14 @@ from helpers.run.train import FitResult
 
 @dataclass(slots=True)  # slots: a misspelled field set by a step is refused (AttributeError), never added
 class Run:
-    """A run in progress: its arguments, device, precision, its record as the steps fill it, and where it
-    reports.
-
-    `record` is the typed RunRecord started by steps.start; each step sets its own sections on it (`data`,
-    `model`, `timing`, `energy`, `metrics`, `curve`, `phases`...), each checked by the schema as it is set;
-    steps.finish completes it (status, memory, systems) and the writer turns it into JSON.
-    """
+    """A run in progress: its arguments, device, precision, its record as the steps fill it, and where it reports."""
 
     args: RunArgs
     name: str
     dev: DeviceInfo
     precision: str
     compute_dtype: str  # what the matmuls run in (the precision choice's): the peak MFU is taken against
-    record: RunRecord  # who ran what, where, and each section a step measured
+    record: RunRecord  # started by steps.start; each step sets its sections (checked as set); finish completes it
     record_path: Path
     model_config: object
     tokenizer: object = None

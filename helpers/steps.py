@@ -33,7 +33,7 @@ import helpers.run.train
 from helpers import launch
 from helpers.calc.roofline import systems_section
 from helpers.measure import peak_memory, precision_probe, xla
-from helpers.measured_training import eval_batches, eval_loader, eval_settings, prepare_training, train
+from helpers.measured_training import drops_last, eval_batches, eval_loader, eval_settings, prepare_training, train
 from helpers.run import data, ddp, device, lora, models, neuron, record_destination, records, schema, tokens
 from helpers.run.args import ConfigError, RunArgs, build_args, results_dir
 from helpers.run.argv import notebook_args, parse_cli
@@ -75,9 +75,7 @@ def default_name(args: RunArgs, precision: str) -> str:
 
 
 def start(args: RunArgs, handed: dict | None = None) -> Run:
-    """Check `args` against the device, the model and the destination; claim the record's name; launch
-    nothing. `handed`: the record hand_over returned (the later steps then say the ranks did them). Nothing
-    is recorded when this raises."""
+    """Check `args` (nothing is recorded when this raises) and claim the record's name; `handed`: hand_over's."""
     t0, startup_s = time.perf_counter(), startup_seconds()
     if args.train.device == "xla" or (args.train.device == "auto" and device.neuron_available()):
         neuron.apply_env(args)  # before torch_xla starts
@@ -117,7 +115,9 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
     name = args.measure.run_name or default_name(args, precision)
     path = records.record_path(results_dir(args), args.measure.suite, name, dev.key)
     record_destination.check_destination(path)  # the exact folder and file name, before any model is built
-    helpers.run.train.seed_everything(args.train.seed)
+    from transformers import set_seed  # imports torch_xla where installed: after neuron.apply_env
+
+    set_seed(args.train.seed)  # random, NumPy and torch, so a run repeats
     oversubscribed = device.oversubscribed(dev, args.train.num_devices, args.train.allow_oversubscribe)
     head = records.run_record(
         {**args.flat(), "run_name": name},
@@ -166,8 +166,7 @@ def start(args: RunArgs, handed: dict | None = None) -> Run:
 
 
 def check_data_dir(given: str | None) -> None:
-    """Raise ConfigError when the data folder given (or in $EMOTION_DATA_DIR) lacks a split file: a mistyped
-    folder stops the run before anything is recorded."""
+    """Raise ConfigError when the data folder given (or in $EMOTION_DATA_DIR) lacks a split file."""
     folder = given or os.environ.get(data.ENV_VAR)
     missing = [f"{s}.jsonl" for s in data.SPLITS if folder and not (Path(folder) / f"{s}.jsonl").is_file()]
     if missing:
@@ -183,8 +182,7 @@ _first_start = True  # whether start() has not run yet in this process
 
 
 def startup_seconds() -> float:
-    """Return the seconds from this process's start to now (interpreter, imports, a notebook's kernel) on
-    the process's first start(); 0.0 on a later one (its start-up was counted in the first run's record)."""
+    """Return the seconds since this process started on its first start(); 0.0 on a later one (counted once)."""
     global _first_start
     if not _first_start:
         return 0.0
@@ -193,8 +191,7 @@ def startup_seconds() -> float:
 
 
 def hand_over(args: RunArgs) -> dict | None:
-    """Run a multi-device run (num_devices > 1) under torchrun, one rank per device, and return the record
-    rank 0 wrote; None when there is nothing to hand over (one device, or already a torchrun rank)."""
+    """Run a num_devices > 1 run under torchrun and return rank 0's record; None for one device or inside a rank."""
     if args.train.num_devices <= 1 or ddp.torchrun_env():
         return None
     run = start(args)  # the checks, the record's name and the claim on it, before any rank starts
@@ -244,13 +241,13 @@ def tokenize(run: Run, ds, training: bool = True):
             f"batch={tr.batch} is above the {rows} training rows per device: a batch takes each row "
             f"at most once, so every step would see all {rows}; give batch <= {rows} (or more rows)"
         )
-    batches = rows // tr.batch if run.dev.type == "xla" else math.ceil(rows / tr.batch)
+    batches = rows // tr.batch if drops_last(run) else math.ceil(rows / tr.batch)
     steps = min(tr.max_steps or math.inf, batches // tr.gradient_accumulation_steps * tr.epochs)
     if steps == 0 and training:
         raise ConfigError(
             f"this run makes no optimizer step: {rows} training rows per device, batch "
             f"{tr.batch}, gradient_accumulation_steps={tr.gradient_accumulation_steps}"
-            + (" and XLA drops the last partial batch" if run.dev.type == "xla" else "")
+            + (" and the last partial batch is left out (static graphs)" if drops_last(run) else "")
             + ": give more rows (train_subset) or a smaller batch"
         )
     if run.record.data is None:  # splits that load_data did not load
@@ -299,7 +296,7 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
         reduce = ddp.reducer(world, run.dev.type)
         reused = last_validation(run)
         for split, short in (("validation", "val"), ("test", "test")):
-            sampler = ddp.ShardSampler(len(splits[split]), run.rank.rank, world) if run.rank else None
+            sampler = ddp.eval_shard(len(splits[split]), run.rank.rank, world) if run.rank else None
             if split == "validation" and reused is not None:
                 metrics = reused
             else:
@@ -326,8 +323,7 @@ def evaluate(run: Run, model: torch.nn.Module, splits) -> dict:
 
 
 def last_validation(run: Run) -> dict | None:
-    """Return the validation metrics of the periodic evaluation at the step training ended on (the whole
-    split, one process), which evaluating again would only recompute; None where there is none."""
+    """Return the whole split's periodic validation metrics at the step training ended on (None: none)."""
     if run.rank is not None or run.last_validation is None or run.fit is None:
         return None
     step, metrics = run.last_validation
@@ -351,9 +347,7 @@ def save(run: Run, model: torch.nn.Module) -> Path | None:
 
 @ranks_did(lambda run: run.handover)
 def finish(run: Run, status: str | None = None, error: str | None = None) -> dict:
-    """Assemble what the steps measured into the run's record and write it; return it as written. Never
-    loses it: a figure that cannot be computed is recorded with its reason, a record that cannot be written
-    where it belongs is printed whole and saved in the working folder."""
+    """Write the run's record (printed and saved in the working folder if its place refuses it); return it."""
     record_failures_in_notebook(run, finish, on=False)
     rec = assemble(run, status, error)
     written = records.as_json(rec)
@@ -383,8 +377,7 @@ def finish(run: Run, status: str | None = None, error: str | None = None) -> dic
 
 
 def assemble(run: Run, status: str | None, error: str | None) -> schema.RunRecord:
-    """Return the run's record: the one start began, with each step's section, and what only the end knows
-    (status, memory, the roofline, the XLA compiles, the ranks), checked whole by the schema."""
+    """Return the run's record with what only the end knows (status, memory, roofline, XLA compiles, ranks)."""
     t0 = time.perf_counter()
     timing = run.record.timing
     systems = xla_section = distributed = None
@@ -439,9 +432,7 @@ def assemble(run: Run, status: str | None, error: str | None) -> schema.RunRecor
 
 
 def wall_split(run: Run, record_s: float) -> schema.Phases:
-    """Return the run's phases in seconds with the whole wall (process start, or start() for a later run of
-    the process, to the record assembled) and `other`: the wall no step measured (a notebook's cells between
-    steps, a failure's traceback)."""
+    """Return the run's phases (seconds) with the whole wall and `other`, the wall no step measured."""
     wall_s = run.startup_s + time.perf_counter() - run.started_s
     phases = run.record.phases.model_copy(update={"record": record_s})
     measured = sum(getattr(phases, name) or 0.0 for name in phases.model_fields_set)

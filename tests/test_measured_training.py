@@ -81,7 +81,7 @@ def test_by_length_visits_every_row_once_longest_first():
     rng = random.Random(0)
     lengths = [rng.randint(3, 64) for _ in range(1003)]
     for rank in range(3):
-        shard = list(ddp.ShardSampler(len(lengths), rank, 3))
+        shard = list(ddp.eval_shard(len(lengths), rank, 3))
         cut = measured_training.by_length(lengths, shard, 64)
         flat = [i for batch in cut for i in batch]
         assert sorted(flat) == sorted(shard) and len(flat) == len(set(flat))
@@ -94,5 +94,5 @@ def test_evaluation_batches_are_built_once_per_run(tiny_run):
     run, splits, _ = tiny_run
     first = steps.eval_batches(run, "validation", splits["validation"])
     assert steps.eval_batches(run, "validation", splits["validation"]) is first
-    shard = steps.eval_batches(run, "validation", splits["validation"], ddp.ShardSampler(64, 0, 2))
+    shard = steps.eval_batches(run, "validation", splits["validation"], ddp.eval_shard(64, 0, 2))
     assert shard is not first and sum(len(r) for r in shard.rows) == 32

@@ -8,7 +8,7 @@ import helpers.run.train
 from helpers import steps
 from helpers.measure import peaks
 from helpers.measure.precision_probe import cpu_probe as real_cpu_probe  # before conftest's canned one
-from helpers.run import records
+from helpers.run import record_destination, records
 from helpers.run.args import ConfigError, build_args
 from helpers.run.summary import headline
 
@@ -128,6 +128,19 @@ def test_a_run_that_would_make_no_optimizer_step_is_failed_before_the_model(
         )
     )
     assert rec["status"] == "failed" and "makes no optimizer step" in rec["error"] and not built
+
+
+@pytest.mark.parametrize("step_mode, planned", [("eager", 4), ("compile", 3)])
+def test_the_planned_steps_leave_out_the_short_last_batch_a_compiled_step_drops(
+    tiny_model_dir, tiny_data_dir, tmp_path, step_mode, planned
+):
+    """100 rows in batches of 32: the eager loader's fourth batch is short, a compiled step's loader drops it."""
+    run = steps.start(
+        _args(tiny_model_dir, tiny_data_dir, tmp_path, train_subset=100, padding="static", step_mode=step_mode)
+    )
+    steps.tokenize(run, steps.load_data(run))
+    record_destination.release(run.claim)
+    assert run.record.data.optimizer_steps_planned == planned
 
 
 @pytest.mark.parametrize("batch", [257, 10**20])

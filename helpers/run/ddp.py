@@ -1,13 +1,5 @@
-"""Data parallel inside one torchrun rank: the process group, disjoint shards, summed metrics, DDP.
-
-Backends: DistributedDataParallel over NCCL (CUDA) or gloo (CPU); on XLA the "xla" process group, where
-train.fit's `xm.reduce_gradients` all-reduces the gradients (no DDP wrapper). Every rank loads the same
-seeded weights (and DDP broadcasts rank 0's at wrap time); a DistributedSampler gives each rank a
-disjoint shard (fit calls set_epoch); evaluation sums the confusion matrix over ranks. Launching the
-ranks is helpers/launch.py's; a rank runs the ordinary run path (helpers/steps.py).
-
-Several nodes need nothing extra: torchrun sets RANK, WORLD_SIZE and LOCAL_RANK on every node, e.g.
-`torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 ...`.
+"""Data parallel inside one torchrun rank: the process group, disjoint shards, summed metrics, DDP (NCCL, gloo; on
+XLA no wrapper: train.fit all-reduces the gradients). Launching the ranks, on one node or several, is helpers/launch.py's.
 """
 
 from __future__ import annotations
@@ -17,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DistributedSampler, Sampler
+from torch.utils.data import DistributedSampler
 
 BACKENDS = {"cuda": "nccl", "cpu": "gloo", "xla": "xla"}
 LAUNCH_ID = "ACCELBENCH_LAUNCH_ID"  # ties the ranks of one torchrun launch to its launcher
@@ -68,17 +60,9 @@ def init_process_group(rank: Rank, device_type: str) -> None:
     rank.backend = backend
 
 
-class ShardSampler(Sampler):
-    """Rows rank, rank+W, rank+2W, ... in order: every evaluation row counted once, none repeated."""
-
-    def __init__(self, n: int, rank: int, world_size: int):
-        self.indices = list(range(rank, n, world_size))
-
-    def __iter__(self):
-        return iter(self.indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
+def eval_shard(n: int, rank: int, world_size: int) -> range:
+    """Return rows rank, rank+W, rank+2W, ... of `n`: every evaluation row counted once, none repeated."""
+    return range(rank, n, world_size)
 
 
 def train_sampler(split, rank: Rank, seed: int) -> DistributedSampler:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import platform
 import re
@@ -56,8 +57,7 @@ class DeviceInfo:
 
 
 def system_versions(neuron_driver: Path = Path("/sys/module/neuron/version")) -> dict:
-    """Return the versions below the Python libraries that a result depends on, where present: the CUDA
-    runtime torch was built with, the NVIDIA driver (NVML) and the Neuron driver (its kernel module)."""
+    """Return the CUDA runtime torch was built with, the NVIDIA driver and the Neuron driver, where present."""
     out = {}
     if torch.version.cuda and torch.cuda.is_available():
         out["cuda_runtime"] = torch.version.cuda
@@ -122,15 +122,11 @@ def instance_type(dmi: Path = DMI) -> str | None:
 
 def neuron_available() -> bool:
     """True when torch-neuronx is installed (a trn1/inf2 host with the Neuron SDK)."""
-    import importlib.util
-
     return importlib.util.find_spec("torch_neuronx") is not None
 
 
 def xla_available() -> bool:
     """True when torch_xla imports in this environment."""
-    import importlib.util
-
     return importlib.util.find_spec("torch_xla") is not None
 
 
@@ -184,12 +180,9 @@ def resolve_device(requested: str) -> DeviceInfo:
 
 
 def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocast") -> str:
-    """Return the precision to run: `auto` picks bf16 where fast, else fp16 on GPUs and fp32 on CPUs (a run's
-    `auto` on a CPU is decided by measuring instead: helpers/measure/precision_probe.resolve).
-
-    On XLA, bf16_mode 'xla_use_bf16' (XLA_USE_BF16=1 casts every float tensor) and 'fp32' keep torch
-    itself in fp32, so they accept only precision auto or fp32.
-    """
+    """Return the precision to run: `auto` picks bf16 where fast, else fp16 on GPUs and fp32 on CPUs."""
+    # a run's `auto` on a CPU is measured instead (precision_probe.resolve); on XLA, bf16_mode xla_use_bf16
+    # (XLA_USE_BF16=1 casts every float tensor) and fp32 keep torch itself in fp32
     if dev.type == "xla" and bf16_mode != "autocast":
         if requested not in ("auto", "fp32"):
             raise ConfigError(
@@ -216,12 +209,10 @@ def resolve_precision(requested: str, dev: DeviceInfo, bf16_mode: str = "autocas
 
 
 def compute_dtype(precision: str, bf16_mode: str = "autocast", extra_cc_flags: str = "") -> str:
-    """Return the dtype the matmuls run in (the peak MFU is taken against): bf16, fp16 or fp32.
-
-    XLA_USE_BF16 and neuronx-cc's --auto-cast=matmult/all compute in bf16 while torch keeps fp32.
-    """
+    """Return the dtype the matmuls run in (the peak MFU is taken against): bf16, fp16 or fp32."""
     if precision.startswith("bf16") or bf16_mode == "xla_use_bf16":
         return "bf16"
+    # neuronx-cc's --auto-cast=matmult/all computes in bf16 while torch keeps fp32
     if re.search(r"--auto-cast[= ](matmult|all)\b", extra_cc_flags):
         return "bf16"
     return "fp16" if precision == "fp16" else "fp32"
@@ -241,8 +232,7 @@ def synchronize(dev: DeviceInfo) -> None:
 
 
 def device_loader(loader, dev: DeviceInfo):
-    """Return `loader` as torch-xla's MpDeviceLoader on XLA (batches copied by a background thread while
-    the previous step runs), unchanged elsewhere."""
+    """Return `loader` as torch-xla's MpDeviceLoader on XLA (batches copied while a step runs), else unchanged."""
     if dev.type != "xla":
         return loader
     from torch_xla.distributed.parallel_loader import MpDeviceLoader
@@ -252,19 +242,6 @@ def device_loader(loader, dev: DeviceInfo):
     wrapped = MpDeviceLoader(loader, dev.torch_device, batches_per_execution=sys.maxsize)
     wrapped.batch_size = loader.batch_size  # what the loop and the compile counters read of a DataLoader
     return wrapped
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print the device section a run would record for `auto | cuda | cpu | xla`, as JSON."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(prog="python -m helpers.run.device", description=main.__doc__)
-    parser.add_argument("device", nargs="?", default="auto", choices=typing.get_args(Device))
-    requested = parser.parse_args(argv).device
-    if requested == "xla":
-        os.environ.setdefault("PJRT_DEVICE", "CPU")
-    print(json.dumps(resolve_device(requested).describe()))
 
 
 def oversubscribed(dev: DeviceInfo, num_devices: int, allow: bool) -> bool:
@@ -279,6 +256,19 @@ def oversubscribed(dev: DeviceInfo, num_devices: int, allow: bool) -> bool:
             "allow_oversubscribe=True (the record is then marked oversubscribed)"
         )
     return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the device section a run would record for `auto | cuda | cpu | xla`, as JSON."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.run.device", description=main.__doc__)
+    parser.add_argument("device", nargs="?", default="auto", choices=typing.get_args(Device))
+    requested = parser.parse_args(argv).device
+    if requested == "xla":
+        os.environ.setdefault("PJRT_DEVICE", "CPU")
+    print(json.dumps(resolve_device(requested).describe()))
 
 
 if __name__ == "__main__":

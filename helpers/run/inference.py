@@ -1,15 +1,5 @@
 """How evaluation runs its forward passes: the weights' precision, the attention implementation and the torch
-threads, set around one evaluation and put back after it.
-
-    settings = inference.choose(precision, dev.type, dev.cpu_capability)  # a lever where measured to pay
-    with inference.applied(model, settings, precision) as (eval_model, eval_precision):
-        ...  # forward passes only
-
-Evaluation updates no weight, so it needs no fp32 master copy: under bf16 autocast it could run a bf16 copy of
-the weights instead, without autocast's casts of every weight and activation in each forward (EvalSettings
-weights='bf16'; the copy is made at each evaluation). choose() takes a lever only on a CPU kind where the bench
-measured it to pay; elsewhere evaluation runs as trained.
-"""
+threads, set around one evaluation and put back after it."""
 
 from __future__ import annotations
 
@@ -28,13 +18,12 @@ BF16_WEIGHTS = "bf16-pure"  # the precision a bf16 copy runs in: its weights are
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """How an evaluation runs: `weights` 'bf16' evaluates a bf16 copy of the weights (runs training under bf16
-    autocast only), 'as trained' the training weights in the training precision; `attention` the attention
-    implementation ('sdpa', 'eager'; None: the model's); `threads` the torch threads (None: as training)."""
+    """How an evaluation runs: its weights, attention implementation and torch threads, and why."""
 
+    # bf16: a bf16 copy of the weights, no autocast casts per forward (runs under bf16 autocast only)
     weights: Literal["as trained", "bf16"] = "as trained"
-    attention: str | None = None
-    threads: int | None = None
+    attention: str | None = None  # 'sdpa', 'eager'; None: the model's
+    threads: int | None = None  # None: as training
     reason: str = "as trained: the training weights, precision, attention and threads"
 
 
@@ -46,9 +35,9 @@ EAGER_ATTENTION_CPUS = {
 
 
 def choose(precision: str, device_type: str, cpu_capability: str = "") -> EvalSettings:
-    """Return how a run evaluates: eager attention on a CPU kind where it was measured to pay (EAGER_ATTENTION_CPUS),
-    else as it trains. A bf16 copy of the weights stays a bench lever: 1.03x (1.01 .. 1.09) on the same Zen 5, one
-    row of 2,000 predicted otherwise, and 0.996x on a loaded EPYC before: not worth the copy."""
+    """Return how a run evaluates: eager attention on a CPU kind where it was measured to pay, else as it trains."""
+    # a bf16 copy of the weights stays a bench lever: 1.03x (1.01 .. 1.09) on the same Zen 5, one row of 2,000
+    # predicted otherwise, and 0.996x on a loaded EPYC before: not worth the copy
     if device_type == "cpu" and cpu_capability in EAGER_ATTENTION_CPUS:
         return EvalSettings(attention="eager", reason=f"eager attention: {EAGER_ATTENTION_CPUS[cpu_capability]}")
     return EvalSettings()
@@ -56,8 +45,7 @@ def choose(precision: str, device_type: str, cpu_capability: str = "") -> EvalSe
 
 @contextlib.contextmanager
 def applied(model: torch.nn.Module, settings: EvalSettings, precision: str) -> Iterator[tuple[torch.nn.Module, str]]:
-    """Yield (the model to evaluate, the precision to run it in) under `settings`; the model's attention
-    implementation and the torch threads are put back when the block ends."""
+    """Yield (the model to evaluate, the precision to run it in) under `settings`, put back when the block ends."""
     if settings.weights == "bf16" and precision != "bf16":
         raise ValueError(f"bf16 evaluation weights need a run under bf16 autocast, not precision={precision!r}")
     threads = torch.get_num_threads()

@@ -9,7 +9,7 @@ and XLA as the plain one does. `save_dir` gets the adapters merged into plain we
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -57,8 +57,7 @@ def spec_of(task) -> LoraSpec | None:
 
 
 def check_model(spec: LoraSpec | None, config, model_name: str) -> None:
-    """Refuse LoRA settings the model (its config, no weights) cannot take: an encoder without a known layer
-    map, a rank above its hidden size."""
+    """Refuse LoRA settings the model's config cannot take: an unmapped encoder, a rank above its hidden size."""
     if spec is None:
         return
     target_regex(config.model_type, spec.targets)
@@ -99,40 +98,21 @@ def apply(model: torch.nn.Module, spec: LoraSpec | None) -> torch.nn.Module:
     return get_peft_model(model, config)
 
 
-def is_lora(model: torch.nn.Module) -> bool:
-    """Return True when `model` is a peft model (adapters attached)."""
-    return hasattr(model, "merge_and_unload") and hasattr(model, "peft_config")
-
-
 def describe(model: torch.nn.Module, spec: LoraSpec | None) -> dict:
     """Return the record's model fields: trainable parameters, AdamW state bytes and the LoRA settings."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     # AdamW keeps two moments (exp_avg, exp_avg_sq) per trainable element, in the parameter's dtype
     state_bytes = sum(2 * p.numel() * p.element_size() for p in trainable)
-    lora = (
-        None
-        if spec is None
-        else {
-            "r": spec.r,
-            "alpha": spec.alpha,
-            "dropout": spec.dropout,
-            "targets": spec.targets,
-            "roles": list(lora_roles(spec.targets)),
-        }
-    )
     return {
         "trainable_parameters": sum(p.numel() for p in trainable),
         "optimizer_state_bytes": state_bytes,
-        "lora": lora,
+        "lora": None if spec is None else {**asdict(spec), "roles": list(lora_roles(spec.targets))},
     }
 
 
 def merged(model: torch.nn.Module) -> torch.nn.Module:
-    """Return a plain transformers model with the adapters merged in (the model itself if not LoRA).
-
-    Merges a host copy, so the trained model (possibly on an XLA device) is left as it was.
-    """
-    if not is_lora(model):
+    """Return a plain transformers model with the adapters merged into a host copy (the model itself if not LoRA)."""
+    if not hasattr(model, "merge_and_unload"):  # not a peft model
         return model
     host = copy.deepcopy(model).to("cpu")
     return host.merge_and_unload()

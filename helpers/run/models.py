@@ -26,7 +26,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from helpers.run.encoders import RANDOM, random_config
+from helpers.run.encoders import NOTE, RANDOM, random_config
 
 NUM_LABELS = 6
 ALIASES = ("minilm", *RANDOM)
@@ -101,11 +101,8 @@ def load_model(
 
 
 def use_xla_checkpointing(model: torch.nn.Module) -> None:
-    """Make a model's activation checkpointing use torch_xla's implementation (re-entrant).
-
-    transformers uses torch.utils.checkpoint, which looks up a `torch.xla` device module for the RNG
-    state and fails on XLA; torch_xla's version saves the XLA RNG state instead.
-    """
+    """Make a model's activation checkpointing use torch_xla's implementation (re-entrant)."""
+    # torch.utils.checkpoint looks up a `torch.xla` device module for the RNG state and fails on XLA
     from torch_xla.utils.checkpoint import checkpoint
 
     model._set_gradient_checkpointing(
@@ -114,17 +111,10 @@ def use_xla_checkpointing(model: torch.nn.Module) -> None:
 
 
 def static_attention_mask(model: torch.nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Return the 4D (batch, 1, 1, length) mask transformers builds from a 2D padding mask, built without
-    reading the mask's values (for XLA).
-
-    transformers 5 (masking_utils.create_bidirectional_mask -> sdpa_mask / eager_mask) evaluates
-    `padding_mask.all()` in Python on every forward, to drop the mask when a batch has no padding. On
-    XLA that is a device-to-host read: one extra small graph executed plus a transfer per forward, and
-    the step can no longer run as one graph. A mask that is already 4D is passed through untouched
-    (`_preprocess_mask_arguments`), so handing the model this one skips the check; the attention
-    computed is the same (SDPA broadcasts the length-1 query axis; eager adds the same 0 / dtype-min
-    bias). sdpa takes a boolean mask (True = attend), eager an additive float mask.
-    """
+    """Return the 4D (batch, 1, 1, length) mask transformers builds from a 2D padding mask, without reading it."""
+    # transformers 5 (masking_utils.create_bidirectional_mask) reads `padding_mask.all()` on the host every
+    # forward (on XLA an extra graph and a transfer; on CUDA a sync); a 4D mask is passed through untouched
+    # (_preprocess_mask_arguments) and attends the same: sdpa takes it boolean, eager as an additive float mask
     mask = attention_mask[:, None, None, :].bool()
     impl = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa")
     if impl == "sdpa":
@@ -139,6 +129,4 @@ def static_attention_mask(model: torch.nn.Module, attention_mask: torch.Tensor) 
 
 def weights_note(model_name: str) -> str | None:
     """Return what a run's figures are good for when its weights are random (None for real weights)."""
-    from helpers.run.encoders import NOTE
-
     return NOTE if model_name in RANDOM else None

@@ -44,8 +44,8 @@ def neuron_cc_flags(args: RunArgs) -> str:
 
 
 def neuron_env(args: RunArgs) -> dict[str, str]:
-    """Return the environment variables (name -> value) a Neuron run of `args` needs; a user's own
-    NEURON_CC_FLAGS (from before the first run in this process) are kept after the run's, so they win."""
+    """Return the environment variables (name -> value) a Neuron run of `args` needs."""
+    # a user's own NEURON_CC_FLAGS (from before this process's first run) come after the run's, so they win
     user = os.environ.get(USER_CC_FLAGS, os.environ.get("NEURON_CC_FLAGS", ""))
     env = {"NEURON_CC_FLAGS": " ".join(f for f in (neuron_cc_flags(args), user) if f)}
     # bf16-pure-sr is realised by the runtime's stochastic rounding on Neuron (helpers/run/optim.py)

@@ -20,20 +20,14 @@ def _depth(name: str, num_layers: int) -> int:
     return 0  # pooler, classifier: the task head trains at the full rate
 
 
-def decayed_names(model: torch.nn.Module) -> set[str]:
-    """Return the names of the parameters weight decay applies to: Trainer's rule (none inside a LayerNorm
-    module, none whose name holds bias, layernorm, rmsnorm or a norm), so a run decays what Trainer does."""
+def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None, weight_decay: float) -> list[dict]:
+    """Return AdamW groups: head at lr, layer i at lr*decay**(N-i), embeddings at lr*decay**(N+1); biases and
+    normalization weights without weight decay (Trainer's rule)."""
     # imported here, as build_scheduler's transformers import; the method reads nothing of the Trainer
     from transformers import Trainer
 
-    return set(Trainer.get_decay_parameter_names(None, model))
-
-
-def llrd_param_groups(model: torch.nn.Module, lr: float, decay: float | None, weight_decay: float) -> list[dict]:
-    """Return AdamW groups: head at lr, layer i at lr*decay**(N-i), embeddings at lr*decay**(N+1); biases and
-    normalization weights without weight decay (decayed_names)."""
     num_layers = model.config.num_hidden_layers
-    decayed = decayed_names(model)
+    decayed = set(Trainer.get_decay_parameter_names(None, model))
     groups: dict[tuple[int, bool], dict] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
@@ -63,10 +57,9 @@ def build_optimizer(
     precision: str = "fp32",
     lr_on_device: bool = False,
 ) -> torch.optim.Optimizer:
-    """Return AdamW over the LLRD groups; `precision='bf16-pure-sr'` rounds the update stochastically:
-    torchao's AdamW on CPU/CUDA, plain AdamW on XLA (the Neuron runtime rounds, NEURON_RT_STOCHASTIC_ROUNDING_EN).
-    `lr_on_device`: each group's rate a tensor on the parameters' device, which the schedule fills in place, so a
-    compiled update neither recompiles nor reads the host when the rate changes (step_mode compile / cudagraphs)."""
+    """Return AdamW over the LLRD groups (bf16-pure-sr: torchao's stochastic rounding off XLA)."""
+    # lr_on_device: each rate a device tensor the schedule fills in place, so a compiled update (step_mode compile,
+    # cudagraphs) neither recompiles nor reads the host when it changes
     groups = llrd_param_groups(model, lr, llrd_decay, weight_decay)
     where = next(model.parameters()).device
     for g in groups:
@@ -75,7 +68,7 @@ def build_optimizer(
             g["lr"] = torch.tensor(g["lr"], device=where)
     if device_type == "xla":
         # fused/foreach AdamW fails on XLA (NEURON.md); bf16-pure-sr: the Neuron runtime rounds
-        return xla_adamw(groups, lr)
+        return XlaAdamW(groups, lr=lr)
     if precision == "bf16-pure-sr":
         from helpers.run.precision import sr_adamw
 
@@ -90,11 +83,6 @@ def build_optimizer(
     elif optim == "adamw_torch_foreach":
         kwargs["foreach"] = True
     return torch.optim.AdamW(groups, lr=torch.tensor(lr, device=where) if lr_on_device else lr, **kwargs)
-
-
-def xla_adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
-    """Return AdamW for XLA devices whose step is the same graph at every step, in every precision."""
-    return XlaAdamW(groups, lr=lr)
 
 
 class XlaAdamW(torch.optim.Optimizer):
@@ -160,16 +148,10 @@ class XlaAdamW(torch.optim.Optimizer):
 def build_scheduler(
     optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Return the linear warm-up (warmup_steps(), rounded up as Trainer's) then linear decay-to-zero schedule over
-    `total_steps`."""
+    """Return the linear warm-up then linear decay-to-zero schedule over `total_steps`."""
     # imported here: transformers.optimization imports torch_xla (trainer_pt_utils), which must start after
     # neuron.apply_env has set its environment
     from transformers import get_linear_schedule_with_warmup
 
-    return get_linear_schedule_with_warmup(optimizer, warmup_steps(total_steps, warmup_ratio), total_steps)
-
-
-def warmup_steps(total_steps: int, warmup_ratio: float) -> int:
-    """Return the warm-up's optimizer steps: `warmup_ratio` of `total_steps` rounded up, as Trainer rounds its
-    warmup ratio (TrainingArguments.get_warmup_steps), so 10% of 437 steps is 44 steps in both."""
-    return math.ceil(total_steps * warmup_ratio)
+    # the warm-up rounded up, as Trainer rounds its ratio (TrainingArguments.get_warmup_steps): 44 of 437 steps
+    return get_linear_schedule_with_warmup(optimizer, math.ceil(total_steps * warmup_ratio), total_steps)

@@ -32,11 +32,9 @@ def prepare_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
     return model
 
 
-def grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler | None:
-    """Return a GradScaler for fp16 (which underflows without one), else None."""
-    if precision != "fp16":
-        return None
-    return torch.amp.GradScaler(device_type)
+def grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler:
+    """Return a GradScaler enabled for fp16 (which underflows without one); disabled, its calls pass through."""
+    return torch.amp.GradScaler(device_type, enabled=precision == "fp16")
 
 
 def sr_adamw(param_groups: list[dict], lr: float) -> torch.optim.Optimizer:

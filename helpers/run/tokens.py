@@ -67,10 +67,7 @@ def loader(
 
 
 class DeviceBatches:
-    """A split's training batches sliced from its token table placed on the device once, in the order and
-    padding of the DataLoader built by loader() with the same arguments: no collate and no host-to-device copy
-    per step (one copy of each epoch's row order). `pad_to`: static padding's length; None pads each batch to
-    its longest row, rounded up to `pad_to_multiple_of`."""
+    """A split's training batches sliced from its token table on the device, as loader()'s with the same arguments."""
 
     def __init__(
         self,
@@ -78,7 +75,7 @@ class DeviceBatches:
         order: DataLoader,
         device: torch.device,
         pad_id: int,
-        pad_to: int | None = None,
+        pad_to: int | None = None,  # static padding's length; None: each batch's longest row
         pad_to_multiple_of: int | None = None,
     ) -> None:
         whole = split[:]  # every row's columns (torch format: ragged ones as a list of tensors)
@@ -155,15 +152,10 @@ def length_stats(lengths, coverages: tuple[float, ...] = (0.9, 0.95, 0.99), choo
         "mean": float(arr.mean()),
         "median": float(np.median(arr)),
     }
+    # inverted_cdf: the smallest length L such that at least a fraction c of the rows have length <= L
     for c in coverages:
-        stats[f"p{round(c * 100)}"] = covering_length(arr, c)
-    need = covering_length(arr, choose_coverage)
+        stats[f"p{round(c * 100)}"] = int(np.quantile(arr, c, method="inverted_cdf"))
+    need = np.quantile(arr, choose_coverage, method="inverted_cdf")
     stats["chosen_coverage"] = choose_coverage
     stats["chosen_pow2"] = 1 << max(0, math.ceil(math.log2(need)))
     return stats
-
-
-def covering_length(sorted_lengths: np.ndarray, fraction: float) -> int:
-    """Return the smallest length L such that at least `fraction` of rows have length <= L."""
-    k = math.ceil(fraction * sorted_lengths.size)  # rows that must fit
-    return int(sorted_lengths[max(k, 1) - 1])

@@ -1,23 +1,13 @@
-"""The training step and the evaluation loop, shared by both notebooks, the scripts and the benchmark.
-
-The whole step is `fit`'s inner loop: move the batch, forward under the precision's autocast, backward
-(DDP's all-reduce only on the last micro-batch of an accumulated step), on XLA all-reduce the gradients
-across replicas, clip, optimizer step, schedule, and on XLA cut the graph. The loss stays on the device
-and is read once per timing window (`log_every` steps), which is when a NaN/inf loss, or one grown past
-`diverge_factor` times the first window's, stops the run. Timing and the hooks around the loop (monitor,
-profiler, periodic evaluation) come in as `timer` and `callbacks`.
-"""
+"""The training step (`fit`) and the evaluation loop, shared by both notebooks, the scripts and the benchmark."""
 
 from __future__ import annotations
 
 import contextlib
 import math
-import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -46,13 +36,6 @@ class StopTraining(Exception):
     """Raised by a `fit` callback to end training after the current step; its text says why."""
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch so a run repeats."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def _xla_reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
     import torch_xla.core.xla_model as xm
 
@@ -65,8 +48,7 @@ STATIC_MASK_DEVICES = ("xla", "cuda")
 
 
 def _to_device(batch: dict, model: torch.nn.Module, dev: DeviceInfo) -> dict:
-    """Return the batch on the device; on XLA and CUDA with a prebuilt 4D attention mask, so that the
-    forward reads nothing back to the host (models.static_attention_mask: transformers' padding_mask.all())."""
+    """Return the batch on the device, on XLA and CUDA with a 4D attention mask the forward never reads back."""
     batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
     if dev.type in STATIC_MASK_DEVICES and "attention_mask" in batch:
         batch["attention_mask"] = models.static_attention_mask(model, batch["attention_mask"])
@@ -74,11 +56,9 @@ def _to_device(batch: dict, model: torch.nn.Module, dev: DeviceInfo) -> dict:
 
 
 def _zeros(dev: DeviceInfo, *shape: int, dtype=torch.float32) -> torch.Tensor:
-    """Return a zeroed accumulator on the device, built on the host and copied (float() reads a 1-element one).
-
-    torch_xla turns a 0-dim 0 or 1 (torch.zeros((), device=xla), even torch.zeros(()).to(xla)) into a
-    constant that costs one extra graph run when it is read; a copied one-element tensor is plain data.
-    """
+    """Return a zeroed accumulator on the device (one element by default)."""
+    # torch_xla turns a 0-dim 0 or 1, even torch.zeros(()).to(xla), into a constant that costs one extra graph
+    # run when it is read; a one-element tensor built on the host and copied is plain data
     return torch.zeros(*(shape or (1,)), dtype=dtype).to(dev.torch_device)
 
 
@@ -97,29 +77,19 @@ def fit(
     precision: str,
     epochs: int,
     *,
-    timer,
+    timer,  # helpers.measure.timing.StepTimer
     max_steps: int | None = None,
     grad_accum: int = 1,
     max_grad_norm: float | None = 1.0,
     log_every: int = 50,
     diverge_factor: float = 10.0,
     progress: bool = True,
-    log_lines: bool = False,
-    callbacks: tuple[Callable[[int], None], ...] = (),
+    log_lines: bool = False,  # without the bar: the loss once per window (papermill's log, torchrun's rank 0)
+    callbacks: tuple[Callable[[int], None], ...] = (),  # each gets the steps done; may raise StopTraining
     sampler=None,
-    step_mode: str = "eager",
+    step_mode: str = "eager",  # compile / cudagraphs: the clip + AdamW update compiled too (compiled_update)
 ) -> FitResult:
-    """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes.
-
-    `timer` is a helpers.measure.timing.StepTimer; each callback gets the optimizer steps done after each,
-    and may raise StopTraining to end training there (a finished run, `stopped_early` saying why).
-    An epoch's last batches that do not fill an optimizer step (len(loader) % grad_accum) are drawn and
-    left out: a step never spans two epochs, so on XLA the loader's end-of-epoch sync never cuts a step's
-    micro-batches into a graph of their own.
-    Without the bar, `log_lines` prints the loss once per window instead (papermill's log, torchrun's rank 0).
-    `step_mode` compile / cudagraphs: `model` is compiled (prepare_training) and the clip + AdamW update runs
-    as one compiled graph too (compiled_update); cudagraphs marks each step's start for the graphs' replay.
-    """
+    """Train `model` for `epochs` (or `max_steps` optimizer steps); return its status, loss and shapes."""
     xla = dev.type == "xla"
     scaler = grad_scaler(precision, dev.type)
     update = compiled_update(model, optimizer, max_grad_norm, step_mode) if step_mode != "eager" else None
@@ -135,8 +105,8 @@ def fit(
             sampler.set_epoch(epoch)  # distributed: a new disjoint shard order each epoch
         whole = len(train_loader) // grad_accum * grad_accum  # micro-batches of the epoch's whole steps
         for index, batch in enumerate(train_loader):
-            if index >= whole:
-                continue  # drawn (the loader ends its epoch), never traced
+            if index >= whole:  # a step never spans two epochs: on XLA the loader's end-of-epoch sync
+                continue  # would cut its micro-batches into a graph of their own
             if micro == 0:
                 timer.start_step()
                 if cudagraphs:  # a new iteration: the graphs' outputs of the last one may be overwritten
@@ -148,7 +118,7 @@ def fit(
             with sync_ctx:
                 with autocast(precision, dev.type):
                     loss = model(**batch).loss / grad_accum
-                (scaler.scale(loss) if scaler else loss).backward()
+                scaler.scale(loss).backward()
             shape = tuple(batch["input_ids"].shape)
             result.shapes[shape] += 1
             if not timer.in_warmup:
@@ -159,8 +129,7 @@ def fit(
             micro += 1
             if not last_micro:
                 continue
-            if scaler:
-                scaler.unscale_(optimizer)
+            scaler.unscale_(optimizer)
             if xla:
                 _xla_reduce_gradients(optimizer)
             skipped = False
@@ -169,14 +138,11 @@ def fit(
             else:
                 if max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-                if scaler:
-                    scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
-                    scaler.step(optimizer)
-                    scaler.update()
-                    skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
-                    result.skipped_steps += skipped
-                else:
-                    optimizer.step()
+                scale = scaler.get_scale()  # a host read, on fp16 only (T4): no other way to see a skip
+                scaler.step(optimizer)
+                scaler.update()
+                skipped = scaler.get_scale() < scale  # inf/NaN gradients: GradScaler skipped the update
+                result.skipped_steps += skipped
             if not skipped:
                 scheduler.step()
             optimizer.zero_grad(set_to_none=True)
@@ -218,8 +184,7 @@ def fit(
 def compiled_update(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_grad_norm: float | None, step_mode: str
 ) -> Callable[[], None]:
-    """Return the step's clip + AdamW update compiled by torch.compile (reduce-overhead, i.e. CUDA graphs, for
-    `step_mode='cudagraphs'`); the rates are device tensors (optim.build_optimizer's lr_on_device)."""
+    """Return the step's clip + AdamW update compiled by torch.compile (rates on the device: lr_on_device)."""
     params = [p for p in model.parameters() if p.requires_grad]
     # the class's step: the schedule wraps the instance's in a counter that torch.compile does not trace
     step = type(optimizer).step
@@ -263,8 +228,7 @@ def _log(result: FitResult, loss_sum: torch.Tensor, loss_n: int, bar, verbose: b
 
 
 def _check_loss(result: FitResult, value: float, first: float | None, factor: float) -> bool:
-    """Mark the run diverged when the loss is NaN/inf or grew past `factor` x the first window's; return
-    True to go on."""
+    """Return True to go on; else mark the run diverged (a NaN/inf loss, or above `factor` x the first)."""
     if math.isfinite(value) and (first is None or value <= factor * first):
         return True
     result.status, result.diverged_at_step = "diverged", result.steps
@@ -277,8 +241,7 @@ def _check_loss(result: FitResult, value: float, first: float | None, factor: fl
 
 
 def pad_rows(batch: dict, rows: int) -> dict:
-    """Return `batch` with copies of its first row appended up to `rows`, their labels set to -100
-    (ignored by the loss and the confusion matrix): the last partial batch keeps the batch's shape."""
+    """Return `batch` padded to `rows` with copies of its first row labelled -100 (ignored by loss and metrics)."""
     n = batch["labels"].shape[0]
     out = {}
     for key, value in batch.items():
@@ -292,44 +255,28 @@ def evaluate(
     loader,
     dev: DeviceInfo,
     precision: str,
-    num_labels: int = 6,
-    progress: bool = False,
     reduce=None,
     rows_per_batch: int | None = None,
     settings: inference.EvalSettings | None = None,
 ) -> dict:
-    """Return accuracy, macro-F1 and mean loss of `model` on `loader`; `reduce` sums tensors across ranks.
-
-    Forward only, as `settings` say (inference.EvalSettings; None: in the training precision's autocast),
-    under inference mode (no_grad on XLA: its evaluation graphs stay the ones compiled and counted there).
-    On XLA each batch is one graph (cut per batch) and a last partial batch is padded to `rows_per_batch`,
-    so evaluating any number of rows compiles the same few graphs.
-    """
+    """Return accuracy, macro-F1 and mean loss of `model` on `loader`; `reduce` sums tensors across ranks."""
+    # no_grad on XLA: its evaluation graphs stay the ones compiled and counted there
     with inference.applied(model, settings or inference.EvalSettings(), precision) as (eval_model, eval_precision):
         with torch.no_grad() if dev.type == "xla" else torch.inference_mode():
-            return evaluate_batches(
-                eval_model, loader, dev, eval_precision, num_labels, progress, reduce, rows_per_batch
-            )
+            return evaluate_batches(eval_model, loader, dev, eval_precision, reduce, rows_per_batch)
 
 
 def evaluate_batches(
-    model: torch.nn.Module,
-    loader,
-    dev: DeviceInfo,
-    precision: str,
-    num_labels: int = 6,
-    progress: bool = False,
-    reduce=None,
-    rows_per_batch: int | None = None,
+    model: torch.nn.Module, loader, dev: DeviceInfo, precision: str, reduce=None, rows_per_batch: int | None = None
 ) -> dict:
-    """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad against
-    evaluate's inference mode)."""
+    """Return evaluate()'s figures under the autograd mode the caller set (the bench times no_grad)."""
     xla = dev.type == "xla"
     model.eval()
+    num_labels = model.config.num_labels
     confusion = _zeros(dev, num_labels, num_labels, dtype=torch.long)
     loss_sum, rows = _zeros(dev), _zeros(dev, dtype=torch.long)
-    for batch in tqdm(loader, desc="eval", unit="batch", disable=not progress):
-        if xla and rows_per_batch and batch["labels"].shape[0] < rows_per_batch:
+    for batch in loader:
+        if xla and rows_per_batch and batch["labels"].shape[0] < rows_per_batch:  # the same few graphs for any rows
             batch = pad_rows(batch, rows_per_batch)
         batch = _to_device(batch, model, dev)
         with autocast(precision, dev.type):

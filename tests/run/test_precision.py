@@ -90,4 +90,4 @@ def test_sr_moves_weights_where_round_to_nearest_stalls():
 def test_mechanism_names_the_implementation():
     assert "torchao" in precision.mechanism("bf16-pure-sr", "cpu")
     assert "NEURON_RT_STOCHASTIC_ROUNDING_EN" in precision.mechanism("bf16-pure-sr", "xla", neuron=True)
-    assert precision.grad_scaler("fp16", "cpu") is not None and precision.grad_scaler("bf16", "cpu") is None
+    assert precision.grad_scaler("fp16", "cpu").is_enabled() and not precision.grad_scaler("bf16", "cpu").is_enabled()
