@@ -108,6 +108,14 @@ def utilization(row: pd.Series, device_type: str) -> tuple[float, str, bool]:
     return np.nan, choices[-1][1] if choices else "not measured", False
 
 
+def device_class(df: pd.DataFrame) -> pd.Series:
+    """Return each record's device class: 'gpu', 'trn1' (a NeuronCore), 'xla-cpu' (XLA on the CPU) or 'cpu'."""
+    neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
+    xla = df["device_type"] == "xla"
+    classes = np.select([df["device_type"] == "cuda", xla & neuron, xla], ["gpu", "trn1", "xla-cpu"], "cpu")
+    return pd.Series(classes, index=df.index)
+
+
 def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Series:
     """Return the first of `paths` that holds a number, per row, times `scale`."""
     out = pd.Series(np.nan, index=raw.index)
@@ -150,6 +158,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
         df[column] = df[column].fillna(df["device_key"].map(known))
     df["device"] = df["device"].fillna("unknown")
     df["device.neuron"] = raw.get("device.neuron", pd.Series(False, index=raw.index)).fillna(False)
+    df["cls"] = device_class(df)
     df["instance"] = raw.get("device.instance")
     df["threads"] = raw.get("device.torch_threads")
     df["compute_dtype"] = raw.get("precision.compute_dtype")

@@ -34,6 +34,12 @@ def test_the_named_columns_read_the_records_sections_in_the_tables_units():
     assert row["batch"] == 8 and row["device_type"] == "cuda" and row["suite"] == "batch_scaling"
 
 
+def test_each_record_has_its_device_class_a_neuron_core_apart_from_xla_on_the_cpu():
+    devices = ("a100", "trn1", "xla-cpu", "cpu")
+    df = frame([record(d, "speedup", {}, run_name=d) for d in devices]).set_index("run_name")
+    assert df["cls"].to_dict() == {"a100": "gpu", "trn1": "trn1", "xla-cpu": "xla-cpu", "cpu": "cpu"}
+
+
 def test_the_latest_finished_record_stands_for_a_point_on_a_device():
     done = record("cpu", "batch_scaling", {"batch": 8}, run_name="b8", samples_per_s=30.0)
     later = record("cpu", "batch_scaling", {"batch": 8}, run_name="b8", samples_per_s=99.0, status="failed")

@@ -85,14 +85,11 @@ class Band(NamedTuple):
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
-    """Return frame.frame()'s rows with numeric parameters, plus `cls` (device class) and `proxy`."""
-    if "cls" in df:
+    """Return frame.frame()'s rows with numeric parameters, plus `proxy`."""
+    if "proxy" in df:
         return df
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
-    neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
-    xla = df["device_type"] == "xla"
-    cls = np.select([df["device_type"] == "cuda", xla & neuron, xla], ["gpu", "trn1", "xla-cpu"], "cpu")
-    df = df.assign(cls=cls, variant=df["variant"].fillna("adhoc"))
+    df = df.assign(variant=df["variant"].fillna("adhoc"))
     return df.assign(proxy=(df["model_name"] != REAL_MODEL) | ~df["cls"].isin(REAL_CLASSES))
 
 

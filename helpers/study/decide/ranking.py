@@ -17,6 +17,7 @@ from helpers.calc.facts import cuda_device_key
 from helpers.run import encoders
 from helpers.run.args import PRESETS
 from helpers.run.paths import repo_path
+from helpers.study import plot_style
 from helpers.study.decide import page
 from helpers.study.notation import DASH, fmt, short_device
 from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
@@ -59,7 +60,7 @@ def setup_key(model: object, batch: object, max_length: object, precision: objec
 
 def is_proxy(row) -> bool:
     """Return whether a measured row only stands in for the study's job: another model, or the CPU / XLA on it."""
-    return row.get("model_name") != STUDY_MODEL or _family(row) in ("cpu", "xla-cpu")
+    return row.get("model_name") != STUDY_MODEL or row["cls"] in ("cpu", "xla-cpu")
 
 
 def matches(df: pd.DataFrame, job: Job) -> pd.Series:
@@ -92,15 +93,9 @@ def representative(df: pd.DataFrame, job: Job | None = None) -> pd.DataFrame:
     return d.drop_duplicates("device_key").reset_index(drop=True)
 
 
-def _family(row) -> str:
-    if row.get("device.neuron") is True:
-        return "trn1"
-    return {"cuda": "gpu", "xla": "xla-cpu", "cpu": "cpu"}.get(row.get("device_type"), "other")
-
-
 def measured_price(row) -> tuple[str | None, float, str, float]:
     """Return (instance, $/h of the accelerators used, note, $/h of the whole instances holding them)."""
-    family, devices = _family(row), _count(row.get("num_devices"))
+    family, devices = row["cls"], _count(row.get("num_devices"))
     if family == "gpu":
         key, units = cuda_device_key(row["device"]), int(devices)
     elif family == "trn1":
@@ -151,7 +146,8 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     return {
         "device": short_device(row["device"]),
         "source": "proxy" if is_proxy(row) else "measured",
-        "family": _family(row),
+        "family": row["cls"],
+        "colour_family": plot_style.family(row),
         "configuration": f"{setup_key(model + weights, *shape)}; {row['rule']}",
         "setup": setup_key(model, *shape),
         "instance": instance,
