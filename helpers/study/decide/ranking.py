@@ -14,13 +14,13 @@ import pandas as pd
 
 from helpers.calc import job_cost, prices
 from helpers.calc.facts import cuda_device_key
-from helpers.run import encoders
 from helpers.run.args import PRESETS
 from helpers.run.paths import repo_path
 from helpers.study import plot_style
 from helpers.study.decide import page
 from helpers.study.notation import DASH, fmt, short_device
 from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
+from helpers.study.sweep.graphs import architecture
 
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
@@ -67,8 +67,7 @@ def matches(df: pd.DataFrame, job: Job) -> pd.Series:
     """Return which records ran the job's model and fine-tuning (full, or LoRA of the job's rank)."""
     keep = pd.Series(True, index=df.index)
     if job.model:
-        random = {hub: alias for alias, (hub, _, _) in encoders.RANDOM.items()}
-        keep &= df["model_name"].isin([job.model, random.get(job.model, job.model)])
+        keep &= df["model_name"].isin([job.model, architecture(job.model)])
     rank = pd.to_numeric(df["lora_r"], errors="coerce").fillna(0)
     return keep & (rank == (job.lora_r or 0))
 

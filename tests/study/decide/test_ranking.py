@@ -85,6 +85,13 @@ def test_a_model_or_lora_rank_without_records_says_no_record(df):
     assert len(ranking.decision(df, ranking.Job(model="bert-base-uncased"))) == len(ranking.decision(df, ranking.Job()))
 
 
+def test_a_hub_models_random_configuration_answers_for_its_speed():
+    runs = frame.frame([record("cpu", None, {"model_name": m}, run_name=m) for m in ("bert-base-random", "minilm")])
+    kept = runs["run_name"][ranking.matches(runs, ranking.Job(model="bert-base-uncased"))]
+    assert kept.tolist() == ["bert-base-random"]
+    assert not ranking.matches(runs, ranking.Job(model="bert-large-uncased")).any()
+
+
 def test_runs_sharing_the_cache_split_only_the_compilation(df):
     table = ranking.decision(df, ranking.Job(runs_sharing_cache=4))
     assert row_of(table, "Trainium")["one_off_s"] == pytest.approx(301.92 / 4)
