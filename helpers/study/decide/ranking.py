@@ -19,7 +19,7 @@ from helpers.run.paths import repo_path
 from helpers.study import plot_style
 from helpers.study.decide import page
 from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
+from helpers.study.published import PUBLISHED_DIR, study_price
 from helpers.study.sweep.graphs import architecture
 
 FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
@@ -175,8 +175,7 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
     study = pd.read_csv(repo_path(published_dir) / "cost.csv")
     rows = []
     for _, r in study.iterrows():
-        printed = r["instance_as_printed"].lower().replace("-", ".")
-        instance, usd_share, note = prices.accelerator_price(printed, STUDY_KEYS.get(r["device"]))
+        instance, usd_share, note = study_price(r["device"], r["instance_as_printed"])
         compiled = r["device"] == "trn1"
         one_off = trn1_one_off[0] if compiled and trn1_one_off else (math.nan if compiled else 0.0)
         share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, True, job.warm_cache)
