@@ -190,7 +190,6 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["tta_steps"] = _column(raw, ("time_to_accuracy.0.90.step",), 1)
     unmeasured = pd.Series("not measured", index=raw.index)
     df["energy_method"] = raw.get("energy.method", unmeasured).fillna("not measured")
-    df["energy_window"] = raw.get("energy.window", pd.Series(None, index=raw.index))  # "steady"; None: older
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)

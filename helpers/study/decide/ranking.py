@@ -166,8 +166,6 @@ def _energy(row, job: Job) -> str:
     method, per_joule = row.get("energy_method"), row.get("samples_per_j")
     if method not in ("measured", "estimated") or pd.isna(per_joule) or not per_joule > 0:
         return "not measured"
-    if row.get("energy_window") != "steady":  # older records: energy from before the first step, one node
-        return "not over the timed window (older record)"
     return f"{job_cost.energy_j(job.epochs * job.rows, per_joule) / 1e3:.3g} kJ ({method})"
 
 
