@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.run import records
-from helpers.run.paths import repo_path
+from helpers.run.paths import RESULTS_DIR, repo_path
 from helpers.study.frame import frame, load, params_problem
 from tests.record_fixtures import record, write
 
@@ -38,6 +38,14 @@ def test_each_record_has_its_device_class_a_neuron_core_apart_from_xla_on_the_cp
     devices = ("a100", "trn1", "xla-cpu", "cpu")
     df = frame([record(d, "speedup", {}, run_name=d) for d in devices]).set_index("run_name")
     assert df["cls"].to_dict() == {"a100": "gpu", "trn1": "trn1", "xla-cpu": "xla-cpu", "cpu": "cpu"}
+
+
+def test_an_xla_fixture_has_every_xla_key_the_committed_xla_records_share():
+    committed = [rec["xla"] for rec in records.read_records(repo_path(RESULTS_DIR))[0] if rec.get("xla")]
+    fixture = record("xla-cpu", "speedup", {}, compile_s=50.0, compilations=3)
+    assert committed and set.intersection(*(set(x) for x in committed)) <= set(fixture["xla"])
+    assert set(committed[0]["train"]) == set(fixture["xla"]["train"])
+    assert frame([fixture])["train_compile_s"].iloc[0] == 50.0  # the compile seconds inside the train time
 
 
 def test_the_latest_finished_record_stands_for_a_point_on_a_device():
