@@ -96,6 +96,8 @@ PARAMS = (
 )
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
+# a record of the study's own kind: its model on a GPU or a trn1 NeuronCore; any other only stands in (a proxy)
+STUDY_MODEL, STUDY_CLASSES = "bert-base-uncased", ("gpu", "trn1")
 
 
 def utilization(row: pd.Series, device_type: str) -> tuple[float, str, bool]:
@@ -168,6 +170,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     for name in PARAMS:  # from the records themselves: a column with a gap would turn 64 into 64.0
         df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index, dtype=object)
     df["precision"] = raw.get("precision.used", df["precision"])
+    df["proxy"] = (df["model_name"] != STUDY_MODEL) | ~df["cls"].isin(STUDY_CLASSES)
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():
         df[name] = _column(raw, paths, scale)

@@ -34,10 +34,12 @@ def test_the_named_columns_read_the_records_sections_in_the_tables_units():
     assert row["batch"] == 8 and row["device_type"] == "cuda" and row["suite"] == "batch_scaling"
 
 
-def test_each_record_has_its_device_class_a_neuron_core_apart_from_xla_on_the_cpu():
-    devices = ("a100", "trn1", "xla-cpu", "cpu")
-    df = frame([record(d, "speedup", {}, run_name=d) for d in devices]).set_index("run_name")
-    assert df["cls"].to_dict() == {"a100": "gpu", "trn1": "trn1", "xla-cpu": "xla-cpu", "cpu": "cpu"}
+def test_each_record_has_its_device_class_and_only_the_studys_model_on_a_gpu_or_trn1_is_no_proxy():
+    bert = {"model_name": "bert-base-uncased"}
+    runs = [record(d, "speedup", bert, run_name=d) for d in ("a100", "trn1", "xla-cpu", "cpu")]
+    df = frame([*runs, record("a100", "speedup", {"model_name": "minilm"}, run_name="minilm")]).set_index("run_name")
+    assert df["cls"].to_dict() == {"a100": "gpu", "trn1": "trn1", "xla-cpu": "xla-cpu", "cpu": "cpu", "minilm": "gpu"}
+    assert sorted(df.index[~df["proxy"]]) == ["a100", "trn1"]
 
 
 def test_an_xla_fixture_has_every_xla_key_the_committed_xla_records_share():

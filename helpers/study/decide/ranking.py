@@ -18,11 +18,12 @@ from helpers.run.args import PRESETS
 from helpers.run.paths import repo_path
 from helpers.study import plot_style
 from helpers.study.decide import page
+from helpers.study.frame import STUDY_MODEL
 from helpers.study.notation import DASH, fmt, short_device
 from helpers.study.published import PUBLISHED_DIR, study_price
 from helpers.study.sweep.graphs import architecture
 
-FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
+FULL_ROWS = 16_000  # dair-ai/emotion train split: the study's task
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time,
@@ -56,11 +57,6 @@ class Job:
 def setup_key(model: object, batch: object, max_length: object, precision: object, rows: int) -> str:
     """Return what makes two rows the same configuration, for marks and break-even."""
     return f"{model}, b{batch}, L{max_length}, {precision}, {int(rows):,} rows"
-
-
-def is_proxy(row) -> bool:
-    """Return whether a measured row only stands in for the study's job: another model, or the CPU / XLA on it."""
-    return row.get("model_name") != STUDY_MODEL or row["cls"] in ("cpu", "xla-cpu")
 
 
 def matches(df: pd.DataFrame, job: Job) -> pd.Series:
@@ -128,7 +124,7 @@ def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_
 def _measured(row, job: Job, trn1_one_off: list) -> dict:
     cacheable = row["device_type"] == "xla"
     one_off = job_cost.one_off_s(row.get("compile_s"), row.get("first_step_s"), row.get("step_ms", math.nan) / 1000)
-    if row.get("device.neuron") is True and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
+    if row["cls"] == "trn1" and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
         trn1_one_off.append(one_off)  # compile time depends on the model and shapes: only the study's model
     share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
     epoch_s = job_cost.per_epoch_s(job.rows, row["samples_per_s"])
@@ -144,7 +140,7 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     shape = (row.get("batch"), row.get("max_length"), row.get("precision"), run_rows)
     return {
         "device": short_device(row["device"]),
-        "source": "proxy" if is_proxy(row) else "measured",
+        "source": "proxy" if row["proxy"] else "measured",
         "family": row["cls"],
         "colour_family": plot_style.family(row),
         "configuration": f"{setup_key(model + weights, *shape)}; {row['rule']}",
