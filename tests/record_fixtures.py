@@ -1,9 +1,10 @@
 """Hand-made records in the exact shape the run path writes, for devices this machine has not got.
 
 `record(device, suite, params, **figures)` returns a record as a CUDA GPU (NVML utilization and energy,
-`max_memory_allocated`), a trn1 NeuronCore (neuron-monitor utilization, the XLA section with compile
-cache), the CPU, or XLA on the CPU would write it. Every record says it is a fixture (`fixture: true`):
-the report leaves such records out unless a test asks for them, so they never reach the committed report.
+`max_memory_allocated`), a trn1 NeuronCore (neuron-monitor utilization, the XLA section with its counters
+over the run, training and evaluation, and compile cache), the CPU, or XLA on the CPU would write it. Every
+record says it is a fixture (`fixture: true`): the report leaves such records out unless a test asks for them,
+so they never reach the committed report.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import copy
 from pathlib import Path
 
 from helpers.run import records, schema
-from helpers.run.args import build_args
+from helpers.run.args import RunArgs, build_args
+from helpers.run.neuron import neuron_cc_flags
 
 DEVICES = {
     "a100": {
@@ -239,16 +241,53 @@ def record(
     )
     rec["phases"] = {"load_data": 1.0, "tokenize": 2.0, "build_model": 3.0, "train": train_s, "evaluate": 5.0}
     if dev["type"] == "xla":
-        rec["xla"] = {
-            "graph_compilations": compilations,
-            "compile_time_s": compile_s,
-            "compilations_after_warmup": 0,
-            "distinct_input_shapes": 1,
-            "cache": {"kind": "Neuron compile cache (neuronx-cc)", "dir": "/var/tmp/neuron-compile-cache"},
-        }
+        rec["xla"] = xla_section(args, dev["neuron"], compilations, compile_s, rec["timing"])
     rec["finished_at"] = records.now()
     rec.update(extra)
     return rec
+
+
+def counters(compiles: int, compile_s: float, executes: int) -> dict:
+    """Return torch-xla's counters over a span (measure.xla.delta): every compile uncached, no persistent cache."""
+    return {
+        "uncached_compiles": compiles,
+        "cached_compiles": 0,
+        "compile_count": compiles,
+        "compile_time_s": compile_s,
+        "execute_count": executes,
+        "execute_time_s": 0.5 * executes,
+        "persistent_cache_hits": 0,
+        "persistent_cache_misses": 0,
+        "persistent_cache_load_failures": 0,
+    }
+
+
+def xla_section(args: RunArgs, neuron: bool, compilations: int, compile_s: float, timing: dict) -> dict:
+    """Return the `xla` section as measure.xla.CompileLog.section writes it, every graph compiled by the first step."""
+    train = counters(compilations, compile_s, timing["steps"])  # the first step's seconds hold compile_s
+    evaluation = counters(0, 0.0, 64)  # a fixture's simplification: evaluation reuses the training's graphs
+    cache = (
+        {"kind": "Neuron compile cache (neuronx-cc)", "dir": "/var/tmp/neuron-compile-cache"}
+        if neuron
+        else {"kind": "torch-xla persistent compilation cache", "state": "off"}
+    )
+    return {
+        "graph_compilations": compilations,
+        "compile_time_s": compile_s,
+        "run": {k: train[k] + evaluation[k] for k in train},
+        "train": train,
+        "eval": evaluation,
+        "compilations_per_step": {"0": compilations} if compilations else {},
+        "compilations_after_warmup": 0,
+        "warmup_batches": timing["warmup_steps"],
+        "distinct_input_shapes": 1,
+        "first_step_s": timing["first_step_s"],
+        "steady_step_s": timing["step_time_median_s"],
+        "first_over_steady": round(timing["first_step_s"] / timing["step_time_median_s"], 2),
+        "cache": cache,
+        "neuron_cc_flags": neuron_cc_flags(args),
+        "env": {"NEURON_CC_FLAGS": neuron_cc_flags(args), "PJRT_DEVICE": "NEURON" if neuron else "CPU"},
+    }
 
 
 def write(path: str | Path, rec: dict) -> Path:

@@ -96,6 +96,8 @@ PARAMS = (
 )
 NEAR_MAJORITY = 0.05  # a run within 5 points of always answering the commonest label learned ~nothing
 MIN_RUNS = 3  # independent runs a cell needs before its spread is called an interval between runs
+# a record of the study's own kind: its model on a GPU or a trn1 NeuronCore; any other only stands in (a proxy)
+STUDY_MODEL, STUDY_CLASSES = "bert-base-uncased", ("gpu", "trn1")
 
 
 def utilization(row: pd.Series, device_type: str) -> tuple[float, str, bool]:
@@ -106,6 +108,14 @@ def utilization(row: pd.Series, device_type: str) -> tuple[float, str, bool]:
         if pd.notna(value):
             return value, words, like_study
     return np.nan, choices[-1][1] if choices else "not measured", False
+
+
+def device_class(df: pd.DataFrame) -> pd.Series:
+    """Return each record's device class: 'gpu', 'trn1' (a NeuronCore), 'xla-cpu' (XLA on the CPU) or 'cpu'."""
+    neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
+    xla = df["device_type"] == "xla"
+    classes = np.select([df["device_type"] == "cuda", xla & neuron, xla], ["gpu", "trn1", "xla-cpu"], "cpu")
+    return pd.Series(classes, index=df.index)
 
 
 def _column(raw: pd.DataFrame, paths: tuple[str, ...], scale: float) -> pd.Series:
@@ -150,6 +160,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
         df[column] = df[column].fillna(df["device_key"].map(known))
     df["device"] = df["device"].fillna("unknown")
     df["device.neuron"] = raw.get("device.neuron", pd.Series(False, index=raw.index)).fillna(False)
+    df["cls"] = device_class(df)
     df["instance"] = raw.get("device.instance")
     df["threads"] = raw.get("device.torch_threads")
     df["compute_dtype"] = raw.get("precision.compute_dtype")
@@ -159,6 +170,7 @@ def frame(found: list[dict]) -> pd.DataFrame:
     for name in PARAMS:  # from the records themselves: a column with a gap would turn 64 into 64.0
         df[name] = pd.Series([(rec.get("params") or {}).get(name) for rec in found], index=raw.index, dtype=object)
     df["precision"] = raw.get("precision.used", df["precision"])
+    df["proxy"] = (df["model_name"] != STUDY_MODEL) | ~df["cls"].isin(STUDY_CLASSES)
     df["llrd_decay"] = df["llrd_decay"].map(lambda v: "none" if v is None else v)
     for name, (paths, scale) in METRICS.items():
         df[name] = _column(raw, paths, scale)
@@ -181,7 +193,6 @@ def frame(found: list[dict]) -> pd.DataFrame:
     df["tta_steps"] = _column(raw, ("time_to_accuracy.0.90.step",), 1)
     unmeasured = pd.Series("not measured", index=raw.index)
     df["energy_method"] = raw.get("energy.method", unmeasured).fillna("not measured")
-    df["energy_window"] = raw.get("energy.window", pd.Series(None, index=raw.index))  # "steady"; None: older
     df["source"] = raw.get("_source")
     # the one MFU and its peak: computed where the record was made (calc.roofline.systems_section)
     df["peak_tflops"] = _column(raw, ("systems.peak_tflops",), 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.run import records
-from helpers.run.paths import repo_path
+from helpers.run.paths import RESULTS_DIR, repo_path
 from helpers.study.frame import frame, load, params_problem
 from tests.record_fixtures import record, write
 
@@ -32,6 +32,22 @@ def test_the_named_columns_read_the_records_sections_in_the_tables_units():
     assert row["samples_per_s"] == 300.0 and row["step_ms"] == pytest.approx(25.0)  # seconds in, ms shown
     assert row["mfu_pct"] == pytest.approx(10.0) and row["test_acc"] == 0.93  # the record's own MFU, in %
     assert row["batch"] == 8 and row["device_type"] == "cuda" and row["suite"] == "batch_scaling"
+
+
+def test_each_record_has_its_device_class_and_only_the_studys_model_on_a_gpu_or_trn1_is_no_proxy():
+    bert = {"model_name": "bert-base-uncased"}
+    runs = [record(d, "speedup", bert, run_name=d) for d in ("a100", "trn1", "xla-cpu", "cpu")]
+    df = frame([*runs, record("a100", "speedup", {"model_name": "minilm"}, run_name="minilm")]).set_index("run_name")
+    assert df["cls"].to_dict() == {"a100": "gpu", "trn1": "trn1", "xla-cpu": "xla-cpu", "cpu": "cpu", "minilm": "gpu"}
+    assert sorted(df.index[~df["proxy"]]) == ["a100", "trn1"]
+
+
+def test_an_xla_fixture_has_every_xla_key_the_committed_xla_records_share():
+    committed = [rec["xla"] for rec in records.read_records(repo_path(RESULTS_DIR))[0] if rec.get("xla")]
+    fixture = record("xla-cpu", "speedup", {}, compile_s=50.0, compilations=3)
+    assert committed and set.intersection(*(set(x) for x in committed)) <= set(fixture["xla"])
+    assert set(committed[0]["train"]) == set(fixture["xla"]["train"])
+    assert frame([fixture])["train_compile_s"].iloc[0] == 50.0  # the compile seconds inside the train time
 
 
 def test_the_latest_finished_record_stands_for_a_point_on_a_device():

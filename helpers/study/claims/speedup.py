@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.calc.facts import cuda_device_key, device_column
-from helpers.calc.prices import accelerator_price, price_per_accelerator_hour, whole_instances_price
+from helpers.calc.prices import price_per_accelerator_hour, whole_instances_price
 from helpers.study.claims.verdict import (
     Band,
     Evidence,
@@ -23,7 +23,7 @@ from helpers.study.claims.verdict import (
     who,
 )
 from helpers.study.notation import fmt
-from helpers.study.published import STUDY_KEYS, published
+from helpers.study.published import published, study_price
 
 STUDY_NAMES = device_column("study_name")  # device key -> the study's name
 SPEEDUP_TOLERANCE = 0.10  # the study's speedups are single runs with no stated spread
@@ -82,8 +82,7 @@ def at_our_prices(pub: pd.DataFrame) -> str:
     """Return the study's seconds per task at our prices, ranked per accelerator-hour and per whole instance."""
     shared, whole, notes = {}, {}, []
     for r in pub.itertuples():
-        instance = r.instance_as_printed.lower().replace("-", ".")
-        used, per_hour, note = accelerator_price(instance, STUDY_KEYS[r.device])
+        used, per_hour, note = study_price(r.device, r.instance_as_printed)
         task_h = float(r.sec_per_epoch) * int(r.epochs_in_task) / 3600
         shared[r.device], whole[r.device] = task_h * per_hour, task_h * whole_instances_price(used, 1)
         if note or abs(per_hour - float(r.cost_per_hour_usd)) > 0.005:

@@ -18,6 +18,7 @@ from helpers.study.claims.verdict import (
 )
 from helpers.study.notation import fmt
 from helpers.study.published import published
+from helpers.study.sweep.graphs import architecture
 
 
 @claim
@@ -67,10 +68,10 @@ def batch_scaling(df: pd.DataFrame, published_dir: str) -> Finding:
 def flop_ratio(model_name: str, batch: float, long: int = 128, short: int = 32) -> float:
     """Return the model FLOPs of a step at L=long over L=short for the model and batch (calc.flops: a model)."""
     from helpers.calc.flops import model_flops
-    from helpers.run import encoders, models
+    from helpers.run import models
 
-    alias = next((a for a, (hub, _, _) in encoders.RANDOM.items() if hub == model_name), model_name)
-    cfg = models.load_config(alias)  # the architecture only; offline for bert-base-uncased and MiniLM
+    # the architecture only; offline for bert-base-uncased and MiniLM
+    cfg = models.load_config(architecture(model_name))
     b = int(batch) if batch == batch else 1  # noqa: PLR0124 - NaN batch: the ratio barely depends on it
     return model_flops(cfg, b, long) / model_flops(cfg, b, short)
 

@@ -34,9 +34,7 @@ GRADES = {
     "proxy (direction only)": ("consistent on proxy", "contradicted on proxy"),
     "estimate": ("consistent with the model", "contradicted by the model"),
 }
-REAL_MODEL = "bert-base-uncased"
 CLASSES = {"gpu": "GPU", "trn1": "trn1 NeuronCore", "xla-cpu": "XLA on the CPU", "cpu": "CPU"}
-REAL_CLASSES = ("gpu", "trn1")
 PROXY = "The proxy rule applies (direction only)."
 PROXY_RULE = (
     "Proxy rule: a record of another model than bert-base-uncased, "
@@ -85,15 +83,9 @@ class Band(NamedTuple):
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
-    """Return frame.frame()'s rows with numeric parameters, plus `cls` (device class) and `proxy`."""
-    if "cls" in df:
-        return df
+    """Return frame.frame()'s rows with numeric parameters and every variant named ('adhoc' outside a suite)."""
     df = df.assign(**{name: pd.to_numeric(df[name], errors="coerce") for name in NUMERIC})
-    neuron = df["device.neuron"].map(lambda v: v is True or v is np.True_)
-    xla = df["device_type"] == "xla"
-    cls = np.select([df["device_type"] == "cuda", xla & neuron, xla], ["gpu", "trn1", "xla-cpu"], "cpu")
-    df = df.assign(cls=cls, variant=df["variant"].fillna("adhoc"))
-    return df.assign(proxy=(df["model_name"] != REAL_MODEL) | ~df["cls"].isin(REAL_CLASSES))
+    return df.assign(variant=df["variant"].fillna("adhoc"))
 
 
 def cells(

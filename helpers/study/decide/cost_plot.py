@@ -10,27 +10,22 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from helpers.calc.facts import cuda_device_key
 from helpers.study import plot_style
-
-
-def _family(r: pd.Series) -> str:
-    """Return a measured row's colour family: the GPU's model, else the device class."""
-    return cuda_device_key(str(r["device"])) if r["family"] == "gpu" else r["family"]
 
 
 def _colour(r: pd.Series, measured: dict[str, tuple[str, str]] | None = None) -> str:
     """Return the device's colour as the report's other figures give it (published devices by the study's name)."""
     if r["source"] == "published":
         return plot_style.published_colour(str(r["device"]))
-    return (measured or plot_style.device_styles({r["device"]: _family(r)}))[r["device"]][0]
+    return (measured or plot_style.device_styles({r["device"]: r["colour_family"]}))[r["device"]][0]
 
 
 def _panel(ax, d: pd.DataFrame, crossings: pd.DataFrame, job, title: str, compiled: str) -> None:
     top = max([10.0, 2 * job.epochs] + [1.2 * e for e in crossings["epochs"] if e < 100])
     epochs = np.linspace(0, top, 201)
     mine = d[d["source"] != "published"]
-    measured = plot_style.device_styles({r["device"]: _family(r) for _, r in mine.iterrows()})  # two CPUs: two colours
+    # two CPUs: two colours
+    measured = plot_style.device_styles({r["device"]: r["colour_family"] for _, r in mine.iterrows()})
     costs = {i: np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"] for i, r in d.iterrows()}
     # a line far above the others (an 8-GPU instance priced whole) would squeeze them into the bottom: it
     # leaves the axes, labelled with its cost at the right edge

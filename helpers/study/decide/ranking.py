@@ -14,14 +14,16 @@ import pandas as pd
 
 from helpers.calc import job_cost, prices
 from helpers.calc.facts import cuda_device_key
-from helpers.run import encoders
 from helpers.run.args import PRESETS
 from helpers.run.paths import repo_path
+from helpers.study import plot_style
 from helpers.study.decide import page
+from helpers.study.frame import STUDY_MODEL
 from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS
+from helpers.study.published import PUBLISHED_DIR, study_price
+from helpers.study.sweep.graphs import architecture
 
-FULL_ROWS, STUDY_MODEL = 16_000, "bert-base-uncased"  # dair-ai/emotion train split: the study's task
+FULL_ROWS = 16_000  # dair-ai/emotion train split: the study's task
 CORES_PER_TRN1_CHIP = 2  # facts/device_peaks.csv: trn1-chip is 2 NeuronCore-v2
 CPU_STANDIN, CPU_STANDIN_VCPUS = "cpu-2vcpu", 2  # facts key of the 2-vCPU instance priced for CPU runs
 # the study's optimized run (report 5.8; helpers.run.args.PRESETS["optimized"]), which its cost figures time,
@@ -57,17 +59,11 @@ def setup_key(model: object, batch: object, max_length: object, precision: objec
     return f"{model}, b{batch}, L{max_length}, {precision}, {int(rows):,} rows"
 
 
-def is_proxy(row) -> bool:
-    """Return whether a measured row only stands in for the study's job: another model, or the CPU / XLA on it."""
-    return row.get("model_name") != STUDY_MODEL or _family(row) in ("cpu", "xla-cpu")
-
-
 def matches(df: pd.DataFrame, job: Job) -> pd.Series:
     """Return which records ran the job's model and fine-tuning (full, or LoRA of the job's rank)."""
     keep = pd.Series(True, index=df.index)
     if job.model:
-        random = {hub: alias for alias, (hub, _, _) in encoders.RANDOM.items()}
-        keep &= df["model_name"].isin([job.model, random.get(job.model, job.model)])
+        keep &= df["model_name"].isin([job.model, architecture(job.model)])
     rank = pd.to_numeric(df["lora_r"], errors="coerce").fillna(0)
     return keep & (rank == (job.lora_r or 0))
 
@@ -92,15 +88,9 @@ def representative(df: pd.DataFrame, job: Job | None = None) -> pd.DataFrame:
     return d.drop_duplicates("device_key").reset_index(drop=True)
 
 
-def _family(row) -> str:
-    if row.get("device.neuron") is True:
-        return "trn1"
-    return {"cuda": "gpu", "xla": "xla-cpu", "cpu": "cpu"}.get(row.get("device_type"), "other")
-
-
 def measured_price(row) -> tuple[str | None, float, str, float]:
     """Return (instance, $/h of the accelerators used, note, $/h of the whole instances holding them)."""
-    family, devices = _family(row), _count(row.get("num_devices"))
+    family, devices = row["cls"], _count(row.get("num_devices"))
     if family == "gpu":
         key, units = cuda_device_key(row["device"]), int(devices)
     elif family == "trn1":
@@ -134,7 +124,7 @@ def _target(job: Job, curve, run_rows: int, scale: float, epoch_s: float, share_
 def _measured(row, job: Job, trn1_one_off: list) -> dict:
     cacheable = row["device_type"] == "xla"
     one_off = job_cost.one_off_s(row.get("compile_s"), row.get("first_step_s"), row.get("step_ms", math.nan) / 1000)
-    if row.get("device.neuron") is True and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
+    if row["cls"] == "trn1" and row.get("model_name") == STUDY_MODEL and not math.isnan(one_off):
         trn1_one_off.append(one_off)  # compile time depends on the model and shapes: only the study's model
     share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, cacheable, job.warm_cache)
     epoch_s = job_cost.per_epoch_s(job.rows, row["samples_per_s"])
@@ -150,8 +140,9 @@ def _measured(row, job: Job, trn1_one_off: list) -> dict:
     shape = (row.get("batch"), row.get("max_length"), row.get("precision"), run_rows)
     return {
         "device": short_device(row["device"]),
-        "source": "proxy" if is_proxy(row) else "measured",
-        "family": _family(row),
+        "source": "proxy" if row["proxy"] else "measured",
+        "family": row["cls"],
+        "colour_family": plot_style.family(row),
         "configuration": f"{setup_key(model + weights, *shape)}; {row['rule']}",
         "setup": setup_key(model, *shape),
         "instance": instance,
@@ -171,8 +162,6 @@ def _energy(row, job: Job) -> str:
     method, per_joule = row.get("energy_method"), row.get("samples_per_j")
     if method not in ("measured", "estimated") or pd.isna(per_joule) or not per_joule > 0:
         return "not measured"
-    if row.get("energy_window") != "steady":  # older records: energy from before the first step, one node
-        return "not over the timed window (older record)"
     return f"{job_cost.energy_j(job.epochs * job.rows, per_joule) / 1e3:.3g} kJ ({method})"
 
 
@@ -180,8 +169,7 @@ def _published(job: Job, published_dir, trn1_one_off: list) -> list[dict]:
     study = pd.read_csv(repo_path(published_dir) / "cost.csv")
     rows = []
     for _, r in study.iterrows():
-        printed = r["instance_as_printed"].lower().replace("-", ".")
-        instance, usd_share, note = prices.accelerator_price(printed, STUDY_KEYS.get(r["device"]))
+        instance, usd_share, note = study_price(r["device"], r["instance_as_printed"])
         compiled = r["device"] == "trn1"
         one_off = trn1_one_off[0] if compiled and trn1_one_off else (math.nan if compiled else 0.0)
         share = job_cost.one_off_share_s(one_off, job.runs_sharing_cache, True, job.warm_cache)

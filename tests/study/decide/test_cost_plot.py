@@ -7,7 +7,7 @@ from plot_checks import overlaps
 
 from helpers.study import frame
 from helpers.study.decide import cost_plot, ranking
-from tests.study.decide.job_records import write_job_records
+from tests.study.decide.job_records import row_of, write_job_records
 
 
 @pytest.fixture()
@@ -25,24 +25,19 @@ def test_plot_is_deterministic(df, tmp_path):
     assert cost_plot.plot(table, breaks, job, command, tmp_path / "b.png", ranking.PAIRS).read_bytes() == first
 
 
-def test_the_cost_plot_colours_a_device_as_every_other_figure_does():
+def test_the_cost_plot_colours_a_device_as_every_other_figure_does(df):
     from helpers.study import plot_style
 
+    table = ranking.decision(df, ranking.Job())
     a100 = plot_style.FAMILIES["a100-40gb"][0]
-    assert cost_plot._colour(pd.Series({"source": "published", "device": "A100", "family": "gpu"})) == a100
-    measured = pd.Series({"source": "measured", "device": "NVIDIA A100-SXM4-40GB", "family": "gpu"})
-    assert cost_plot._colour(measured) == a100
-    assert (
-        cost_plot._colour(pd.Series({"source": "published", "device": "trn1", "family": "trn1"}))
-        == plot_style.FAMILIES["trn1"][0]
-    )
-    assert (
-        cost_plot._colour(pd.Series({"source": "measured", "device": "Xeon", "family": "cpu"}))
-        == plot_style.FAMILIES["cpu"][0]
-    )
+    assert cost_plot._colour(row_of(table, "A100", "published")) == a100
+    assert cost_plot._colour(row_of(table, "A100-SXM4-40GB")) == a100  # a short name, the A100's colour all the same
+    assert cost_plot._colour(row_of(table, "trn1", "published")) == plot_style.FAMILIES["trn1"][0]
+    assert cost_plot._colour(row_of(table, "^Xeon", "proxy")) == plot_style.FAMILIES["cpu"][0]
+    assert cost_plot._colour(row_of(table, "XLA", "proxy")) == plot_style.FAMILIES["xla-cpu"][0]
     two = plot_style.device_styles({"EPYC": "cpu", "Xeon": "cpu"})  # two measured CPUs: never one colour
     epyc, xeon = (
-        cost_plot._colour(pd.Series({"source": "measured", "device": d, "family": "cpu"}), two)
+        cost_plot._colour(pd.Series({"source": "measured", "device": d, "colour_family": "cpu"}), two)
         for d in ("EPYC", "Xeon")
     )
     assert epyc == plot_style.FAMILIES["cpu"][0] and xeon != epyc
