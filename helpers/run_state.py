@@ -1,4 +1,4 @@
-"""A run in progress, passed from step to step: its arguments, device, precision, record, and what each step hands on."""
+"""A run in progress, passed from step to step: arguments, device, precision, record, what each step hands on."""
 
 from __future__ import annotations
 

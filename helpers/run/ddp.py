@@ -1,5 +1,5 @@
 """Data parallel inside one torchrun rank: the process group, disjoint shards, summed metrics, DDP (NCCL, gloo; on
-XLA no wrapper: train.fit all-reduces the gradients). Launching the ranks, on one node or several, is helpers/launch.py's.
+XLA no wrapper: train.fit all-reduces the gradients). Launching the ranks, on one node or several: helpers/launch.py.
 """
 
 from __future__ import annotations

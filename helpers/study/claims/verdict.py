@@ -162,7 +162,7 @@ def drift(df: pd.DataFrame, rows: pd.DataFrame) -> float | None:
 
 
 def compare_timed(a: Band, b: Band, together: bool, drift_pct: float | None) -> int:
-    """Return compare(a, b), unresolved for arms not interleaved within the drift between suites, or of unknown drift."""
+    """Return compare(a, b); 0 for arms not run together whose gap is within the drift (or the drift unknown)."""
     sign = compare(a, b)
     if sign and not together:  # the drift is a noise the range between back-to-back runs does not show
         if drift_pct is None:
@@ -267,7 +267,7 @@ def device(rows: pd.DataFrame) -> str:
 
 
 def deciding(signs: list[int], heads: list[str]) -> str:
-    """Return the heads that decided the verdict: the first against the claim, else the unresolved ones, else the first."""
+    """Return the heads that decided the verdict: the first against the claim, else the unresolved, else the first."""
     if -1 in signs:
         return heads[signs.index(-1)]
     open_ = [h for s, h in zip(signs, heads) if s == 0]
