@@ -1,18 +1,113 @@
-"""Fine-tune BERT on dair-ai/emotion on NVIDIA GPUs (the CPU when none is visible).
+"""Fine-tune BERT on dair-ai/emotion on an NVIDIA GPU, or the CPU where torch sees none: the CUDA recipe.
 
-    python Nvidia/train.py --model_name_or_path bert-base-uncased --per_device_train_batch_size 8
-    torchrun --nproc_per_node=8 Nvidia/train.py --num_devices 8 ...       # DDP over NCCL
+    python Nvidia/train.py --model_name minilm --batch 32 --max_length 64       # --help lists every argument
+    torchrun --nproc_per_node=8 Nvidia/train.py --num_devices 8 ...            # data parallel: DDP over NCCL
 
-`--help` lists every argument (the Hugging Face example names and the notebook's parameter names).
+`train(args)` is the whole run on one screen: bf16 autocast (fp16 with GradScaler on a T4), an eager, compiled or
+CUDA-graphed step, the batch on the device, one device sync per timing window. Measurement is a few calls into
+helpers; the record is written in `finally`, however the run ends, and `train` returns it.
 """
 
+import contextlib
+import math
 import sys
+import time
 
-from torch.distributed.elastic.multiprocessing.errors import record
+import torch
 
-from helpers import cli
+from helpers import args as arguments
+from helpers import data, ddp, devices, energy, evaluation, memory, models, monitor, optim, peaks, precision, profile
+from helpers import record, timing, tokens
+
+
+def train(args: arguments.NvidiaArgs) -> dict:
+    """Train once as `args` say; return the record written (every status, a failure's too)."""
+    t0, rank = time.perf_counter(), ddp.join("nccl" if torch.cuda.is_available() else "gloo", args.num_devices)
+    cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
+    dev = devices.cuda_device(rank.local_rank if rank else None) if cuda else devices.cpu_device()
+    if args.device == "cuda" and not cuda:
+        raise arguments.ConfigError("device='cuda' but torch sees no CUDA GPU here (CUDA_VISIBLE_DEVICES?)")
+    choice = precision.choose(args.precision, dev)
+    args.check_device(dev.type, choice.used, models.config(args.model_name).max_position_embeddings)
+    rec = record.start(args.name(), args.flat(), args.given, dev.section(), args.suite)
+    rec.precision, path = choice.section(), record.base_path(args.results_path, args.suite, args.name(), dev.key)
+    record.check_folder(path.parent)  # before anything is built: a full disk is said now, not after training
+    try:
+        tok, splits = tokens.tokenize(rec, args, data.load(rec, args))
+        model = models.build(rec, args, choice.used).to(dev.torch_device)
+        loader = tokens.train_loader(splits["train"], args, tok, rank, drop_last=args.step_mode != "eager")
+        if args.data_on_device:  # one copy of the split; each batch sliced on the device in the loader's order
+            loader = tokens.DeviceBatches(splits["train"], loader, dev.torch_device, tok.pad_token_id, args)
+        opt, steps = optim.adamw(model, args, dev.type, choice.used), optim.total_steps(args, len(loader))
+        sched = optim.schedule(opt, steps, args.warmup_ratio)
+        step_model = torch.nn.parallel.DistributedDataParallel(model) if rank else model
+        update = None  # eager: PyTorch launches each op; compile / cudagraphs: two graphs, forward-backward and update
+        if args.step_mode != "eager":
+            step_model, update = optim.compiled_step(step_model, opt, args.max_grad_norm, args.step_mode)
+        scaler = torch.amp.GradScaler(dev.type, enabled=choice.used == "fp16")  # fp16 underflows without it
+        eval_batches = evaluation.batches(splits["validation"], tok, args, dev.type, rows=args.curve_rows)
+        sync = torch.cuda.synchronize if cuda else lambda: None
+        if dev.type == "cpu":  # the roof MFU is held against, measured once per machine before the clock starts
+            peaks.ensure_cpu_roof(dev, choice.compute_dtype, path, rec)
+        memory.reset_peak(dev.type)
+        lead = rank is None or rank.local_rank == 0  # one monitor and meter per node
+        meters = (monitor.start(dev.type), energy.start(dev.type, rank)) if lead else ()
+        profiled = profile.Profiler(dev.type, args, path) if cuda or args.profile else None
+        timer = timing.Timer(sync, args.timing_warmup_steps, args.log_every, profiled, meters, cuda_events=cuda)
+        bar = timing.progress(steps, args.progress and (rank is None or rank.rank == 0))
+        step_model.train()
+        for batch, micro, last in tokens.steps(loader, args.gradient_accumulation_steps, steps, args.epochs):
+            if micro == 0:
+                timer.start_step()
+                if args.step_mode == "cudagraphs":  # the graphs' outputs of the last step may be overwritten now
+                    torch.compiler.cudagraph_mark_step_begin()
+            batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+            no_sync = step_model.no_sync() if rank and not last else contextlib.nullcontext()  # all-reduce once
+            with no_sync, precision.autocast(choice.used, dev.type):
+                loss = step_model(**batch).loss / args.gradient_accumulation_steps
+            scaler.scale(loss).backward()
+            timer.micro_batch(batch["input_ids"].shape, loss.detach())
+            if not last:
+                continue
+            if update is not None:
+                update()  # clip and AdamW as one compiled graph
+            else:
+                scaler.unscale_(opt)
+                if args.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                scaler.step(opt)
+                scaler.update()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            window = timer.end_step()  # a closed window: one device sync, the mean loss read once
+            bar.update(1)
+            if window and not timing.log_window(rec, window, bar, args.diverge_factor):
+                break  # diverged: the record says at which step and why
+            if args.eval_every and timer.steps % args.eval_every == 0:
+                with timer.paused():  # evaluation is outside every timed window
+                    point = evaluation.curve_point(rec, model, eval_batches, dev, choice.used, timer, t0, args)
+                if args.stop_at_accuracy and point.val_accuracy >= args.stop_at_accuracy:
+                    rec.stopped_early = f"validation accuracy {point.val_accuracy:.2%} at step {timer.steps}"
+                    break
+        timer.finish(rec, meters, scaler_skips=timing.skipped(scaler))
+        model.eval()
+        evaluation.final(rec, model, splits, tok, args, dev, choice.used, rank)
+        if args.save_dir and (rank is None or rank.rank == 0):
+            models.save(rec, model, tok, args.save_dir)
+        rec.status = "finished" if rec.status != "diverged" else "diverged"
+    except KeyboardInterrupt:
+        rec.status, rec.error = "interrupted", "KeyboardInterrupt: the run was interrupted (Ctrl-C)"
+        raise
+    except Exception as err:  # recorded, never lost; a rank re-raises so torchrun stops the others
+        rec.status, rec.error = record.failure_status(str(err)), f"{type(err).__name__}: {err}"
+        if rank:
+            raise
+    finally:
+        rec.memory = memory.peak(dev.type)
+        written = record.finish(rec, path, t0, lead=rank is None or rank.rank == 0)
+    return written
+
 
 if __name__ == "__main__":
-    # under torchrun, record() writes an exception to this rank's error file (TORCHELASTIC_ERROR_FILE),
-    # which the launcher reads to say which rank failed and why (helpers/launch.py)
-    sys.exit(cli.exit_code(record(cli.main)()))
+    result = train(arguments.from_cli(sys.argv[1:], arguments.NvidiaArgs))
+    sys.exit(0 if result["status"] in ("finished", "diverged") else 1)

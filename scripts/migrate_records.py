@@ -1,104 +1,98 @@
-"""Rewrite committed run records in place as the record writer writes them (run when the schema changes).
-
-Every committed record is schema 5 (the records of schema 3 and 4 were migrated by this script, and the
-reader's upgrades of them then deleted). At the next change of the schema, write the upgrade of the older
-version here and run it once. This script writes each file whose text is not what the writer would write
-as the writer writes it: the record checked by `schema.validate`, then written whole with sorted keys
-(`records.write_json_atomic`). What changes:
-
-- a number field holding an "I have no figure" string ("not measured", "nan") -> null; the section's
-  `reason`, which says why, is kept (the reader refuses such a string: this is the one place that converts it);
-- the loss curve's step numbers are written as the reader returns them (50 -> 50.0).
-
-So the report reads each migrated file as it read the old one before the reader stopped converting. A file already as the writer writes
-it, or of a newer schema than this code's, is not touched, which makes a second run a no-op. A file that holds
-no record this code reads (not JSON, cut short, a list, a schema_version that is not a number, a FIFO or
-another file that is not a regular one) is named and left as it is, and the rest are migrated; the command
-then exits 1. A record keeps its permission bits, and a symbolic link stays a link (its target is rewritten).
-The peaks folder holds no run records and is skipped.
+"""Upgrade run records of schema 5 to schema 6 in place (run once per results folder; a second run changes nothing).
 
     PYTHONPATH=$PWD .venv/bin/python scripts/migrate_records.py [RESULTS_DIR]
+
+What changes, and why:
+- `systems` (MFU, TFLOP/s, bytes, the peak used) is dropped: the report computes them from the raw fields, so a
+  corrected formula needs no migration; `model.config` gains the architecture those formulas read.
+- `precision.probe` is dropped (the CPU precision probe is retired); `distributed.launch_id` with the launcher.
+- A CPU's device key (a CPU's, or XLA's on a CPU) names its family and model since schema 6; these records never
+  recorded them, so their key says `family-unknown` in that place, and the file names and `_peaks/` files follow.
+A file that is no schema-5 record is named and left as it is (exit status 1); a missing folder is an error.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import operator
-import stat
+import json
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
+from helpers import models, record
+from helpers.record import slug
 
-from helpers.run import records, schema
-
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "Experiment" / "results"
-# the strings older records put in number fields for "no figure" (the reader refuses them)
-SENTINELS = {"not measured", "nan", "-nan", "inf", "-inf", "infinity", "-infinity", "n/a", "none", ""}
+RESULTS = Path(__file__).resolve().parents[1] / "Experiment" / "results"
 
 
-def record_files(root: Path) -> list[Path]:
-    """Return the record files below `root`, skipping the peaks folder and hidden ones."""
-    return sorted(
-        p
-        for p in root.rglob("*.json")
-        if records.PEAKS not in p.relative_to(root).parts
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
+def new_key(device: dict) -> str:
+    """Return a schema-5 device section's key in schema 6's form (a CPU's family unknown)."""
+    key, kind = device["key"], device.get("type")
+    if kind == "cuda" or device.get("neuron") or "family-unknown" in key or not device.get("cpu_capability"):
+        return key
+    name = device.get("name", "")
+    cpu = name[len("XLA CPU (") : -1] if name.startswith("XLA CPU (") else name
+    own = "cpu-" + slug(f"{cpu}-family-unknown-{device['cpu_capability']}")
+    return f"xla-{own}" if kind == "xla" else own
 
 
-def null_sentinels(obj: object) -> object:
-    """Return `obj` with each "no figure" string the schema refuses in a number field set to null, in place."""
-    try:
-        schema.RunRecord.model_validate(obj)
-    except ValidationError as err:
-        for error in err.errors():
-            if error["type"] in ("float_parsing", "int_parsing") and error["input"].strip().lower() in SENTINELS:
-                *parents, key = error["loc"]
-                functools.reduce(operator.getitem, parents, obj)[key] = None
-    except (TypeError, ValueError, AttributeError, RecursionError):
-        pass  # no record at all: schema.validate says why
-    return obj
+def upgrade(rec: dict, keys: dict[str, str]) -> dict:
+    """Return a schema-5 record as schema 6 (see the module's text)."""
+    rec = {k: v for k, v in rec.items() if k != "systems"}
+    rec["schema_version"] = record.SCHEMA_VERSION
+    if rec.get("precision"):
+        rec["precision"] = {k: v for k, v in rec["precision"].items() if k != "probe"}
+    if rec.get("distributed"):
+        rec["distributed"] = {k: v for k, v in rec["distributed"].items() if k != "launch_id"}
+    if rec.get("device"):
+        rec["device"] = {**rec["device"], "key": keys.get(rec["device"]["key"], new_key(rec["device"]))}
+    name = (rec.get("model") or {}).get("name") or (rec.get("params") or {}).get("model_name")
+    if rec.get("model") is not None and name and not rec["model"].get("config"):
+        rec["model"]["config"] = models.architecture(models.config(name))
+    return rec
 
 
-def migrate(path: Path) -> bool:
-    """Rewrite the record in `path` as the writer writes it where its text differs; return whether it did.
-    Raise RecordReadError naming the file when it holds no record this code reads."""
-    target = path.resolve()  # a link's record is rewritten where it lies: the link stays a link
-    obj = records.read_json(target)  # never opens a FIFO or a folder
-    version = obj.get("schema_version", 1) if isinstance(obj, dict) else None
-    if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
-        return False
-    valid, why = schema.validate(null_sentinels(obj))
-    if why:
-        raise records.RecordReadError(f"{path}: not a valid record ({why})")
-    if records.json_text(valid) == target.read_text(encoding="utf-8"):
-        return False
-    records.write_json_atomic(target, valid, mode=stat.S_IMODE(target.stat().st_mode))
-    return True
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command line: migrate every older record below the results folder and name each one; name each file
-    that holds no record, go on, and exit 1 if there was one."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("results", nargs="?", type=Path, default=RESULTS_DIR, help="a results folder")
-    root = parser.parse_args(argv).results
-    done, unread = [], []
-    for path in record_files(root):
+def main(argv: list[str]) -> int:
+    """Upgrade every record below the folder given (default Experiment/results); return the exit status."""
+    root = Path(argv[0]) if argv else RESULTS
+    if not root.is_dir():
+        print(f"{root}: no such folder of records", file=sys.stderr)
+        return 2
+    files = sorted(p for p in root.rglob("*.json") if not any(part.startswith((".", "_")) for part in p.parts[-2:]))
+    loaded, bad = {}, 0
+    for path in files:
         try:
-            if migrate(path):
-                done.append(path)
-        except records.RecordReadError as err:
-            unread.append(path)
-            print(f"not migrated: {err}", file=sys.stderr)
-    for path in done:
-        print(f"migrated {path.relative_to(root)}")
-    print(f"{len(done)} record(s) rewritten as the writer writes schema version {schema.SCHEMA_VERSION}")
-    if unread:
-        raise SystemExit(f"{len(unread)} file(s) not migrated: they hold no record this code reads (named above)")
+            loaded[path] = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            print(f"left as it is: {path} ({err})", file=sys.stderr)
+            bad += 1
+    keys = {r["device"]["key"]: new_key(r["device"]) for r in loaded.values() if isinstance(r, dict) and r.get("device")}
+    changed = 0
+    for path, rec in loaded.items():
+        if not isinstance(rec, dict) or rec.get("schema_version") not in (5, record.SCHEMA_VERSION):
+            print(f"left as it is: {path} (not a schema 5 or 6 record)", file=sys.stderr)
+            bad += 1
+            continue
+        if rec["schema_version"] == record.SCHEMA_VERSION:
+            continue
+        valid, why = record.validate(upgrade(rec, keys))
+        if why:
+            print(f"left as it is: {path} ({why})", file=sys.stderr)
+            bad += 1
+            continue
+        old = rec.get("device", {}).get("key")
+        target = path.with_name(path.name.replace(f"@{old}", f"@{keys[old]}")) if old in keys else path
+        target.write_text(record.json_text(valid))
+        if target != path:
+            path.unlink()
+        changed += 1
+    for old, new in keys.items():
+        for peaks in (root / record.PEAKS).glob(f"{record.glob_escape(old)}.*json"):
+            if peaks.name.endswith(".precision.json"):
+                peaks.unlink()  # the precision probe is retired: nothing reads it
+            elif old != new:
+                peaks.rename(peaks.with_name(new + peaks.name[len(old) :]))
+    print(f"{changed} of {len(files)} records upgraded to schema {record.SCHEMA_VERSION}; {bad} left as they were")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))
