@@ -52,7 +52,7 @@ def train(args: arguments.NvidiaArgs) -> dict:
         model = models.build(rec, args, choice.used).to(dev.torch_device)
         loader = tokens.train_loader(splits["train"], args, tok, rank, drop_last=args.step_mode != "eager")
         if args.data_on_device:  # one copy of the split; each batch sliced on the device in the loader's order
-            loader = tokens.DeviceBatches(splits["train"], loader, dev.torch_device, tok.pad_token_id, args)
+            loader = tokens.DeviceBatches(splits["train"], args, tok, rank, args.step_mode != "eager", dev.torch_device)
         opt, steps = optim.adamw(model, args, dev.type, choice.used), optim.total_steps(args, len(loader))
         sched = optim.schedule(opt, steps, args.warmup_ratio)
         step_model, update = torch.nn.parallel.DistributedDataParallel(model) if rank else model, None

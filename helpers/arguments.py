@@ -258,7 +258,8 @@ def unknown_message(name: str, cls: type[Args] = NvidiaArgs) -> str:
     other = next((p for p, c in PLATFORMS.items() if name in c.__dataclass_fields__), None)
     if other:
         return f"parameter {name!r} belongs to the {other} loop, not to {cls.__name__}"
-    close = difflib.get_close_matches(name, list(cls.__dataclass_fields__), n=1, cutoff=0.6)
+    known = [*cls.__dataclass_fields__, *(a for a, n in ALIASES.items() if n in cls.__dataclass_fields__)]
+    close = [ALIASES.get(c, c) for c in difflib.get_close_matches(name, known, n=1, cutoff=0.6)]
     return (
         f"unknown parameter {name!r}:" + (f" did you mean {close[0]!r}?" if close else "") + " (see docs/PARAMETERS.md)"
     )
