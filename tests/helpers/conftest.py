@@ -78,6 +78,8 @@ class FakeNvml(types.ModuleType):
 
     def nvmlDeviceGetHandleByUUID(self, uuid):
         self.uuids.append(uuid)
+        if not uuid.startswith("GPU-fake-"):  # a real GPU's UUID, on a machine that has one
+            raise self.NVMLError("not found")
         return int(uuid.rsplit("-", 1)[1])
 
     def nvmlDeviceGetName(self, handle):
@@ -122,12 +124,11 @@ class FakeNvml(types.ModuleType):
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
-    """Return a maker of a FakeNvml that `import pynvml` finds; torch is hidden, so CUDA device 0 is the current."""
+    """Return a maker of a FakeNvml that `import pynvml` finds."""
 
     def make(**kwargs) -> FakeNvml:
         fake = FakeNvml(**kwargs)
         monkeypatch.setitem(sys.modules, "pynvml", fake)
-        monkeypatch.setitem(sys.modules, "torch", None)
         return fake
 
     return make

@@ -128,10 +128,10 @@ def test_the_current_cuda_device_is_found_by_its_uuid(fake_nvml, monkeypatch):
     cuda = types.SimpleNamespace(
         is_available=lambda: True,
         current_device=lambda: 1,
-        get_device_properties=lambda i: types.SimpleNamespace(uuid=f"abc-{i + 1}"),
+        get_device_properties=lambda i: types.SimpleNamespace(uuid=f"fake-{i + 1}"),
     )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    assert monitor.NvmlSource().handle == 2 and nvml.uuids == ["GPU-abc-2"]
+    assert monitor.NvmlSource().handle == 2 and nvml.uuids == ["GPU-fake-2"]
 
 
 # ----------------------------------------------------------------------------- neuron-monitor
