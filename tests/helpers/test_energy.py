@@ -5,7 +5,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import Clock, Window
+from measure_fakes import Clock, Window, fake_nvml  # noqa: F401 - a fixture
 
 from helpers import energy, record
 

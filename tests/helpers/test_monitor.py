@@ -8,7 +8,7 @@ import time
 import types
 
 import pytest
-from conftest import FIXTURES, Window
+from measure_fakes import FIXTURES, Window, fake_nvml  # noqa: F401 - a fixture
 
 from helpers import monitor, record
 
