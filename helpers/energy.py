@@ -295,13 +295,10 @@ class Meter:
             if watts is not None:
                 self.samples.append((now, watts))
 
-    def read(self) -> dict[str, float] | None:
-        return self.reader.joules() if self.reader.reason is None else None
-
     def window_opened(self, t: float) -> None:
         """The timer opened a window at `t` (its clock, after the device sync): read the counters."""
         with self.lock:
-            self.opened = (t, self.read())
+            self.opened = (t, self.reader.joules() if self.reader.reason is None else None)
 
     def window_closed(self, window: Window | None, t: float) -> None:
         """The timer closed `window` at `t` (None: it ended without a step): a steady one's joules are kept."""
@@ -309,7 +306,7 @@ class Meter:
             opened, self.opened = self.opened, None
             if opened is None or window is None or window.warmup:
                 return
-            before, after = opened[1], self.read()
+            before, after = opened[1], self.reader.joules() if self.reader.reason is None else None
             joules = {d: after[d] - before[d] for d in after} if before is not None and after is not None else None
             self.steady.append((opened[0], t, window.seconds, joules))
 
@@ -323,7 +320,7 @@ class Meter:
         self.poll()
         reader, whole_s = self.reader, self.clock() - self.start_s
         seconds = sum(w[2] for w in self.steady)
-        whole = self.read()
+        whole = reader.joules() if reader.reason is None else None
         whole_j = sum(whole.values()) if whole is not None else None
         whole_w = reader.mean_watts(whole_s) if whole is None and reader.reason is None else None
         if whole_w is not None:

@@ -91,21 +91,14 @@ class PsutilSource(Source):
         }
 
 
-def nvml_handle(nvml, cuda_index: int):
-    """Return NVML's handle of CUDA device `cuda_index`: by UUID, since CUDA_VISIBLE_DEVICES renumbers CUDA's only."""
+def nvml_handle(nvml):
+    """Return NVML's handle of the CUDA device this process trains on: by UUID (CUDA_VISIBLE_DEVICES renumbers
+    CUDA's devices, not NVML's), else NVML's device 0."""
     torch = sys.modules.get("torch")  # the training process has imported it
     with suppress(AttributeError, RuntimeError, AssertionError, nvml.NVMLError):
-        uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
         return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-    return nvml.nvmlDeviceGetHandleByIndex(cuda_index)
-
-
-def current_cuda() -> int:
-    """Return the CUDA device this process trains on (0 where torch has none)."""
-    torch = sys.modules.get("torch")
-    with suppress(AttributeError, RuntimeError, AssertionError):
-        return torch.cuda.current_device() if torch.cuda.is_available() else 0
-    return 0
+    return nvml.nvmlDeviceGetHandleByIndex(0)
 
 
 # GPM's rates are taken between two of its samples: % of SMs busy (DCGM's SM activity), % of time the tensor pipes ran
@@ -130,7 +123,7 @@ class NvmlSource(Source):
             return
         try:
             nvml.nvmlInit()
-            self.handle, self.nvml = nvml_handle(nvml, current_cuda()), nvml
+            self.handle, self.nvml = nvml_handle(nvml), nvml
         except nvml.NVMLError as err:
             self.reason = self.gpm_reason = f"NVML unavailable: {err}"
             return

@@ -5,7 +5,6 @@ the Neuron Profiler (`neuron-profile`) reached end of support in Neuron 2.29 and
 
     neuron-explorer view -n file.neff -s profile.ntff --output-format summary-json > summary.json
     python -m helpers.neuron attach Experiment/results/SUITE/RUN@KEY.json summary.json
-    python -m helpers.neuron show summary.json
 
 summary-json is an object keyed by an id per profile, each a flat object of fields; its *_percent fields are
 fractions (tensor_engine_active_time_percent: 0.18 is 18%). The older Neuron Profiler's `--output-format json`
@@ -92,23 +91,16 @@ def attach(record_path: str | Path, summary_path: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print a summary's figures (show), or add them to a record (attach)."""
+    """Add a summary to a record (attach) and print the section added."""
     parser = argparse.ArgumentParser(prog="python -m helpers.neuron", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("show", help="print the figures of a summary-json")
-    show.add_argument("summary")
-    add = commands.add_parser("attach", help="add a summary-json to a run's record as its neuron_profile")
-    add.add_argument("record")
-    add.add_argument("summary")
+    parser.add_argument("command", choices=["attach"], help="add the summary to the record as its neuron_profile")
+    parser.add_argument("record", help="the run's record file")
+    parser.add_argument("summary", help="neuron-explorer view ... --output-format summary-json's output")
     args = parser.parse_args(argv)
     try:
-        if args.command == "attach":
-            figures = attach(args.record, args.summary)["neuron_profile"]
-        else:
-            figures = summary(args.summary).model_dump(exclude_none=True)
+        print(json.dumps(attach(args.record, args.summary)["neuron_profile"], indent=1))
     except (ValueError, record.RecordError) as err:
         raise SystemExit(str(err)) from None
-    print(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":
