@@ -97,6 +97,7 @@ class NvmlReader(Reader):
             self.reason = f"NVML unavailable: {err}"
 
     def read(self) -> dict[str, float]:
+        """Return each GPU's counter now, in joules since the driver loaded."""
         return {d: self.nvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000 for d, h in self.handles.items()}
 
     def joules(self) -> dict[str, float] | None:
@@ -141,6 +142,7 @@ class RaplReader(Reader):
             self.last = self.counters()
 
     def counters(self) -> dict[str, tuple[int, int]] | None:
+        """Return each package's (energy_uj, max_energy_range_uj) now; None (and the reason) where unreadable."""
         try:
             return {
                 z: (int(read_text(d / "energy_uj")), int(read_text(d / "max_energy_range_uj")))
@@ -284,6 +286,7 @@ class Meter:
             self.thread.start()
 
     def run(self) -> None:
+        """Poll every interval_s until stopped (the thread's body)."""
         while not self.stopped.wait(self.interval_s):
             self.poll()
 

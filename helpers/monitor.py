@@ -58,16 +58,18 @@ class Source:
         """Start rates (CPU %, GPM) afresh: a window opened, the pause before it is not counted."""
 
     def sample(self) -> dict | None:
+        """Return one sample ({field: value}) now, None when the read failed."""
         return None
 
     def summarize(self, samples: list) -> dict:
+        """Return the Utilization section's fields: each field's mean and p90 over `samples`."""
         out = {"backend": self.backend, "samples": len(samples)}
         for field in self.fields:
             out |= stats(field, [s[field] for s in samples if s.get(field) is not None])
         return out
 
     def close(self) -> None:
-        pass
+        """Release what the source holds (NVML, the neuron-monitor process)."""
 
 
 class PsutilSource(Source):
@@ -92,8 +94,7 @@ class PsutilSource(Source):
 
 
 def nvml_handle(nvml):
-    """Return NVML's handle of the CUDA device this process trains on: by UUID (CUDA_VISIBLE_DEVICES renumbers
-    CUDA's devices, not NVML's), else NVML's device 0."""
+    """Return NVML's handle of this process's CUDA device: by UUID (CUDA_VISIBLE_DEVICES renumbers CUDA's only)."""
     torch = sys.modules.get("torch")  # the training process has imported it
     with suppress(AttributeError, RuntimeError, AssertionError, nvml.NVMLError):
         uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
@@ -291,6 +292,7 @@ class NeuronMonitorSource(Source):
         self.period = f"{max(1, round(interval_s))}s"  # a duration string; whole seconds are the documented form
 
     def start(self, record_line: Callable[[str], None]) -> None:
+        """Start neuron-monitor and a thread handing each line it prints to `record_line`."""
         groups = [{"type": "neuroncore_counters"}, {"type": "memory_used"}, {"type": "execution_stats"}]
         config = {
             "period": self.period,
@@ -351,6 +353,7 @@ class Monitor:
             self.thread.start()
 
     def run(self) -> None:
+        """Sample every interval_s until stopped (the thread's body)."""
         while not self.stopped.wait(self.interval_s):
             self.poll()
 

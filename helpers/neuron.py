@@ -29,6 +29,7 @@ OPTIONAL = {"mfu_estimated_percent": "mfu_pct", "mbu_estimated_percent": "mbu_pc
 
 
 def is_number(x: object) -> bool:
+    """Return whether `x` is an int or a float (not a bool)."""
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 

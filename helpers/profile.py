@@ -169,9 +169,12 @@ class ReplayClock:
         # torch has no hook on a replay; the class's method is swapped for the profiled window only
         self.graph.replay = replay
 
-    def remove(self) -> tuple[float, int]:
-        """Put torch's replay back; return the replays' device seconds and their count (call after a device sync)."""
+    def remove(self) -> None:
+        """Put torch's replay back."""
         self.graph.replay = self.original
+
+    def timed(self) -> tuple[float, int]:
+        """Return the replays' device seconds and their count (after a device sync: every event has happened)."""
         return sum(b.elapsed_time(a) for b, a in self.pairs) / 1e3, len(self.pairs)
 
 
@@ -234,10 +237,12 @@ class Profiler:
             window = record.XlaMetricsWindow(backend="torch_xla.debug.metrics", **metrics)
             self.result = record.Profile(**base, backend="torch_xla.debug.metrics", xla_metrics=window)
             return
-        replays = self.replays.remove() if self.replays is not None else (0.0, 0)
+        if self.replays is not None:
+            self.replays.remove()  # torch's own replay back first, whatever happens below
         prof, self.prof = self.prof, None
         try:
             prof.stop()
+            replays = self.replays.timed() if self.replays is not None else (0.0, 0)
             self.result = self.summarize(prof, wall_s, replays, base)
         except Exception as err:  # noqa: BLE001 - a profile that cannot be read must not cost the run
             self.result = record.Profile(**base, backend="torch.profiler", reason=f"not summarized: {err!r}")

@@ -36,11 +36,7 @@ class Clock:
 
 
 class FakeNvml(types.ModuleType):
-    """The pynvml calls the monitor and the energy meter make, for `n` GPUs whose power the test sets.
-
-    utilization.gpu reads 100%; GPM gives the SM and tensor-pipe activities queued in `sm_active` and
-    `tensor_active`; each GPU's energy counter (mJ since the driver loaded) integrates its power over the clock.
-    """
+    """pynvml for `n` GPUs: utilization.gpu 100%, GPM's activities as queued, energy counters integrating power."""
 
     NVML_SUCCESS, NVML_GPM_METRICS_GET_VERSION = 0, 1
     NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL = 2, 5
