@@ -178,3 +178,17 @@ def test_an_xla_window_records_what_compiled_and_ran_in_it(monkeypatch, tmp_path
     assert (m.uncached_compiles, m.cached_compiles, m.compile_count, m.execute_count) == (1, 4, 1, 5)
     assert m.compile_time_s == pytest.approx(1.5) and m.execute_time_s == pytest.approx(0.5)
     assert prof.summary().window_wall_ms == 2000.0 and prof.summary().trace_path is None
+
+
+@pytest.mark.xla
+def test_a_real_xla_window_counts_its_compilation_and_execution(tmp_path):
+    torch_xla = pytest.importorskip("torch_xla")
+    run = args.build({"profile": True, "profile_steps": 1, "profile_dir": str(tmp_path)}, args.TrainiumArgs)
+    prof = profile.Profiler("xla", run, tmp_path / "r@xla.json")
+    prof.start()
+    x = torch.ones(4, 8, device=torch_xla.device()) @ torch.ones(8, 3, device=torch_xla.device())
+    torch_xla.sync()
+    x.cpu()
+    prof.stop(wall_s=1.0)
+    m = prof.summary().xla_metrics
+    assert m.uncached_compiles == 1 and m.execute_count >= 1 and m.compile_time_s > 0
