@@ -85,7 +85,8 @@ def lora_accuracy(df: pd.DataFrame, published_dir: str) -> Finding:
         best = max(lora, key=lambda k: sum(lora[k]) / len(lora[k]))
         diff, half = gap(acc["full fine-tuning"], lora[best])
         why = unsearched(every, best)
-        evidence.blocked += [f"{device(g)}: {why}"] * bool(why)
+        if why:
+            evidence.blocked.append(f"{device(g)}: {why}")
         sign = side(diff, half, WITHIN_POINTS)
         state = " (lr search not run)" if "not been run" in why else (" (best lr at the searched edge)" if why else "")
         evidence.add(

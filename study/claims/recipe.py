@@ -92,7 +92,8 @@ def lr_llrd(df: pd.DataFrame, published_dir: str) -> Finding:
         if base.empty or best.empty:
             continue
         why = unlearned(df, {"lr 2e-5 without LLRD": base, "lr 1.5e-4 with LLRD 0.95": best})
-        evidence.blocked += [f"{why} [{who(g)}]"] * bool(why)
+        if why:
+            evidence.blocked.append(f"{why} [{who(g)}]")
         diff, half = gap(best["test_acc"].dropna().tolist(), base["test_acc"].dropna().tolist())
         evidence.add(
             g,

@@ -34,7 +34,7 @@ PROXY_RULE = (
 )
 MIN_RUNS = 3  # runs of each arm, repeats of one suite, before their range is a spread between runs
 SPREAD = "the range between interleaved runs (≥ 3 repeats of each arm in one suite; arms without them are not judged)"
-NO_SPREAD = "no spread between runs: the arms have no interleaved repeats (≥ 3 of each in one suite)"
+NO_SPREAD = "no spread between runs (timings: ≥ 3 interleaved repeats of each arm in one suite; accuracies: ≥ 2 seeds)"
 ONE_RUN = "one run a cell (the study states no spread): on its own figures this rule is inconclusive"
 NUMERIC = ("batch", "max_length", "lr", "seed", "pad_to_multiple_of", "num_devices", "optlevel")
 
@@ -172,11 +172,12 @@ class Evidence:
             )
         )
         verdict = ON_PROXY.get(verdict, verdict) if proxy else verdict
-        mute = len(self.signs) - len(speaking)
-        reasons = self.blocked + [
-            f"{sum(s > 0 for s in speaking)} of {len(speaking)} comparisons resolved in the claimed direction, "
-            f"{sum(s < 0 for s in speaking)} against it"
-        ] * bool(speaking)
+        mute, reasons = len(self.signs) - len(speaking), list(self.blocked)
+        if speaking:
+            reasons.append(
+                f"{sum(s > 0 for s in speaking)} of {len(speaking)} comparisons resolved in the claimed direction, "
+                f"{sum(s < 0 for s in speaking)} against it"
+            )
         if mute and not self.blocked:
             reasons.append(f"{mute} of {len(self.signs)} comparisons not judged: {NO_SPREAD}")
         if proxy:
