@@ -19,8 +19,7 @@ import psutil
 import yaml
 from filelock import FileLock, Timeout
 
-from helpers import args as arguments
-from helpers import record
+from helpers import arguments, record
 from study.sweep.suites import ENVS, Point, Suite, platform
 
 POINT_TAG = "ACCELBENCH_POINT"  # in the environment of every process of a point (the kernel inherits it)

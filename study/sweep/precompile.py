@@ -19,8 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from helpers import args as arguments
-from helpers import record
+from helpers import arguments, record
 from study.sweep.points import env_python, kill_processes
 from study.sweep.suites import Suite, expand, platform
 
@@ -33,7 +32,7 @@ MAX_RETRIES = "1"  # NEURON_PARALLEL_COMPILE_MAX_RETRIES: "set ... =1 when preco
 NOT_COMPILED = {
     "seed", "lr", "weight_decay", "warmup_ratio", "epochs", "max_steps", "train_subset", "eval_subset",
     "shuffle_subset", "drop_bad_rows", "data_dir", "log_every", "timing_warmup_steps", "eval_every", "curve_rows",
-    "stop_at_accuracy", "diverge_factor", "progress", "profile", "profile_steps", "profile_dir", "save_dir",
+    "stop_at_accuracy", "diverge_factor", "progress", "profile", "profile_steps", "profile_dir", "save_dir", "precompile",
 }  # fmt: skip
 
 

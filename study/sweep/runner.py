@@ -19,8 +19,7 @@ from types import SimpleNamespace
 
 import psutil
 
-from helpers import args as arguments
-from helpers import record
+from helpers import arguments, record
 from study.sweep import plan, points, precompile
 from study.sweep.suites import (
     SUITES_DIR,

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 import pydantic
 
-from helpers import args as arguments
+from helpers import arguments
 from helpers.record import repo_path
 
 SUITES_DIR = "Experiment/suites"
@@ -114,7 +114,7 @@ class SuiteFile(_Table):
     # neuron: torch-neuronx; fast-bf16: a GPU, trn1 or a CPU with fast bf16
     requires: Literal["neuron", "fast-bf16"] | None = None
     on_demand: bool = False  # true: `sweep all` (and so `make report`) leaves it out; it runs by name
-    params: dict = {}  # the run's parameters (helpers/args.py); "None" stands for None (TOML has no null)
+    params: dict = {}  # the run's parameters (helpers/arguments.py); "None" stands for None (TOML has no null)
     quick: Variant | None = None
     full: Variant | None = None
     report: Report = Report()
@@ -133,7 +133,7 @@ def _problem(path: Path, error: dict) -> str:
 
 
 def read_toml(path: Path) -> dict:
-    """Return the TOML file `path` as a dict; arguments.ConfigError naming the file when it cannot be read or parsed."""
+    """Return the TOML file `path` as a dict; ConfigError naming the file when it cannot be read or parsed."""
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -165,7 +165,7 @@ def check(suite: Suite, where: str, variants: tuple[str, ...] = VARIANTS) -> Non
 
 
 def load_suite(path: str | Path) -> Suite:
-    """Return the suite in the TOML file `path`; raise arguments.ConfigError naming the file on any bad entry."""
+    """Return the suite in the TOML file `path`; raise ConfigError naming the file on any bad entry."""
     path = Path(path)
     raw = read_toml(path)
     try:

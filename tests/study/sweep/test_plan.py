@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from helpers import args as arguments
+from helpers import arguments
 from study.sweep import plan, precompile, runner, suites
 
 PRICES = {"trn1.2xlarge": (1.34375, "test price"), "g6.xlarge": (0.8048, "test price")}

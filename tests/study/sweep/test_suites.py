@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from helpers import args as arguments
-from helpers import record
+from helpers import arguments, record
 from study.sweep import suites
 
 NVIDIA = 'notebook = "Nvidia/baseline.ipynb"\n'
