@@ -67,8 +67,7 @@ def test_a_trial_is_the_points_own_run_for_a_few_steps_under_neuron_parallel_com
     point, trial = suites.expand(padding, "quick")[0], precompile.trials([padding], "quick")[0]
     tool, python, script, *flags = trial.command
     assert (tool, script) == ("neuron_parallel_compile", "Trainium/train.py") and python.endswith("/bin/python")
-    values = dict(flag.removeprefix("--").split("=", 1) for flag in flags)  # --name=value, text as a shell passes it
-    parsed = arguments.build(values, arguments.TrainiumArgs)
+    parsed = arguments.from_cli(flags, arguments.TrainiumArgs)  # what the loop will read
     assert parsed.max_steps == min(precompile.TRIAL_STEPS, point.params["max_steps"]) == 8
     assert parsed.padding == "static" and parsed.batch == 8 and parsed.max_length == 64 and not parsed.progress
     assert parsed.run_name == f"{point.run_name}-precompile" and parsed.results_path == precompile.TRIALS_DIR

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -158,19 +159,18 @@ def test_a_dead_sweeps_processes_on_a_point_are_found_by_its_tag_and_killed(tmp_
 
 # ----------------------------------------------------------------------------- runs
 def test_the_token_statistics_run_in_process_and_resume(tmp_path, suite_file):
-    data = record.REPO_ROOT.parent / "shared" / "data" / "emotion"
-    if not (data / "train.jsonl").exists():
-        pytest.skip(f"no dataset at {data}")
     subset = tmp_path / "data"
     subset.mkdir()
-    for split in ("train", "validation", "test"):  # 200 real rows a split: the statistics, quickly
-        (subset / f"{split}.jsonl").write_text("".join((data / f"{split}.jsonl").open().readlines()[:200]))
+    for split in ("train", "validation", "test"):  # 200 rows a split, of 1 to 20 words
+        rows = (json.dumps({"text": " ".join(["word"] * (1 + i % 20)), "label": i % 6}) for i in range(200))
+        (subset / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     path = suite_file("tok", f'kind = "token_stats"\n[params]\ndata_dir = "{subset}"\nmodel_name = "minilm"\n')
     path.write_text(path.read_text() + "[quick]\n[full]\n")
     suite = suites.load_suite(path)
     assert runner.sweep([suite], "quick", tmp_path / "results", out=io.StringIO()) == {"tok": {"finished": 1}}
     (rec,), _ = record.read(tmp_path / "results")
-    assert rec["token_stats"]["rows"] == 200 and rec["device"]["type"] == "cpu" and rec["data"]["tokenize_s"] > 0
+    assert rec["token_stats"]["rows"] == 200 and rec["token_stats"]["max"] == 22  # [CLS] 20 words [SEP]
+    assert rec["device"]["type"] == "cpu" and rec["data"]["tokenize_s"] > 0
     assert runner.sweep([suite], "quick", tmp_path / "results", out=io.StringIO()) == {"tok": {"already done": 1}}
 
 
