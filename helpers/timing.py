@@ -130,7 +130,7 @@ class Timer:
         for w in self.watchers:
             w.window_closed(window, t)
         if window.kind == "profiled":
-            self.profiler.stop(window.seconds)  # after the sync, before any steady window opens
+            self.profiler.stop(window.seconds, window.steps)  # after the sync, before any steady window opens
         return window
 
     @contextlib.contextmanager

@@ -11,7 +11,7 @@ import pandas as pd
 import pydantic
 
 from helpers import devices, record
-from helpers.args import ADMITTED
+from helpers.arguments import ADMITTED
 
 TARGETS = (0.88, 0.90, 0.92)  # not-mine: helpers.evaluation.TARGETS once the lead lands it
 VARIANTS = ("quick", "full")  # not-mine: study.sweep.suites.VARIANTS once the sweep imports

@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 
-from helpers import args, profile, record
+from helpers import arguments, profile, record
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_the_replay_clock_puts_torchs_replay_back():
 
 # ----------------------------------------------------------------------------- a real CPU window
 def profiler(tmp_path, **given) -> profile.Profiler:
-    run = args.build({"profile_dir": str(tmp_path / "profiles"), "run_name": "tiny", **given}, args.NvidiaArgs)
+    run = arguments.build({"profile_dir": str(tmp_path / "profiles"), "run_name": "tiny", **given}, arguments.NvidiaArgs)
     return profile.Profiler("cpu", run, tmp_path / "adhoc" / "tiny@cpu-test.json")
 
 
@@ -168,7 +168,7 @@ def fake_torch_xla(monkeypatch, state: dict) -> None:
 def test_an_xla_window_records_what_compiled_and_ran_in_it(monkeypatch, tmp_path):
     state = {"metrics": {"CompileTime": (2, 3e9, []), "ExecuteTime": (10, 5e8, [])}, "counters": {"UncachedCompile": 2}}
     fake_torch_xla(monkeypatch, state)
-    run = args.build({"profile": True, "profile_steps": 2, "profile_dir": str(tmp_path)}, args.TrainiumArgs)
+    run = arguments.build({"profile": True, "profile_steps": 2, "profile_dir": str(tmp_path)}, arguments.TrainiumArgs)
     prof = profile.Profiler("xla", run, tmp_path / "r@xla.json")
     prof.start()
     state["metrics"] = {"CompileTime": (3, 4.5e9, []), "ExecuteTime": (15, 1e9, [])}
@@ -183,7 +183,7 @@ def test_an_xla_window_records_what_compiled_and_ran_in_it(monkeypatch, tmp_path
 @pytest.mark.xla
 def test_a_real_xla_window_counts_its_compilation_and_execution(tmp_path):
     torch_xla = pytest.importorskip("torch_xla")
-    run = args.build({"profile": True, "profile_steps": 1, "profile_dir": str(tmp_path)}, args.TrainiumArgs)
+    run = arguments.build({"profile": True, "profile_steps": 1, "profile_dir": str(tmp_path)}, arguments.TrainiumArgs)
     prof = profile.Profiler("xla", run, tmp_path / "r@xla.json")
     prof.start()
     x = torch.ones(4, 8, device=torch_xla.device()) @ torch.ones(8, 3, device=torch_xla.device())
