@@ -14,6 +14,7 @@ an unknown key is refused. The writer never replaces a file: a second run of one
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
@@ -636,9 +637,9 @@ def json_text(data: Any) -> str:
 def write(record: RunRecord, base: Path) -> Path:
     """Write `record` whole to `base`, or to the next free .runN file beside it; never replace a file. Return it."""
     text = json_text(as_json(record))
-    base.parent.mkdir(parents=True, exist_ok=True)
     tmp = base.with_name(f".{base.name}.{secrets.token_hex(4)}.tmp")
     try:
+        base.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "x", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -654,7 +655,8 @@ def write(record: RunRecord, base: Path) -> Path:
     except OSError as err:
         raise RecordError(f"could not write {base} ({err.strerror or err}); nothing was replaced") from err
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a folder that is a file holds no temporary file either
+            tmp.unlink(missing_ok=True)
 
 
 def finish(rec: RunRecord, base: Path, t0: float, lead: bool = True) -> dict:
@@ -732,7 +734,7 @@ def read(root: str | Path) -> tuple[list[dict], Counter]:
         else sorted(
             p
             for p in root.rglob("*.json")
-            if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
         )
     )
     found, skipped = [], Counter()

@@ -106,9 +106,8 @@ class Timer:
             self.events[-1][1].record()
         elif self.step_clock == "host":
             self.open.step_times.append(time.perf_counter() - self.step_t0)
-        boundary = self.warmup_steps + self.profiled
-        steady_end = self.steps > boundary and (self.steps - boundary) % self.window_steps == 0
-        if self.steps in (self.warmup_steps, boundary) or steady_end:
+        full = self.open.kind == "steady" and self.open.steps >= self.window_steps  # counted from its opening
+        if full or self.kind(self.steps) != self.open.kind:
             return self.close()
         return None
 

@@ -8,10 +8,12 @@ for batch, micro, last in tokens.steps(loader, accumulation, total_steps, epochs
 from __future__ import annotations
 
 import math
+import secrets
 import time
 
 import numpy as np
 import torch
+from datasets import DatasetDict
 from torch.utils.data import DataLoader, DistributedSampler
 from transformers import DataCollatorWithPadding, default_data_collator
 
@@ -31,10 +33,14 @@ def tokenize(rec: record.RunRecord, args, ds) -> tuple:
         out = tok(batch["text"], truncation=True, max_length=args.max_length, padding=pad)
         return {**out, "labels": batch["label"]}
 
-    names = ds["train"].column_names
-    out = ds.map(
-        encode, batched=True, batch_size=2000, remove_columns=names, desc="tokenize", load_from_cache_file=False
-    )
+    # a fingerprint given: datasets would otherwise hash the tokenizer to name each result (seconds a run)
+    out = DatasetDict(
+        {
+            name: split.map(encode, batched=True, batch_size=2000, remove_columns=split.column_names,
+                            load_from_cache_file=False, new_fingerprint=secrets.token_hex(8), desc=f"tokenize {name}")
+            for name, split in ds.items()
+        }
+    )  # fmt: skip
     out = out.with_format("torch", columns=[c for c in COLUMNS if c in out["train"].column_names])
     rec.phases = (rec.phases or record.Phases()).model_copy(update={"tokenize": time.perf_counter() - t0})
     return tok, out

@@ -85,7 +85,9 @@ def test_the_replay_clock_puts_torchs_replay_back():
 
 # ----------------------------------------------------------------------------- a real CPU window
 def profiler(tmp_path, **given) -> profile.Profiler:
-    run = arguments.build({"profile_dir": str(tmp_path / "profiles"), "run_name": "tiny", **given}, arguments.NvidiaArgs)
+    run = arguments.build(
+        {"profile_dir": str(tmp_path / "profiles"), "run_name": "tiny", **given}, arguments.NvidiaArgs
+    )
     return profile.Profiler("cpu", run, tmp_path / "adhoc" / "tiny@cpu-test.json")
 
 

@@ -109,7 +109,9 @@ def test_refused_before_anything_is_built_or_recorded(tmp_path, tiny_model_dir, 
 def test_the_command_line_trains_and_exits_by_status(tmp_path, tiny_model_dir, tiny_data_dir):
     flags = [f"--model_name_or_path={tiny_model_dir}", f"--data_dir={tiny_data_dir}", "--batch=16", "--max_length=32",
              "--max_steps=3", "--log_every=1", "--progress=False", f"--results_path={tmp_path}", "--precision=fp32"]  # fmt: skip
-    done = subprocess.run([sys.executable, "Nvidia/train.py", *flags], capture_output=True, text=True, cwd=record.REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "Nvidia/train.py", *flags], capture_output=True, text=True, cwd=record.REPO_ROOT
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "record: finished, written to" in done.stdout
     wrong = subprocess.run([sys.executable, "Nvidia/train.py", "--learnin_rate=1"], capture_output=True, text=True)
