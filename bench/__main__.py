@@ -119,10 +119,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
         "data_on_device": args.data_on_device,
         "data_dir": args.data_dir,
     }
-    probe = overhead.loop_args(values, args.warmup, args.steps, cuda)  # refused before anything runs
-    probe.check_device(
-        dev.type, precision.choose(probe.precision, dev).used, models.config(args.model).max_position_embeddings
-    )
+    if "overhead" in args.sections:  # what the device cannot run is refused before anything runs
+        probe = overhead.loop_args(values, args.warmup, args.steps, cuda)
+        used = precision.choose(probe.precision, dev).used
+        probe.check_device(dev.type, used, models.config(args.model).max_position_embeddings)
     quiet = dev.type == "cpu" and args.max_other_cores > 0
     gate = (lambda: rounds.wait_quiet(args.max_other_cores, args.quiet_timeout)) if quiet else None
     meta = {
