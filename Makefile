@@ -1,5 +1,5 @@
-# accelbench-bert: `make test` runs every test; `make report` re-runs the quick suites and rebuilds
-# Experiment/ and Pictures/; `make baseline` is the first run. Each creates what it needs.
+# accelbench-bert: `make baseline` is the first run; `make test` runs every test; `make report` re-runs the quick
+# suites and rebuilds Experiment/ and Pictures/. Each creates what it needs.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -29,8 +29,7 @@ disk_for = @where=$(@D); while [ ! -d "$$where" ]; do where=$$(dirname "$$where"
 	test "$$free" -ge $(1) || { echo "$(@D): $(1) GiB of free disk needed, $$free GiB free on $$where:" \
 	"free some space (old environments, clones), then run it again"; exit 1; }
 
-.PHONY: venv xla-venv neuron-venv test test-main test-xla check lab browser report baseline baseline-smoke \
-	bench clean
+.PHONY: venv xla-venv neuron-venv test test-main test-xla check lab browser report baseline bench clean
 
 # One named Jupyter kernel per environment; the notebooks' kernelspecs name them (Nvidia: accelbench,
 # Trainium: accelbench-xla), and papermill and the sweep take that name (`-k NAME` overrides it). Each
@@ -108,62 +107,46 @@ browser:
 	  || echo "browser: apt-get install chromium chromium-driver failed; tests/test_lab.py will be skipped"; \
 	else echo "browser: chromium/chromedriver missing and not root; tests/test_lab.py will be skipped"; fi
 
-## test: the first-run checklist in both environments, then the whole suite (main environment, then the
-## torch-xla CPU environment). Both environments are built first so the main suite's browser test can run
-## the Trainium notebook on the accelbench-xla kernel.
+## test: the formatter, the linter and the import contracts, the first-run check on this CPU and on torch-xla's
+## CPU backend, then the whole suite in parallel (main environment, then the torch-xla CPU environment)
 test: venv xla-venv check test-main test-xla
 
-## check: the formatter and the linter (ruff, configured in pyproject.toml), then the first-run checklist (python -m helpers.check) on this machine's device in .venv, and on
-## torch-xla's CPU backend in .venv-xla; on a GPU or trn1 run `python -m helpers.check` in its environment
+## check: ruff (format and lint, pyproject.toml), import-linter, then `python -m helpers.check` in .venv and in
+## .venv-xla (PJRT_DEVICE=CPU); on a GPU or trn1 run `python -m helpers.check` in its environment
 check: venv xla-venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m helpers.check
 	PJRT_DEVICE=CPU $(XPY) -m helpers.check
 
 test-main: venv browser $(if $(wildcard $(XLA_VENV)/.installed),$(XLA_KERNELS))
-	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -m "not xla"
+	$(PY) -m pytest -q -n auto -m "not xla"
 
 test-xla: xla-venv
-	PJRT_DEVICE=CPU $(XPY) -m pytest -q -m xla tests/run/test_xla.py tests/study/sweep/test_plan.py \
-	  tests/test_envs.py tests/test_check.py
+	PJRT_DEVICE=CPU $(XPY) -m pytest -q -n auto -m xla tests/loops/test_trainium.py tests/test_notebooks.py
 
-## report: the quick variant of every suite that runs here (resumes), then every table and plot
+## report: the quick variant of every suite that runs here (resumes; a failed point makes the command fail, after
+## the report is written), then every table and plot
 report: venv xla-venv
-	$(PY) -m helpers.study.sweep all --variant quick
-	$(PY) -m helpers.study.report
+	$(PY) -m study.sweep all --variant quick; status=$$?; $(PY) -m study.report && exit $$status
 
-## baseline: the embedded default, the README's first run (CPU or GPU, MiniLM, the real data)
+## baseline: the README's first run: the Nvidia notebook on this machine (CUDA if present, else the CPU), MiniLM on
+## the real data. Every run keeps its own record (a second run of a name is <name>@<device>.run2.json) and its own
+## executed notebook. BASELINE_RUN names it; EXTRA="-p NAME VALUE ..." adds notebook parameters (they win).
 BASELINE_RUN ?= minilm-baseline
-BASELINE_RESULTS ?= Experiment/results
-# the recipe search (Experiment/recipe.md, `python -m helpers.study.sweep recipe`): L=64 instead of 32 (no
-# truncation of the longer rows) with lr 2e-4 reached 90% validation in 350 steps on both seeds and 91.45% test
-# accuracy after the epoch; L=32 at lr 1e-4..3e-4 stayed near 89% test (README.md, "Quick start")
+# the recipe search (Experiment/recipe.md, `python -m study.sweep recipe`): L=64 instead of 32 (no truncation of the
+# longer rows) with lr 2e-4 reached 90% validation in 350 steps on both seeds and 91.45% test accuracy after the epoch
 BASELINE_PARAMS ?= -p model_name minilm -p max_length 64 -p padding dynamic -p group_by_length True \
 	-p batch 32 -p lr 2e-4 -p epochs 1 -p log_every 50 -p eval_every 50 -p progress False
-# a finished record of BASELINE_RUN on this device is kept: run again under another BASELINE_RUN, or replace it
-# by asking (EXTRA="-p replace_record True"; only a finished run replaces it). -r: the name as typed (text)
-ifneq ($(filter baseline,$(MAKECMDGOALS)),)
-ifneq ($(words $(BASELINE_RUN)),1)
-$(error BASELINE_RUN='$(BASELINE_RUN)' is not one word: give a run name of letters, digits and . _ , + - =)
-endif
-endif
+export BASELINE_RUN
 baseline: venv
 	@mkdir -p Experiment/runs
-	@date +%s > 'Experiment/runs/.$(BASELINE_RUN).started'
-	$(VENV)/bin/papermill Nvidia/baseline.ipynb 'Experiment/runs/$(BASELINE_RUN).ipynb' --log-output \
-	  $(BASELINE_PARAMS) -r run_name '$(BASELINE_RUN)' -p results_path $(BASELINE_RESULTS) $(EXTRA)
-	$(PY) -m helpers.run.records $(BASELINE_RESULTS)/adhoc --run '$(BASELINE_RUN)' \
-	  --since $$(cat 'Experiment/runs/.$(BASELINE_RUN).started')
-	@echo "executed notebook: Experiment/runs/$(BASELINE_RUN).ipynb"
+	@out="Experiment/runs/baseline-$$(date +%Y%m%d-%H%M%S)-$$$$.ipynb"; \
+	$(VENV)/bin/papermill Nvidia/baseline.ipynb "$$out" --log-output $(BASELINE_PARAMS) \
+	  -r run_name "$$BASELINE_RUN" $(EXTRA) && echo "executed notebook: $$out"
 
-## baseline-smoke: `make baseline` on a tiny setting (CI runs it: the first command must never break)
-baseline-smoke:
-	$(MAKE) baseline BASELINE_RUN=baseline-smoke BASELINE_RESULTS=$(abspath .ci/smoke-results) \
-	  EXTRA="-p train_subset 256 -p eval_subset 64 -p max_steps 4 -p eval_every 2 -p replace_record True"
-
-## bench: the harness-overhead / optimized-preset benchmark (bench/, beside the package; writes BENCHMARKS.md figures)
+## bench: the harness benchmark (bench/: the loop against a bare loop, time to 90% against Trainer; BENCHMARKS.md)
 bench: venv
 	$(PY) -m bench
 
@@ -190,13 +173,13 @@ $(CLOUD_VENV)/.installed: requirements-cloud.txt
 	touch $@
 
 cloud: venv cloud-venv
-	$(PY) -m helpers.study.cloud $(TARGET) --suites "$(SUITES)" --variant $(VARIANT) $(CLOUD_FLAGS)
+	$(PY) -m study.cloud $(TARGET) --suites "$(SUITES)" --variant $(VARIANT) $(CLOUD_FLAGS)
 
 cloud-lab: venv cloud-venv
-	$(PY) -m helpers.study.cloud $(TARGET) --lab $(CLOUD_FLAGS)
+	$(PY) -m study.cloud $(TARGET) --lab $(CLOUD_FLAGS)
 
 cloud-down: venv cloud-venv
-	$(PY) -m helpers.study.cloud $(TARGET) --down $(if $(LAB),--lab="$(LAB)")
+	$(PY) -m study.cloud $(TARGET) --down $(if $(LAB),--lab="$(LAB)")
 
 # tests/study/test_cloud.py checks the task files against SkyPilot's schema in .venv-cloud
 test-main: cloud-venv
@@ -214,7 +197,7 @@ cloud-run:
 	@mkdir -p $(CHECK_RESULTS)
 	set -o pipefail; $(SWEEP_PY) -m helpers.check --results $(CHECK_RESULTS) 2>&1 | tee $(CHECK_RESULTS)/check.log
 	@status=0; for suite in $(SUITES); do \
-	  sweep="$(SWEEP_PY) -m helpers.study.sweep $$suite --variant $(VARIANT) --target $(SWEEP_TARGET)$(if \
+	  sweep="$(SWEEP_PY) -m study.sweep $$suite --variant $(VARIANT) --target $(SWEEP_TARGET)$(if \
 	    $(filter trainium,$(SWEEP_TARGET)), --precompile)"; \
 	  echo "$$sweep --results $(SWEEP_RESULTS)"; $$sweep --results $(SWEEP_RESULTS) || status=1; \
 	done; exit $$status

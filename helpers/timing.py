@@ -95,8 +95,9 @@ class Timer:
             self.steady_shapes[key] += 1
         self.open.samples += int(shape[0])
         self.open.tokens += int(shape[0] * shape[1])
-        loss = loss.float()
-        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+        if self.loss_sum is None:  # zeros made on the host and copied: data, so every step runs one XLA graph
+            self.loss_sum = torch.zeros((), dtype=torch.float32).to(loss.device)
+        self.loss_sum = self.loss_sum + loss.float()
 
     def end_step(self) -> Window | None:
         """End an optimizer step; return the window it closed (None while the window runs on)."""
