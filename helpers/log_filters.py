@@ -31,9 +31,6 @@ KNOWN_NOISE = (
         re.compile(r"is an Enum subclass and is now natively supported by torch\.compile"),
         lambda: True,
     ),
-    # zeus (the energy meter's NVML reader) looks for AMD GPUs where NVML is missing, and warns when the
-    # amdsmi package finds no ROCm library: the study has no AMD GPU, and the reader says why it has none.
-    ("zeus.device.gpu.amd", re.compile(r"Failed to import amdsmi|`ROCM_PATH` is not set"), lambda: True),
 )
 
 
