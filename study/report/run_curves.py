@@ -2,7 +2,7 @@
 the validation accuracy against training seconds (when `eval_every` was set) and the samples/s of each
 steady timing window.
 
-    from helpers.study.report import run_curves
+    from study.report import run_curves
     run_curves.draw(record)
 """
 
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from helpers.study import plot_style
+from study import plot_style
 
 
 def frames(record: dict) -> dict[str, pd.DataFrame]:

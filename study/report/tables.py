@@ -6,9 +6,10 @@ import math
 
 import pandas as pd
 
-from helpers.study.frame import MIN_RUNS
-from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.sweep.suites import Suite
+from study import frame
+from study.frame import MIN_RUNS
+from study.notation import DASH, fmt
+from study.sweep.suites import Suite
 
 # named frame column: label in words, with units
 LABELS = {
@@ -41,6 +42,7 @@ LABELS = {
     "samples_per_j": "samples/J",
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
+TIMED = ("samples_per_s", "step_ms", "train_s")  # figures frame.estimate gives, with their spread
 
 
 def cell(values: pd.Series, name: str) -> str:
@@ -57,14 +59,15 @@ def cell(values: pd.Series, name: str) -> str:
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
-    """Return a throughput cell: the median and range between runs, or one run's timing spread within it."""
-    if name == "samples_per_s" and len(group) == 1 and pd.notna(group["window_min"].iloc[0]):
-        r = group.iloc[0]
-        return f"{fmt(r['samples_per_s'])} ({fmt(r['window_min'])}–{fmt(r['window_max'])})"
-    if name == "step_ms" and len(group) == 1 and pd.notna(group["step_ms_p10"].iloc[0]):
-        r = group.iloc[0]
-        return f"{fmt(r['step_ms'])} ({fmt(r['step_ms_p10'])}–{fmt(r['step_ms_p90'])})"
-    return cell(group[name], name)
+    """Return a timing cell as frame.estimate gives it (with the runs it rests on), any other as `cell`."""
+    runs = int(group[name].notna().sum())
+    if name not in TIMED or runs == 0:
+        return cell(group[name], name)
+    band = frame.estimate(group, name)
+    said = [] if math.isclose(band.lo, band.hi) else [f"{fmt(band.lo)}–{fmt(band.hi)}"]
+    if runs > 1:
+        said.append(f"{runs} runs" + ("" if runs >= MIN_RUNS else ": spread within them"))
+    return fmt(band.mid) + (f" ({', '.join(said)})" if said else "")
 
 
 def grid_table(
@@ -75,10 +78,10 @@ def grid_table(
 ) -> pd.DataFrame:
     """Return rows = the keys' values, columns = each value per measured device, `pub`'s (keyed) beside."""
     out = None
-    devices = list(dict.fromkeys(df["device"]))
+    devices = list(dict.fromkeys(df["label"]))
     for device in devices:
-        mine = df[df["device"] == device]
-        label = f" · {short_device(device)}" if len(devices) > 1 else ""
+        mine = df[df["label"] == device]
+        label = f" · {device}" if len(devices) > 1 else ""
         table = mine.groupby(keys, dropna=False, sort=True).apply(
             lambda g: pd.Series(
                 {f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
@@ -134,61 +137,36 @@ def markdown(table: pd.DataFrame) -> str:
 
 def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
     """Return a line saying how `value` moves along `key` on `device` and which neighbouring rows differ."""
-    lo, hi = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}.get(
-        value, (value, value)
-    )
-    rows = (
-        df[df["device"] == device]
-        .groupby(key)
-        .agg(
-            mid=(value, "median"),
-            lo=(lo, "min"),
-            hi=(hi, "max"),
-            run_lo=(value, "min"),
-            run_hi=(value, "max"),
-            runs=(value, "count"),
-        )
-    )
-    rows = rows.dropna(subset=["mid"]).sort_index()
+    mine = df[(df["label"] == device) & df[value].notna()]
+    rows = pd.DataFrame({k: frame.estimate(g, value) for k, g in mine.groupby(key)}, index=["mid", "lo", "hi"]).T
     if len(rows) < 2:
         return ""
-    between = bool((rows["runs"] >= MIN_RUNS).all())
-    if between:
-        rows = rows.assign(lo=rows["run_lo"], hi=rows["run_hi"])
+    runs = mine.groupby(key)[value].count()
     spread = (
         f"the range between runs (>= {MIN_RUNS} each)"
-        if between
-        else "the timing spread within a run (fewer than 3 runs a row: no between-run interval)"
+        if (runs >= MIN_RUNS).all()
+        else f"the timing spread within a run where a row has fewer than {MIN_RUNS} runs"
     )
     neighbours = zip(rows.iterrows(), rows.iloc[1:].iterrows())
     apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in neighbours)
     first, last = rows.iloc[0], rows.iloc[-1]
     return (
-        f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
+        f"On {device}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
         f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
         f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
         f"differ beyond {spread}" + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + "."
     )
 
 
-# a step whose time grows less than this while its batch grows HOST_BOUND_BATCHES-fold did not wait on the
-# accelerator's arithmetic: the host (Python, kernel launches, the input) set its pace
-HOST_BOUND_STEP_GROWTH, HOST_BOUND_BATCHES = 2.0, 4.0
-
-
 def host_bound(df: pd.DataFrame, device: str) -> str:
-    """Return a line saying an accelerator's step stayed flat across batches (the host bound it), or ''."""
-    rows = df[(df["device"] == device) & (df["device_type"] != "cpu") & df["step_ms"].notna()]  # a CPU is its host
-    if rows.empty or (rows["device_type"] == "xla").all() and not rows["device.neuron"].astype(bool).any():
-        return ""
+    """Return a line saying a host-bound accelerator's step stayed flat across batches, or ''."""
+    rows = df[(df["label"] == device) & (df["host_bound"] != "") & df["step_ms"].notna()]
     steps = rows.groupby("batch")["step_ms"].median().sort_index()
     if len(steps) < 2:
         return ""
     batches, grown = steps.index[-1] / steps.index[0], steps.iloc[-1] / steps.iloc[0]
-    if batches < HOST_BOUND_BATCHES or grown >= HOST_BOUND_STEP_GROWTH:
-        return ""
     return (
-        f"On {short_device(device)} the step is flat, {fmt(steps.min())}–{fmt(steps.max())} ms (medians of runs) "
+        f"On {device} the step is flat, {fmt(steps.min())}–{fmt(steps.max())} ms (medians of runs) "
         f"at every batch from {_key(steps.index[0])} to {_key(steps.index[-1])} ({grown:.2f}x the time for "
         f"{batches:.0f}x the samples): the device waited on the host (Python, kernel launches, the input), so its "
         "samples/s here measures the host, not the accelerator's capacity, and rises with batch only because "
@@ -201,7 +179,7 @@ def caption(suite: Suite, df: pd.DataFrame) -> str:
     parts = []
     for variant, g in df.groupby("variant", dropna=False):
         fixed = suite.variants.get(variant, {}).get("params", {})
-        devices = ", ".join(f"{short_device(d)} ({n} runs)" for d, n in g["device"].value_counts().items())
+        devices = ", ".join(f"{d} ({n} runs)" for d, n in g["label"].value_counts().items())
         parts.append(
             f"`{variant}` variant on {devices}; fixed: "
             + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress")
@@ -211,6 +189,4 @@ def caption(suite: Suite, df: pd.DataFrame) -> str:
 
 def no_runs(suite: Suite) -> str:
     """Return what a suite without records says, and the command that fills it."""
-    return (
-        f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` (or `make report`)."
-    )
+    return f"No runs of this suite are recorded yet: run `python -m study.sweep {suite.name}` (or `make report`)."
