@@ -26,6 +26,7 @@ from helpers.args import PRESETS
 from study import frame
 from study.notation import DASH, fmt
 from study.published import PUBLISHED_DIR, STUDY_KEYS, published
+from study.sweep import suites
 
 SECONDS_PER_HOUR = 3600
 FULL_ROWS = 16_000  # dair-ai/emotion's train split: the study's task
@@ -140,7 +141,7 @@ class Job:
 
 def representative(df: pd.DataFrame) -> pd.DataFrame:
     """Return one finished full fine-tuning record per device key, by TIERS, with its `rule`."""
-    d = df[(df["status"] == "finished") & (df["samples_per_s"] > 0) & ~df["fixture"]].copy()
+    d = df[(df["status"] == "finished") & (df["samples_per_s"] > 0)].copy()
     d = d[pd.to_numeric(d["lora_r"], errors="coerce").fillna(0) == 0]
     full, optimized = d["train_subset"].isna(), (d["suite"] == "speedup") & (d["preset"] == "optimized")
     d["tier"] = np.select([optimized & full, full, optimized], [0, 1, 2], 3)
@@ -293,7 +294,7 @@ def money(value) -> str:
     return DASH if pd.isna(value) else f"${value:.4g}"
 
 
-def markdown(table: pd.DataFrame, job: Job, figure: str | None = None) -> str:
+def markdown(table: pd.DataFrame, job: Job) -> str:
     """Return the cost page: the question, the table, break-even epochs, rules, prices and the conclusion."""
     target = f", target {job.target_accuracy:.0%} validation accuracy" if job.target_accuracy else ""
     at_least = table["lower_bound"].map(lambda low: "≥ " if low else "")
@@ -335,7 +336,6 @@ def markdown(table: pd.DataFrame, job: Job, figure: str | None = None) -> str:
             shown.to_markdown(index=False, disable_numparse=True),
             "Break-even epochs of each compiled device against each eager one (job cost = one-off + epochs × $/epoch):",
             breaks.to_markdown(index=False, disable_numparse=True) if len(breaks) else "No pair of one configuration.",
-            *([f"![job cost against epochs]({figure})"] if figure else []),
             RULES,
             f"Prices, on-demand Linux us-east-1, whole instance: {listed} (helpers/facts/instance_prices.csv); "
             "published rows at the prices the study printed.",
@@ -360,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     if not record.repo_path(args.results).is_dir():
         p.error(f"--results {args.results}: no such folder of run records")
     df, skipped = frame.load(args.results)
+    df = frame.current_points(df, suites.find_suites(suites.SUITES_DIR))  # as the report reads them
     for what in skipped:  # a foreign record that fails the schema, or a newer one: named, never fatal
         print(f"skipped record {what}", file=sys.stderr)
     job = Job(args.epochs, args.rows, args.target_accuracy, args.runs_sharing_cache)

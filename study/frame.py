@@ -174,7 +174,7 @@ def derived(rec: dict, peaks_dir: Path | None) -> dict:
     seconds = number(timing.get("steady_time_s")) / number(timing.get("steady_steps"))
     if rec.get("profile") and not shapes.get("steady"):  # its steady windows held the profiled, slowed steps
         seconds = number(timing.get("step_time_median_s"))
-    if not (micro and steps and config.get("hidden_size") and seconds > 0):
+    if not (micro and steps and config.get("hidden_size") and seconds > 0 and dev.get("type")):
         return out
     lora = (params.get("lora_r") or 0, params.get("lora_targets") or "query,value")
     per_step = flops.step_flops(config, micro, *lora) / steps
@@ -368,6 +368,7 @@ def current_names(found: list) -> dict[str, set[str]]:
 
 
 def current_points(df: pd.DataFrame, found: list) -> pd.DataFrame:
-    """Return the records that are a current point of a suite in `found` (an edited suite's old points left out)."""
+    """Return the records that are a current point of a suite in `found` (an edited suite's old points left out),
+    and the smoke runs (cloud/smoke.toml: each device's first run, no report suite)."""
     names = current_names(found)
-    return df[[n in names.get(s, ()) for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df
+    return df[[n in names.get(s, ()) or s == "smoke" for s, n in zip(df["suite"], df["run_name"])]] if len(df) else df

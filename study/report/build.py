@@ -80,19 +80,6 @@ def first_runs(df: pd.DataFrame) -> str:
     )
 
 
-def cost_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_dir, command: str) -> str:
-    """Return the cost page for the study's job (3 epochs of 16,000 rows, 94% validation accuracy), its figure drawn."""
-    job = cost.Job()
-    table = cost.decision(df, job, published_dir)
-    figure = None
-    if pictures_dir is not None:
-        from study.report import plots  # matplotlib only where the figure is drawn
-
-        png = plots.cost_figure(table, job, repo_path(pictures_dir) / "decide_cost.png", command)
-        figure = Path(os.path.relpath(png, out_dir)).as_posix()
-    return cost.markdown(table, job, figure=figure)
-
-
 def build_report(
     results: str | Path = RESULTS,
     out_dir: str | Path = OUT_DIR,
@@ -108,7 +95,7 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     suites = find_suites(suites_dir)
     df, skipped = frame.load(results, include_fixtures)
-    current = pd.concat([current_points(df, suites), df[df["suite"] == "smoke"]])  # smoke: cloud/smoke.toml's
+    current = current_points(df, suites)
     if len(current):  # the claims' criterion, over every suite's runs, for the tables too
         current = current.assign(learned=accuracy.learned(prepare(current)))
     pictures = {}
@@ -122,8 +109,8 @@ def build_report(
         source = suite.report.get("source") or suite.name
         rows = current if whole or not len(current) else current[current["suite"] == source]
         body = [f"## {suite.order}. {suite.title}"] + ([suite.description] if suite.description else [])
-        if suite.report.get("table") == "decision":
-            body.append(cost_section(current, pictures_dir if plots else None, out_dir, published_dir, command))
+        if suite.report.get("table") == "decision":  # the study's job: 3 epochs of 16,000 rows, 94% validation
+            body.append(cost.markdown(cost.decision(current, cost.Job(), published_dir), cost.Job()))
         else:
             body.append(sections.section(suite, rows, published_dir))
         body += [

@@ -16,19 +16,13 @@ import seaborn as sns
 from matplotlib import patheffects
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator, NullLocator
+from matplotlib.ticker import MaxNLocator
 
-from helpers import flops
 from helpers.record import repo_path
-from study import plot_style
+from study import cost, plot_style
 from study.frame import SHARES
-from study.published import STUDY_KEYS
 from study.report import plots_tuning
 
-ROOF_KEYS = (
-    plot_style.FACTS["rank_peaks_key"].dropna().to_dict()
-)  # plot_style family (or key) -> device_peaks.csv key of one rank
-STUDY_DEVICES = [ROOF_KEYS[key] for key in STUDY_KEYS.values()]  # the study's devices, whose capacities are drawn
 OP_CLASSES = {
     "matmul": "matmul",
     "attention": "attention",
@@ -199,7 +193,9 @@ def roofline(df, published_dir):
         ax.annotate(f"trn1 b{b} (profiled)", (x, y), xytext=(0, 12), textcoords="offset points", ha="center", fontsize=8,
                     bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})  # fmt: skip
     plot_style.log_axis(ax.xaxis, xs[0], xs[-1])
-    plot_style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(*roofs["peak"], study["peak_tflops"]) * 2.5)
+    plot_style.log_axis(
+        ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max([*roofs["peak"], study["peak_tflops"]]) * 2.5
+    )
     ax.set(
         xlabel="arithmetic intensity, FLOP per byte of memory traffic (a model: FLOPs and bytes from shapes; "
         "the study's: its own count)",
@@ -269,19 +265,18 @@ def profile(df, published_dir):
 
 
 def _own_config(model_name: str):
-    """Return the configuration of a measured model, None where it is not at hand offline."""
+    """Return the configuration of a measured model, offline (a hub name by its -random alias), None if not at hand."""
     from helpers import models
 
+    alias = {hub: name for name, (hub, _, _) in models.RANDOM.items()}.get(model_name, model_name)
     try:
-        return models.config(model_name)
+        return models.config(alias)
     except (ImportError, OSError, ValueError):  # the package that holds MiniLM is not installed here
         return None
 
 
 def memory(df, published_dir):
-    """Measured peak memory against batch (device and host apart) beside each model's estimate and the capacities."""
-    from transformers import BertConfig
-
+    """Measured peak memory against batch, device and host apart, each series beside its model's estimate."""
     from helpers.memory import GIB, estimate_train_memory
 
     d = pd.concat([plot_style.rows(df, s, "mem_gib", "batch", "max_length") for s in ("batch_scaling", "small_batch")])
@@ -291,65 +286,43 @@ def memory(df, published_dir):
     kinds = [
         (kind, g)
         for kind, g in (
-            ("device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
-            ("host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
-        )
+            ("Device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
+            ("Host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
+        )  # fmt: skip
         if len(g)
     ]
     fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)
     batches = range(2, 65)  # the suites' batches span 2..64
-
-    def estimate(cfg, length: int, mode: str, device_type: str = "cuda") -> list[float]:
-        return [estimate_train_memory(cfg, b, length, mode, device_type=device_type)["total"] / GIB for b in batches]
-
     ranges = d.groupby(["series", "batch"])["mem_gib"].agg(["median", "min", "max", "count"])
     within = ((ranges["max"] - ranges["min"]) / ranges["median"]).max()
-    for ax, (kind, g) in zip(axes, kinds):
+    for ax, (title, g) in zip(axes, kinds):
         plot_style.lines(ax, g, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
-        device, gaps = kind.startswith("device"), []
+        device, gaps = title.startswith("Device"), []
         for series, s in g.groupby("series", sort=False):  # the estimate of the measured model, beside it
-            r = s.iloc[0]
-            cfg = _own_config(str(r["model_name"]))
+            r, cfg = s.iloc[0], _own_config(str(s["model_name"].iloc[0]))
             if cfg is None:
                 continue
             mode = "bf16" if str(r["compute_dtype"]) == "bf16" else "fp32"
-            est = estimate(cfg, int(r["max_length"]), mode, "cuda" if device else "cpu")
+            est = [
+                estimate_train_memory(cfg, b, int(r["max_length"]), mode, device_type="cuda" if device else "cpu")[
+                    "total"
+                ]
+                / GIB
+                for b in batches
+            ]
             ax.plot(batches, est, color=r["colour"], linestyle=":", linewidth=1.2, label=f"model: {series}, {mode}")
             gaps += [m - est[int(b) - batches.start] for b, m in zip(s["batch"], s["mem_gib"])]
-        title = f"{kind[0].upper()}{kind[1:]}"
         if not device and gaps:  # the model counts the training's tensors; a process holds more than them
             title += (
-                f",\n{min(gaps):.2g}–{max(gaps):.2g} GiB above the model at every batch: the model counts\n"
-                "tensors only, the process holds the interpreter, libraries and data too"
+                f"\n{min(gaps):.2g}–{max(gaps):.2g} GiB above the model at every batch:\nthe model counts "
+                "tensors only; the process holds\nthe interpreter, libraries and data too"
             )
         ax.set(xlabel="batch size, samples per step", ylabel="peak memory, GiB", title=title)
         plot_style.log2_axis(ax.xaxis, set(g["batch"]) | {2, 4, 8, 16, 32, 64})
-        if not device:
-            plot_style.log_axis(ax.yaxis, ax.get_ylim()[0] / 1.5, ax.get_ylim()[1] * 1.5)
-            continue
-        cfg = BertConfig(num_labels=6)
-        for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), ("-", "--", "-.")):
-            est = estimate(cfg, length, mode)
-            ax.plot(
-                batches, est, color="black", linestyle=ls, linewidth=1, label=f"model: bert-base, L={length}, {mode}"
-            )
-        peaks = flops.published_peaks()
-        measured = [ROOF_KEYS.get(plot_style.family(r), plot_style.family(r)) for _, r in g.iterrows()]
-        capacity: dict[float, list[str]] = {}
-        for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
-            if key in peaks.index and key != "host":
-                name = plot_style.SHORT_NAMES.get(key, key)
-                capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
-        for gib in capacity:
-            ax.axhline(gib, color="gray", linewidth=0.8)
-        plot_style.log_axis(ax.yaxis, min(g["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
-        right = ax.twinx()
-        right.set(yscale="log", ylim=ax.get_ylim())
-        right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
-        right.yaxis.set_minor_locator(NullLocator())
-        right.grid(False)
+        plot_style.log_axis(ax.yaxis, ax.get_ylim()[0] / 1.5, ax.get_ylim()[1] * 1.5)
     fig.suptitle(
-        "Memory vs batch: measured peaks beside their model's estimate (dotted), device capacities\n"
+        "Memory vs batch: measured peaks beside their model's estimate (dotted; the largest batch each accelerator "
+        "fits: lora.md)\n"
         f"(median of {plot_style.count_text(ranges['count'])} runs, which differ by at most {within:.0%}: no bars)"
     )
     return fig
@@ -457,8 +430,10 @@ def padding(df, published_dir):
     return fig
 
 
-def cost_figure(table: pd.DataFrame, job, path: Path, command: str) -> Path:
-    """Write a job's cost against its epochs per device: the study's times at its printed prices, the records' at ours."""
+def cost_figure(df, published_dir):
+    """A job's cost against its epochs per device: the study's times at its printed prices, the records' at ours."""
+    job = cost.Job()
+    table = cost.decision(df, job, published_dir)
     styles = plot_style.device_styles(
         {r["device_key"]: plot_style.family(r) for _, r in table.dropna(subset=["kind"]).iterrows()}
     )
@@ -472,32 +447,30 @@ def cost_figure(table: pd.DataFrame, job, path: Path, command: str) -> Path:
         ),
     ]
     epochs = np.linspace(0, max(10.0, 2 * job.epochs), 201)
-    with plot_style.theme():
-        fig, axes = plot_style.figure(2, width=6.0, height=4.4)
-        for ax, (title, d) in zip(axes, panels):
-            for _, r in d.iterrows():
-                is_published = r["source"] == "published"
-                colour = plot_style.published_colour(r["device"]) if is_published else styles[r["device_key"]][0]
-                what = "; compile time not published: a lower bound" if r["lower_bound"] else ""
-                ax.plot(
-                    epochs,
-                    np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"],
-                    color=colour,
-                    linestyle="--" if is_published else "-",
-                    label=f"{r['device']} (published{what})" if is_published else f"{r['device']} ({r['setup']})",
-                )
-            ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
-            ax.set(
-                title=title,
-                xlabel=f"epochs over {job.rows:,} rows (dotted: the job's {job.epochs:g})",
-                xlim=(0, epochs[-1]),
+    fig, axes = plot_style.figure(2, width=6.0, height=4.4)
+    for ax, (title, d) in zip(axes, panels):
+        for _, r in d.iterrows():
+            is_published = r["source"] == "published"
+            colour = plot_style.published_colour(r["device"]) if is_published else styles[r["device_key"]][0]
+            what = "; compile time not published: a lower bound" if r["lower_bound"] else ""
+            ax.plot(
+                epochs,
+                np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"],
+                color=colour,
+                linestyle="--" if is_published else "-",
+                label=f"{r['device']} (published{what})" if is_published else f"{r['device']} ({r['setup']})",
             )
-            ax.set(ylabel="job cost, USD", ylim=(0, None))
-        for _, r in table[(table["source"] != "published") & table["epoch_usd"].isna()].iterrows():
-            plot_style.key(fig, Patch(facecolor="white", label=f"not drawn: {r['device']} (no price for its instance)"))
-        fig.suptitle("Job cost against epochs: one-off (compilation, warm-up) + epochs × $ per epoch")
-        plot_style.finish(fig, command)
-        return plot_style.save(fig, path)
+        ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
+        ax.set(
+            title=title,
+            xlabel=f"epochs over {job.rows:,} rows (dotted: the job's {job.epochs:g})",
+            xlim=(0, epochs[-1]),
+        )
+        ax.set(ylabel="job cost, USD", ylim=(0, None))
+    for _, r in table[(table["source"] != "published") & table["epoch_usd"].isna()].iterrows():
+        plot_style.key(fig, Patch(facecolor="white", label=f"not drawn: {r['device']} (no price for its instance)"))
+    fig.suptitle("Job cost against epochs: one-off (compilation, warm-up) + epochs × $ per epoch")
+    return fig
 
 
 # suite -> (file name, figure); a suite may have several
@@ -512,6 +485,7 @@ PLOTS = (
     ("profile_memory", "memory_vs_batch", memory),
     ("small_batch", "small_batch_utilization", small_batch),
     ("padding", "padding_compilations", padding),
+    ("cost", "decide_cost", cost_figure),
 )
 
 

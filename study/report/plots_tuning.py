@@ -27,7 +27,7 @@ MODES = {
 HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
 NEAR = "0.7"  # cells that did not learn, below the colour scale: light enough for dark text through the hatching
 # a colour map per panel: each panel has its own accuracy range, so one hue must never read as one accuracy across them
-CMAPS = ("viridis", "cividis", "magma")
+CMAPS, PUBLISHED_CMAP = ("viridis", "magma", "plasma", "YlGnBu", "inferno"), "cividis"
 STUDY_TEST_ROWS = 2000  # dair-ai/emotion's test split: the rows the study's accuracies are counted on
 STUDY_TRAIN_ROWS = 16_000  # its train split, which the study trained on for 3 epochs (report 5.8)
 STUDY_WORKLOAD = f"{STUDY_TRAIN_ROWS:,} rows × 3 epochs"
@@ -112,8 +112,12 @@ def lr_llrd(df, published_dir):
     fig, axes = plot_style.figure(len(panels), width=5.4, height=3.9)
     # a colour scale and map per panel: another model and budget, its accuracies are not on the others' scale, and
     # one scale would saturate the published panel and hide its differences
+    engine = fig.get_layout_engine()
+    fig.set_layout_engine("none")  # seaborn draws the figure per heatmap (its text colours): laid out once, after
     for i, (ax, (title, cells)) in enumerate(zip(axes, panels)):
-        _heatmap(ax, cells, title, colour_range(cells), CMAPS[i % len(CMAPS)])
+        cmap = PUBLISHED_CMAP if i == len(panels) - 1 else CMAPS[i % len(CMAPS)]
+        _heatmap(ax, cells, title, colour_range(cells), cmap)
+    fig.set_layout_engine(engine)
     plot_style.key(
         fig,
         Patch(
