@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 from record_fixtures import record  # noqa: E402
 
-from helpers.study.report import run_curves  # noqa: E402
+from study.report import run_curves  # noqa: E402
 
 
 def _texts(ax):
