@@ -14,6 +14,7 @@ an unknown key is refused. The writer never replaces a file: a second run of one
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
@@ -23,6 +24,8 @@ import platform
 import re
 import secrets
 import socket
+import sys
+import time
 import uuid
 from collections import Counter
 from importlib import metadata
@@ -595,6 +598,15 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
+def newest(results: str | Path, suite: str | None, run_name: str) -> dict:
+    """Return the newest valid record of `run_name` in its folder, on any device (what torchrun's rank 0 wrote)."""
+    found, _ = read(repo_path(results) / (suite or ADHOC))
+    mine = [r for r in found if r["run_name"] == run_name]
+    if not mine:
+        raise RecordError(f"no record of {run_name!r} in {repo_path(results) / (suite or ADHOC)}")
+    return max(mine, key=lambda r: os.stat(r["_source"]).st_mtime)
+
+
 def check_folder(folder: str | Path, what: str = "results_path") -> Path:
     """Create `folder` and check a file can be written there with room to spare; raise RecordError naming it."""
     folder = Path(folder)
@@ -625,9 +637,9 @@ def json_text(data: Any) -> str:
 def write(record: RunRecord, base: Path) -> Path:
     """Write `record` whole to `base`, or to the next free .runN file beside it; never replace a file. Return it."""
     text = json_text(as_json(record))
-    base.parent.mkdir(parents=True, exist_ok=True)
     tmp = base.with_name(f".{base.name}.{secrets.token_hex(4)}.tmp")
     try:
+        base.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "x", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -643,7 +655,40 @@ def write(record: RunRecord, base: Path) -> Path:
     except OSError as err:
         raise RecordError(f"could not write {base} ({err.strerror or err}); nothing was replaced") from err
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a folder that is a file holds no temporary file either
+            tmp.unlink(missing_ok=True)
+
+
+def finish(rec: RunRecord, base: Path, t0: float, lead: bool = True) -> dict:
+    """Complete the record (end time, where the wall went), write it (rank 0) and say where; return it as JSON data."""
+    import psutil
+
+    wall = time.time() - psutil.Process().create_time()  # from the process's start: a notebook's kernel included
+    phases = rec.phases or Phases()
+    measured = sum(v for k, v in phases.model_dump(exclude_none=True).items() if k not in ("reason", "periodic_evals"))
+    startup = max(0.0, wall - (time.perf_counter() - t0))
+    other = max(0.0, wall - startup - measured)
+    rec.phases = phases.model_copy(
+        update={"startup": startup, "wall": wall, "other": other, "periodic_evals": len(rec.curve)}
+    )
+    rec.finished_at = now()
+    data = as_json(rec)
+    if not lead:
+        return data
+    try:
+        path = write(rec, base)
+    except RecordError as err:  # never lost: the whole record on stderr, and in the working folder if it takes it
+        print(json_text(data), file=sys.stderr)
+        try:
+            path = write(rec, Path.cwd() / base.name)
+        except RecordError:
+            path = None
+        print(
+            f"record NOT written to {base}: {err}; " + (f"saved to {path}" if path else "printed above"),
+            file=sys.stderr,
+        )
+    print(headline(data) + f"\nrecord: {rec.status}, written to {path}", flush=True)
+    return {**data, "_source": str(path)}
 
 
 def validate(obj: Any) -> tuple[dict | None, str | None]:
@@ -689,7 +734,7 @@ def read(root: str | Path) -> tuple[list[dict], Counter]:
         else sorted(
             p
             for p in root.rglob("*.json")
-            if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
         )
     )
     found, skipped = [], Counter()

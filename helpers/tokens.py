@@ -1,22 +1,24 @@
 """Tokens: tokenization with static or dynamic padding, the training loader and its steps, token-length statistics.
 
-    tok, splits = tokens.tokenize(rec, args, ds)
-    loader = tokens.train_loader(splits["train"], args, tok, rank, drop_last)
-    for batch, micro, last in tokens.steps(loader, accumulation, total_steps, epochs): ...
+tok, splits = tokens.tokenize(rec, args, ds)
+loader = tokens.train_loader(splits["train"], args, tok, rank, drop_last)
+for batch, micro, last in tokens.steps(loader, accumulation, total_steps, epochs): ...
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 import time
 
 import numpy as np
 import torch
+from datasets import DatasetDict
 from torch.utils.data import DataLoader, DistributedSampler
 from transformers import DataCollatorWithPadding, default_data_collator
 
 from helpers import models, record
-from helpers.args import ConfigError
+from helpers.arguments import ConfigError
 
 COLUMNS = ["input_ids", "token_type_ids", "attention_mask", "labels"]
 
@@ -31,8 +33,14 @@ def tokenize(rec: record.RunRecord, args, ds) -> tuple:
         out = tok(batch["text"], truncation=True, max_length=args.max_length, padding=pad)
         return {**out, "labels": batch["label"]}
 
-    names = ds["train"].column_names
-    out = ds.map(encode, batched=True, batch_size=2000, remove_columns=names, desc="tokenize", load_from_cache_file=False)
+    # a fingerprint given: datasets would otherwise hash the tokenizer to name each result (seconds a run)
+    out = DatasetDict(
+        {
+            name: split.map(encode, batched=True, batch_size=2000, remove_columns=split.column_names,
+                            load_from_cache_file=False, new_fingerprint=secrets.token_hex(8), desc=f"tokenize {name}")
+            for name, split in ds.items()
+        }
+    )  # fmt: skip
     out = out.with_format("torch", columns=[c for c in COLUMNS if c in out["train"].column_names])
     rec.phases = (rec.phases or record.Phases()).model_copy(update={"tokenize": time.perf_counter() - t0})
     return tok, out
@@ -45,8 +53,9 @@ def collator(tok, args):
     return DataCollatorWithPadding(tok, padding="longest", pad_to_multiple_of=args.pad_to_multiple_of)
 
 
-def train_loader(split, args, tok, rank=None, drop_last: bool = False) -> DataLoader:
-    """Return the seeded training loader (a rank's shard, length-grouped batches where asked); refuse no-step runs."""
+def train_loader(split, args, tok, rank=None, drop_last: bool = False, rows_only: bool = False) -> DataLoader:
+    """Return the seeded training loader (a rank's shard, length-grouped batches where asked); refuse no-step runs.
+    rows_only: the same batches as row indices (what DeviceBatches slices on the device)."""
     rows = math.ceil(len(split) / (rank.world_size if rank else 1))
     if args.batch > rows:  # before the model is built: a batch never holds a row twice
         raise ConfigError(f"batch={args.batch} is above the {rows} training rows per device: give batch <= {rows}")
@@ -60,14 +69,14 @@ def train_loader(split, args, tok, rank=None, drop_last: bool = False) -> DataLo
     else:
         sampler = None
     loader = DataLoader(
-        split,
+        range(len(split)) if rows_only else split,
         batch_size=args.batch,
         shuffle=sampler is None,
         sampler=sampler,
-        collate_fn=collator(tok, args),
+        collate_fn=torch.tensor if rows_only else collator(tok, args),
         drop_last=drop_last,  # static graphs (XLA, a compiled step): a short last batch would be one more
         generator=torch.Generator().manual_seed(args.seed),
-        pin_memory=torch.cuda.is_available(),
+        pin_memory=torch.cuda.is_available() and not rows_only,
     )
     if len(loader) < args.gradient_accumulation_steps:
         raise ConfigError(
@@ -96,17 +105,17 @@ def steps(loader, accumulation: int, total: int, epochs: int):
 
 
 class DeviceBatches:
-    """A split's batches sliced from one copy of its token table on the device, in `order`'s order and padding."""
+    """A split's batches sliced from one copy of its token table on the device, in the host loader's order and padding."""
 
-    def __init__(self, split, order: DataLoader, device: str, pad_id: int, args) -> None:
+    def __init__(self, split, args, tok, rank, drop_last: bool, device: str) -> None:
         whole = split[:]
         self.lengths = [int(mask.sum()) for mask in whole["attention_mask"]]
-        self.order, self.device, self.args = order, device, args
-        self.batch_size, self.sampler = order.batch_size, order.sampler
-        self.index_order = DataLoader(range(len(split)), batch_size=order.batch_size, sampler=order.sampler,
-                                      shuffle=order.sampler is None, drop_last=order.drop_last,
-                                      generator=torch.Generator().manual_seed(args.seed))  # fmt: skip
-        table = torch.full((len(self.lengths), self.width(range(len(self.lengths)))), pad_id, dtype=torch.long)
+        self.args, self.device = args, device
+        self.index_order = train_loader(split, args, tok, rank, drop_last, rows_only=True)  # drawn as the host's
+        self.batch_size, self.sampler = args.batch, self.index_order.sampler
+        table = torch.full(
+            (len(self.lengths), self.width(range(len(self.lengths)))), tok.pad_token_id, dtype=torch.long
+        )
         for i, (ids, n) in enumerate(zip(whole["input_ids"], self.lengths)):
             table[i, :n] = ids[:n]
         self.input_ids, self.labels = table.to(device), torch.as_tensor(whole["labels"]).to(device)

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import pydantic
 
-from helpers import devices, flops, memory, record
-from helpers.args import ADMITTED
+from helpers import devices, flops, memory, peaks, record
+from helpers.arguments import ADMITTED
 from study.notation import fmt, short_device
 from study.sweep import suites
 
@@ -59,6 +59,9 @@ METRICS = {
     "trainable": (("model.trainable_parameters",), 1),
     "optimizer_mib": (("model.optimizer_state_bytes",), 1 / 2**20),
     "busy_pct": (("profile.device_busy_share",), 100),  # CUDA: the share of the wall the device ran anything
+    "allreduce_s": (("distributed.allreduce.comm_s",), 1),  # a step's gradient all-reduce (the claims)
+    "host_mem_gib": (("utilization.host_mem_used_gib_p90",), 1),  # the whole host's, neuron-monitor (the claims)
+    "dma_pct": (("neuron_profile.dma_active_pct",), 1),  # DMA engines active, Neuron profiler (the claims)
 }
 SHARES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other", "host_gap")
 # what each device's utilization column measures, in words, best first; True: a figure of the tensor units,
@@ -165,9 +168,15 @@ def derived(rec: dict, peaks_dir: Path | None) -> dict:
     timing, shapes, dev = rec.get("timing") or {}, rec.get("shapes") or {}, rec.get("device") or {}
     config, params = (rec.get("model") or {}).get("config") or {}, rec.get("params") or {}
     dtype = (rec.get("precision") or {}).get("compute_dtype") or "fp32"
-    found = flops.roof(dev, dtype, peaks_dir) if dev.get("type") else {"peak_tflops": None, "source": "no device"}
-    out = {"peak_tflops": number(found["peak_tflops"]), "peak_source": found["source"].split(": ")[0]}
-    out["peak_bw_gbps"] = number(found.get("mem_bw_gbps"))
+    out = {"peak_tflops": np.nan, "peak_bw_gbps": np.nan, "peak_source": "no device"}
+    if dev.get("type") and devices.kind(dev) in ("cpu", "xla-cpu"):  # a CPU's roof: measured on it, at its threads
+        found = peaks.cpu_roof(dev["key"], dtype, dev.get("torch_threads") or 1, peaks_dir) if peaks_dir else None
+        said = f"measured ({found['shape']}, {str(found.get('measured_at'))[:10]})" if found else None
+        found = {**found, "source": said} if found else {"source": f"no trusted {dtype} roof kept for this CPU"}
+    else:
+        found = flops.roof(dev, dtype) if dev.get("type") else {"source": "no device"}
+    out |= {"peak_source": found["source"].split(": ")[0]}
+    out |= {k: number(found.get(f)) for k, f in (("peak_tflops", "peak_tflops"), ("peak_bw_gbps", "mem_bw_gbps"))}
     # the steady windows' micro-batches; a record from before they were kept counts every step's (the warm-up too)
     micro, steps = (shapes.get("steady"), timing.get("steady_steps")) if shapes.get("steady") else (None, None)
     micro, steps = micro or shapes.get("counts"), steps or timing.get("steps")

@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny BERT saved as a local model folder, and a generated six-label dataset."""
+"""Shared fixtures: a tiny BERT saved as a local model folder, a generated six-label dataset, the real data."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data" / "emotion"
-
 # one cue word per label, so a tiny model can learn the generated task and its loss falls
 CUES = ("sad", "happy", "love", "angry", "afraid", "surprised")
 FILLER = "i feel really quite so very today this morning at work with my friends when the news came".split()
 
 
 def pytest_configure(config):
-    """Tiny models gain nothing from threads, and spinning OpenMP threads starve parallel work."""
+    """Tiny models gain nothing from threads, and spinning OpenMP threads starve the parallel workers."""
     import torch
 
     torch.set_num_threads(1)
@@ -28,20 +27,12 @@ def tiny_bert_config(**overrides):
     """Return a 2-layer, hidden-64 BertConfig with bert-base-uncased's vocabulary size."""
     from transformers import BertConfig
 
-    kwargs = dict(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=128,
-        num_labels=6,
-    )
-    kwargs.update(overrides)
-    return BertConfig(**kwargs)
+    kwargs = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    return BertConfig(**{**kwargs, "max_position_embeddings": 128, "num_labels": 6, **overrides})
 
 
 def write_split(path: Path, n: int, seed: int) -> None:
-    """Write `n` generated rows of `{"text", "label"}` to `path`."""
+    """Write `n` generated rows of {"text", "label"} to `path`."""
     rng = random.Random(seed)
     with open(path, "w") as f:
         for _ in range(n):
@@ -49,40 +40,6 @@ def write_split(path: Path, n: int, seed: int) -> None:
             words = rng.sample(FILLER, rng.randint(3, 12)) + [CUES[label]]
             rng.shuffle(words)
             f.write(json.dumps({"text": " ".join(words), "label": label}) + "\n")
-
-
-CANNED_PROBE = {
-    "ratio": 1.0,
-    "fp32_step_s": 0.5,
-    "bf16_step_s": 0.5,
-    "per_round": [1.0] * 3,
-    "rounds": 3,
-    "threads": 1,
-    "workload": "canned (tests/conftest.py)",
-    "cpu": "test",
-    "measured_at": "test",
-}
-
-
-@pytest.fixture(autouse=True)
-def canned_precision_probe(monkeypatch):
-    """Tests never time this machine: precision=auto on a CPU with bf16 reads a canned probe (bf16 no faster, so
-    fp32), kept nowhere (a shared results folder such as the bench's must never hold it).
-    tests/measure/test_precision_probe.py puts the real cache and probe back."""
-    from helpers.measure import precision_probe
-
-    monkeypatch.setattr(
-        precision_probe, "cpu_probe", lambda device_key, peaks_dir: {**CANNED_PROBE, "source": "canned"}
-    )
-
-
-@pytest.fixture()
-def no_library_versions(monkeypatch):
-    """Fixture records without installed packages' versions (reading their metadata is most of a record's cost):
-    a module that builds many records uses it with `pytestmark = pytest.mark.usefixtures("no_library_versions")`."""
-    from helpers.run import records
-
-    monkeypatch.setattr(records, "library_versions", lambda: {})
 
 
 @pytest.fixture(scope="session")
@@ -96,16 +53,16 @@ def tiny_data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """A local model folder: a random tiny BERT classifier plus the uncased MiniLM tokenizer."""
+    """A local model folder: a random tiny BERT classifier and the uncased MiniLM tokenizer."""
     import torch
     from transformers import BertForSequenceClassification
 
-    from helpers.run import models
+    from helpers import models
 
     root = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)
     BertForSequenceClassification(tiny_bert_config()).save_pretrained(root)
-    models.load_tokenizer("minilm").save_pretrained(root)
+    models.tokenizer("minilm").save_pretrained(root)
     return root
 
 
@@ -118,10 +75,8 @@ def real_data_dir() -> Path:
     return path
 
 
-# steps.finish saves a record the schema refused in the working folder, so that it is never lost; in a test
-# run that is a record a test did not ask for: every run's record must pass the schema where it belongs
 def _stray_records() -> set[Path]:
-    """Return the record files standing in the repository's root folder."""
+    """Return the record files standing in the repository's root (where a refused record would be saved)."""
     return set(REPO.glob("*@*.json"))
 
 

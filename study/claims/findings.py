@@ -8,15 +8,15 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from helpers.study.claims import lora, recipe, speedup, throughput, trn1
-from helpers.study.claims.quotes import short_says, study_says
-from helpers.study.claims.verdict import PROXY_RULE, VERDICTS, prepare
-from helpers.study.notation import short_device
-from helpers.study.published import PUBLISHED_DIR
+from study.claims import lora, recipe, speedup, throughput, trn1
+from study.claims.quotes import short_says, study_says
+from study.claims.verdict import PROXY_RULE, VERDICTS, prepare
+from study.notation import short_device
+from study.published import PUBLISHED_DIR
 
 QUESTION = "What do the study's claims come to on the machines whose records are here?"
 
-# each claim, its name in the summary (a few words), and whether it concerns trn1's internals: those wait for a
+# each its name in the summary (a few words), and whether it concerns trn1's internals: those wait for a
 # trn1 record and are never proxied; the others concern the workload, where a proxy may speak, graded as a proxy
 CLAIMS = {
     throughput.batch_scaling: ("Batch 8 → 64", False),
@@ -46,6 +46,7 @@ BLOCKS = ("an arm did not learn", "the arms use different optimizers")
 
 def findings(df: pd.DataFrame, published_dir: str = PUBLISHED_DIR) -> pd.DataFrame:
     """Return one row per claim: its key, the study's words (whole and short), its scope, and its Finding's fields."""
+    df = prepare(df)
     return pd.DataFrame(
         [
             {
@@ -114,8 +115,7 @@ def counts(table: pd.DataFrame) -> str:
         f"Of {len(table)} claims, on records of the claim's own kind (bert-base on a GPU or trn1) "
         f"{said('holds', 'hold')} and {said('does not hold', 'do not hold')}; on proxies (direction only) "
         f"{said('consistent on proxy', 'are consistent')} and {said('contradicted on proxy', 'contradicted')}; "
-        f"against a model's estimate {said('consistent with the model', 'are consistent')} and "
-        f"{said('contradicted by the model', 'contradicted')}; {said('inconclusive', 'are inconclusive')} and "
+        f"{said('inconclusive', 'are inconclusive')} and "
         f"{said('not testable here', 'are not testable here')}."
     )
 
@@ -149,41 +149,40 @@ def named(devices: list[str]) -> str:
     return " and ".join([", ".join(devices[:-1]), devices[-1]] if len(devices) > 1 else devices)
 
 
-def bottom_line(df: pd.DataFrame, table: pd.DataFrame) -> str:
-    """Return the answer to "trn1 or GPU?" the records allow, in two plain sentences."""
-    df = prepare(df)
-    done = df[df["status"] == "finished"]
-    trn1 = sorted({short_device(d) for d in done[(done["cls"] == "trn1") & ~done["proxy"]]["device"]})
-    gpu_bert = sorted({short_device(d) for d in done[(done["cls"] == "gpu") & ~done["proxy"]]["device"]})
+def bottom_line(current: pd.DataFrame, table: pd.DataFrame) -> str:
+    """Return the answer to "trn1 or GPU?" the current points allow (the frame `table` was judged on), in two
+    plain sentences."""
+    done = current[current["status"] == "finished"]
+
+    def names(cls: str, real: bool = False) -> list[str]:
+        rows = done[(done["cls"] == cls) & ~(done["proxy"] & real)]
+        return sorted({short_device(d) for d in rows["device"]})
+
     n = table["verdict"].value_counts()
-    untested = n.get("not testable here", 0)
-    if trn1 and gpu_bert:
+    trn1, gpu = names("trn1", real=True), names("gpu", real=True)
+    if trn1 and gpu:
         first = (
-            f"The records hold bert-base on trn1 ({named(trn1)}) and on a GPU ({named(gpu_bert)}), "
-            "so the claims below compare the two on the study's own workload"
+            f"The records hold bert-base on trn1 ({named(trn1)}) and on a GPU ({named(gpu)}), so the claims below "
+            "compare the two on the study's own workload"
         )
     else:
-        missing = [w for w, have in (("a trn1", trn1), ("a GPU", gpu_bert)) if not have]
+        missing = " or on ".join(w for w, have in (("a trn1", trn1), ("a GPU", gpu)) if not have)
         first = (
-            f"No record here trains bert-base on {' or on '.join(missing)}, so these records cannot say "
-            "whether trn1 or a GPU "
-            f"trains the study's job faster or cheaper; {untested} of the {len(table)} claims are not testable here"
+            f"No record here trains bert-base on {missing}, so these records cannot say whether trn1 or a GPU trains "
+            f"the study's job faster or cheaper; {n.get('not testable here', 0)} of the {len(table)} claims are not "
+            "testable here"
         )
-    by_class = {
-        cls: sorted({short_device(d) for d in done[done["cls"] == cls]["device"]}) for cls in ("gpu", "trn1", "cpu")
-    }
-    xla = sorted({short_device(d) for d in done[done["cls"] == "xla-cpu"]["device"]})
-    measured = [f"the {named(v)}" + (" GPU" if c == "gpu" else "") for c, v in by_class.items() if v and c != "cpu"]
-    if by_class["cpu"]:
-        measured.append(f"the CPUs {named(by_class['cpu'])}" + (f" (torch-xla on {len(xla)} of them)" if xla else ""))
+    measured = [f"the {named(names(c))}" + " GPU" * (c == "gpu") for c in ("gpu", "trn1") if names(c)]
+    xla = names("xla-cpu")
+    if names("cpu"):
+        measured.append(f"the CPUs {named(names('cpu'))}" + (f" (torch-xla on {len(xla)} of them)" if xla else ""))
     proxied = (
         f"{n.get('consistent on proxy', 0)} consistent with the study and {n.get('contradicted on proxy', 0)} "
         f"contradicting it on a proxy, {n.get('inconclusive', 0)} inconclusive"
     )
-    real = bool(trn1) or bool(gpu_bert)  # bert-base on a GPU or a NeuronCore: verdicts of the claim's own kind
     second = f"What was measured ran on {named(measured) or 'no device'}, " + (
         f"and {n.get('holds', 0)} claims hold there and {n.get('does not hold', 0)} do not; {proxied}"
-        if real
+        if trn1 or gpu  # bert-base on a GPU or a NeuronCore: verdicts of the claim's own kind
         else f"mostly MiniLM as a stand-in, so it shows directions only: {proxied}"
     )
     return f"**Bottom line.** {first}. {second}."

@@ -1,4 +1,4 @@
-"""What the study says about each claim, in its own words: a verbatim quote of its report with the
+"""What the study says about each in its own words: a verbatim quote of its report with the
 section it stands in (Experiment/published/statements.csv), and, apart from it, the hypothesis this
 repository adds where a rule tests more than the quote says (labelled ours, never published).
 
@@ -8,11 +8,12 @@ tests/study/claims/test_quotes.py: each is a substring of it once runs of whites
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pandas as pd
 
-from helpers.study.published import published
+from study.published import published
 
 # the study's text writes arrows and approximations as LaTeX macros; shown as the symbols they print
 LATEX = {r"\rightarrow": "→", r"\approx": "≈", r"\sim": "~", r"\$": "$"}
@@ -31,9 +32,15 @@ def shown(text: str) -> str:
     return text
 
 
+@functools.cache
+def statements(published_dir: str) -> pd.DataFrame:
+    """Return statements.csv by claim."""
+    return published("statements.csv", published_dir).set_index("claim")
+
+
 def quote(key: str, published_dir: str) -> pd.Series:
     """Return a claim's row of statements.csv: quote, short part, section, our hypothesis ('' when none)."""
-    return published("statements.csv", published_dir).set_index("claim").loc[key]
+    return statements(published_dir).loc[key]
 
 
 def study_says(key: str, published_dir: str) -> str:
@@ -43,15 +50,8 @@ def study_says(key: str, published_dir: str) -> str:
     return text + (f" Ours, not the study's: {q['ours']}." if q["ours"] else "")
 
 
-# claims whose quote names only the topic (a table's column, a line of future work): the summary states the
-# claim tested beside it, ours
-TOPIC_ONLY = ("cost_ranking", "lora_accuracy", "lora_speed")
-
-
 def short_says(key: str, published_dir: str) -> str:
-    """Return '§x "short part of the quote"', marked where the rule tests our hypothesis or names only a topic."""
+    """Return '§x "short part of the quote"' and, where the quote names only a topic, '· ours: the claim tested'."""
     q = quote(key, published_dir)
     said = f'{q["section"].split(" (")[0]} "{shown(q["short"])}"'
-    if key in TOPIC_ONLY and q["ours"]:
-        return f"{said} · ours: {q['ours']}"
-    return said + (" · test: ours" if q["ours"] else "")
+    return said + (f" · ours: {q['ours']}" if q["ours"] else "")

@@ -1,107 +1,106 @@
-"""The study's claims on its speedup suite: the optimized configuration's speedup per device, and the cost
-per task ranking its devices at this repository's prices (helpers/facts/instance_prices.csv).
+"""The study's claims on its speedup suite: the optimized configuration's speedup per device, and the cost per
+task ranking its devices at this repository's prices (helpers/facts/instance_prices.csv).
 """
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from helpers.calc.facts import cuda_device_key, device_column
-from helpers.calc.prices import price_per_accelerator_hour, whole_instances_price
-from helpers.study.claims.verdict import (
+from helpers import devices
+from study.claims.verdict import (
+    ONE_RUN,
+    SPREAD,
     Band,
     Evidence,
     Finding,
-    band,
     cells,
-    claim,
-    compare,
     device,
+    estimate,
+    interleaved,
     listing,
-    proxies,
     ratio,
+    versus,
     who,
 )
-from helpers.study.notation import fmt
-from helpers.study.published import published, study_price
+from study.published import published, study_price
 
-STUDY_NAMES = device_column("study_name")  # device key -> the study's name
 SPEEDUP_TOLERANCE = 0.10  # the study's speedups are single runs with no stated spread
 
 
 def study_device(rows: pd.DataFrame) -> str | None:
-    """Return the study's name of a group's device (trn1, T4, L4, A100), None if it did not measure it."""
+    """Return the study's name of a group's device (trn1, T4, L4, A100; devices.csv), None if it did not run it."""
     r = rows.iloc[0]
-    return "trn1" if r["cls"] == "trn1" else STUDY_NAMES.get(cuda_device_key(str(r["device"])) or "")
+    key = devices.kind({"type": r["device_type"], "name": r["device"], "neuron": r["cls"] == "trn1"})
+    name = devices.facts()["study_name"].get(key)
+    return name if isinstance(name, str) else None
 
 
-@claim
+def within(measured: Band, lo: float, hi: float) -> int:
+    """Return +1 if the measured range lies inside [lo, hi], -1 if wholly outside it, 0 if it straddles an edge."""
+    if measured.lo >= lo and measured.hi <= hi:
+        return 1
+    return -1 if measured.hi < lo or measured.lo > hi else 0
+
+
 def speedup(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether baseline/optimized train-time ratios match the study's per device."""
     pub = published("speedup.csv", published_dir).set_index("device")["speedup"].astype(float)
     gpus = pub.drop("trn1")
-    text = ", ".join(f"{d} {s:.2f}x" for d, s in pub.items()) + " baseline/optimized train time (published)"
+    band = f"±{100 * SPEEDUP_TOLERANCE:.0f}%"
+    text = ", ".join(f"{d} {s:.2f}x" for d, s in pub.items()) + f" baseline/optimized train time; {ONE_RUN}"
     rule = (
-        f"per device, baseline/optimized train time with the band of the steps' spread: holds if the band "
-        f"meets the study's figure for that device ±{100 * SPEEDUP_TOLERANCE:.0f}% (a GPU it did not measure: "
-        f"its GPUs' range {gpus.min():.2f}–{gpus.max():.2f}x); does not hold if outside on any. A magnitude: "
-        "proxies show only whether optimized is faster and leave it not testable here."
+        f"per device, baseline/optimized train time (the ratio of the medians; its range: the extreme ratios of "
+        f"the runs, with {SPREAD}) against the study's figure for that device {band}; for a GPU it did not measure "
+        f"the target is its GPUs' range {gpus.min():.2f}–{gpus.max():.2f}x {band}, "
+        f"{gpus.min() * (1 - SPEEDUP_TOLERANCE):.2f}–{gpus.max() * (1 + SPEEDUP_TOLERANCE):.2f}x. Holds if the "
+        "whole range lies inside the target on every device judged; does not hold if it lies wholly outside on any; "
+        "inconclusive otherwise (a range that only touches the target). A magnitude: proxies show only whether "
+        "optimized is faster and leave it not testable here."
     )
-    evidence = Evidence(df)
-    for g in cells(df, ("speedup",), ("gpu", "trn1", "cpu", "xla-cpu"), timed=True):
+    evidence, proxied = Evidence(), []
+    for g in cells(df, ("speedup",), timed=True):
         base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
         if base.empty or opt.empty:
             continue
-        times = ratio(band(base, "train_s"), band(opt, "train_s"))
+        times = ratio(estimate(base, "train_s"), estimate(opt, "train_s"))
         if g["proxy"].iloc[0]:
-            evidence.parts.append(f"{who(g)}: {times}x (proxy: direction only)")
+            proxied.append(f"{who(g)}: {times}x (proxy: direction only)")
             continue
-        evidence.heads.append(f"{device(g)}: {times.mid:.2f}x")
         name = study_device(g)
         lo, hi = (pub[name], pub[name]) if name else (gpus.min(), gpus.max())
-        evidence.signs.append(
-            1 if times.hi >= lo * (1 - SPEEDUP_TOLERANCE) and times.lo <= hi * (1 + SPEEDUP_TOLERANCE) else -1
+        lo, hi = lo * (1 - SPEEDUP_TOLERANCE), hi * (1 + SPEEDUP_TOLERANCE)
+        evidence.add(
+            g,
+            within(times, lo, hi) if interleaved(base, opt) else None,
+            f"{device(g)}: {times.mid:.2f}x",
+            f"{who(g)}: {times}x against {lo:.2f}–{hi:.2f}x ("
+            + (f"the study's {name} {band}" if name else f"not measured by the study: its GPUs' range {band}")
+            + ")",
         )
-        evidence.groups.append(g)
-        evidence.parts.append(
-            f"{who(g)}: {times}x against {fmt(lo)}" + (f"–{fmt(hi)}" if hi != lo else "") + "x published"
-        )
-    proxy = proxies([g for g in cells(df, ("speedup",)) if g["proxy"].iloc[0]])
     return evidence.finding(
         "The optimized configuration is 3.7–7.3x faster",
         text,
-        "no records",
         rule,
-        "",
+        "; ".join(proxied) or "no records",
         "needs bert-base on a GPU or trn1: baseline and optimized runs of the full variant"
-        + (f"; the proxies here ({proxy}) show the direction only" if proxy else ""),
+        + ("; the proxies here show the direction only" if proxied else ""),
     )
 
 
 def at_our_prices(pub: pd.DataFrame) -> str:
-    """Return the study's seconds per task at our prices, ranked per accelerator-hour and per whole instance."""
-    shared, whole, notes = {}, {}, []
+    """Return the study's cost per task at our prices per accelerator-hour, ranked, with where a price differs."""
+    costs, notes = {}, []
     for r in pub.itertuples():
         used, per_hour, note = study_price(r.device, r.instance_as_printed)
-        task_h = float(r.sec_per_epoch) * int(r.epochs_in_task) / 3600
-        shared[r.device], whole[r.device] = task_h * per_hour, task_h * whole_instances_price(used, 1)
+        costs[r.device] = float(r.sec_per_epoch) * int(r.epochs_in_task) / 3600 * per_hour
         if note or abs(per_hour - float(r.cost_per_hour_usd)) > 0.005:
-            notes.append(
-                f"{r.device}: ${r.cost_per_hour_usd}/h printed, ${per_hour:.3f}/h for one on {used}"
-                + (f" ({note})" if note else "")
-            )
-
-    def ranked(costs: dict) -> str:
-        return " < ".join(f"{d} ${c:.4f}" for d, c in sorted(costs.items(), key=lambda x: x[1]))
-
-    return (
-        f"per accelerator-hour (the study's basis) {ranked(shared)}"
-        + (f" ({'; '.join(notes)})" if notes else "")
-        + f"; beside it, per whole instance (a single user's bill, the decision's basis in cost.md) {ranked(whole)}"
-    )
+            notes.append(f"{r.device}: ${r.cost_per_hour_usd}/h printed, ${per_hour:.3f}/h for one on {used}")
+    ranked = " < ".join(f"{d} ${c:.4f}" for d, c in sorted(costs.items(), key=lambda x: x[1]))
+    return ranked + (f" ({'; '.join(notes)})" if notes else "")
 
 
-@claim
 def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether the optimized runs' cost per task ranks the study's devices as it did."""
     pub = published("cost.csv", published_dir)
@@ -109,37 +108,35 @@ def cost_ranking(df: pd.DataFrame, published_dir: str) -> Finding:
     text = (
         "cost per 3-epoch task: "
         + " < ".join(f"{r.device} ${r.cost_for_task_usd}" for r in pub.itertuples())
-        + f". At this repository's prices its own times rank {at_our_prices(pub)}"
+        + f"; {ONE_RUN}. At this repository's prices per accelerator-hour its own times rank {at_our_prices(pub)}"
     )
     rule = (
-        "optimized train time × on-demand price per accelerator-hour (helpers/facts/instance_prices.csv; the "
-        "study's basis: one accelerator's share of the instance, where the decision in cost.md prices the whole "
-        "instance), "
-        "for the study's devices measured with bert-base: holds if every pair adjacent in the study's order "
-        "costs more in that order beyond the steps' spread; does not hold if any pair is reversed beyond it; "
-        "inconclusive otherwise. A ranking: no proxy."
+        "optimized train time × on-demand price of one accelerator (helpers/facts/instance_prices.csv: the "
+        "instance's price over its accelerators, the study's basis), for the study's devices measured with "
+        f"bert-base, with {SPREAD}: holds if every pair adjacent in the study's order costs more in that order; "
+        "does not hold if any pair is reversed; inconclusive otherwise. A ranking: no proxy."
     )
-    found: dict[str, tuple[Band, pd.DataFrame]] = {}
+    found: dict[str, pd.DataFrame] = {}
     for g in cells(df, ("speedup",), ("gpu", "trn1"), timed=True):
         g = g[(g["preset"] == "optimized") & ~g["proxy"]]
         name = study_device(g) if len(g) else None
-        if name and name not in found:
-            try:
-                price = price_per_accelerator_hour(str(g["instance"].iloc[0])) / 3600
-            except ValueError:  # no price for the instance
-                continue
-            found[name] = (Band(*(x * price for x in band(g, "train_s"))), g)
+        per_hour = study_price(name, str(g["instance"].iloc[0]))[1] if name else math.nan
+        if name and name not in found and math.isfinite(per_hour):
+            found[name] = g.assign(cost_usd=g["train_s"] * per_hour / 3600)
     order = [d for d in pub["device"] if d in found]
-    evidence = Evidence(df, [found[d][1] for d in order])
-    evidence.signs = [compare(found[b][0], found[a][0]) for a, b in zip(order, order[1:])]
-    evidence.parts = [f"{who(found[d][1])}: ${found[d][0]}" for d in order]
+    evidence = Evidence()
+    for cheap, dear in zip(order, order[1:]):
+        b, a, sign = versus(found[dear], found[cheap], "cost_usd")
+        evidence.add(
+            found[dear],
+            sign,
+            f"{cheap} ${a.mid:.4f} < {dear} ${b.mid:.4f}",
+            f"{who(found[cheap])}: ${a}; {who(found[dear])}: ${b}",
+        )
     return evidence.finding(
         "Cost ranking of the devices",
         text,
-        listing(cells(df, ("speedup",))),
         rule,
-        "neighbouring costs overlap",
+        listing(cells(df, ("speedup",))),
         "needs bert-base on two of trn1, T4, L4, A100: optimized runs, with their instance",
-        tested=len(order) >= 2,
-        headline=" < ".join(f"{d} ${found[d][0].mid:.4f}" for d in order) if len(order) > 1 else "",
     )

@@ -1,1 +1,1 @@
-"""A suite's points, run and resumed: `python -m helpers.study.sweep`."""
+"""A suite's points, run and resumed: `python -m study.sweep`."""

@@ -1,6 +1,6 @@
-"""python -m helpers.study.sweep"""
+"""python -m study.sweep"""
 
-from helpers.study.sweep.runner import main
+from study.sweep.runner import main
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,11 @@
-"""Suite files (Experiment/suites/<name>.toml, one per report table), checked and expanded into named points."""
+"""Suite files (Experiment/suites/<name>.toml, one per report table), checked and expanded into named points.
+
+A point is named `<suite>-<variant>-<k=v,...>-<hash>` (`-repN` for its N-th independent run), the hash taken over
+its parameters. `sweep --set NAME=VALUE` puts a value over every point and appends it to the point's name:
+`<point name>+NAME=VALUE,...`. Such a run is still that point of the suite, with one setting changed:
+`point_of(run_name)` gives the point a record belongs to, which is how the report counts it (points the override
+makes identical are run once, under the first one's name).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -16,8 +24,8 @@ from typing import Annotated, Literal
 
 import pydantic
 
-from helpers.run.args import FIELDS, ConfigError, build_args, unknown_message
-from helpers.run.paths import repo_path
+from helpers import arguments
+from helpers.record import repo_path
 
 SUITES_DIR = "Experiment/suites"
 VARIANTS = ("quick", "full")
@@ -30,9 +38,13 @@ ENVS = {
 }
 # parameters that say where a run reports, not what it measures: left out of the run name's hash
 WHERE = ("run_name", "suite", "results_path", "data_dir", "progress", "save_dir")
+SWEEPS = ("run_name", "suite", "results_path")  # the sweep sets these for every point: a suite never does
 # where notebook suites run: the Nvidia notebook (CUDA, else the CPU) in .venv, or the Trainium notebook
 # (NeuronCores in .venv-neuron, else XLA on the CPU in .venv-xla); suites naming the Trainium notebook keep it
 TARGETS = {"nvidia": ("Nvidia/baseline.ipynb", "main"), "trainium": ("Trainium/baseline.ipynb", "xla")}
+# the Trainium loop's points were named with device="xla" when both loops took one argument class; the hash keeps
+# it, so the records of those points stay theirs
+TRAINIUM_NAMED = {"device": "xla"}
 
 
 @dataclass
@@ -51,30 +63,7 @@ class Suite:
     report: dict = field(default_factory=dict)
     description: str = ""
     on_demand: bool = False
-    overrides: dict = field(default_factory=dict)  # `sweep --set`: over every point's own values (new run names)
-
-
-def with_overrides(suite: Suite, text: list[str], variant: str = "quick") -> Suite:
-    """Return `suite` with NAME=VALUE settings (TOML values, else text) over every point of `variant`, checked."""
-    overrides = {}
-    for item in text:
-        name, sep, value = item.partition("=")
-        if not sep or name.strip() not in FIELDS:
-            raise ConfigError(
-                f"--set {item!r}: expected NAME=VALUE with NAME a run parameter"
-                + (f" ({unknown_message(name.strip())})" if sep else "")
-            )
-        try:
-            overrides[name.strip()] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            overrides[name.strip()] = value
-    changed = dataclasses.replace(suite, overrides={**suite.overrides, **overrides})
-    for point in _combinations(changed, variant) if variant in suite.variants else [overrides]:
-        try:
-            build_args(point)
-        except ConfigError as err:
-            raise ConfigError(f"--set {' '.join(text)} on {suite.name} [{variant}]: {err}") from None
-    return changed
+    overrides: dict = field(default_factory=dict)  # `sweep --set`: over every point's own values, named apart
 
 
 @dataclass
@@ -83,19 +72,6 @@ class Point:
 
     run_name: str
     params: dict
-
-
-ALLOWED = {"kind": ("notebook", "token_stats", "derived"), "env": tuple(ENVS), "requires": ("neuron", "fast-bf16")}
-TYPE_NAMES = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "float_type": "a number",
-    "bool_type": "true or false",
-    "dict_type": "a table",
-    "model_type": "a table",
-    "list_type": "a list",
-}
-RANGES = {"repeats": "an integer >= 1", "jobs": "an integer >= 1", "timeout_s": "a number of seconds > 0"}
 
 
 class _Table(pydantic.BaseModel):
@@ -109,14 +85,14 @@ class Variant(_Table):
 
     params: dict = {}
     grid: dict[str, Annotated[list, pydantic.Field(min_length=1)]] = {}  # every combination
-    cases: list[dict] = []  # explicit points, each crossed with the grid
+    cases: list[dict] = pydantic.Field([{}], min_length=1)  # explicit points, each crossed with the grid
     repeats: int = pydantic.Field(1, ge=1)  # independent processes per point
     timeout_s: float = pydantic.Field(DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)  # a point's limit
     jobs: int = pydantic.Field(1, ge=1)  # points run at once, each on cpu_count / jobs threads
 
 
 class Report(_Table):
-    """A suite's [report] table: how helpers.study.report.tables tabulates its records."""
+    """A suite's [report] table: how study.report tabulates its records."""
 
     table: str | None = None
     keys: list = []
@@ -132,13 +108,13 @@ class SuiteFile(_Table):
     title: str | None = None  # default: the file's name
     description: str = ""
     order: int = 99  # its place in the report
-    kind: Literal[ALLOWED["kind"]] = "notebook"
+    kind: Literal["notebook", "token_stats", "derived"] = "notebook"
     notebook: str | None = None
-    env: Literal[ALLOWED["env"]] = "main"
+    env: Literal[tuple(ENVS)] = "main"
     # neuron: torch-neuronx; fast-bf16: a GPU, trn1 or a CPU with fast bf16
-    requires: Literal[ALLOWED["requires"]] | None = None
+    requires: Literal["neuron", "fast-bf16"] | None = None
     on_demand: bool = False  # true: `sweep all` (and so `make report`) leaves it out; it runs by name
-    params: dict = {}  # the run's parameters (helpers/run/args.py); "None" stands for None (TOML has no null)
+    params: dict = {}  # the run's parameters (helpers/arguments.py); "None" stands for None (TOML has no null)
     quick: Variant | None = None
     full: Variant | None = None
     report: Report = Report()
@@ -146,24 +122,14 @@ class SuiteFile(_Table):
 
 def _problem(path: Path, error: dict) -> str:
     """Return a suite file's first validation error in words, naming the file, the table and the key."""
-    loc, value = error["loc"], error["input"]
+    loc = [str(part) for part in error["loc"]]
     where = f"{path} [{loc[0]}]" if len(loc) > 1 else str(path)
-    key = loc[-1] if len(loc) < 3 else loc[1]
     if error["type"] == "extra_forbidden":
         table = SuiteFile if len(loc) == 1 else Report if loc[0] == "report" else Variant
-        known = list(table.model_fields)
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(loc[-1], list(table.model_fields), n=1, cutoff=0.6)
         hint = f" did you mean {close[0]!r}?" if close else ""
-        return f"{where}: unknown key {key!r}:{hint} (known: {', '.join(known)})"
-    if key == "grid" and len(loc) == 3:
-        return f"{where}: grid {loc[2]}={value!r} is invalid: give a non-empty list of values"
-    if key == "cases" and len(loc) == 3:
-        return f"{where}: cases must be a list of tables ({{ name = value, ... }})"
-    if error["type"] == "literal_error":
-        return f"{where}: {key}={value!r} is unknown: allowed {', '.join(ALLOWED[key])}"
-    if error["type"] in TYPE_NAMES:
-        return f"{where}: {key}={value!r} is not {TYPE_NAMES[error['type']]}"
-    return f"{where}: {key}={value!r} is invalid: must be {RANGES[key]}"
+        return f"{where}: unknown key {loc[-1]!r}:{hint} (known: {', '.join(table.model_fields)})"
+    return f"{where}: {' '.join(loc[1:] or loc)}={error['input']!r} is invalid: {error['msg']}"
 
 
 def read_toml(path: Path) -> dict:
@@ -172,9 +138,30 @@ def read_toml(path: Path) -> dict:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except OSError as err:
-        raise ConfigError(f"{path}: cannot be read ({err.strerror or err})") from None
+        raise arguments.ConfigError(f"{path}: cannot be read ({err.strerror or err})") from None
     except ValueError as err:  # tomllib.TOMLDecodeError, or bytes that are not UTF-8
-        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        raise arguments.ConfigError(f"{path}: not valid TOML ({err})") from None
+
+
+def platform(suite: Suite) -> type[arguments.Args]:
+    """Return the argument class of the loop a suite's notebook runs (the Nvidia loop's unless Trainium's)."""
+    return arguments.PLATFORMS["trainium" if suite.notebook == TARGETS["trainium"][0] else "nvidia"]
+
+
+def check(suite: Suite, where: str, variants: tuple[str, ...] = VARIANTS) -> None:
+    """Refuse a suite whose points the loop's argument class would refuse; ConfigError naming `where`."""
+    for variant in (v for v in variants if v in suite.variants):
+        for point in expand(suite, variant):
+            given = set(point.params) & set(SWEEPS)
+            if given:
+                raise arguments.ConfigError(
+                    f"{where} [{variant}]: {sorted(given)[0]} is set by the sweep for every point"
+                )
+            if suite.kind != "derived":
+                try:  # the one place parameters are checked; the run name with them (it becomes a file name)
+                    arguments.build({**point.params, "run_name": point.run_name, "suite": suite.name}, platform(suite))
+                except arguments.ConfigError as err:
+                    raise arguments.ConfigError(f"{where} [{variant}]: {err}") from None
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -184,7 +171,7 @@ def load_suite(path: str | Path) -> Suite:
     try:
         f = SuiteFile.model_validate(raw)
     except pydantic.ValidationError as err:
-        raise ConfigError(_problem(path, err.errors()[0])) from None
+        raise arguments.ConfigError(_problem(path, err.errors()[0])) from None
     suite = Suite(
         name=path.stem,
         title=f.title or path.stem,
@@ -195,24 +182,15 @@ def load_suite(path: str | Path) -> Suite:
         requires=f.requires,
         params=f.params,
         variants={v: raw[v] for v in VARIANTS if v in raw},
-        report=raw.get("report", {}),
+        report=f.report.model_dump(),
         description=f.description,
         on_demand=f.on_demand,
     )
     if f.kind == "notebook" and not f.notebook:
-        raise ConfigError(f'{path}: a notebook suite needs notebook = "Nvidia/baseline.ipynb" or similar')
+        raise arguments.ConfigError(f'{path}: a notebook suite needs notebook = "Nvidia/baseline.ipynb" or similar')
     if f.kind != "derived" and set(suite.variants) != set(VARIANTS):
-        raise ConfigError(f"{path}: needs both [quick] and [full] tables")
-    for variant in suite.variants:
-        for point in _combinations(suite, variant):
-            unknown = sorted(set(point) - set(FIELDS))
-            if unknown:
-                raise ConfigError(f"{path} [{variant}]: {unknown_message(unknown[0])}")
-            if f.kind == "notebook":
-                try:
-                    build_args(point)  # the one place parameters are checked
-                except ConfigError as err:
-                    raise ConfigError(f"{path} [{variant}]: {err}") from None
+        raise arguments.ConfigError(f"{path}: needs both [quick] and [full] tables")
+    check(suite, str(path))
     return suite
 
 
@@ -222,7 +200,7 @@ def read_suites(suites_dir: str | Path = SUITES_DIR) -> tuple[list[Suite], dict[
     for path in sorted(repo_path(suites_dir).glob("*.toml")):
         try:
             found.append(load_suite(path))
-        except ConfigError as err:
+        except arguments.ConfigError as err:
             broken[str(path)] = str(err)
     return sorted(found, key=lambda s: (s.order, s.name)), broken
 
@@ -260,21 +238,31 @@ def _combinations(suite: Suite, variant: str) -> list[dict]:
     base = {**suite.params, **spec.get("params", {})}
     grid = spec.get("grid", {})
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    return [{**base, **case, **combo, **suite.overrides} for case in spec.get("cases", [{}]) for combo in combos]
+    return [{**base, **case, **combo} for case in spec.get("cases", [{}]) for combo in combos]
 
 
-def run_name(suite: str, variant: str, params: dict, varying: list[str]) -> str:
+def label(params: dict) -> str:
+    """Return `k=v,...` as a run name carries it: no slash, space or plus (a plus opens the overrides)."""
+    return re.sub(r"[/+]", "_", ",".join(f"{k}={v}" for k, v in params.items()).replace(" ", ""))
+
+
+def run_name(suite: str, variant: str, params: dict, varying: list[str], trainium: bool = False) -> str:
     """Return `<suite>-<variant>-<k=v,...>-<hash>`: one point, one name; an edited parameter, a new name."""
-    label = ",".join(f"{k}={params[k]}" for k in varying) or "point"
+    named = {**params, **TRAINIUM_NAMED} if trainium else params
     digest = hashlib.sha1(
-        json.dumps({k: v for k, v in params.items() if k not in WHERE}, sort_keys=True, default=str).encode()
+        json.dumps({k: v for k, v in named.items() if k not in WHERE}, sort_keys=True, default=str).encode()
     ).hexdigest()[:6]
-    return f"{suite}-{variant}-{label}-{digest}".replace("/", "_").replace(" ", "")
+    return f"{suite}-{variant}-{label({k: params[k] for k in varying}) or 'point'}-{digest}"
 
 
 def repeat_name(name: str, repeat: int) -> str:
     """Return the run name of a point's `repeat`-th independent run (the first keeps the point's name)."""
     return name if repeat == 1 else f"{name}-rep{repeat}"
+
+
+def point_of(name: str) -> str:
+    """Return the suite point a run name belongs to: the name without its `+NAME=VALUE` overrides."""
+    return name.partition("+")[0]
 
 
 def timeout_of(suite: Suite, variant: str) -> float:
@@ -287,14 +275,46 @@ def expand(suite: Suite, variant: str) -> list[Point]:
     if suite.kind == "derived":
         return []
     if variant not in suite.variants:
-        raise ConfigError(f"suite {suite.name} has no [{variant}] table")
+        raise arguments.ConfigError(f"suite {suite.name} has no [{variant}] table")
     combos = _combinations(suite, variant)
     names = list(dict.fromkeys(k for c in combos for k in c))  # every name, in first-seen order
     varying = [k for k in names if len({json.dumps(c.get(k), default=str) for c in combos}) > 1]
-    cells = [(run_name(suite.name, variant, c, [k for k in varying if k in c]), c) for c in combos]
+    trainium = platform(suite) is arguments.TrainiumArgs
+    cells = {}  # the parameters run -> the name; points an override makes one are run once
+    for c in combos:
+        name = run_name(suite.name, variant, c, [k for k in varying if k in c], trainium)
+        cells.setdefault(json.dumps({**c, **suite.overrides}, sort_keys=True, default=str), (name, c))
+    suffix = f"+{label(suite.overrides)}" if suite.overrides else ""
     repeats = suite.variants[variant].get("repeats", 1)
     # every cell once, then every cell again: a cell's repeats spread over the sweep, their spread between runs
-    return [Point(repeat_name(name, r), params) for r in range(1, repeats + 1) for name, params in cells]
+    return [
+        Point(repeat_name(name, r) + suffix, {**params, **suite.overrides})
+        for r in range(1, repeats + 1)
+        for name, params in cells.values()
+    ]
+
+
+def with_overrides(suite: Suite, settings: list[str], variant: str) -> Suite:
+    """Return `suite` with NAME=VALUE settings (TOML values, else text) over every point of `variant`, checked."""
+    overrides = {}
+    for item in settings:
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or name not in platform(suite).__dataclass_fields__:
+            why = f" ({arguments.unknown_message(name, platform(suite))})" if sep else ""
+            raise arguments.ConfigError(f"--set {item!r}: expected NAME=VALUE with NAME a run parameter{why}")
+        if name in SWEEPS:
+            raise arguments.ConfigError(
+                f"--set {item!r}: {name} is set by the sweep for every point (--results for the folder)"
+            )
+        try:
+            overrides[name] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            overrides[name] = value
+    if not overrides or suite.kind == "derived":
+        return suite
+    changed = dataclasses.replace(suite, overrides={**suite.overrides, **overrides})
+    check(changed, f"--set {' '.join(settings)} on {suite.name}", (variant,))
+    return changed
 
 
 def xla_env() -> str:
@@ -305,11 +325,11 @@ def xla_env() -> str:
 def retarget(suite: Suite, target: str) -> Suite:
     """Return `suite` as run on `target` (trainium: through the Trainium notebook; xla: neuron where it exists)."""
     if target not in TARGETS:
-        raise ConfigError(f"target={target!r} is unknown: allowed {', '.join(TARGETS)}")
+        raise arguments.ConfigError(f"target={target!r} is unknown: allowed {', '.join(TARGETS)}")
     if target == "trainium" and suite.kind == "notebook" and suite.notebook == TARGETS["nvidia"][0]:
         notebook, env = TARGETS[target]
-        # device=xla is the Trainium notebook's default; naming it gives these points their own run names
-        suite = dataclasses.replace(suite, notebook=notebook, env=env, params={**suite.params, "device": "xla"})
+        suite = dataclasses.replace(suite, notebook=notebook, env=env)
+        check(suite, f"{suite.name} on the trainium target")
     if suite.env == "xla" and xla_env() != "xla":
         suite = dataclasses.replace(suite, env=xla_env())
     return suite
