@@ -7,18 +7,16 @@ T = B*L tokens, H hidden, I intermediate, C labels.
 
 MFU, the one definition every table uses (as nanoGPT's `estimate_mfu`): model FLOPs of the steps (forward and
 backward matmuls, `model_flops`) per second, over the device's dense peak for the dtype the matmuls run in
-(published for GPUs and NeuronCores, helpers/facts/device_peaks.csv; measured once per CPU, <results>/_peaks/).
+(published for GPUs and NeuronCores, helpers/facts/device_peaks.csv; a CPU's is measured, helpers/peaks.py).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
 
 import pandas as pd
 
-from helpers import args, devices
+from helpers import arguments, devices
 
 # Bytes per element of each tensor class. weight: stored parameters (the fp32 master under autocast);
 # grad: parameter gradients; state: each AdamW moment; matmul: matmul inputs (autocast casts them to
@@ -96,7 +94,7 @@ def model_flops(config: dict, batch: int, seq_len: int, lora_r: int = 0, lora_ta
 def lora_model_flops(config: dict, batch: int, seq_len: int, r: int, targets: str) -> float:
     """Return forward + backward matmul FLOPs of a LoRA step of rank `r` on `targets`."""
     # frozen weights get no weight gradient; nothing below the first adapter needs an input gradient
-    roles = args.lora_roles(targets)
+    roles = arguments.lora_roles(targets)
     B, L, H, I = batch, seq_len, config["hidden_size"], intermediate(config)
     T = B * L
     total = 0.0
@@ -137,7 +135,7 @@ def lora_trainable(config: dict, r: int, targets: str) -> int:
     H, I, C = config["hidden_size"], intermediate(config), config["num_labels"]
     shapes = {"query": (H, H), "key": (H, H), "value": (H, H), "attention_output": (H, H), "ffn_up": (H, I)}
     shapes["ffn_down"] = (I, H)
-    per_layer = sum(r * (din + dout) for role, (din, dout) in shapes.items() if role in args.lora_roles(targets))
+    per_layer = sum(r * (din + dout) for role, (din, dout) in shapes.items() if role in arguments.lora_roles(targets))
     # the classifier; RoBERTa's and DistilBERT's first head linear too (helpers/lora.py's modules_to_save)
     head = H * C + C + (H * H + H) * (config.get("model_type", "bert") != "bert")
     return config["num_hidden_layers"] * per_layer + head
@@ -194,18 +192,10 @@ def published_peaks() -> pd.DataFrame:
     return pd.read_csv(devices.FACTS / "device_peaks.csv").set_index("key", drop=False)
 
 
-def roof(device: dict, dtype: str, peaks_dir: str | Path | None = None) -> dict:
-    """Return the roof a record's device is held to: peak_tflops, mem_bw_gbps (None unknown), source, measured_at."""
+def roof(device: dict, dtype: str) -> dict:
+    """Return the published roof of a record's GPU or NeuronCore: peak_tflops, mem_bw_gbps (None unknown), source.
+    A CPU's roof is measured on its machine (helpers.peaks.cpu_roof, which the report reads beside this)."""
     key = devices.kind(device)
-    if key in ("cpu", "xla-cpu"):  # a CPU's roof, measured on the machine at the run's threads (helpers.peaks)
-        path = Path(peaks_dir or ".") / f"{device.get('key')}.json"
-        kept = json.loads(path.read_text()) if peaks_dir and path.is_file() else {}
-        found = kept.get(f"{dtype}, {device.get('torch_threads')} threads") if isinstance(kept, dict) else None
-        if not isinstance(found, dict) or not found.get("peak_tflops"):
-            return {"peak_tflops": None, "mem_bw_gbps": None, "source": f"no {dtype} roof measured on this CPU"}
-        measured_at = str(found.get("measured_at", ""))[:10]
-        source = f"measured ({found.get('shape', 'matmul')}, {measured_at})"
-        return {"peak_tflops": found["peak_tflops"], "mem_bw_gbps": found.get("mem_bw_gbps"), "source": source}
     if key not in published_peaks().index:
         return {"peak_tflops": None, "mem_bw_gbps": None, "source": f"no published peak of {device.get('name')}"}
     row = published_peaks().loc[key]
@@ -213,7 +203,7 @@ def roof(device: dict, dtype: str, peaks_dir: str | Path | None = None) -> dict:
     return {"peak_tflops": float(tflops), "mem_bw_gbps": float(row["mem_bw_gbps"]), "source": row["source"]}
 
 
-def peak(device: dict, dtype: str, peaks_dir: str | Path | None = None) -> tuple[float | None, str]:
-    """Return the dense peak (TFLOP/s) a record's device reaches in `dtype`, and where the figure comes from."""
-    found = roof(device, dtype, peaks_dir)
+def peak(device: dict, dtype: str) -> tuple[float | None, str]:
+    """Return the dense peak (TFLOP/s) a record's GPU or NeuronCore reaches in `dtype`, and where it is published."""
+    found = roof(device, dtype)
     return found["peak_tflops"], found["source"]

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from helpers import devices, record
-from helpers.args import PRESETS
+from helpers.arguments import PRESETS
 from study import frame
 from study.notation import DASH, fmt
 from study.published import PUBLISHED_DIR, STUDY_KEYS, published

@@ -13,7 +13,7 @@ import copy
 from pathlib import Path
 
 import helpers.record
-from helpers import args
+from helpers import arguments
 
 DEVICES = {
     "a100": {"type": "cuda", "name": "NVIDIA A100-SXM4-40GB", "key": "cuda-nvidia-a100-sxm4-40gb",
@@ -66,8 +66,8 @@ def record(
     """Return a fixture record of a run of `params` on `device` (a key of DEVICES) with these figures."""
     dev = copy.deepcopy(DEVICES[device])
     kind = "neuron" if dev["neuron"] else ("cuda" if dev["type"] == "cuda" else "cpu")
-    platform = args.TrainiumArgs if dev["type"] == "xla" else args.NvidiaArgs
-    run = args.build({k: v for k, v in params.items() if k not in ("run_name", "suite")}, platform)
+    platform = arguments.TrainiumArgs if dev["type"] == "xla" else arguments.NvidiaArgs
+    run = arguments.build({k: v for k, v in params.items() if k not in ("run_name", "suite")}, platform)
     name = run_name or params.get("run_name", "fixture")  # no library versions: reading them is most of the cost
     rec = helpers.record.RunRecord(
         run_name=name, suite=suite, params=run.flat(), params_given=sorted(run.given), device=dev

@@ -1,7 +1,6 @@
 """helpers/flops.py: FLOPs of a training step (checked against FlopCounterMode), LoRA's, parameters, bytes, MFU and
 the roof a record's device is held to."""
 
-import json
 import types
 
 import pytest
@@ -10,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
 
 from helpers import flops, lora, models
-from helpers.args import ConfigError
+from helpers.arguments import ConfigError
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=500,
             max_position_embeddings=64, num_labels=6, attn_implementation="eager")  # fmt: skip
@@ -129,24 +128,3 @@ def test_the_bytes_of_a_step_are_its_weights_gradients_optimizer_and_activations
 def test_a_gpu_or_neuroncore_is_held_to_its_published_peak(device, dtype, tflops):
     found, source = flops.peak(device, dtype)
     assert found == tflops and source
-
-
-def test_a_cpu_is_held_to_the_roof_measured_on_it_at_its_threads(tmp_path):
-    key = "cpu-some-cpu-f6m207-avx512"
-    kept = {
-        "bf16, 2 threads": {
-            "peak_tflops": 0.5,
-            "mem_bw_gbps": 30.0,
-            "shape": "square 2048",
-            "measured_at": "2026-11-24T01:02:03",
-        }
-    }
-    (tmp_path / f"{key}.json").write_text(json.dumps(kept))
-    cpu = {"type": "cpu", "name": "Some CPU", "key": key, "torch_threads": 2}
-    assert flops.roof(cpu, "bf16", tmp_path) == {
-        "peak_tflops": 0.5,
-        "mem_bw_gbps": 30.0,
-        "source": "measured (square 2048, 2026-11-24)",
-    }
-    assert flops.peak({**cpu, "torch_threads": 4}, "bf16", tmp_path) == (None, "no bf16 roof measured on this CPU")
-    assert flops.peak(cpu, "fp32", tmp_path)[0] is None and flops.peak(cpu, "bf16", None)[0] is None

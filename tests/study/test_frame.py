@@ -45,20 +45,18 @@ def test_a_profiled_record_from_before_the_profiler_had_its_own_window_is_timed_
 
 def test_a_cpu_runs_mfu_is_against_the_roof_kept_for_its_machine_at_its_threads(tmp_path):
     rec = record("cpu", "batch_scaling", {"batch": 8, "max_length": 32}, run_name="b8")
-    roof = {
-        "fp32, 2 threads": {
-            "peak_tflops": 0.2,
-            "mem_bw_gbps": 20.0,
-            "shape": "square 2048",
-            "measured_at": "2026-11-24",
-        }
-    }
+    kept = {"peak_tflops": 0.2, "mem_bw_gbps": 20.0, "threads": 2, "shape": "square 2048", "by_shape": {}}
+    roof = {"fp32, 2 threads": {**kept, "measured_at": "2026-11-24T01:02:03"}}
     (tmp_path / "_peaks").mkdir()
     (tmp_path / "_peaks" / f"{rec['device']['key']}.json").write_text(json.dumps(roof))
     write(tmp_path, rec)
     row = load(tmp_path, include_fixtures=True)[0].iloc[0]
     assert row["peak_tflops"] == 0.2 and row["peak_source"] == "measured (square 2048, 2026-11-24)"
     assert row["mfu_pct"] == pytest.approx(100 * row["tflops"] / 0.2)
+    busy = {"fp32, 2 threads": {**kept, "others_cores": 1.5}}  # measured while other processes ran: never trusted
+    (tmp_path / "_peaks" / f"{rec['device']['key']}.json").write_text(json.dumps(busy))
+    row = load(tmp_path, include_fixtures=True)[0].iloc[0]
+    assert pd.isna(row["mfu_pct"]) and row["peak_source"] == "no trusted fp32 roof kept for this CPU"
 
 
 def test_each_record_has_its_device_class_from_the_facts_and_only_the_studys_model_on_a_gpu_or_trn1_is_no_proxy():
