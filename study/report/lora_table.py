@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from study import cost, frame
-from study.claims.accuracy import mean_interval
-from study.claims.lora import best_lr, gap, searched, setting
+from study.claims.accuracy import gap, mean_interval
+from study.claims.lora import best_lr, searched, setting
 from study.notation import DASH, fmt
 from study.report.tables import caption, markdown, no_runs
 from study.report.tta_table import cell, process_cpu
@@ -61,7 +61,9 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
                     "test accuracy %": DASH
                     if math.isnan(mean)
                     else f"{100 * mean:.2f}" + (f" ± {100 * half:.2f}" if math.isfinite(half) else ""),
-                    "gap to full (points)": DASH if math.isnan(diff) else f"{diff:+.2f} ± {diff_half:.2f}",
+                    "gap to full (points)": DASH
+                    if math.isnan(diff)
+                    else f"{diff:+.2f}" + (f" ± {diff_half:.2f}" if math.isfinite(diff_half) else " (one seed a side)"),
                     f"to {100 * TARGET:.0f}% (s, ≤)": to_target(cells),
                     f"USD to {100 * TARGET:.0f}%": usd(cells),
                     "samples/s (every lr's runs)": DASH if timed.empty else str(frame.estimate(timed, "samples_per_s")),

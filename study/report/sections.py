@@ -11,7 +11,7 @@ from study.claims import accuracy
 from study.frame import profiled
 from study.notation import DASH, fmt
 from study.published import PUBLISHED_DIR, published
-from study.report import tables
+from study.report import accuracy_table, tables
 from study.report.lora_table import lora_section
 from study.report.tables import caption, markdown, no_runs
 from study.report.tta_table import tta_section
@@ -52,7 +52,7 @@ def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             "the study's A100 SM % and trn1 engine %: compare each with its own kind only."
         )
     for device in dict.fromkeys(df["label"]):
-        for value in spec.get("trend", []):
+        for value in spec.get("trend") or []:
             line = tables.trend(df, keys[0], value, device)
             if line:
                 parts.append(line)
@@ -73,7 +73,7 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts = [caption(suite, df)]
         table = None
         for device, g in df.groupby("label", sort=False):
-            t = accuracy.accuracy_table(g, keys)
+            t = accuracy_table.accuracy_table(g, keys)
             if df["label"].nunique() > 1:
                 t.columns = [f"{c} · {device}" for c in t.columns]
             table = t if table is None else table.join(t, how="outer")
@@ -81,7 +81,7 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         table = tables.keyed(table).join(pub, how="outer")
     parts.append(markdown(table.fillna(DASH)))
     for device, g in df.groupby("label", sort=False):
-        parts.append(f"{device}: " + accuracy.best_cell(g, keys))
+        parts.append(f"{device}: " + accuracy_table.best_cell(g, keys))
     parts.append(INTERVAL_NOTE)
     return "\n\n".join(parts)
 
@@ -89,7 +89,7 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
 INTERVAL_NOTE = (
     "Accuracies in %, mean ± half-width of the 95% t-interval over seeds where a cell has "
     "several; a cell with one seed (or runs sharing one) has no spread between seeds and shows "
-    "none: its test set's sampling error (binomial, 90%) is stated instead. A cell whose mean is more "
+    "none: its test set's sampling error (binomial, 95%) is stated instead. A cell whose mean is more "
     "than 5 points below the best its model reached on that device at that budget (`learned?` no) did "
     "not learn, the claims' criterion too, and is left out of conclusions."
 )
@@ -117,7 +117,7 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             {
                 "max_length": str(length),
                 "seeds": str(len(diffs)),
-                "measured: SR − nearest (points)": accuracy.fmt_interval(diffs, None) if diffs else DASH,
+                "measured: SR − nearest (points)": accuracy_table.fmt_interval(diffs, None) if diffs else DASH,
                 "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
                 f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}",
             }
@@ -176,8 +176,8 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             str(frame.ratio(b, o)),
             tables.spread_cell(opt, "samples_per_s"),
             *(
-                accuracy.fmt_interval(
-                    list(arm["test_acc"]), int(arm["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(arm)
+                accuracy_table.fmt_interval(
+                    list(arm["test_acc"]), int(arm["test_rows"].max() or 0) or None, accuracy_table.seeds(arm)
                 )
                 for arm in (base, opt)
             ),
@@ -304,4 +304,4 @@ KINDS = {
 
 def section(suite: Suite, df: pd.DataFrame, published_dir=PUBLISHED_DIR) -> str:
     """Return the Markdown body of `suite`'s section from its frame rows."""
-    return KINDS[suite.report.get("table", "grid")](suite, df, published_dir)
+    return KINDS[suite.report.get("table") or "grid"](suite, df, published_dir)

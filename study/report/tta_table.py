@@ -55,7 +55,7 @@ def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
     done = df[df["status"] == "finished"] if len(df) else df
     if done.empty:
         return no_runs(suite)
-    keys = [k for k in suite.report.get("keys", []) if k in done.columns]
+    keys = [k for k in suite.report.get("keys") or [] if k in done.columns]
     rows = []
     targets = sorted(c.removeprefix("tta_") for c in done if c.startswith("tta_0"))
     for group, g in done.groupby(["label", "variant", *keys], sort=True, dropna=False):
