@@ -5,10 +5,10 @@ Derived figures are computed here from each record's raw measurements, so a corr
 model FLOPs per step from its shapes (helpers/flops.py), TFLOP/s and MFU over its steady seconds, bytes and
 arithmetic intensity from the memory model, the roof from the device's published peak or the CPU's measured one.
 
-One estimator per figure, on every page and plot: `estimate(rows, metric)`, the median of independent runs with
-the range between them (>= MIN_RUNS runs), else the spread within the runs; `ratio(a, b)` for a ratio of two.
-A timing figure is estimated over every finished, unprofiled run of its configuration (the lr and the seed do not
-change a step).
+One estimator per figure, on every page, plot and claim: `estimate(rows, metric)`, the median of a cell's independent
+runs with the lowest and highest run as its band, and `ratio(a, b)` for a ratio of two. A timing figure is estimated
+over every finished, unprofiled run of its configuration (the lr and the seed do not change a step); a band is a
+spread between runs only with MIN_RUNS of them.
 """
 
 from __future__ import annotations
@@ -134,18 +134,10 @@ class Band(NamedTuple):
 
 
 def estimate(rows: pd.DataFrame, metric: str) -> Band:
-    """Return the one estimate of `metric` over independent runs: their median, and their range (>= MIN_RUNS runs),
-    else the spread within the runs (samples/s: timing windows; step time, train time: the steps' p10-p90)."""
-    values = rows[metric].astype(float)
-    lo, hi = values, values
-    if values.notna().sum() < MIN_RUNS and metric == "samples_per_s":
-        lo, hi = rows["window_min"].fillna(values), rows["window_max"].fillna(values)
-    elif values.notna().sum() < MIN_RUNS and metric == "step_ms":
-        lo, hi = rows["step_ms_p10"].fillna(values), rows["step_ms_p90"].fillna(values)
-    elif values.notna().sum() < MIN_RUNS and metric == "train_s":
-        rel = ((rows["step_ms_p90"] - rows["step_ms_p10"]) / (2 * rows["step_ms"])).astype(float).fillna(0)
-        lo, hi = values * (1 - rel), values * (1 + rel)
-    return Band(float(values.median()), float(lo.min()), float(hi.max()))
+    """Return the one estimate of `metric` over a cell's independent runs: their median, and the lowest and highest
+    run (the claims', the tables' and the figures'; one run: no spread)."""
+    values = rows[metric].astype(float).dropna()
+    return Band(float(values.median()), float(values.min()), float(values.max()))
 
 
 def ratio(a: Band, b: Band) -> Band:

@@ -340,8 +340,8 @@ def speedup(df, published_dir):
         fig,
         Patch(
             facecolor="0.6",
-            label="measured here; whiskers: the extreme ratios of the spreads (between runs with >= 3 a preset,\n"
-            "else the steps' p10–p90 within them: study/frame.py estimate); a host-bound device's speedup is its host's",
+            label="measured here; whiskers: the extreme ratios of the runs (study/frame.py estimate and ratio, as the "
+            "claims take them),\nnone for one run a preset; a host-bound device's speedup is its host's",
         ),
     )
     plot_style.key(

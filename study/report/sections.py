@@ -195,10 +195,10 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             "16,000 × 3 epochs, bert-base",
         ]
     labels = [
-        "baseline train s (median of runs; spread)",
-        "optimized train s (median of runs; spread)",
-        "speedup (ratio of the medians; extreme ratios)",
-        "optimized samples/s (median of runs; spread)",
+        "baseline train s (median of runs; their range)",
+        "optimized train s (median of runs; their range)",
+        "speedup (ratio of the medians; extreme ratios of runs)",
+        "optimized samples/s (median of runs; their range)",
         "baseline test accuracy %",
         "optimized test accuracy %",
         "rows × epochs, model",
@@ -209,8 +209,9 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts
         + [
             table.to_markdown(disable_numparse=True),
-            f"Spread: the range between runs with >= {frame.MIN_RUNS} of them, else the steps' p10–p90 within them "
-            "(study/frame.py `estimate`, as the claims and the figure). Measured samples/s count samples processed in "
+            "Each figure: the median of the runs, the lowest and highest run beside it (study/frame.py `estimate` and "
+            f"`ratio`, as the claims and the figure take them; a spread between runs with >= {frame.MIN_RUNS} of them, "
+            "one run's: the spread of its steps). Measured samples/s count samples processed in "
             "the steady state; the published T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, 3x below "
             "that rate (Experiment/published/README.md). A host-bound device's speedup is the host's, not the "
             "accelerator's: its step waits on Python, launches and the input.",

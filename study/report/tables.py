@@ -43,6 +43,7 @@ LABELS = {
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
 TIMED = ("samples_per_s", "step_ms", "train_s")  # figures frame.estimate gives, with their spread
+WITHIN = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}  # one run's own
 
 
 def cell(values: pd.Series, name: str) -> str:
@@ -59,15 +60,21 @@ def cell(values: pd.Series, name: str) -> str:
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
-    """Return a timing cell as frame.estimate gives it (with the runs it rests on), any other as `cell`."""
+    """Return a timing cell as frame.estimate gives it, with the runs it rests on (one run: its own windows or steps,
+    said to be within it); any other figure as `cell`."""
     runs = int(group[name].notna().sum())
     if name not in TIMED or runs == 0:
         return cell(group[name], name)
     band = frame.estimate(group, name)
-    said = [] if math.isclose(band.lo, band.hi) else [f"{fmt(band.lo)}–{fmt(band.hi)}"]
     if runs > 1:
-        said.append(f"{runs} runs" + ("" if runs >= MIN_RUNS else ": spread within them"))
-    return fmt(band.mid) + (f" ({', '.join(said)})" if said else "")
+        return f"{fmt(band.mid)} ({fmt(band.lo)}–{fmt(band.hi)}, {runs} runs)"
+    lo, hi = WITHIN.get(name, (None, None))
+    r = group.dropna(subset=[name]).iloc[0]
+    return (
+        fmt(band.mid)
+        if lo is None or pd.isna(r[lo])
+        else f"{fmt(band.mid)} (one run; within it {fmt(r[lo])}–{fmt(r[hi])})"
+    )
 
 
 def grid_table(
@@ -136,25 +143,25 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
-    """Return a line saying how `value` moves along `key` on `device` and which neighbouring rows differ."""
+    """Return a line saying how `value` moves along `key` on `device`, and which neighbouring rows differ beyond the
+    range between their runs (>= MIN_RUNS a row; with fewer, nothing is resolved)."""
     mine = df[(df["label"] == device) & df[value].notna()]
     rows = pd.DataFrame({k: frame.estimate(g, value) for k, g in mine.groupby(key)}, index=["mid", "lo", "hi"]).T
     if len(rows) < 2:
         return ""
-    runs = mine.groupby(key)[value].count()
-    spread = (
-        f"the range between runs (>= {MIN_RUNS} each)"
-        if (runs >= MIN_RUNS).all()
-        else f"the timing spread within a run where a row has fewer than {MIN_RUNS} runs"
+    first, last = rows.iloc[0], rows.iloc[-1]
+    said = (
+        f"On {device}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}={_key(rows.index[0])} to "
+        f"{fmt(last.mid)} at {key}={_key(rows.index[-1])} ({last.mid / first.mid:.2f}x); "
     )
+    if (mine.groupby(key)[value].count() < MIN_RUNS).any():
+        return said + f"not resolved: fewer than {MIN_RUNS} runs a row, no range between runs to tell neighbours apart."
     neighbours = zip(rows.iterrows(), rows.iloc[1:].iterrows())
     apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in neighbours)
-    first, last = rows.iloc[0], rows.iloc[-1]
-    return (
-        f"On {device}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
-        f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
-        f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
-        f"differ beyond {spread}" + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + "."
+    return said + (
+        f"{apart} of {len(rows) - 1} neighbouring steps differ beyond the range between runs (>= {MIN_RUNS} each)"
+        + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)")
+        + "."
     )
 
 
