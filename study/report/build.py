@@ -135,7 +135,7 @@ def build_report(
         "",
         "# BERT fine-tuning on dair-ai/emotion: the report",
         "",
-        findings.bottom_line(df, table),
+        findings.bottom_line(current, table),
         "",
         findings.summary(table, page="claims.md", quotes=False),
         "",
