@@ -42,38 +42,23 @@ LABELS = {
     "samples_per_j": "samples/J",
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
-TIMED = ("samples_per_s", "step_ms", "train_s")  # figures frame.estimate gives, with their spread
 WITHIN = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}  # one run's own
 
 
-def cell(values: pd.Series, name: str) -> str:
-    """Return a group's cell: the median, with the spread of one run's windows or of several runs."""
-    values = values.dropna()
+def spread_cell(group: pd.DataFrame, name: str) -> str:
+    """Return a group's cell: frame.estimate's median with the lowest and highest run; one run's timing with its own
+    windows or steps, said to be within it."""
+    values = group[name].dropna()
     if values.empty:
         return DASH
     scale = 100 if name in PERCENT else 1
-    if len(values) == 1:
-        return fmt(values.iloc[0] * scale)
-    return (
-        f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, {len(values)} runs)"
-    )
-
-
-def spread_cell(group: pd.DataFrame, name: str) -> str:
-    """Return a timing cell as frame.estimate gives it, with the runs it rests on (one run: its own windows or steps,
-    said to be within it); any other figure as `cell`."""
-    runs = int(group[name].notna().sum())
-    if name not in TIMED or runs == 0:
-        return cell(group[name], name)
     band = frame.estimate(group, name)
-    if runs > 1:
-        return f"{fmt(band.mid)} ({fmt(band.lo)}–{fmt(band.hi)}, {runs} runs)"
-    lo, hi = WITHIN.get(name, (None, None))
-    r = group.dropna(subset=[name]).iloc[0]
-    return (
-        fmt(band.mid)
-        if lo is None or pd.isna(r[lo])
-        else f"{fmt(band.mid)} (one run; within it {fmt(r[lo])}–{fmt(r[hi])})"
+    if len(values) > 1:
+        return f"{fmt(band.mid * scale)} ({fmt(band.lo * scale)}–{fmt(band.hi * scale)}, {len(values)} runs)"
+    lo, hi = WITHIN.get(name, (name, name))
+    r = group.loc[values.index[0]]
+    return fmt(band.mid * scale) + (
+        "" if lo == hi or pd.isna(r[lo]) else f" (one run; within it {fmt(r[lo])}–{fmt(r[hi])})"
     )
 
 
@@ -93,7 +78,6 @@ def grid_table(
             lambda g: pd.Series(
                 {f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
                 | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
-                | ({f"windows within a run{label}": within_runs(g)} if "samples_per_s" in values and len(g) > 1 else {})
             ),
             include_groups=False,
         )
@@ -103,12 +87,6 @@ def grid_table(
     if pub is not None:
         out = keyed(out).join(pub, how="outer")
     return out.fillna(DASH)
-
-
-def within_runs(group: pd.DataFrame) -> str:
-    """Return the samples/s range of the timing windows inside a group's runs (the second, within-run spread)."""
-    lo, hi = group["window_min"].min(), group["window_max"].max()
-    return DASH if pd.isna(lo) or pd.isna(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
 def keyed(table: pd.DataFrame) -> pd.DataFrame:
