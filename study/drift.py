@@ -3,14 +3,14 @@
 Two suites that time the same setting (small_batch's batch 16 and batch_scaling's batch 16, say) must give
 the same samples/s within the noise between independent runs; the largest gap between two suites' medians
 of one configuration is the drift a machine shows between suites, a noise the range between back-to-back
-runs does not show. The report tabulates it; a timing claim resolves only beyond it.
+runs does not show. The report tabulates it.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.frame import profiled
+from study.frame import MIN_RUNS, profiled
 
 # every parameter that changes the work of a static-padding step (LLRD's parameter groups and the optimizer's
 # class change the update; LoRA, the preset and the compiler's flags the graph); train_subset, epochs, the lr,
@@ -50,6 +50,7 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
             lo=("samples_per_s", "min"),
             hi=("samples_per_s", "max"),
             device=("device", "first"),
+            label=("label", "first"),
             device_key=("device_key", "first"),
             batch=("batch", "first"),
             max_length=("max_length", "first"),
@@ -62,9 +63,11 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def drift_pcts(df: pd.DataFrame) -> dict[str, float]:
-    """Return per device key the drift between suites (%), absent where no configuration had several suites."""
+    """Return per device key the drift between suites (%) over configurations every suite of which ran >= MIN_RUNS
+    times (single runs resolve no drift); absent where none did."""
     df = df.reindex(columns=list(dict.fromkeys([*df.columns, *SAME])))
     rows = agreement(df)
+    rows = rows[rows.groupby("config")["runs"].transform("min") >= MIN_RUNS]
     if rows.empty:
         return {}
     gaps = rows.groupby(["device_key", "config"])["median"].agg(lambda m: 100 * (m.max() - m.min()) / m.min())

@@ -19,10 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from helpers.calc.facts import cuda_device_key, device_column, load_devices
-from helpers.run.paths import repo_path
-from helpers.study.notation import short_device
-from helpers.study.published import STUDY_KEYS
+from helpers import devices
+from helpers.record import repo_path
+from study.notation import short_device
+from study.published import STUDY_KEYS
 
 PALETTE = sns.color_palette("colorblind").as_hex()  # Okabe-Ito's hues: told apart by colour-blind readers too
 DARK = sns.color_palette("dark").as_hex()  # for devices beyond the families: never mistaken for one of them
@@ -40,11 +40,12 @@ FOOTER_IN = 0.22  # height of the footer line, inches
 # SPARE, in device key order
 # every marker has an inside: a hollow one (fp32 runs, a range's ends) must read apart from a filled one,
 # which a thin plus, cross or star cannot show
-FAMILIES = {r.family: (r.colour, r.marker) for r in load_devices().dropna(subset=["colour"]).itertuples()}
+FACTS = devices.facts()
+FAMILIES = {r.family: (r.colour, r.marker) for r in FACTS.dropna(subset=["colour"]).itertuples()}
 # the near-circles (hexagon, octagon) last: a second CPU must not read as the first's circles
 SPARE = ((DARK[4], "d"), (DARK[5], "<"), (DARK[6], ">"), (DARK[8], "h"), (DARK[9], "8"))
-SHORT_NAMES = device_column("short_name")
-STUDY_FAMILIES = {name: load_devices().at[key, "family"] for name, key in STUDY_KEYS.items()}  # 'A100' -> family
+SHORT_NAMES = FACTS["short_name"].dropna().to_dict()
+STUDY_FAMILIES = {name: FACTS.at[key, "family"] for name, key in STUDY_KEYS.items()}  # 'A100' -> family
 MODELS = {"minilm": "MiniLM", "bert-base-uncased": "bert-base", "bert-base-random": "bert-base (random init)"}
 # a published line; a published bar is hatched
 PUBLISHED = {"marker": "X", "linestyle": "--", "markersize": 9}
@@ -57,19 +58,17 @@ def theme():
 
 
 def family(row: pd.Series) -> str:
-    """Return a device's family ('trn1', 'a100-40gb', 'cpu', 'xla-cpu', ...): what picks its colour."""
-    if row.get("device.neuron") is True or "Trainium" in str(row.get("device")):
-        return "trn1"
-    if row.get("device_type") == "cuda":
-        return cuda_device_key(str(row.get("device"))) or str(row.get("device_key"))
-    return "xla-cpu" if row.get("device_type") == "xla" else str(row.get("device_type") or "unknown")
+    """Return a device's family in helpers/facts/devices.csv ('trn1', 'h200', 'cpu', 'xla-cpu'): what picks its colour."""
+    return str(FACTS.at[row["kind"], "family"]) if row.get("kind") in FACTS.index else str(row.get("device_key"))
 
 
 def device_label(row: pd.Series) -> str:
-    """Return a device's short name: 'trn1 NeuronCore', 'A100 40GB', 'CPU Xeon 2.80GHz', 'XLA on CPU'."""
+    """Return a device's short name, with its host-bound status: 'H200 (host-bound)', 'CPU Xeon 2.80GHz',
+    'XLA CPU (EPYC)'."""
     fam = family(row)
     name = short_device(str(row.get("device"))).replace("@ ", "")
-    return f"CPU {name}" if fam == "cpu" else SHORT_NAMES.get(fam, name)
+    label = f"CPU {name}" if fam == "cpu" else name if fam == "xla-cpu" else SHORT_NAMES.get(fam, name)
+    return label + (f" ({row['host_bound']})" if row.get("host_bound") else "")
 
 
 def device_styles(families: dict[str, str]) -> dict[str, tuple[str, str]]:

@@ -24,7 +24,8 @@ from study.claims.verdict import (
     versus,
     who,
 )
-from study.published import published, study_price
+from study.cost import study_price
+from study.published import published
 
 SPEEDUP_TOLERANCE = 0.10  # the study's speedups are single runs with no stated spread
 

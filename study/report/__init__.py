@@ -1,1 +1,1 @@
-"""Experiment/*.md and Pictures/*.png from the records: `python -m helpers.study.report`."""
+"""Experiment/*.md and Pictures/*.png from the records: `python -m study.report`."""

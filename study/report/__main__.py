@@ -1,6 +1,6 @@
-"""python -m helpers.study.report"""
+"""python -m study.report"""
 
-from helpers.study.report.build import main
+from study.report.build import main
 
 if __name__ == "__main__":
     main()

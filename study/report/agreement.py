@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.study.drift import agreement, drift_pcts
-from helpers.study.frame import MIN_RUNS
-from helpers.study.notation import fmt, short_device
+from study.drift import agreement, drift_pcts
+from study.frame import MIN_RUNS
+from study.notation import fmt
 
 
 def verdict(group: pd.DataFrame) -> str:
@@ -25,7 +25,7 @@ def agreement_markdown(df: pd.DataFrame) -> str:
     table, said_all = [], []
     for _, group in rows.groupby("config", sort=True):
         first = group.iloc[0]
-        what = f"{first['model']}, batch {first['batch']}, L={first['max_length']} on {short_device(first['device'])}"
+        what = f"{first['model']}, batch {first['batch']}, L={first['max_length']} on {first['label']}"
         said = verdict(group)
         said_all.append(said.split(":")[0].split(" beyond")[0].split(" within")[0])
         for _, r in group.iterrows():
@@ -50,13 +50,11 @@ def agreement_markdown(df: pd.DataFrame) -> str:
         f"{counts.get('differ', 0)} differ, {counts.get('not resolved', 0)} are not resolved (fewer than {MIN_RUNS} "
         "runs in a suite)."
     )
-    keys = df.drop_duplicates("device").set_index("device")["device_key"]
-    pcts = drift_pcts(df)
-    drifts = {short_device(d): pcts.get(keys[d]) for d in sorted(rows["device"].unique())}
+    labels = df.drop_duplicates("device_key").set_index("device_key")["label"]
+    drifts = "; ".join(f"{labels[k]} {v:.1f}%" for k, v in sorted(drift_pcts(df).items()))
     drift = (
-        " The drift between suites (the largest gap between two suites' medians of one configuration): "
-        + "; ".join(f"{d} {v:.1f}%" for d, v in drifts.items() if v is not None)
-        + ". A timing verdict whose arms did not run as interleaved repeats of one suite resolves only "
-        "beyond it (helpers/study/claims/verdict.py)."
+        f" The drift between suites (the largest gap between two suites' medians of one configuration, each with >= "
+        f"{MIN_RUNS} runs): {drifts or 'no configuration resolves one'}. It is why a claim takes its spread only "
+        "from interleaved runs of the arms it compares."
     )
     return "\n\n".join([head, pd.DataFrame(table).to_markdown(index=False), tally + drift])

@@ -1,7 +1,7 @@
 """Every table and plot of the report from the run records: Experiment/<suite>.md, Experiment/claims.md,
 Experiment/REPORT.md and Pictures/*.png.
 
-    python -m helpers.study.report [--results Experiment/results]
+    python -m study.report [--results Experiment/results]
 
 Reads every record below the results folder (several machines' folders copied side by side included),
 keeps the suites' current points (records of an edited suite never mix with new ones), and renders from
@@ -19,18 +19,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.run import records
-from helpers.run.paths import repo_path
-from helpers.study import frame
-from helpers.study.claims import accuracy, findings
-from helpers.study.claims.verdict import prepare
-from helpers.study.decide import ranking
-from helpers.study.frame import current_points
-from helpers.study.notation import fmt, header
-from helpers.study.published import PUBLISHED_DIR
-from helpers.study.report import sections
-from helpers.study.report.agreement import agreement_markdown
-from helpers.study.sweep.suites import SUITES_DIR, find_suites, suites_folder
+from helpers import record
+from helpers.record import repo_path
+from study import cost, frame
+from study.claims import accuracy, findings
+from study.claims.verdict import prepare
+from study.frame import current_points
+from study.notation import fmt, header
+from study.published import PUBLISHED_DIR
+from study.report import sections
+from study.report.agreement import agreement_markdown
+from study.sweep.suites import SUITES_DIR, find_suites, suites_folder
 
 OUT_DIR = "Experiment"
 PICTURES_DIR = "Pictures"
@@ -40,7 +39,7 @@ RESULTS = "Experiment/results"
 def machines(df: pd.DataFrame) -> str:
     """Return the table of devices the records come from: runs, dates, instance and CPU features."""
     if df.empty:
-        return "No runs yet: run `make report` (or `python -m helpers.study.sweep all`)."
+        return "No runs yet: run `make report` (or `python -m study.sweep all`)."
     table = df.groupby("device").agg(
         key=("device_key", "first"),
         instance=("instance", lambda s: ", ".join(sorted(set(s.dropna()))) or "—"),
@@ -57,43 +56,28 @@ def first_runs(df: pd.DataFrame) -> str:
         return "No smoke run yet: `make cloud TARGET=trn1` (or a GPU) runs `cloud/smoke.toml` first on a new device."
     table = pd.DataFrame(
         {
-            "device": runs["device"],
-            "model": runs["model_name"],
-            "batch × L, precision": [
-                f"{b} × {n}, {p}" for b, n, p in zip(runs["batch"], runs["max_length"], runs["compute_dtype"])
+            "device": runs["label"],
+            "model, batch × L, dtype": [
+                f"{m}, {b} × {n}, {p}"
+                for m, b, n, p in zip(runs["model_name"], runs["batch"], runs["max_length"], runs["compute_dtype"])
             ],
-            "steps": runs["steps"].map(fmt),
             "samples/s": runs["samples_per_s"].map(fmt),
-            "step ms (median)": runs["step_ms"].map(fmt),
+            "step ms": runs["step_ms"].map(fmt),
             "MFU %": runs["mfu_pct"].map(fmt),
-            "utilization %": [f"{fmt(u)} ({m})" for u, m in zip(runs["util_pct"], runs["util_metric"])],
-            "W (mean)": runs["watts"].map(fmt),
+            "util. %": runs["util_pct"].map(fmt),
+            "W": runs["watts"].map(fmt),
             "samples/J": runs["samples_per_j"].map(fmt),
             "date": runs["finished_at"].map(lambda t: str(t)[:10]),
         }
     )
+    metrics = "; ".join(f"{d}: {m}" for d, m in runs.groupby("label")["util_metric"].first().items())
     return (
-        "The smoke suite's one short run per device (`cloud/smoke.toml`; its `full` variant trains "
-        "bert-base's exact shapes with random weights, so it times a step and says nothing of accuracy). "
-        "Read MFU beside the utilization: a low MFU with a busy device is slow kernels; "
-        "with an idle one, "
-        "the device waited on the host (ours).\n\n" + table.to_markdown(index=False)
+        "The smoke suite's one short run per device (`cloud/smoke.toml`; its `full` variant trains bert-base's exact "
+        "shapes with random weights: it times a step and says nothing of accuracy). Step ms: the median step; W: mean "
+        f"power over the steady windows; utilization: {metrics}. Read MFU beside the utilization: a low MFU with a "
+        "busy device is slow kernels; with an idle one, the device waited on the host.\n\n"
+        + table.to_markdown(index=False, disable_numparse=True)
     )
-
-
-def decision_section(df: pd.DataFrame, pictures_dir, out_dir: Path, published_dir, command: str) -> str:
-    """Return the accelerator decision for the study's job (3 epochs of 16,000 rows, 94% validation accuracy)."""
-    job = ranking.Job()
-    table = ranking.decision(df, job, published_dir)
-    breaks = ranking.break_even(table, job)
-    figure = None
-    if pictures_dir is not None:
-        from helpers.study.decide import cost_plot  # matplotlib only where the figure is drawn
-
-        path = repo_path(pictures_dir) / "decide_cost.png"
-        png = cost_plot.plot(table, breaks, job, command, path, ranking.PAIRS)
-        figure = Path(os.path.relpath(png, out_dir)).as_posix()
-    return ranking.markdown(table, breaks, job, figure=figure)
 
 
 def build_report(
@@ -102,7 +86,7 @@ def build_report(
     pictures_dir: str | Path = PICTURES_DIR,
     suites_dir: str | Path = SUITES_DIR,
     published_dir: str | Path = PUBLISHED_DIR,
-    command: str = "python -m helpers.study.report",
+    command: str = "python -m study.report",
     plots: bool = True,
     include_fixtures: bool = False,
 ) -> list[Path]:
@@ -116,7 +100,7 @@ def build_report(
         current = current.assign(learned=accuracy.learned(prepare(current)))
     pictures = {}
     if plots:
-        from helpers.study.report.plots import make_all  # matplotlib only where figures are drawn
+        from study.report.plots import make_all  # matplotlib only where figures are drawn
 
         pictures = make_all(current, pictures_dir, published_dir, command)
     head, written = header(command), []
@@ -125,8 +109,8 @@ def build_report(
         source = suite.report.get("source") or suite.name
         rows = current if whole or not len(current) else current[current["suite"] == source]
         body = [f"## {suite.order}. {suite.title}"] + ([suite.description] if suite.description else [])
-        if suite.report.get("table") == "decision":
-            body.append(decision_section(current, pictures_dir if plots else None, out_dir, published_dir, command))
+        if suite.report.get("table") == "decision":  # the study's job: 3 epochs of 16,000 rows, 94% validation
+            body.append(cost.markdown(cost.decision(current, cost.Job(), published_dir), cost.Job()))
         else:
             body.append(sections.section(suite, rows, published_dir))
         body += [
@@ -151,13 +135,13 @@ def build_report(
         "",
         "# BERT fine-tuning on dair-ai/emotion: the report",
         "",
-        findings.bottom_line(df, table),
+        findings.bottom_line(current, table),
         "",
         findings.summary(table, page="claims.md", quotes=False),
         "",
-        findings.counts(table)
-        + " Each claim's words in the study, its rule, evidence and verdict: [claims.md](claims.md).",
+        findings.counts(table),
         "",
+        "Each claim's words in the study, its rule, evidence and verdict: [claims.md](claims.md). "
         "Published columns are the original study's figures (Experiment/published/README.md), never results of this "
         "repository. `quick` variants are sized for 2 CPU cores (MiniLM, the real data); they test the study's claims "
         "in direction, the `full` variants reproduce them on a GPU or trn1.",
@@ -192,7 +176,7 @@ def unusable_results(results: Path) -> str | None:
     """Return why `results` cannot make a report (not a folder, no valid record below it), or None."""
     if not results.is_dir():
         return "no such folder of run records"
-    found, skipped = records.read_records(results)
+    found, skipped = record.read(results)
     if not found:
         unread = f" ({sum(skipped.values())} file(s) skipped: {', '.join(list(skipped)[:3])})" if skipped else ""
         return f"holds no run record{unread}"
@@ -217,8 +201,8 @@ def committed_outputs(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: python -m helpers.study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
-    parser = argparse.ArgumentParser(prog="python -m helpers.study.report", description=__doc__.split("\n\n")[0])
+    """Command line: python -m study.report [--results DIR] [--out-dir DIR] [--pictures DIR]."""
+    parser = argparse.ArgumentParser(prog="python -m study.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=RESULTS, help="folder of the run records (every machine's below it)")
     parser.add_argument("--out-dir", default=OUT_DIR, help="where <suite>.md and REPORT.md go")
     parser.add_argument("--pictures", default=PICTURES_DIR, help="where the figures go")
@@ -235,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
             f"below {RESULTS}; a report of {args.results} alone goes elsewhere: give --out-dir and --pictures "
             "(nothing was written)"
         )
-    command = shlex.join(["python", "-m", "helpers.study.report", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["python", "-m", "study.report", *(sys.argv[1:] if argv is None else argv)])
     for path in build_report(
         args.results, args.out_dir, args.pictures, args.suites_dir, command=command, plots=not args.no_plots
     ):

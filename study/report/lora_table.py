@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
-from helpers.study.claims.accuracy import mean_interval
-from helpers.study.claims.lora import best_lr, gap, searched, setting
-from helpers.study.decide.ranking import measured_price
-from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.report.tables import caption, markdown, no_runs
-from helpers.study.report.tta_table import cell, process_cpu
+from study import cost, frame
+from study.claims.accuracy import gap, mean_interval
+from study.claims.lora import best_lr, searched, setting
+from study.notation import DASH, fmt
+from study.report.tables import caption, markdown, no_runs
+from study.report.tta_table import cell, process_cpu
 
 TARGET = 0.88  # the lowest of the headline's targets: whether, and when, each setting gets there at all
 ACCELERATORS = ("t4", "a10g", "a100-40gb", "h100", "trn1-core")  # device_peaks.csv keys, the study's devices
@@ -22,15 +23,15 @@ NOTE = (
     "Each setting at its best learning rate: the highest mean validation accuracy among the lrs its runs tried (all "
     "shown); runs counts every run of the setting, at every lr, and how many collapsed to the majority class. Test "
     "accuracy: mean ± half-width of the 95% t-interval over seeds. Gap: full fine-tuning minus the row, in points, ± "
-    "the two intervals combined (root of the sum of squares); positive: LoRA is below. samples/s: median over the "
-    f"runs (their range). AdamW state: two moments per trainable element. To {100 * TARGET:.0f}%: training seconds "
+    "the two intervals combined (root of the sum of squares); positive: LoRA is below. samples/s: over every run "
+    "of the setting at every lr (a step's speed does not depend on it), as the claims take it (study/frame.py "
+    f"`estimate`). AdamW state: two moments per trainable element. To {100 * TARGET:.0f}%: training seconds "
     "(the timed windows) at the first evaluation of the whole validation split at or past it, an upper bound (≤) by "
     "up to one evaluation interval, mean ± 95% interval over the seeds that did (`k/n`); "
     "\"loaded\": a run's process used under 90% of its threads' "
     "CPU (a shared machine: its seconds are slow); not reached: with the best validation accuracy any seed saw; — : no "
-    "validation curve (run without eval_every). USD: those seconds at the decision tool's price for the record's "
-    "device (the accelerators it used; the facts' cheapest instance carrying them where none is recorded; a CPU: the "
-    "2-vCPU instance's price)."
+    "validation curve (run without eval_every). USD: those seconds at the cost page's price for the record's "
+    "device (the whole instance holding the accelerators it used; a CPU: the 2-vCPU instance per 2 threads)."
 )
 
 
@@ -38,7 +39,7 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Return one row per (device, variant, setting) at the setting's best learning rate by validation."""
     done = df[df["status"] == "finished"].assign(setting=lambda d: d.apply(setting, axis=1))
     out = []
-    for (device, variant), g in done.groupby(["device", "variant"], sort=True, dropna=False):
+    for (device, variant), g in done.groupby(["label", "variant"], sort=True, dropna=False):
         full = (
             best_lr(g[g["setting"] == "full fine-tuning"])[1]["test_acc"].dropna().tolist()
             if (g["setting"] == "full fine-tuning").any()
@@ -49,10 +50,10 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
             acc = cells["test_acc"].dropna().tolist()
             mean, half, _ = mean_interval(acc)
             diff, diff_half = gap(full, acc) if full and acc and name != "full fine-tuning" else (math.nan, math.nan)
-            rate = cells["samples_per_s"].dropna()
+            timed = every[~frame.profiled(every) & every["samples_per_s"].notna()]  # every lr: speed is the lr's
             out.append(
                 {
-                    "device": short_device(device),
+                    "device": device,
                     "variant": variant,
                     "setting": name,
                     "lr: best by validation (searched); runs": searched(every),
@@ -60,10 +61,12 @@ def lora_rows(df: pd.DataFrame) -> pd.DataFrame:
                     "test accuracy %": DASH
                     if math.isnan(mean)
                     else f"{100 * mean:.2f}" + (f" ± {100 * half:.2f}" if math.isfinite(half) else ""),
-                    "gap to full (points)": DASH if math.isnan(diff) else f"{diff:+.2f} ± {diff_half:.2f}",
+                    "gap to full (points)": DASH
+                    if math.isnan(diff)
+                    else f"{diff:+.2f}" + (f" ± {diff_half:.2f}" if math.isfinite(diff_half) else " (one seed a side)"),
                     f"to {100 * TARGET:.0f}% (s, ≤)": to_target(cells),
                     f"USD to {100 * TARGET:.0f}%": usd(cells),
-                    "samples/s": DASH if rate.empty else f"{fmt(rate.median())} ({fmt(rate.min())}–{fmt(rate.max())})",
+                    "samples/s (every lr's runs)": DASH if timed.empty else str(frame.estimate(timed, "samples_per_s")),
                     "peak memory GiB": fmt(cells["mem_gib"].median()),
                     "trainable": fmt(cells["trainable"].median()),
                     "AdamW state MiB": fmt(cells["optimizer_mib"].median()),
@@ -77,7 +80,7 @@ def to_target(cells: pd.DataFrame) -> str:
     curves = [c for c in cells["curve"] if c]
     if not curves:
         return DASH
-    seconds = cells[f"tta_{TARGET:.2f}"]
+    seconds = cells.get(f"tta_{TARGET:.2f}", pd.Series(np.nan, index=cells.index))
     if seconds.notna().any():
         return cell(seconds, process_cpu(cells)[1])
     best = max(p.get("val_accuracy") or 0 for c in curves for p in c)
@@ -86,10 +89,10 @@ def to_target(cells: pd.DataFrame) -> str:
 
 def usd(cells: pd.DataFrame) -> str:
     """Return the mean seconds to TARGET of the seeds that reached it, in USD at the cell's accelerator price."""
-    seconds = cells[f"tta_{TARGET:.2f}"].dropna()
+    seconds = cells.get(f"tta_{TARGET:.2f}", pd.Series(dtype=float)).dropna()
     if seconds.empty:
         return DASH
-    _, per_hour, _, _ = measured_price(cells.iloc[0])
+    _, per_hour = cost.measured_price(cells.iloc[0])
     return DASH if math.isnan(per_hour) else f"{seconds.mean() / 3600 * per_hour:.4f}"
 
 
@@ -97,15 +100,16 @@ def fits(settings: pd.DataFrame, seq_len: int) -> pd.DataFrame:
     """Return per LoRA setting and accelerator the largest bert-base batch that fits (calc.memory.fit_table)."""
     from transformers import BertConfig
 
-    from helpers.calc.flops import lora_trainable
-    from helpers.calc.memory import fit_table
+    from helpers import flops, memory, models
 
     cfg = BertConfig(num_labels=6)
     rows = []
     for r in settings.itertuples():
         rank = 0 if pd.isna(r.lora_r) else int(r.lora_r)
-        trainable = lora_trainable(cfg, rank, r.lora_targets or "query,value") if rank else None
-        table = fit_table(cfg, seq_len, "bf16", trainable=trainable).set_index("key").loc[list(ACCELERATORS)]
+        trainable = (
+            flops.lora_trainable(models.architecture(cfg), rank, r.lora_targets or "query,value") if rank else None
+        )
+        table = memory.fit_table(cfg, seq_len, "bf16", trainable=trainable).set_index("key").loc[list(ACCELERATORS)]
         rows.append(
             {
                 "setting": setting(pd.Series({"lora_r": rank, "lora_targets": r.lora_targets})),
@@ -125,7 +129,7 @@ def lora_section(suite, df: pd.DataFrame, published_dir) -> str:
     settings = done[["lora_r", "lora_targets"]].drop_duplicates()
     model = (
         f"Largest batch that fits, a model: bert-base-uncased at L={seq_len}, bf16 autocast, per accelerator "
-        "(helpers/calc/memory.py with each setting's trainable parameters: gradients and AdamW moments for those "
+        "(helpers/memory.py with each setting's trainable parameters: gradients and AdamW moments for those "
         "only; activations as full fine-tuning's, so a LoRA batch here is a lower bound; 1 GiB reserved). The records "
         "above are the measurement; this answers the question for the study's model and devices."
     )

@@ -16,17 +16,13 @@ import seaborn as sns
 from matplotlib import patheffects
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator, NullLocator
+from matplotlib.ticker import MaxNLocator
 
-from helpers.calc.facts import device_column, load_device_peaks
-from helpers.run.paths import repo_path
-from helpers.study import plot_style
-from helpers.study.frame import SHARES, profiled
-from helpers.study.published import STUDY_KEYS
-from helpers.study.report import plots_tuning, tables
+from helpers.record import repo_path
+from study import cost, plot_style
+from study.frame import SHARES
+from study.report import plots_tuning
 
-ROOF_KEYS = device_column("rank_peaks_key")  # plot_style family (or key) -> device_peaks.csv key of one rank
-STUDY_DEVICES = [ROOF_KEYS[key] for key in STUDY_KEYS.values()]  # the study's devices, whose capacities are drawn
 OP_CLASSES = {
     "matmul": "matmul",
     "attention": "attention",
@@ -38,7 +34,7 @@ OP_CLASSES = {
 }
 
 
-BETWEEN_RUNS = "median of independent runs; bars: their range"
+BETWEEN_RUNS = "median of independent runs;\nbars: their range, none on a point of one run"
 
 
 def batch_scaling(df, published_dir):
@@ -56,12 +52,11 @@ def batch_scaling(df, published_dir):
     for ax, y in ((a, "samples_per_s"), (b, "step_ms")):
         plot_style.lines(ax, d, "batch", y, suffix=said)
         plot_style.log_y(ax, d[y])
-    for device, g in d.groupby("device", sort=False):  # an accelerator waiting on its host, said at its line
-        if tables.host_bound(g, device):
-            last = g.groupby("batch")["step_ms"].median()
+    for _, g in d[d["host_bound"] != ""].groupby("device_key", sort=False):  # said at its line
+        last = g.groupby("batch")["step_ms"].median()
+        if len(last) > 1:
             b.annotate(
-                f"{g['who'].iloc[0]}: flat step, host-bound\n(the device waits on the host:\n"
-                "its samples/s measure the host)",
+                f"{g['who'].iloc[0]}: flat step\n(the device waits on the host:\nits samples/s measure the host)",
                 (last.index[-1], last.iloc[-1]),
                 xytext=(-150, 30),
                 textcoords="offset points",
@@ -71,7 +66,7 @@ def batch_scaling(df, published_dir):
             )
     a.set(title=f"Throughput vs batch\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
     b.set(
-        title=f"Step time vs batch\n(each run's median step; {BETWEEN_RUNS.split('; ')[1]})",
+        title="Step time vs batch\n(each run's median step, the median of runs;\n" + BETWEEN_RUNS.split(";\n")[1] + ")",
         ylabel="median step time, ms",
     )
     for ax in (a, b):
@@ -80,34 +75,11 @@ def batch_scaling(df, published_dir):
     return fig
 
 
-def _alike(df: pd.DataFrame, d: pd.DataFrame, suite: str) -> pd.DataFrame:
-    """Return `suite`'s unprofiled rows of `d`'s configurations (device, model, batch, precision), with d's series."""
-    other = plot_style.rows(df, suite, "step_ms", "max_length")
-    other = other[~profiled(other)]  # the profiler slows the steps it watches: another configuration
-    keys = ["device_key", "model", "batch", "precision"]
-    series = d.drop_duplicates(keys).set_index(keys)["series"]
-    other = other.join(series.rename("same"), on=keys, how="inner")
-    return other.assign(series=other["same"])
-
-
 def _over_l32(d: pd.DataFrame) -> pd.DataFrame:
     """Return the series that ran L=32, with `rel`: each run's step time over its series' median step at L=32."""
     at32 = d[d["max_length"] == 32].groupby("series")["step_ms"].median()
     d = d[d["series"].isin(at32.index)]
     return d.assign(rel=d["step_ms"] / d["series"].map(at32))
-
-
-def _profile_points(b, c, same: pd.DataFrame) -> None:
-    """Draw the profile_memory suite's runs of the same configuration, hollow, on the step and ratio panels."""
-    if same.empty:
-        return
-    same = same.assign(
-        series=same["series"] + ": profile_memory suite, unprofiled runs (same configuration, another sweep)"
-    )
-    hollow = {"markerfacecolor": "white", "markersize": 7, "linestyle": "none"}
-    plot_style.lines(b, same, "max_length", "step_ms", **hollow)
-    rel = _over_l32(same)
-    plot_style.lines(c, rel[rel["max_length"] != 32], "max_length", "rel", **hollow)
 
 
 def seq_len(df, published_dir):
@@ -121,7 +93,6 @@ def seq_len(df, published_dir):
         plot_style.log_y(ax, d[y])
     rel = _over_l32(d)
     plot_style.lines(c, rel, "max_length", "rel", suffix=plot_style.runs_text)
-    _profile_points(b, c, _alike(df, d, "profile_memory"))
     for model, g in rel.groupby("model", sort=False):  # FLOPs per step from shapes: a model, the same per device
         flops = g.groupby("max_length")["flops_per_step"].median()
         if 32 in flops.index:
@@ -144,13 +115,8 @@ def seq_len(df, published_dir):
     )
     lengths = sorted(set(d["max_length"]) | set(pub["max_length"]))
     a.set(title=f"Tokens/s vs sequence length\n({BETWEEN_RUNS})", ylabel="throughput, tokens/s (padded)")
-    b.set(
-        title="Step time vs sequence length\n(measured only; bars: range between runs)", ylabel="median step time, ms"
-    )
-    c.set(
-        title="Step time relative to L=32\n(each line over its own L=32; bars: runs)",
-        ylabel="step time ÷ step time at L=32",
-    )
+    b.set(title=f"Step time vs sequence length\n({BETWEEN_RUNS})", ylabel="median step time, ms")
+    c.set(title="Step time relative to L=32\n(each line over its own L=32)", ylabel="step time ÷ step time at L=32")
     for ax in (a, b, c):
         plot_style.log2_axis(ax.xaxis, lengths if ax is c else d["max_length"])
         ax.set_xlabel("sequence length L, tokens (padded)")
@@ -158,31 +124,13 @@ def seq_len(df, published_dir):
     return fig
 
 
-# one dash pattern per roof, beside its device's colour: two CPUs' roofs a few percent apart stay apart
-ROOF_DASHES = ((0, (6, 2)), (0, (1, 1.5)), (0, (4, 1.5, 1, 1.5)), (0, (8, 2, 1, 2, 1, 2)), (0, (2, 3)), (0, (10, 3)))
+DTYPE_STYLE = {"bf16": ("--", True), "fp32": (":", False)}  # dtype: (its roofs' line, its runs' markers filled)
 
 
-def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle, label: str) -> None:
+def _roof(ax, xs, peak: float, bw_gbps: float, colour: str, linestyle, label: str = "_nolegend_") -> None:
     """Draw min(peak, intensity x bandwidth) over `xs` (only the flat roof where the bandwidth is unknown)."""
     ys = np.full_like(xs, peak) if np.isnan(bw_gbps) else np.minimum(peak, xs * bw_gbps / 1000)
     ax.plot(xs, ys, color=colour, linestyle=linestyle, label=label)
-
-
-def _roofs(d: pd.DataFrame) -> dict:
-    """Return each device's one roof per dtype: {(device, dtype): (peak TFLOP/s, GB/s or NaN, colour, peak source)}."""
-    bandwidth = load_device_peaks().set_index("key")["mem_bw_gbps"]
-    out = {}
-    for (who, dtype), g in d.dropna(subset=["peak_tflops"]).groupby(["who", "compute_dtype"], sort=False):
-        fam = plot_style.family(g.iloc[0])
-        measured = g["peak_bw_gbps"].median() if "peak_bw_gbps" in g else np.nan  # a CPU's, with its peak
-        bw = measured if pd.notna(measured) else float(bandwidth.get(ROOF_KEYS.get(fam, fam), np.nan))
-        out[(who, dtype)] = (
-            g["peak_tflops"].median(),
-            bw,
-            g["colour"].iloc[0],
-            str(g["peak_source"].iloc[0]).split(" (")[0],
-        )
-    return out
 
 
 def published_roof(published_dir) -> dict:
@@ -199,84 +147,61 @@ def roofline(df, published_dir):
     """Achieved TFLOP/s against arithmetic intensity, per device under its one roof, with the published trn1 path."""
     compiled_in_steps = df["compilations_after_warmup"].fillna(0) > 0  # dynamic XLA: compile time in its step time
     d = df[(df["status"] == "finished") & (df["ai"] > 0) & (df["tflops"] > 0) & ~compiled_in_steps]
-    d = d.sort_values("who", kind="stable")
-    d = d.assign(compute_dtype=d["compute_dtype"].fillna("fp32"))  # as the frame's peak assumes
+    d = d.sort_values("who", kind="stable").assign(compute_dtype=d["compute_dtype"].fillna("fp32"))
     if d.empty:
         return None
     traj = plot_style.published(published_dir, "roofline.csv")
     ai, tf = traj["arithmetic_intensity_flop_per_byte"], traj["achieved_tflops"]
     study = published_roof(published_dir)
-    roofs = _roofs(d)
+    roofs = d.dropna(subset=["peak_tflops"]).groupby(["who", "compute_dtype"], sort=False)
+    roofs = roofs.agg(peak=("peak_tflops", "median"), bw=("peak_bw_gbps", "median"), colour=("colour", "first"))
     ridges = [
-        p * 1000 / b
-        for p, b in [r[:2] for r in roofs.values()] + [(study["peak_tflops"], study["mem_bw_gbps"])]
-        if b > 0
+        p * 1000 / b for p, b in zip([*roofs["peak"], study["peak_tflops"]], [*roofs["bw"], study["mem_bw_gbps"]])
     ]
-    xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, max(d["ai"].max(), *ridges) * 3, 200)
-    # tall: five decades of TFLOP/s need the height, and the legend below takes a third of it
-    fig, (ax,) = plot_style.figure(1, width=10.0, height=11.0)
+    xs = np.geomspace(min(d["ai"].min(), ai.min()) / 4, np.nanmax([d["ai"].max(), *ridges]) * 3, 200)
+    fig, (ax,) = plot_style.figure(1, width=10.0, height=8.5)
     for (who, dtype), g in d.groupby(["who", "compute_dtype"], sort=False):
-        ax.scatter(
-            g["ai"],
-            g["tflops"],
-            edgecolors=g["colour"].iloc[0],
-            marker=g["marker"].iloc[0],
-            s=32,
-            facecolors=g["colour"].iloc[0] if dtype == "bf16" else "none",
-            linewidths=1.3,
-            zorder=3,
-            label=f"{who}: {dtype} runs ({'filled' if dtype == 'bf16' else 'hollow'}; FLOP/byte a model)",
+        colour, marker, filled = g["colour"].iloc[0], g["marker"].iloc[0], DTYPE_STYLE.get(dtype, ("-", False))[1]
+        if who not in ax.get_legend_handles_labels()[1]:  # one entry a device, its marker filled
+            ax.plot([], [], color=colour, marker=marker, linestyle="none", label=who)
+        ax.scatter(g["ai"], g["tflops"], edgecolors=colour, marker=marker, s=32, linewidths=1.3,
+                   facecolors=colour if filled else "none", zorder=3)  # fmt: skip
+    for (who, dtype), r in roofs.iterrows():
+        _roof(ax, xs, r["peak"], r["bw"], r["colour"], DTYPE_STYLE.get(dtype, ("-",))[0])
+    for dtype, (line, filled) in DTYPE_STYLE.items():
+        said = f"{dtype}: {'filled' if filled else 'hollow'} runs; its roofs {'dashed' if filled else 'dotted'}"
+        plot_style.key(
+            fig,
+            Line2D(
+                [],
+                [],
+                color="0.3",
+                linestyle=line,
+                marker="o",
+                markerfacecolor="0.3" if filled else "white",
+                label=said,
+            ),
         )
-    for i, ((who, dtype), (peak, bw, colour, source)) in enumerate(roofs.items()):
-        bw_text = "bandwidth unknown" if np.isnan(bw) else f"{bw:,.0f} GB/s"
-        peak_text = f"{peak:.3g} TFLOP/s" + ("" if source == "published" else f" ({source})")
-        dashes = ROOF_DASHES[i % len(ROOF_DASHES)]
-        _roof(ax, xs, peak, bw, colour, dashes, f"roof: {who} {dtype}: {peak_text}, {bw_text}")
-    _roof(
-        ax,
-        xs,
-        study["peak_tflops"],
-        study["mem_bw_gbps"],
-        plot_style.published_colour("trn1"),
-        "-.",
-        f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, "
-        f"{study['mem_bw_gbps']:g} GB/s",
-    )
-    ax.plot(
-        ai,
-        tf,
-        color=plot_style.published_colour("trn1"),
-        marker="X",
-        markersize=10,
-        linestyle="none",
-        zorder=4,
-        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}; "
-        "FLOP/byte profiled, not a model",
-    )
-    ax.annotate(
-        "",
-        xy=(ai.iloc[-1], tf.iloc[-1]),
-        xytext=(ai.iloc[0], tf.iloc[0]),
-        arrowprops={"arrowstyle": "->", "color": plot_style.published_colour("trn1"), "linewidth": 1.5},
-    )
+    trn1 = plot_style.published_colour("trn1")
+    label = f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, {study['mem_bw_gbps']:g} GB/s"
+    _roof(ax, xs, study["peak_tflops"], study["mem_bw_gbps"], trn1, "-.", label)
+    ax.plot(ai, tf, color=trn1, marker="X", markersize=10, linestyle="none", zorder=4,
+            label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}; FLOP/byte profiled")  # fmt: skip
+    ax.annotate("", xy=(ai.iloc[-1], tf.iloc[-1]), xytext=(ai.iloc[0], tf.iloc[0]),
+                arrowprops={"arrowstyle": "->", "color": trn1, "linewidth": 1.5})  # fmt: skip
     for b, x, y in zip(traj["batch"], ai, tf):  # above the crosses, clear of the GPU's squares below them
-        ax.annotate(
-            f"trn1 b{b} (profiled)",
-            (x, y),
-            xytext=(0, 12),
-            textcoords="offset points",
-            ha="center",
-            fontsize=8,
-            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
-        )
-    peaks = [r[0] for r in roofs.values()] + [study["peak_tflops"]]
+        ax.annotate(f"trn1 b{b} (profiled)", (x, y), xytext=(0, 12), textcoords="offset points", ha="center", fontsize=8,
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})  # fmt: skip
     plot_style.log_axis(ax.xaxis, xs[0], xs[-1])
-    plot_style.log_axis(ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max(peaks) * 2.5)
+    plot_style.log_axis(
+        ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max([*roofs["peak"], study["peak_tflops"]]) * 2.5
+    )
     ax.set(
         xlabel="arithmetic intensity, FLOP per byte of memory traffic (a model: FLOPs and bytes from shapes; "
         "the study's: its own count)",
         ylabel="achieved throughput, TFLOP/s",
-        title="Roofline: each run under its device's roof\n(roofs from published peaks unless marked measured)",
+        title="Roofline: each run under its device's roofs, one per dtype\n(peaks and bandwidths: the table above; "
+        "published for GPUs and trn1, measured for CPUs)",
     )
     return fig
 
@@ -340,24 +265,19 @@ def profile(df, published_dir):
 
 
 def _own_config(model_name: str):
-    """Return the BertConfig of a measured model (MiniLM from its installed package), None where not at hand."""
-    from transformers import BertConfig
+    """Return the configuration of a measured model, offline (a hub name by its -random alias), None if not at hand."""
+    from helpers import models
 
-    from helpers.run import models
-
-    if model_name == "bert-base-uncased":
-        return BertConfig(num_labels=6)
+    alias = {hub: name for name, (hub, _, _) in models.RANDOM.items()}.get(model_name, model_name)
     try:
-        return BertConfig.from_pretrained(models.minilm_dir(), num_labels=6) if model_name == "minilm" else None
-    except (ImportError, OSError):  # the package that holds MiniLM is not installed here
+        return models.config(alias)
+    except (ImportError, OSError, ValueError):  # the package that holds MiniLM is not installed here
         return None
 
 
 def memory(df, published_dir):
-    """Measured peak memory against batch (device and host apart) beside each model's estimate and the capacities."""
-    from transformers import BertConfig
-
-    from helpers.calc.memory import GIB, estimate_train_memory
+    """Measured peak memory against batch, device and host apart, each series beside its model's estimate."""
+    from helpers.memory import GIB, estimate_train_memory
 
     d = pd.concat([plot_style.rows(df, s, "mem_gib", "batch", "max_length") for s in ("batch_scaling", "small_batch")])
     if d.empty:
@@ -366,62 +286,43 @@ def memory(df, published_dir):
     kinds = [
         (kind, g)
         for kind, g in (
-            ("device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
-            ("host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
-        )
+            ("Device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
+            ("Host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
+        )  # fmt: skip
         if len(g)
     ]
     fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)
     batches = range(2, 65)  # the suites' batches span 2..64
-
-    def estimate(cfg, length: int, mode: str, device_type: str = "cuda") -> list[float]:
-        return [estimate_train_memory(cfg, b, length, mode, device_type=device_type)["total"] / GIB for b in batches]
-
     ranges = d.groupby(["series", "batch"])["mem_gib"].agg(["median", "min", "max", "count"])
     within = ((ranges["max"] - ranges["min"]) / ranges["median"]).max()
-    for ax, (kind, g) in zip(axes, kinds):
+    for ax, (title, g) in zip(axes, kinds):
         plot_style.lines(ax, g, "batch", "mem_gib", bars=False)  # the runs' range: under a marker (said in the title)
-        device = kind.startswith("device")
+        device, gaps = title.startswith("Device"), []
         for series, s in g.groupby("series", sort=False):  # the estimate of the measured model, beside it
-            r = s.iloc[0]
-            cfg = _own_config(str(r["model_name"]))
+            r, cfg = s.iloc[0], _own_config(str(s["model_name"].iloc[0]))
             if cfg is None:
                 continue
             mode = "bf16" if str(r["compute_dtype"]) == "bf16" else "fp32"
-            est = estimate(cfg, int(r["max_length"]), mode, "cuda" if device else "cpu")
+            est = [
+                estimate_train_memory(cfg, b, int(r["max_length"]), mode, device_type="cuda" if device else "cpu")[
+                    "total"
+                ]
+                / GIB
+                for b in batches
+            ]
             ax.plot(batches, est, color=r["colour"], linestyle=":", linewidth=1.2, label=f"model: {series}, {mode}")
-        ax.set(
-            xlabel="batch size, samples per step",
-            ylabel="peak memory, GiB",
-            title=f"{kind[0].upper()}{kind[1:]}",
-        )
-        plot_style.log2_axis(ax.xaxis, set(g["batch"]) | {2, 4, 8, 16, 32, 64})
-        if not device:
-            plot_style.log_axis(ax.yaxis, ax.get_ylim()[0] / 1.5, ax.get_ylim()[1] * 1.5)
-            continue
-        cfg = BertConfig(num_labels=6)
-        for (length, mode), ls in zip(((32, "bf16"), (128, "bf16"), (128, "fp32")), ("-", "--", "-.")):
-            est = estimate(cfg, length, mode)
-            ax.plot(
-                batches, est, color="black", linestyle=ls, linewidth=1, label=f"model: bert-base, L={length}, {mode}"
+            gaps += [m - est[int(b) - batches.start] for b, m in zip(s["batch"], s["mem_gib"])]
+        if not device and gaps:  # the model counts the training's tensors; a process holds more than them
+            title += (
+                f"\n{min(gaps):.2g}–{max(gaps):.2g} GiB above the model at every batch:\nthe model counts "
+                "tensors only; the process holds\nthe interpreter, libraries and data too"
             )
-        peaks = load_device_peaks().set_index("key")
-        measured = [ROOF_KEYS.get(plot_style.family(r), plot_style.family(r)) for _, r in g.iterrows()]
-        capacity: dict[float, list[str]] = {}
-        for key in dict.fromkeys(list(STUDY_DEVICES) + measured):
-            if key in peaks.index and key != "host":
-                name = plot_style.SHORT_NAMES.get(key, key)
-                capacity.setdefault(float(peaks.loc[key, "memory_gib"]), []).append(name)
-        for gib in capacity:
-            ax.axhline(gib, color="gray", linewidth=0.8)
-        plot_style.log_axis(ax.yaxis, min(g["mem_gib"].min(), 0.5) / 1.5, max(capacity) * 1.6)
-        right = ax.twinx()
-        right.set(yscale="log", ylim=ax.get_ylim())
-        right.set_yticks(list(capacity), [f"{' / '.join(v)}: {k:g} GiB" for k, v in capacity.items()], fontsize=8)
-        right.yaxis.set_minor_locator(NullLocator())
-        right.grid(False)
+        ax.set(xlabel="batch size, samples per step", ylabel="peak memory, GiB", title=title)
+        plot_style.log2_axis(ax.xaxis, set(g["batch"]) | {2, 4, 8, 16, 32, 64})
+        plot_style.log_axis(ax.yaxis, ax.get_ylim()[0] / 1.5, ax.get_ylim()[1] * 1.5)
     fig.suptitle(
-        "Memory vs batch: measured peaks beside their model's estimate (dotted), device capacities\n"
+        "Memory vs batch: measured peaks beside their model's estimate (dotted; the largest batch each accelerator "
+        "fits: lora.md)\n"
         f"(median of {plot_style.count_text(ranges['count'])} runs, which differ by at most {within:.0%}: no bars)"
     )
     return fig
@@ -465,8 +366,8 @@ def small_batch(df, published_dir):
     plot_style.lines(b, speed, "batch", "samples_per_s", suffix=plot_style.runs_text)
     plot_style.log_y(b, speed["samples_per_s"])
     b.set(title=f"Throughput at small batches\n({BETWEEN_RUNS})", ylabel="throughput, samples/s")
-    batches = sorted(set(d["batch"]) | set(speed["batch"]) | set(pub["batch"]))
-    for ax in axes:  # one extent on every panel, so a batch sits at one place across them
+    for ax, shown in zip(axes, [pub, *(d[d["util_metric"] == m] for m in metrics), speed]):
+        batches = sorted(set(shown["batch"]))  # each panel over the batches it has: no axis without data
         plot_style.log2_axis(ax.xaxis, batches)
         ax.set_xlim(batches[0] / 1.25, batches[-1] * 1.25)
         ax.set_xlabel("batch size, samples per step")
@@ -496,12 +397,21 @@ def padding(df, published_dir):
     # the compiling part lighter: white at 60% over the bar, as the bar's colour at 40% on white
     lighter = {s: "white" for s in palette}
     sns.barplot(d, y="compiling", errorbar=None, palette=lighter, alpha=0.6, legend=False, ax=b, **bars)
+    for container in b.containers[len(b.containers) // 2 :]:  # the lighter bars: their seconds, medians of runs
+        b.bar_label(container, fmt="%.0f s", label_type="center", fontsize=8)
     a.margins(y=0.15)
     b.margins(y=0.1)
     a.yaxis.set_major_locator(MaxNLocator(integer=True))  # a graph count is whole
     a.set(title="XLA graph compilations", ylabel="graph compilations, count")
     b.set(title="Train time, median of runs\n(lighter: compiling; whiskers: run range)", ylabel="train time, s")
-    plot_style.key(fig, Patch(facecolor="0.5", alpha=0.4, label="lighter part of a bar: compiling graphs"))
+    plot_style.key(
+        fig,
+        Patch(
+            facecolor="0.5",
+            alpha=0.4,
+            label="lighter: compiling graphs inside the train time (xla.train; the table's compile s adds evaluation's)",
+        ),
+    )
     runs = d.groupby(["series", "case"]).size()
     plot_style.key(
         fig,
@@ -520,6 +430,49 @@ def padding(df, published_dir):
     return fig
 
 
+def cost_figure(df, published_dir):
+    """A job's cost against its epochs per device: the study's times at its printed prices, the records' at ours."""
+    job = cost.Job()
+    table = cost.decision(df, job, published_dir)
+    styles = plot_style.device_styles(
+        {r["device_key"]: plot_style.family(r) for _, r in table.dropna(subset=["kind"]).iterrows()}
+    )
+    measured = table[(table["source"] != "published") & table["epoch_usd"].notna()]
+    published = table[table["source"] == "published"]
+    panels = [
+        ("published: the study's optimized runs at the prices it printed\n" + published["setup"].iloc[0], published),
+        (
+            "measured here, each its own configuration, at on-demand prices\n(proxies: another model or a CPU, never ranked)",
+            measured,
+        ),
+    ]
+    epochs = np.linspace(0, max(10.0, 2 * job.epochs), 201)
+    fig, axes = plot_style.figure(2, width=6.0, height=4.4)
+    for ax, (title, d) in zip(axes, panels):
+        for _, r in d.iterrows():
+            is_published = r["source"] == "published"
+            colour = plot_style.published_colour(r["device"]) if is_published else styles[r["device_key"]][0]
+            what = "; compile time not published: a lower bound" if r["lower_bound"] else ""
+            ax.plot(
+                epochs,
+                np.nan_to_num(r["one_off_usd"]) + epochs * r["epoch_usd"],
+                color=colour,
+                linestyle="--" if is_published else "-",
+                label=f"{r['device']} (published{what})" if is_published else f"{r['device']} ({r['setup']})",
+            )
+        ax.axvline(job.epochs, color="gray", linewidth=0.8, linestyle=":")
+        ax.set(
+            title=title,
+            xlabel=f"epochs over {job.rows:,} rows (dotted: the job's {job.epochs:g})",
+            xlim=(0, epochs[-1]),
+        )
+        ax.set(ylabel="job cost, USD", ylim=(0, None))
+    for _, r in table[(table["source"] != "published") & table["epoch_usd"].isna()].iterrows():
+        plot_style.key(fig, Patch(facecolor="white", label=f"not drawn: {r['device']} (no price for its instance)"))
+    fig.suptitle("Job cost against epochs: one-off (compilation, warm-up) + epochs × $ per epoch")
+    return fig
+
+
 # suite -> (file name, figure); a suite may have several
 PLOTS = (
     ("batch_scaling", "batch_scaling", batch_scaling),
@@ -532,6 +485,7 @@ PLOTS = (
     ("profile_memory", "memory_vs_batch", memory),
     ("small_batch", "small_batch_utilization", small_batch),
     ("padding", "padding_compilations", padding),
+    ("cost", "decide_cost", cost_figure),
 )
 
 

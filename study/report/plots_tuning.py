@@ -14,8 +14,8 @@ import seaborn as sns
 from matplotlib import colormaps
 from matplotlib.patches import Patch, Rectangle
 
-from helpers.study import plot_style
-from helpers.study.claims import accuracy
+from study import frame, plot_style
+from study.claims import accuracy
 
 # precision mode: its tick label (bf16-pure rounds each weight update to nearest or stochastically)
 MODES = {
@@ -26,7 +26,8 @@ MODES = {
 }
 HATCH = {"hatch": "//", "edgecolor": "white", "linewidth": 0}
 NEAR = "0.7"  # cells that did not learn, below the colour scale: light enough for dark text through the hatching
-CMAP = colormaps["viridis"].with_extremes(under=NEAR)
+# a colour map per panel: each panel has its own accuracy range, so one hue must never read as one accuracy across them
+CMAPS, PUBLISHED_CMAP = ("viridis", "magma", "plasma", "YlGnBu", "inferno"), "cividis"
 STUDY_TEST_ROWS = 2000  # dair-ai/emotion's test split: the rows the study's accuracies are counted on
 STUDY_TRAIN_ROWS = 16_000  # its train split, which the study trained on for 3 epochs (report 5.8)
 STUDY_WORKLOAD = f"{STUDY_TRAIN_ROWS:,} rows × 3 epochs"
@@ -58,14 +59,14 @@ def colour_range(cells: tuple[pd.DataFrame, ...]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float]) -> None:
+def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[float, float], cmap: str) -> None:
     """Draw one grid as cells of mean ± 95% half-width; cells that did not learn hatched, off the colour scale."""
     grid, near, half = cells
     text = np.vectorize(cell_text)(grid.to_numpy(dtype=float), half.to_numpy(dtype=float))
     sns.heatmap(
         grid,
         ax=ax,
-        cmap=CMAP,
+        cmap=colormaps[cmap].with_extremes(under=NEAR),
         vmin=vrange[0],
         vmax=vrange[1],
         annot=text,
@@ -84,7 +85,7 @@ def _heatmap(ax, cells: tuple[pd.DataFrame, ...], title: str, vrange: tuple[floa
 
 def cell_text(mean: float, half: float) -> str:
     """Return a heatmap cell: the mean accuracy % over its 95% half-width, so neighbours read as (not) different."""
-    return f"{mean:.1f}" + ("" if np.isnan(half) else f"\n±{half:.1f}")
+    return f"{mean:.2f}" + ("" if np.isnan(half) else f"\n±{half:.2f}")
 
 
 def lr_llrd(df, published_dir):
@@ -109,10 +110,14 @@ def lr_llrd(df, published_dir):
         )
     )
     fig, axes = plot_style.figure(len(panels), width=5.4, height=3.9)
-    # a colour scale per panel: another model and budget, its accuracies are not on the others' scale, and one
-    # scale would saturate the published panel and hide its differences
-    for ax, (title, cells) in zip(axes, panels):
-        _heatmap(ax, cells, title, colour_range(cells))
+    # a colour scale and map per panel: another model and budget, its accuracies are not on the others' scale, and
+    # one scale would saturate the published panel and hide its differences
+    engine = fig.get_layout_engine()
+    fig.set_layout_engine("none")  # seaborn draws the figure per heatmap (its text colours): laid out once, after
+    for i, (ax, (title, cells)) in enumerate(zip(axes, panels)):
+        cmap = PUBLISHED_CMAP if i == len(panels) - 1 else CMAPS[i % len(CMAPS)]
+        _heatmap(ax, cells, title, colour_range(cells), cmap)
+    fig.set_layout_engine(engine)
     plot_style.key(
         fig,
         Patch(
@@ -234,19 +239,22 @@ def precision(df, published_dir):
             mean, half = _interval(np.array(v))
             _points(ax, [lengths.index(L)], [(mean, half)], shift[s], mine, s, hollow=bool(why))
             if why:  # the difference is drawn, and said not to be stochastic rounding's effect
-                ax.annotate(
+                ax.annotate(  # above the interval, centred: clear of the axes' frame
                     "not an SR effect:\n" + ",\n".join(why),
-                    (lengths.index(L) + shift[s], mean),
-                    xytext=(8, 0),
+                    (lengths.index(L) + shift[s], mean + half),
+                    xytext=(0, 6),
                     textcoords="offset points",
                     fontsize=7,
-                    va="center",
+                    ha="center",
+                    va="bottom",
                 )
     wide = pub.pivot_table(index="max_length", columns="stochastic_rounding", values="accuracy")
     effect = ((wide["on"] - wide["off"]) * 100).reindex(lengths).dropna()
     band = [np.hypot(sampling_error(wide.loc[L, "on"]), sampling_error(wide.loc[L, "off"])) for L in effect.index]
     ax.errorbar([lengths.index(L) + 0.3 for L in effect.index], effect, yerr=band, **trn1)
     ax.axhline(0, color="gray", linewidth=0.8)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + 0.35 * (hi - lo))  # room above the intervals for what they are not
     ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
     ax.set(
         title="Stochastic rounding: SR − nearest\n(paired by seed, 95% interval)",
@@ -265,21 +273,20 @@ def workload(g: pd.DataFrame) -> str:
 
 
 def _measured_speedups(d: pd.DataFrame) -> pd.DataFrame:
-    """Return per series with both presets its label, median speedup, colour, model and extreme ratios of its runs."""
+    """Return per series with both presets its label, speedup band (frame.estimate, frame.ratio), colour, model."""
     out = []
-    for series, g in d.groupby("series", sort=False):
-        t = g.groupby("preset")["train_s"].agg(["median", "min", "max", "count"])
-        if {"baseline", "optimized"} <= set(t.index):
-            base, opt = t.loc["baseline"], t.loc["optimized"]
-            runs = int(min(base["count"], opt["count"]))
+    for series, g in d[~frame.profiled(d)].groupby("series", sort=False):
+        base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
+        if len(base) and len(opt):
+            band = frame.ratio(frame.estimate(base, "train_s"), frame.estimate(opt, "train_s"))
             out.append(
                 {
-                    "label": f"{series} ({g['variant'].iloc[0] or 'ad hoc'}, {runs} run{'s' * (runs > 1)};\n"
-                    f"{workload(g)})",
-                    "value": base["median"] / opt["median"],
+                    "label": f"{series}\n({g['variant'].iloc[0] or 'ad hoc'}: {len(base)} baseline, {len(opt)} optimized "
+                    f"runs;\n{workload(g)})",
+                    "value": band.mid,
                     "colour": g["colour"].iloc[0],
-                    "lo": base["min"] / opt["max"] if runs > 1 else np.nan,
-                    "hi": base["max"] / opt["min"] if runs > 1 else np.nan,
+                    "lo": band.lo,
+                    "hi": band.hi,
                     "model": g["model"].iloc[0],
                 }
             )
@@ -314,6 +321,7 @@ def speedup(df, published_dir):
         ),
     )
     fig, axes = plot_style.figure(2, width=8.0, height=0.6 * max(len(measured), len(pub)) + 1.6, wrap=1)
+    top = 1.3 * max(measured[["value", "hi"]].max().max(), pub["value"].max())  # one scale: the panels compare
     for ax, (title, bars, xlabel) in zip(axes, panels):
         y = np.arange(len(bars))[::-1]
         hatch = plot_style.PUBLISHED_HATCH if bars is pub else None
@@ -326,13 +334,14 @@ def speedup(df, published_dir):
             ranged = f" ({r['lo']:.2f}–{r['hi']:.2f})" if pd.notna(r["lo"]) else ""
             ax.text(r["hi"] if ranged else r["value"], yi, f" {r['value']:.2f}×{ranged}", va="center", fontsize=8)
         ax.set_yticks(y, bars["label"])
-        ax.set(title=title, xlabel=xlabel, xlim=(0, bars[["value", "hi"]].max().max() * 1.3))
+        ax.set(title=title, xlabel=xlabel, xlim=(0, top))
     fig.suptitle("Baseline → optimized: how many times faster training gets")
     plot_style.key(
         fig,
         Patch(
             facecolor="0.6",
-            label="measured here (model and variant in the label; whiskers: the extreme ratios between runs)",
+            label="measured here; whiskers: the extreme ratios of the runs (study/frame.py estimate and ratio, as the "
+            "claims take them),\nnone for one run a preset; a host-bound device's speedup is its host's",
         ),
     )
     plot_style.key(

@@ -6,14 +6,16 @@ import math
 
 import pandas as pd
 
-from helpers.study.claims import accuracy
-from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.published import PUBLISHED_DIR, published
-from helpers.study.report import tables
-from helpers.study.report.lora_table import lora_section
-from helpers.study.report.tables import caption, markdown, no_runs
-from helpers.study.report.tta_table import tta_section
-from helpers.study.sweep.suites import Suite
+from study import frame
+from study.claims import accuracy
+from study.frame import profiled
+from study.notation import DASH, fmt
+from study.published import PUBLISHED_DIR, published
+from study.report import accuracy_table, tables
+from study.report.lora_table import lora_section
+from study.report.tables import caption, markdown, no_runs
+from study.report.tta_table import tta_section
+from study.sweep.suites import Suite
 
 STUDY_TEST_ROWS = 2000
 
@@ -27,7 +29,13 @@ def _published(spec: dict, published_dir) -> pd.DataFrame | None:
     for column, mapping in pub.get("map", {}).items():
         table[column] = table[column].replace(mapping)
     table = table.rename(columns={v: k for k, v in pub.get("match", {}).items()}).set_index(spec["keys"])
-    return tables.keyed(table[list(pub["columns"])].rename(columns=pub["columns"]))
+    for column in (c for c in pub["columns"] if "accuracy" in c):  # fractions as printed, in % as every page's
+        table[column] = table[column].map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
+    names = {
+        c: n if "accuracy" not in c or "%" in n else n.replace("accuracy", "accuracy %")
+        for c, n in pub["columns"].items()
+    }
+    return tables.keyed(table[list(pub["columns"])].rename(columns=names))
 
 
 def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
@@ -37,14 +45,14 @@ def grid_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     parts = [caption(suite, df) if len(df) else no_runs(suite)]
     parts.append(markdown(tables.grid_table(df, keys, values, _published(spec, published_dir))))
     if "util_pct" in values and len(df):
-        per_device = df.groupby("device")["util_metric"].first()
-        metrics = "; ".join(f"{short_device(d)}: {m}" for d, m in per_device.items())
+        per_device = df.groupby("label")["util_metric"].first()
+        metrics = "; ".join(f"{d}: {m}" for d, m in per_device.items())
         parts.append(
             f"Utilization measures different things per device ({metrics}); published columns are "
             "the study's A100 SM % and trn1 engine %: compare each with its own kind only."
         )
-    for device in dict.fromkeys(df["device"]):
-        for value in spec.get("trend", []):
+    for device in dict.fromkeys(df["label"]):
+        for value in spec.get("trend") or []:
             line = tables.trend(df, keys[0], value, device)
             if line:
                 parts.append(line)
@@ -64,17 +72,16 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     else:
         parts = [caption(suite, df)]
         table = None
-        for device, g in df.groupby("device", sort=False):
-            t = accuracy.accuracy_table(g, keys)
-            if df["device"].nunique() > 1:
-                t.columns = [f"{c} · {short_device(device)}" for c in t.columns]
+        for device, g in df.groupby("label", sort=False):
+            t = accuracy_table.accuracy_table(g, keys)
+            if df["label"].nunique() > 1:
+                t.columns = [f"{c} · {device}" for c in t.columns]
             table = t if table is None else table.join(t, how="outer")
     if pub is not None:
-        pub = pub.map(lambda v: f"{100 * float(v):.2f}" if _is_fraction(v) else v)
         table = tables.keyed(table).join(pub, how="outer")
     parts.append(markdown(table.fillna(DASH)))
-    for device, g in df.groupby("device", sort=False):
-        parts.append(f"{short_device(device)}: " + accuracy.best_cell(g, keys))
+    for device, g in df.groupby("label", sort=False):
+        parts.append(f"{device}: " + accuracy_table.best_cell(g, keys))
     parts.append(INTERVAL_NOTE)
     return "\n\n".join(parts)
 
@@ -82,7 +89,7 @@ def accuracy_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
 INTERVAL_NOTE = (
     "Accuracies in %, mean ± half-width of the 95% t-interval over seeds where a cell has "
     "several; a cell with one seed (or runs sharing one) has no spread between seeds and shows "
-    "none: its test set's sampling error (binomial, 90%) is stated instead. A cell whose mean is more "
+    "none: its test set's sampling error (binomial, 95%) is stated instead. A cell whose mean is more "
     "than 5 points below the best its model reached on that device at that budget (`learned?` no) did "
     "not learn, the claims' criterion too, and is left out of conclusions."
 )
@@ -110,7 +117,7 @@ def precision_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             {
                 "max_length": str(length),
                 "seeds": str(len(diffs)),
-                "measured: SR − nearest (points)": accuracy.fmt_interval(diffs, None) if diffs else DASH,
+                "measured: SR − nearest (points)": accuracy_table.fmt_interval(diffs, None) if diffs else DASH,
                 "published (trn1, one run each): SR on − off (points)": fmt(100 * (on - off)) if on == on else DASH,
                 f"noise of a published difference (95%, two runs on {STUDY_TEST_ROWS:,} rows)": f"± {noise:.2f}",
             }
@@ -157,22 +164,22 @@ def token_stats_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
 def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     """Return baseline vs optimized preset per device: train time, speedup, accuracy; published beside."""
     rows = {}
-    for device, g in df[df["status"] == "finished"].groupby("device", sort=False):
+    done = df[(df["status"] == "finished") & ~profiled(df)] if len(df) else df
+    for device, g in done.groupby("label", sort=False):
         base, opt = g[g["preset"] == "baseline"], g[g["preset"] == "optimized"]
         if base.empty or opt.empty:
             continue
-        # the median of runs, the one estimator of a timing the claims and the plots use too
-        b, o = base["train_s"].median(), opt["train_s"].median()
-        rows[f"measured ({short_device(device)}, {g['variant'].iloc[0]})"] = [
-            fmt(b),
-            fmt(o),
-            fmt(b / o),
-            fmt(opt["samples_per_s"].median()),
-            accuracy.fmt_interval(
-                list(base["test_acc"]), int(base["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(base)
-            ),
-            accuracy.fmt_interval(
-                list(opt["test_acc"]), int(opt["test_rows"].max() or 0) or None, seeds=accuracy.distinct_seeds(opt)
+        b, o = frame.estimate(base, "train_s"), frame.estimate(opt, "train_s")
+        rows[f"measured ({device}, {g['variant'].iloc[0]})"] = [
+            tables.spread_cell(base, "train_s"),
+            tables.spread_cell(opt, "train_s"),
+            str(frame.ratio(b, o)),
+            tables.spread_cell(opt, "samples_per_s"),
+            *(
+                accuracy_table.fmt_interval(
+                    list(arm["test_acc"]), int(arm["test_rows"].max() or 0) or None, accuracy_table.seeds(arm)
+                )
+                for arm in (base, opt)
             ),
             f"{fmt(g['train_subset'].iloc[0] or accuracy.TRAIN_ROWS)} × {g['epochs'].iloc[0]} epoch(s), "
             f"{g['model_name'].iloc[0]}",
@@ -188,10 +195,10 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             "16,000 × 3 epochs, bert-base",
         ]
     labels = [
-        "baseline train s (median of runs)",
-        "optimized train s (median of runs)",
-        "speedup (ratio of the medians)",
-        "optimized samples/s (median of runs)",
+        "baseline train s (median of runs; their range)",
+        "optimized train s (median of runs; their range)",
+        "speedup (ratio of the medians; extreme ratios of runs)",
+        "optimized samples/s (median of runs; their range)",
         "baseline test accuracy %",
         "optimized test accuracy %",
         "rows × epochs, model",
@@ -202,8 +209,12 @@ def speedup_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         parts
         + [
             table.to_markdown(disable_numparse=True),
-            "Measured samples/s count samples processed in the steady state; the published T4/L4/A100 figures are "
-            "16,000 rows / the whole 3-epoch time, 3x below that rate (Experiment/published/README.md).",
+            "Each figure: the median of the runs, the lowest and highest run beside it (study/frame.py `estimate` and "
+            f"`ratio`, as the claims and the figure take them; a spread between runs with >= {frame.MIN_RUNS} of them, "
+            "one run's: the spread of its steps). Measured samples/s count samples processed in "
+            "the steady state; the published T4/L4/A100 figures are 16,000 rows / the whole 3-epoch time, 3x below "
+            "that rate (Experiment/published/README.md). A host-bound device's speedup is the host's, not the "
+            "accelerator's: its step waits on Python, launches and the input.",
         ]
     )
 
@@ -214,16 +225,17 @@ def padding_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     dyn = df[(df["padding"] == "dynamic") & (df["status"] == "finished") & (df["shapes"] > 0)]
     if dyn.empty:
         return text
-    r = dyn.sort_values("shapes").iloc[-1]
-    per_shape = r["compile_s"] / max(r["compilations"], 1)
+    cell = dyn[dyn["shapes"] == dyn["shapes"].max()]  # the configuration that met the most shapes, over its runs
+    r = cell.median(numeric_only=True).combine_first(cell.iloc[0])
     return text + (
-        f"\n\nEstimate, not a measurement: this dynamic run compiled {fmt(r['compilations'])} "
-        f"graphs for {fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on "
-        f"{short_device(r['device'])} ({fmt(per_shape)} s a graph). An epoch of the real split at batch "
-        f"{int(r['batch'])} and max_length {int(r['max_length'])} meets up to {int(r['max_length']) - 2} distinct "
-        "lengths (one graph each in training, more in evaluation); the study reports more than "
-        '77 h for dynamic padding on trn1 (§3.1 "77+ hours": a lower bound), '
-        "where neuronx-cc takes minutes per graph, against minutes of static-padding training."
+        f"\n\nEstimate, not a measurement: dynamic padding (no multiple) compiled {fmt(r['compilations'])} graphs "
+        f"for {fmt(r['shapes'])} distinct batch shapes in {fmt(r['compile_s'])} s on {cell['label'].iloc[0]} "
+        f"(medians of {len(cell)} runs, as in the table; {fmt(r['compile_s'] / max(r['compilations'], 1))} s a graph; "
+        f"{fmt(r['train_compile_s'])} s of it inside the train time, the figure's lighter part, the rest in "
+        f"evaluation). An epoch of the real split at batch {int(r['batch'])} and max_length {int(r['max_length'])} "
+        f"meets up to {int(r['max_length']) - 2} distinct lengths (one graph each in training, more in evaluation); "
+        'the study reports more than 77 h for dynamic padding on trn1 (§3.1 "77+ hours": a lower bound), where '
+        "neuronx-cc takes minutes per graph, against minutes of static-padding training."
     )
 
 
@@ -236,7 +248,7 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
     else:
         table = (
             done.assign(compute_dtype=done["compute_dtype"].fillna("fp32"))
-            .groupby(["device", "compute_dtype", "suite"], sort=True)
+            .groupby(["label", "compute_dtype", "suite"], sort=True)
             .agg(
                 runs=("run_name", "size"),
                 ai_lo=("ai", "min"),
@@ -250,7 +262,7 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
         )
         shown = pd.DataFrame(
             {
-                "device": table["device"].map(short_device),
+                "device": table["label"],
                 "dtype": table["compute_dtype"],
                 "suite": table["suite"],
                 "runs": table["runs"],
@@ -271,8 +283,9 @@ def roofline_section(suite: Suite, df: pd.DataFrame, published_dir) -> str:
             f"batch {p['batch']}: {p['arithmetic_intensity_flop_per_byte']} FLOP/byte, {p['achieved_tflops']} TFLOP/s"
             for _, p in pub.iterrows()
         )
-        + ". MFU above is against one peak per device and dtype: "
-        "published for GPUs and NeuronCores, measured once on the machine for CPUs (`python -m helpers.measure.peaks`)."
+        + ". TFLOP/s and MFU are model FLOPs (helpers/flops.py) over each run's steady seconds per step, against one "
+        "peak per device and dtype: published for GPUs and NeuronCores, measured once on the machine for CPUs "
+        "(`python -m helpers.peaks`); FLOP/byte is a model too (bytes from the shapes, helpers/memory.py)."
     )
     return "\n\n".join(parts)
 
@@ -292,4 +305,4 @@ KINDS = {
 
 def section(suite: Suite, df: pd.DataFrame, published_dir=PUBLISHED_DIR) -> str:
     """Return the Markdown body of `suite`'s section from its frame rows."""
-    return KINDS[suite.report.get("table", "grid")](suite, df, published_dir)
+    return KINDS[suite.report.get("table") or "grid"](suite, df, published_dir)

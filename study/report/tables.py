@@ -6,9 +6,10 @@ import math
 
 import pandas as pd
 
-from helpers.study.frame import MIN_RUNS
-from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.sweep.suites import Suite
+from study import frame
+from study.frame import MIN_RUNS
+from study.notation import DASH, fmt
+from study.sweep.suites import Suite
 
 # named frame column: label in words, with units
 LABELS = {
@@ -41,30 +42,24 @@ LABELS = {
     "samples_per_j": "samples/J",
 }
 PERCENT = ("test_acc", "val_acc")  # fractions shown as percent
-
-
-def cell(values: pd.Series, name: str) -> str:
-    """Return a group's cell: the median, with the spread of one run's windows or of several runs."""
-    values = values.dropna()
-    if values.empty:
-        return DASH
-    scale = 100 if name in PERCENT else 1
-    if len(values) == 1:
-        return fmt(values.iloc[0] * scale)
-    return (
-        f"{fmt(values.median() * scale)} ({fmt(values.min() * scale)}–{fmt(values.max() * scale)}, {len(values)} runs)"
-    )
+WITHIN = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}  # one run's own
 
 
 def spread_cell(group: pd.DataFrame, name: str) -> str:
-    """Return a throughput cell: the median and range between runs, or one run's timing spread within it."""
-    if name == "samples_per_s" and len(group) == 1 and pd.notna(group["window_min"].iloc[0]):
-        r = group.iloc[0]
-        return f"{fmt(r['samples_per_s'])} ({fmt(r['window_min'])}–{fmt(r['window_max'])})"
-    if name == "step_ms" and len(group) == 1 and pd.notna(group["step_ms_p10"].iloc[0]):
-        r = group.iloc[0]
-        return f"{fmt(r['step_ms'])} ({fmt(r['step_ms_p10'])}–{fmt(r['step_ms_p90'])})"
-    return cell(group[name], name)
+    """Return a group's cell: frame.estimate's median with the lowest and highest run; one run's timing with its own
+    windows or steps, said to be within it."""
+    values = group[name].dropna()
+    if values.empty:
+        return DASH
+    scale = 100 if name in PERCENT else 1
+    band = frame.estimate(group, name)
+    if len(values) > 1:
+        return f"{fmt(band.mid * scale)} ({fmt(band.lo * scale)}–{fmt(band.hi * scale)}, {len(values)} runs)"
+    lo, hi = WITHIN.get(name, (name, name))
+    r = group.loc[values.index[0]]
+    return fmt(band.mid * scale) + (
+        "" if lo == hi or pd.isna(r[lo]) else f" (one run; within it {fmt(r[lo])}–{fmt(r[hi])})"
+    )
 
 
 def grid_table(
@@ -75,15 +70,14 @@ def grid_table(
 ) -> pd.DataFrame:
     """Return rows = the keys' values, columns = each value per measured device, `pub`'s (keyed) beside."""
     out = None
-    devices = list(dict.fromkeys(df["device"]))
+    devices = list(dict.fromkeys(df["label"]))
     for device in devices:
-        mine = df[df["device"] == device]
-        label = f" · {short_device(device)}" if len(devices) > 1 else ""
+        mine = df[df["label"] == device]
+        label = f" · {device}" if len(devices) > 1 else ""
         table = mine.groupby(keys, dropna=False, sort=True).apply(
             lambda g: pd.Series(
                 {f"{LABELS.get(v, v)}{label}": spread_cell(g, v) for v in values}
                 | ({f"runs{label}": str(len(g))} if len(g) > 1 else {})
-                | ({f"windows within a run{label}": within_runs(g)} if "samples_per_s" in values and len(g) > 1 else {})
             ),
             include_groups=False,
         )
@@ -93,12 +87,6 @@ def grid_table(
     if pub is not None:
         out = keyed(out).join(pub, how="outer")
     return out.fillna(DASH)
-
-
-def within_runs(group: pd.DataFrame) -> str:
-    """Return the samples/s range of the timing windows inside a group's runs (the second, within-run spread)."""
-    lo, hi = group["window_min"].min(), group["window_max"].max()
-    return DASH if pd.isna(lo) or pd.isna(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
 def keyed(table: pd.DataFrame) -> pd.DataFrame:
@@ -133,62 +121,37 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def trend(df: pd.DataFrame, key: str, value: str, device: str) -> str:
-    """Return a line saying how `value` moves along `key` on `device` and which neighbouring rows differ."""
-    lo, hi = {"samples_per_s": ("window_min", "window_max"), "step_ms": ("step_ms_p10", "step_ms_p90")}.get(
-        value, (value, value)
-    )
-    rows = (
-        df[df["device"] == device]
-        .groupby(key)
-        .agg(
-            mid=(value, "median"),
-            lo=(lo, "min"),
-            hi=(hi, "max"),
-            run_lo=(value, "min"),
-            run_hi=(value, "max"),
-            runs=(value, "count"),
-        )
-    )
-    rows = rows.dropna(subset=["mid"]).sort_index()
+    """Return a line saying how `value` moves along `key` on `device`, and which neighbouring rows differ beyond the
+    range between their runs (>= MIN_RUNS a row; with fewer, nothing is resolved)."""
+    mine = df[(df["label"] == device) & df[value].notna()]
+    rows = pd.DataFrame({k: frame.estimate(g, value) for k, g in mine.groupby(key)}, index=["mid", "lo", "hi"]).T
     if len(rows) < 2:
         return ""
-    between = bool((rows["runs"] >= MIN_RUNS).all())
-    if between:
-        rows = rows.assign(lo=rows["run_lo"], hi=rows["run_hi"])
-    spread = (
-        f"the range between runs (>= {MIN_RUNS} each)"
-        if between
-        else "the timing spread within a run (fewer than 3 runs a row: no between-run interval)"
+    first, last = rows.iloc[0], rows.iloc[-1]
+    said = (
+        f"On {device}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}={_key(rows.index[0])} to "
+        f"{fmt(last.mid)} at {key}={_key(rows.index[-1])} ({last.mid / first.mid:.2f}x); "
     )
+    if (mine.groupby(key)[value].count() < MIN_RUNS).any():
+        return said + f"not resolved: fewer than {MIN_RUNS} runs a row, no range between runs to tell neighbours apart."
     neighbours = zip(rows.iterrows(), rows.iloc[1:].iterrows())
     apart = sum(not (a.hi >= b.lo and b.hi >= a.lo) for (_, a), (_, b) in neighbours)
-    first, last = rows.iloc[0], rows.iloc[-1]
-    return (
-        f"On {short_device(device)}, {LABELS.get(value, value)} goes from {fmt(first.mid)} at {key}="
-        f"{_key(rows.index[0])} to {fmt(last.mid)} at {key}={_key(rows.index[-1])} "
-        f"({last.mid / first.mid:.2f}x); {apart} of {len(rows) - 1} neighbouring steps "
-        f"differ beyond {spread}" + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)") + "."
+    return said + (
+        f"{apart} of {len(rows) - 1} neighbouring steps differ beyond the range between runs (>= {MIN_RUNS} each)"
+        + ("" if apart == len(rows) - 1 else " (the others overlap: not resolved)")
+        + "."
     )
-
-
-# a step whose time grows less than this while its batch grows HOST_BOUND_BATCHES-fold did not wait on the
-# accelerator's arithmetic: the host (Python, kernel launches, the input) set its pace
-HOST_BOUND_STEP_GROWTH, HOST_BOUND_BATCHES = 2.0, 4.0
 
 
 def host_bound(df: pd.DataFrame, device: str) -> str:
-    """Return a line saying an accelerator's step stayed flat across batches (the host bound it), or ''."""
-    rows = df[(df["device"] == device) & (df["device_type"] != "cpu") & df["step_ms"].notna()]  # a CPU is its host
-    if rows.empty or (rows["device_type"] == "xla").all() and not rows["device.neuron"].astype(bool).any():
-        return ""
+    """Return a line saying a host-bound accelerator's step stayed flat across batches, or ''."""
+    rows = df[(df["label"] == device) & (df["host_bound"] != "") & df["step_ms"].notna()]
     steps = rows.groupby("batch")["step_ms"].median().sort_index()
     if len(steps) < 2:
         return ""
     batches, grown = steps.index[-1] / steps.index[0], steps.iloc[-1] / steps.iloc[0]
-    if batches < HOST_BOUND_BATCHES or grown >= HOST_BOUND_STEP_GROWTH:
-        return ""
     return (
-        f"On {short_device(device)} the step is flat, {fmt(steps.min())}–{fmt(steps.max())} ms (medians of runs) "
+        f"On {device} the step is flat, {fmt(steps.min())}–{fmt(steps.max())} ms (medians of runs) "
         f"at every batch from {_key(steps.index[0])} to {_key(steps.index[-1])} ({grown:.2f}x the time for "
         f"{batches:.0f}x the samples): the device waited on the host (Python, kernel launches, the input), so its "
         "samples/s here measures the host, not the accelerator's capacity, and rises with batch only because "
@@ -201,7 +164,7 @@ def caption(suite: Suite, df: pd.DataFrame) -> str:
     parts = []
     for variant, g in df.groupby("variant", dropna=False):
         fixed = suite.variants.get(variant, {}).get("params", {})
-        devices = ", ".join(f"{short_device(d)} ({n} runs)" for d, n in g["device"].value_counts().items())
+        devices = ", ".join(f"{d} ({n} runs)" for d, n in g["label"].value_counts().items())
         parts.append(
             f"`{variant}` variant on {devices}; fixed: "
             + ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "progress")
@@ -211,6 +174,4 @@ def caption(suite: Suite, df: pd.DataFrame) -> str:
 
 def no_runs(suite: Suite) -> str:
     """Return what a suite without records says, and the command that fills it."""
-    return (
-        f"No runs of this suite are recorded yet: run `python -m helpers.study.sweep {suite.name}` (or `make report`)."
-    )
+    return f"No runs of this suite are recorded yet: run `python -m study.sweep {suite.name}` (or `make report`)."

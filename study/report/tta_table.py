@@ -1,5 +1,5 @@
-"""The headline table: time to 88 / 90 / 92% validation accuracy per device, over seeds (the
-time_to_accuracy suite; each record's `time_to_accuracy` section, computed by calc.accuracy_time)."""
+"""The headline table: time to each validation accuracy target per device, over seeds (the time_to_accuracy
+suite; each record's `time_to_accuracy` section, written by the training loop)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import math
 
 import pandas as pd
 
-from helpers.calc.accuracy_time import TARGETS
-from helpers.study.claims.accuracy import mean_interval
-from helpers.study.notation import DASH, fmt, short_device
-from helpers.study.report.tables import caption, markdown, no_runs
+from study.claims.accuracy import mean_interval
+from study.notation import DASH, fmt
+from study.report.tables import caption, markdown, no_runs
 
 LOADED_SHARE = 0.9  # a CPU run whose process used under this share of its threads shared the cores: a loaded machine
 
@@ -23,8 +22,9 @@ NOTE = (
     "it does). Process CPU: the runs' range of the training process's CPU use against what its threads could use; "
     f"below {LOADED_SHARE:.0%} of it another process shared the cores, and that row's seconds are marked "
     '"loaded": compare its steps, not its seconds. Test accuracy: of the checkpoint that first reached '
-    "90%; final test accuracy: the whole test split after training, mean over the seeds. The CPU named beside "
-    "each device is the machine the figure is from; seconds on another CPU differ."
+    "90%; final test accuracy: the whole test split after training, mean over the seeds. Host CPU: the machine "
+    "the seconds are from (a CPU device is its own host; a GPU's host CPU by its recorded vector units); seconds on "
+    "another host differ."
 )
 
 
@@ -55,13 +55,15 @@ def tta_section(suite, df: pd.DataFrame, published_dir) -> str:
     done = df[df["status"] == "finished"] if len(df) else df
     if done.empty:
         return no_runs(suite)
-    keys = [k for k in suite.report.get("keys", []) if k in done.columns]
+    keys = [k for k in suite.report.get("keys") or [] if k in done.columns]
     rows = []
-    for group, g in done.groupby(["device", "variant", *keys], sort=True, dropna=False):
-        row = {"device": short_device(group[0]), "variant": group[1], **dict(zip(keys, group[2:])), "seeds": len(g)}
+    targets = sorted(c.removeprefix("tta_") for c in done if c.startswith("tta_0"))
+    for group, g in done.groupby(["label", "variant", *keys], sort=True, dropna=False):
+        row = {"device": group[0], "host CPU": g["host_cpu"].iloc[0], "variant": group[1], **dict(zip(keys, group[2:]))}
+        row["seeds"] = len(g)
         cpu, loaded = process_cpu(g)
-        for target in TARGETS:
-            row[f"to {100 * target:.0f}% (s, ≤)"] = cell(g[f"tta_{target:.2f}"], loaded)
+        for target in targets:
+            row[f"to {100 * float(target):.0f}% (s, ≤)"] = cell(g[f"tta_{target}"], loaded)
         row["steps to 90% (≤)"] = cell(g["tta_steps"])
         row["process CPU"] = cpu
         test = g["tta_test_acc"].dropna()

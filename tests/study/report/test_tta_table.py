@@ -1,11 +1,11 @@
-"""The time-to-accuracy headline table, from records' time_to_accuracy sections: seeds that reach a target
+"""study/report/tta_table.py: the time-to-accuracy headline table, from records' time_to_accuracy sections: seeds that reach a target
 and seeds that do not, each shown as such."""
 
 from record_fixtures import record
 
-from helpers.study.frame import frame
-from helpers.study.report import sections
-from helpers.study.sweep.suites import resolve_suite
+from study.frame import frame
+from study.report import sections
+from study.sweep.suites import resolve_suite
 
 
 def seed_run(seed: int, to88: float | None, to90: float | None, test: float | None = None) -> dict:
@@ -25,18 +25,17 @@ def test_the_table_shows_each_targets_seconds_over_the_seeds_that_reached_it():
     row = next(line for line in text.splitlines() if line.startswith("| Xeon"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     # each time is the first evaluation at or past the target: an upper bound, and said so
-    assert cells[2] == "3" and cells[3].startswith("≤ 110 ± ") and cells[3].endswith("(3/3)")
-    assert cells[4].startswith("≤ 160 ± ") and cells[4].endswith("(2/3)")
-    assert cells[5] == "not reached (0/3)" and cells[6].startswith("≤ 100") and cells[6].endswith("(2/3)")
-    assert cells[7] == "190% of 200%"  # the fixture CPU's process: 95% of each of its 2 threads, not loaded
-    assert cells[8] == "90.5"  # steps to 90%, then the test accuracy of that checkpoint
+    assert cells[1] == "the device itself"  # the CPU named in the row is the machine the seconds are from
+    assert cells[3] == "3" and cells[4].startswith("≤ 110 ± ") and cells[4].endswith("(3/3)")
+    assert cells[5].startswith("≤ 160 ± ") and cells[5].endswith("(2/3)")
+    assert cells[6] == "not reached (0/3)" and cells[7].startswith("≤ 100") and cells[7].endswith("(2/3)")
+    assert cells[8] == "190% of 200%"  # the fixture CPU's process: 95% of each of its 2 threads, not loaded
+    assert cells[9] == "90.5"  # steps to 90%, then the test accuracy of that checkpoint
     assert "to 88% (s, ≤)" in text and "an upper bound (≤)" in text and "not wall time" in text
 
 
 def test_no_records_say_how_to_make_them():
-    assert "python -m helpers.study.sweep time_to_accuracy" in sections.section(
-        resolve_suite("time_to_accuracy"), frame([])
-    )
+    assert "python -m study.sweep time_to_accuracy" in sections.section(resolve_suite("time_to_accuracy"), frame([]))
 
 
 def test_a_recipe_search_gets_one_row_per_candidate_with_its_final_test_accuracy():
@@ -64,6 +63,15 @@ def test_seconds_from_a_loaded_machine_are_marked_with_its_process_cpu():
     cells = [
         c.strip() for c in next(line for line in text.splitlines() if line.startswith("| Xeon")).strip("|").split("|")
     ]
-    assert cells[3].endswith("(2/2), loaded") and cells[4].endswith(", loaded")
-    assert cells[6] == "≤ 100 ± 0 (2/2)"  # steps: the machine's load does not change them
-    assert cells[7] == "110–190% of 200% (loaded)"
+    assert cells[4].endswith("(2/2), loaded") and cells[5].endswith(", loaded")
+    assert cells[7] == "≤ 100 ± 0 (2/2)"  # steps: the machine's load does not change them
+    assert cells[8] == "110–190% of 200% (loaded)"
+
+
+def test_a_gpus_row_names_its_host_cpu_and_its_host_bound_status():
+    recs = [seed_run(1, 100.0, 150.0, 0.90)]
+    recs[0]["device"] = {**record("h200", None, {})["device"]}
+    steps = [record("h200", "batch_scaling", {"batch": b}, run_name=f"b{b}", step_ms=19.0) for b in (8, 64)]
+    text = sections.section(resolve_suite("time_to_accuracy"), frame(recs + steps).query("suite == 'time_to_accuracy'"))
+    row = next(line for line in text.splitlines() if line.startswith("| H200"))
+    assert row.startswith("| H200 (host-bound) ") and "family not recorded, AVX512+amx_bf16" in row

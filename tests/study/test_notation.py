@@ -1,11 +1,11 @@
-"""helpers/study/notation.py: numbers to 4 significant digits (thousands with separators), the dash for no
+"""study/notation.py: numbers to 4 significant digits (thousands with separators), the dash for no
 value, and device names short enough for a column header."""
 
 import math
 
 import pytest
 
-from helpers.study.notation import DASH, fmt, short_device
+from study.notation import DASH, fmt, short_device
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,13 @@
-"""helpers/study/drift.py: configurations two suites timed alike are found, and the drift between suites is the
+"""study/drift.py: configurations two suites timed alike are found, and the drift between suites is the
 largest gap between their medians on a device (none where no configuration was timed twice)."""
 
 from __future__ import annotations
 
 import pytest
+from record_fixtures import record
 
-from helpers.study.drift import agreement, drift_pcts
-from helpers.study.frame import frame
-from tests.record_fixtures import record
-
-pytestmark = pytest.mark.usefixtures("no_library_versions")
+from study.drift import agreement, drift_pcts
+from study.frame import frame
 
 
 def timed(suite: str, rates: list[float], batch: int = 16, subset: int = 1024) -> list[dict]:
@@ -42,6 +40,12 @@ def test_the_drift_between_suites_is_the_largest_gap_between_their_medians():
     assert drift_pcts(df) == {df["device_key"].iloc[0]: pytest.approx(100 * (41 - 32) / 32)}
     alone = frame(timed("small_batch", [30, 32, 34]))
     assert drift_pcts(alone) == {}
+
+
+def test_single_runs_resolve_no_drift():
+    """Two suites' single runs of one configuration: the table calls them unresolved, and no drift is taken."""
+    df = frame(timed("small_batch", [30]) + timed("batch_scaling", [40], subset=2048))
+    assert len(agreement(df)) == 2 and drift_pcts(df) == {}
 
 
 @pytest.mark.parametrize(

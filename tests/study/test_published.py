@@ -1,7 +1,7 @@
-"""helpers/study/published.py: the study's published tables are read as printed, strings kept as strings."""
+"""study/published.py: the study's published tables are read as printed, strings kept as strings."""
 
-from helpers.calc.facts import load_instance_prices
-from helpers.study.published import PUBLISHED_DIR, STUDY_KEYS, published, study_price
+from study import cost
+from study.published import PUBLISHED_DIR, STUDY_KEYS, published
 
 
 def test_a_published_table_keeps_its_figures_as_printed(tmp_path):
@@ -20,11 +20,5 @@ def test_the_committed_statements_name_every_claims_section():
 def test_every_device_the_study_published_is_a_priced_device_key():
     for table in ("cost.csv", "speedup.csv"):
         assert set(published(table)["device"]) == set(STUDY_KEYS), table
-    assert set(STUDY_KEYS.values()) <= set(load_instance_prices()["device"])
+    assert set(STUDY_KEYS.values()) <= set(cost.prices()["device"])
     assert STUDY_KEYS["A100"] == "a100-40gb" and STUDY_KEYS["trn1"] == "trn1-chip"  # the very cards it rented
-
-
-def test_a_printed_instance_is_priced_as_the_facts_name_it_and_a_wrong_one_is_said():
-    assert study_price("trn1", "Trn1-2xlarge") == ("trn1.2xlarge", 1.34375, "")  # printed with a capital and a dash
-    instance, usd_h, note = study_price("L4", "g5.xlarge")  # the study's L4 on an instance that carries the A10G
-    assert (instance, usd_h, note) == ("g6.xlarge", 0.8048, "g5.xlarge carries a10g, not l4")

@@ -1,1 +1,0 @@
-"""Which accelerator for a fine-tuning job: `python -m helpers.study.decide`."""
