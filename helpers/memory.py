@@ -26,23 +26,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from helpers import record
+from helpers import flops, models, record
 
 GIB = 1024**3
 PROC = Path("/proc/self")
 FACTS = Path(__file__).resolve().parent / "facts"
-# Bytes per element of each tensor class. weight: stored parameters (the fp32 master under autocast); grad: parameter
-# gradients; state: each AdamW moment; matmul: matmul inputs (autocast casts them to 16-bit); resid: residual stream
-# and LayerNorm (autocast keeps LayerNorm in fp32).
-PRECISION_BYTES = {
-    "fp32": {"weight": 4, "grad": 4, "state": 4, "matmul": 4, "resid": 4},
-    "bf16": {"weight": 4, "grad": 4, "state": 4, "matmul": 2, "resid": 4},
-    "fp16": {"weight": 4, "grad": 4, "state": 4, "matmul": 2, "resid": 4},
-    "bf16-pure": {"weight": 2, "grad": 2, "state": 2, "matmul": 2, "resid": 2},
-    "bf16-pure-sr": {"weight": 2, "grad": 2, "state": 2, "matmul": 2, "resid": 2},
-}
-AUTOCAST_PRECISIONS = ("bf16", "fp16")
-QUADRATIC_ACTIVATIONS = ("attention_probs", "attention_dropout_mask", "attention_probs_dropped")  # grow with L^2
 
 
 # ----------------------------------------------------------------------------- measured
@@ -79,29 +67,9 @@ def peak(device_type: str) -> record.Memory:
 
 
 # ----------------------------------------------------------------------------- modelled
-def precision_bytes(precision: str) -> dict:
-    """Return bytes per element of weights, grads, optimizer states, matmul inputs and residuals."""
-    if precision not in PRECISION_BYTES:
-        raise ValueError(f"precision={precision!r}; expected one of {', '.join(PRECISION_BYTES)}")
-    return PRECISION_BYTES[precision]
-
-
 def param_breakdown(cfg) -> dict:
-    """Return the classifier's parameter counts by kind: embedding tables, matmul weights, biases and norms."""
-    H, C, n = cfg.hidden_size, cfg.num_labels, cfg.num_hidden_layers
-    I = getattr(cfg, "intermediate_size", None) or cfg.hidden_dim  # DistilBERT names it hidden_dim
-    types = getattr(cfg, "type_vocab_size", 0)  # DistilBERT has no token-type table; RoBERTa's has 1 row
-    tables = (cfg.vocab_size + cfg.max_position_embeddings + types) * H  # word, position, token type
-    attention = 4 * H * H  # Q, K, V, attention output
-    ffn = 2 * H * I  # FFN up and down
-    head = H * H + H * C  # pooler, classifier
-    embedding_norm = 2 * H  # embedding LayerNorm, weight and bias
-    attention_biases = 4 * H  # Q, K, V, attention output
-    ffn_biases = I + H  # FFN up and down
-    layer_norms = 2 * 2 * H  # two LayerNorms, weight and bias
-    head_biases = H + C  # pooler, classifier
-    small = embedding_norm + n * (attention_biases + ffn_biases + layer_norms) + head_biases
-    return {"embedding_tables": tables, "matmul_weights": n * (attention + ffn) + head, "biases_and_norms": small}
+    """Return the classifier's parameter counts by kind (flops.param_breakdown of a configuration object or dict)."""
+    return flops.param_breakdown(cfg if isinstance(cfg, dict) else models.architecture(cfg))
 
 
 def saved_activation_bytes(
@@ -114,9 +82,9 @@ def saved_activation_bytes(
     fused_attention: bool = False,
 ) -> dict:
     """Return bytes of the tensors kept from forward for backward, by tensor, plus "total"."""
-    b = precision_bytes(precision)
+    b = flops.precision_bytes(precision)
     mm, resid = b["matmul"], b["resid"]
-    autocast = precision in AUTOCAST_PRECISIONS
+    autocast = precision in flops.AUTOCAST_PRECISIONS
     T, H, I = batch * seq_len, cfg.hidden_size, cfg.intermediate_size
     S = batch * cfg.num_attention_heads * seq_len * seq_len
 
@@ -210,10 +178,10 @@ def estimate_train_memory(
     # gradients less). Not counted: short-lived buffers, the CUDA context, fragmentation (largest_batch's reserve).
     if optimizer not in ("adamw", "sgd"):
         raise ValueError(f"optimizer={optimizer!r}; expected 'adamw' or 'sgd' (plain, no momentum)")
-    b, params = precision_bytes(precision), param_breakdown(cfg)
+    b, params = flops.precision_bytes(precision), param_breakdown(cfg)
     n = sum(params.values())
     t = n if trainable is None else trainable
-    autocast, adamw = precision in AUTOCAST_PRECISIONS, optimizer == "adamw"
+    autocast, adamw = precision in flops.AUTOCAST_PRECISIONS, optimizer == "adamw"
     act = saved_activation_bytes(cfg, batch, seq_len, precision, device_type, gradient_checkpointing, fused_attention)
     terms = {
         # what the matmuls read: the parameters, or under autocast their 16-bit copies (kept for backward)
@@ -279,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m helpers.memory", description=main.__doc__)
     parser.add_argument("--seq-len", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--precision", default="bf16", choices=list(PRECISION_BYTES))
+    parser.add_argument("--precision", default="bf16", choices=list(flops.PRECISION_BYTES))
     args = parser.parse_args(argv)
     print(
         f"<!-- written by: python -m helpers.memory --seq-len {' '.join(map(str, args.seq_len))} --precision {args.precision} -->"

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from study.claims.accuracy import gap, side
-from study.claims.verdict import PROXY, SPREAD, Evidence, Finding, cells, device, listing, ratio, versus, who
+from study.claims.verdict import PROXY, SPREAD, Evidence, Finding, cells, device, listing, versus, who
+from study.frame import ratio
 
 WITHIN_POINTS = 1.0  # the claim: LoRA's test accuracy within 1 point of full fine-tuning's
 NO_FIGURE = "no published figure: the study names LoRA as future work (§9); the claim tested is ours"

@@ -9,22 +9,9 @@ import math
 import pandas as pd
 
 from helpers import devices
-from study.claims.verdict import (
-    ONE_RUN,
-    SPREAD,
-    Band,
-    Evidence,
-    Finding,
-    cells,
-    device,
-    estimate,
-    interleaved,
-    listing,
-    ratio,
-    versus,
-    who,
-)
+from study.claims.verdict import ONE_RUN, SPREAD, Evidence, Finding, cells, device, interleaved, listing, versus, who
 from study.cost import study_price
+from study.frame import Band, estimate, ratio
 from study.published import published
 
 SPEEDUP_TOLERANCE = 0.10  # the study's speedups are single runs with no stated spread

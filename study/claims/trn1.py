@@ -14,14 +14,13 @@ from study.claims.verdict import (
     Finding,
     cells,
     device,
-    estimate,
     interleaved,
     listing,
     profiled,
-    ratio,
     versus,
     who,
 )
+from study.frame import estimate, ratio
 from study.notation import fmt
 from study.published import published
 

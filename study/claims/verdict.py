@@ -4,13 +4,12 @@ their range), whether the arms ran interleaved, and how the comparisons of a cla
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import pandas as pd
 
-from study.notation import fmt, short_device
+from study.frame import Band, estimate
+from study.notation import short_device
 
 # "holds" / "does not hold" only on records of the claim's own kind (bert-base on a GPU or a trn1 NeuronCore);
 # a proxy (another model, another device class) shows a direction. Each with its symbol in the summary
@@ -54,28 +53,6 @@ class Finding:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r}; expected one of {tuple(VERDICTS)}")
-
-
-class Band(NamedTuple):
-    """A figure's estimate: the median of a cell's runs, and the lowest and highest run."""
-
-    mid: float
-    lo: float
-    hi: float
-
-    def __str__(self) -> str:
-        return fmt(self.mid) if math.isclose(self.lo, self.hi) else f"{fmt(self.mid)} ({fmt(self.lo)}–{fmt(self.hi)})"
-
-
-def estimate(rows: pd.DataFrame, metric: str) -> Band:
-    """Return a cell's figure: the median of its runs' `metric`, with their range (the one estimator of a figure)."""
-    values = rows[metric].astype(float).dropna()
-    return Band(float(values.median()), float(values.min()), float(values.max()))
-
-
-def ratio(a: Band, b: Band) -> Band:
-    """Return a / b: the ratio of the medians, with the extreme ratios of the runs as its range."""
-    return Band(a.mid / b.mid, a.lo / b.hi, a.hi / b.lo)
 
 
 def interleaved(*arms: pd.DataFrame) -> bool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from study.claims.verdict import Band, Evidence, Finding, estimate, interleaved, prepare, ratio, versus
-from study.frame import frame
+from study.claims.verdict import Evidence, Finding, interleaved, prepare, versus
+from study.frame import Band, estimate, frame, ratio
 from tests.study.claims.claim_records import arm, rec
 
 
