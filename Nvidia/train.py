@@ -66,10 +66,10 @@ def train(args: arguments.NvidiaArgs) -> dict:
         meters = (monitor.start(dev.type), energy.start(dev.type, rank)) if rank is None or rank.local_rank == 0 else ()
         profiler = profile.Profiler(dev.type, args, path) if cuda or args.profile else None  # CUDA: the busy share
         sync = torch.cuda.synchronize if cuda else lambda: None
+        show = ("bar" if args.progress else "lines") if lead else "none"  # lines: papermill's log, torchrun
         timer = timing.Timer(
-            sync, args.timing_warmup_steps, args.log_every, profiler, meters, "events" if cuda else "host"
+            sync, args.timing_warmup_steps, args.log_every, profiler, meters, "events" if cuda else "host", steps, show
         )
-        bar = timing.progress(steps, args.progress and lead)
         graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         for batch, micro, last in tokens.steps(loader, args.gradient_accumulation_steps, steps, args.epochs):
             if micro == 0:
@@ -95,8 +95,7 @@ def train(args: arguments.NvidiaArgs) -> dict:
             sched.step()
             opt.zero_grad(set_to_none=True)
             window = timer.end_step()  # a window closed: one device sync, the mean loss read once
-            bar.update(1)
-            if window and not timing.log_window(rec, window, bar, args.diverge_factor):
+            if window and not timer.check(rec, window, args.diverge_factor):
                 break  # diverged: the record says at which step and why
             if args.eval_every and timer.steps % args.eval_every == 0:
                 with timer.paused():  # outside every timed window
@@ -104,7 +103,6 @@ def train(args: arguments.NvidiaArgs) -> dict:
                 if args.stop_at_accuracy and point.val_accuracy >= args.stop_at_accuracy:
                     rec.stopped_early = f"validation accuracy {point.val_accuracy:.2%} at step {timer.steps}"
                     break
-        bar.close()
         timer.finish(rec, meters, skipped=timer.steps - optim.steps_taken(opt), world=rank.world_size if rank else 1)
         if args.step_mode != "eager":  # graphs made while training; CUDA graphs torch fell back from, silently
             counters = torch._dynamo.utils.counters

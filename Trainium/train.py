@@ -70,9 +70,9 @@ def train(args: arguments.TrainiumArgs) -> dict:
         memory.reset_peak(dev.type)
         meters = (monitor.start(dev.type), energy.start(dev.type, rank)) if rank is None or rank.local_rank == 0 else ()
         profiler = profile.Profiler(dev.type, args, path) if args.profile else None
-        timer = timing.Timer(lambda: (torch_xla.sync(), xm.wait_device_ops()), args.timing_warmup_steps,
-                             args.log_every, profiler, meters, "window")  # fmt: skip
-        bar = timing.progress(steps, args.progress and lead)
+        show = ("bar" if args.progress else "lines") if lead else "none"  # lines: papermill's log, torchrun
+        sync = lambda: (torch_xla.sync(), xm.wait_device_ops())  # the graph cut, then the device waited on
+        timer = timing.Timer(sync, args.timing_warmup_steps, args.log_every, profiler, meters, "window", steps, show)
         model.train()
         batches = compiles.wrap(device_loader)
         for batch, micro, last in tokens.steps(batches, args.gradient_accumulation_steps, steps, args.epochs):
@@ -92,8 +92,7 @@ def train(args: arguments.TrainiumArgs) -> dict:
             opt.zero_grad(set_to_none=True)
             torch_xla.sync()  # the graph cut: one compiled graph per step shape, run while the host goes on
             window = timer.end_step()  # a window closed: the device waited on, the mean loss read once
-            bar.update(1)
-            if window and not timing.log_window(rec, window, bar, args.diverge_factor):
+            if window and not timer.check(rec, window, args.diverge_factor):
                 break
             if args.eval_every and timer.steps % args.eval_every == 0:
                 with compiles.evaluating(), timer.paused():  # its graphs are evaluation's, not a step's
@@ -101,7 +100,6 @@ def train(args: arguments.TrainiumArgs) -> dict:
                 if args.stop_at_accuracy and point.val_accuracy >= args.stop_at_accuracy:
                     rec.stopped_early = f"validation accuracy {point.val_accuracy:.2%} at step {timer.steps}"
                     break
-        bar.close()
         timer.finish(rec, meters, skipped=0, world=rank.world_size if rank else 1)
         compiles.mark("train_end")
         evaluator.final(rec, model, rank, ddp.reducer(rank, "xla"))

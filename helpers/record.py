@@ -479,7 +479,9 @@ class CurvePoint(Section):
 class Phases(Section):
     """Where the command's seconds went (seconds; periodic_evals a count); they add up to `wall`."""
 
-    startup: Num = None  # process start -> the run's start: interpreter, imports, a notebook's kernel
+    startup: Num = (
+        None  # a process's first run: process start -> the run's start (imports, a notebook's kernel); else 0
+    )
     start: Num = None
     probes: Num = None  # the CPU's matmul roof (near 0 once on file)
     load_data: Num = None
@@ -659,14 +661,22 @@ def write(record: RunRecord, base: Path) -> Path:
             tmp.unlink(missing_ok=True)
 
 
+_runs_in_process = 0
+
+
 def finish(rec: RunRecord, base: Path, t0: float, lead: bool = True) -> dict:
     """Complete the record (end time, where the wall went), write it (rank 0) and say where; return it as JSON data."""
     import psutil
 
-    wall = time.time() - psutil.Process().create_time()  # from the process's start: a notebook's kernel included
+    global _runs_in_process
+    run_s = time.perf_counter() - t0
+    # the first run of a process counts from the process's start (interpreter, imports, a notebook kernel's start
+    # and whatever came before its cells ran); a later run of the same process from its own start
+    startup = max(0.0, time.time() - psutil.Process().create_time() - run_s) if not _runs_in_process else 0.0
+    _runs_in_process += 1
+    wall = startup + run_s
     phases = rec.phases or Phases()
     measured = sum(v for k, v in phases.model_dump(exclude_none=True).items() if k not in ("reason", "periodic_evals"))
-    startup = max(0.0, wall - (time.perf_counter() - t0))
     other = max(0.0, wall - startup - measured)
     rec.phases = phases.model_copy(
         update={"startup": startup, "wall": wall, "other": other, "periodic_evals": len(rec.curve)}

@@ -1,7 +1,8 @@
 """Step timing in windows: one device sync where a window closes, none between its steps.
 
-    timer = timing.Timer(sync, warmup_steps=3, window_steps=50, profiler=profiler, watchers=(monitor, meter))
+    timer = timing.Timer(sync, 3, 50, profiler, (monitor, meter), total=steps, show="lines")
     each optimizer step: timer.start_step(); per micro-batch timer.micro_batch(shape, loss); window = timer.end_step()
+    if window and not timer.check(rec, window, diverge_factor): stop (the loss exploded)
     with timer.paused(): evaluate()          # outside every timed window
     timer.finish(rec, watchers)              # the record's timing, shapes, loss curve, utilization, energy, profile
 
@@ -49,7 +50,17 @@ class Window:
 class Timer:
     """Times optimizer steps in windows; warm-up and profiled steps are kept apart from the steady ones."""
 
-    def __init__(self, sync, warmup_steps: int, window_steps: int, profiler=None, watchers=(), step_clock="host"):
+    def __init__(
+        self,
+        sync,
+        warmup_steps: int,
+        window_steps: int,
+        profiler=None,
+        watchers=(),
+        step_clock="host",
+        total=0,
+        show="bar",
+    ):
         self.sync, self.warmup_steps, self.window_steps = sync, warmup_steps, max(1, window_steps)
         # host: each step's wall (a CPU finishes its ops as it goes); events: CUDA events around each step; window:
         # a window's mean (XLA runs a step's graph after the host has traced it, so a host clock per step says nothing)
@@ -63,6 +74,9 @@ class Timer:
         self.loss_sum, self.micro = None, 0
         self.loop_t0 = self.step_t0 = None
         self.events: list = []
+        # bar: a progress bar with the latest loss; lines: a line per window (papermill's log, torchrun's rank 0); none
+        self.show, self.total = show, total
+        self.bar = tqdm(total=total, desc="train", unit="step", disable=show != "bar")
 
     def kind(self, step: int) -> str:
         """Return the kind of window step `step` (0-based) belongs to."""
@@ -103,6 +117,7 @@ class Timer:
         """End an optimizer step; return the window it closed (None while the window runs on)."""
         self.steps += 1
         self.open.steps += 1
+        self.bar.update(1)
         if self.cuda_events:
             self.events[-1][1].record()
         elif self.step_clock == "host":
@@ -127,11 +142,31 @@ class Timer:
             window.loss = float(self.loss_sum) / window.steps  # one host read of one element per window
         self.loss_sum = None
         self.windows.append(window)
+        if window.loss is not None:
+            self.bar.set_postfix(loss=f"{window.loss:.4f}")
+            if self.show == "lines":
+                print(line(window, self.total), flush=True)
         for w in self.watchers:
             w.window_closed(window, t)
         if window.kind == "profiled":
             self.profiler.stop(window.seconds, window.steps)  # after the sync, before any steady window opens
         return window
+
+    def check(self, rec: record.RunRecord, window: Window, diverge_factor: float) -> bool:
+        """Return False (the record marked diverged) when a closed window's loss exploded, else True."""
+        if window.loss is None:
+            return True
+        first = next(w.loss for w in self.windows if w.loss is not None)
+        if math.isfinite(window.loss) and window.loss <= diverge_factor * first:
+            return True
+        step = window.first_step + window.steps
+        rec.status, rec.metrics = (
+            "diverged",
+            (rec.metrics or record.Metrics()).model_copy(update={"diverged_at_step": step}),
+        )
+        above = f" is above {diverge_factor:g} x the first window's {first:.4g}" if math.isfinite(window.loss) else ""
+        rec.error = f"loss {window.loss:.4g} at step {step}{above}"
+        return False
 
     @contextlib.contextmanager
     def paused(self):
@@ -147,6 +182,10 @@ class Timer:
     def finish(self, rec: record.RunRecord, watchers=(), skipped: int = 0, world: int = 1) -> None:
         """Close the last window; set the record's timing, shapes, loss, utilization, energy and profile."""
         self.close()
+        self.bar.close()
+        curve = [[w.first_step + w.steps, w.loss] for w in self.windows if w.loss is not None]
+        metrics = rec.metrics or record.Metrics()
+        rec.metrics = metrics.model_copy(update={"loss_curve": curve, "final_loss": curve[-1][1] if curve else None})
         steady = [w for w in self.windows if not w.warmup]
         step_times = [s for w in steady for s in (w.step_times or [w.seconds / w.steps] * w.steps)]
         steady_s, samples = sum(w.seconds for w in steady), sum(w.samples for w in steady)
@@ -204,28 +243,7 @@ class Timer:
         )
 
 
-def progress(total: int, enabled: bool):
-    """Return the progress bar of `total` optimizer steps (disabled: a line per window instead)."""
-    return tqdm(total=total, desc="train", unit="step", disable=not enabled)
-
-
-def log_window(rec: record.RunRecord, window: Window, bar, diverge_factor: float) -> bool:
-    """Add a closed window's loss to the record and show it; return False when the run diverged there."""
-    if window.loss is None:
-        return True
-    metrics = rec.metrics or record.Metrics()
-    step = window.first_step + window.steps
-    curve = [*metrics.loss_curve, [step, window.loss]]
-    rec.metrics = metrics.model_copy(update={"loss_curve": curve, "final_loss": window.loss})
-    bar.set_postfix(loss=f"{window.loss:.4f}")
-    if bar.disable:
-        rate = f", {window.samples / window.seconds:.1f} samples/s" if window.seconds else ""
-        print(f"train: step {step}/{bar.total}, loss {window.loss:.4f}{rate} ({window.kind})", flush=True)
-    first = curve[0][1]
-    if math.isfinite(window.loss) and window.loss <= diverge_factor * first:
-        return True
-    rec.status, rec.metrics.diverged_at_step = "diverged", step
-    rec.error = f"loss {window.loss:.4g} at step {step}" + (
-        f" is above {diverge_factor:g} x the first window's {first:.4g}" if math.isfinite(window.loss) else ""
-    )
-    return False
+def line(window: Window, total: int) -> str:
+    """Return a closed window's line: the step reached, its mean loss and samples/s, its kind."""
+    rate = f", {window.samples / window.seconds:.1f} samples/s" if window.seconds else ""
+    return f"train: step {window.first_step + window.steps}/{total}, loss {window.loss:.4f}{rate} ({window.kind})"

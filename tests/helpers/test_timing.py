@@ -70,10 +70,15 @@ def test_a_pause_closes_the_window_and_its_seconds_are_in_none():
     assert [(w.kind, w.steps) for w in timer.windows] == [("warmup", 1), ("steady", 2), ("steady", 3)]
 
 
-def test_log_window_marks_a_loss_that_explodes_as_diverged():
+def test_a_loss_that_explodes_marks_the_run_diverged_and_every_window_is_on_the_curve():
     rec = record.start("t", {}, [], {"key": "k"})
-    bar = timing.progress(10, False)
-    first, calm, wild = (timing.Window(0, "steady", 2, 1.0, 8, 64, loss) for loss in (2.0, 1.5, 30.0))
-    assert timing.log_window(rec, first, bar, 10.0) and timing.log_window(rec, calm, bar, 10.0)
-    assert not timing.log_window(rec, wild, bar, 10.0)
-    assert rec.status == "diverged" and rec.metrics.final_loss == 30.0 and "above 10 x" in rec.error
+    timer = timing.Timer(lambda: None, 0, 1, total=3, show="lines")
+    for loss in (2.0, 1.5, 30.0):
+        timer.start_step()
+        timer.micro_batch((4, 8), torch.tensor(loss))
+        window = timer.end_step()
+        ok = timer.check(rec, window, 10.0)
+    assert not ok and rec.status == "diverged" and rec.metrics.diverged_at_step == 3 and "above 10 x" in rec.error
+    timer.finish(rec)
+    assert rec.metrics.loss_curve == [[1, 2.0], [2, 1.5], [3, 30.0]] and rec.metrics.final_loss == 30.0
+    assert rec.metrics.diverged_at_step == 3
