@@ -217,7 +217,7 @@ def test_nvidia_notebook_runs_all_cells_with_a_parameter_edited_in_the_browser(
     text = run_all(browser, lab, notebook, "accelbench (CPU / CUDA)", edit="batch = 32")
     assert "TqdmWarning" not in text
     assert "train: step 8/8, loss" in text and "record: finished, written to" in text
-    assert "device busy share: " in text and "steps by shape: " in text
+    assert "device busy share: " in text and "optimizer steps by batch x length: " in text
     (rec,), skipped = record.read(results)
     assert not skipped and rec["status"] == "finished" and rec["run_name"] == "lab-test"
     assert rec["params"]["batch"] == 32 and rec["device"]["type"] == "cpu"
@@ -232,6 +232,6 @@ def test_trainium_notebook_runs_all_cells_on_the_xla_kernel(lab, browser, tiny_m
                        timing_warmup_steps=2, progress=False, xla_fast_compile=True, run_name="lab-test-xla")  # fmt: skip
     text = run_all(browser, lab, notebook, "accelbench-xla (torch-xla)")
     assert "NEURON_CC_FLAGS = " in text and "train: step 6/6, loss" in text and "record: finished, written to" in text
-    assert "compilations per step: {" in text and "; after the warm-up: 0\n" in text  # none in the steady steps
+    assert "graphs compiled at steps {" in text and "; after the warm-up: 0\n" in text  # none in the steady steps
     (rec,), skipped = record.read(results)
     assert not skipped and rec["status"] == "finished" and rec["device"]["type"] == "xla"
