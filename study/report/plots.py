@@ -1,6 +1,6 @@
-"""The report's figures, drawn from the frame (helpers/study/frame.py) with the study's published figures beside.
+"""The report's figures, drawn from the frame (study/frame.py) with the study's published figures beside.
 
-Each figure compares devices (one colour per device, helpers/study/plot_style.py); a device that ran a
+Each figure compares devices (one colour per device, study/plot_style.py); a device that ran a
 suite's full variant shows that, else its quick one, and every line names its model. Published points
 (X markers, dashed, hatched) are the study's bert-base runs; they share an axis with measured runs only
 where the quantity compares (accuracy, speedup, utilization %, FLOP/s), never as raw step times.

@@ -1,7 +1,7 @@
 """The report's figures of what the study tuned: LR x LLRD, precision modes, and the baseline -> optimized speedup.
 
 Accuracies are percent; an interval is 95%, over seeds (several runs) or the test set (one run), from
-helpers/study/claims/accuracy.py. Cells and points that did not learn (the claims' criterion, the frame's
+study/claims/accuracy.py. Cells and points that did not learn (the claims' criterion, the frame's
 `learned` column) are hatched or hollow. The study's published accuracies (bert-base on trn1) stand beside
 measured bert-base runs, and as differences beside any model's.
 """
