@@ -9,29 +9,44 @@ helpers; the record is written in `finally`, however the run ends, and `train` r
 """
 
 import contextlib
-import math
 import sys
 import time
 
 import torch
 
-from helpers import args as arguments
-from helpers import data, ddp, devices, energy, evaluation, memory, models, monitor, optim, peaks, precision, profile
-from helpers import record, timing, tokens
+from helpers import (
+    arguments,
+    data,
+    ddp,
+    devices,
+    energy,
+    evaluation,
+    memory,
+    models,
+    monitor,
+    optim,
+    peaks,
+    precision,
+    profile,
+    record,
+    timing,
+    tokens,
+)
 
 
 def train(args: arguments.NvidiaArgs) -> dict:
     """Train once as `args` say; return the record written (every status, a failure's too)."""
     t0, rank = time.perf_counter(), ddp.join("nccl" if torch.cuda.is_available() else "gloo", args.num_devices)
     cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
-    dev = devices.cuda_device(rank.local_rank if rank else None) if cuda else devices.cpu_device()
     if args.device == "cuda" and not cuda:
-        raise arguments.ConfigError("device='cuda' but torch sees no CUDA GPU here (CUDA_VISIBLE_DEVICES?)")
+        raise arguments.ConfigError("device='cuda' but torch sees no CUDA GPU (CUDA_VISIBLE_DEVICES, the driver?)")
+    dev = devices.cuda_device() if cuda else devices.cpu_device()
     choice = precision.choose(args.precision, dev)
     args.check_device(dev.type, choice.used, models.config(args.model_name).max_position_embeddings)
     rec = record.start(args.name(), args.flat(), args.given, dev.section(), args.suite)
     rec.precision, path = choice.section(), record.base_path(args.results_path, args.suite, args.name(), dev.key)
     record.check_folder(path.parent)  # before anything is built: a full disk is said now, not after training
+    lead = rank is None or rank.rank == 0
     try:
         tok, splits = tokens.tokenize(rec, args, data.load(rec, args))
         model = models.build(rec, args, choice.used).to(dev.torch_device)
@@ -40,28 +55,28 @@ def train(args: arguments.NvidiaArgs) -> dict:
             loader = tokens.DeviceBatches(splits["train"], loader, dev.torch_device, tok.pad_token_id, args)
         opt, steps = optim.adamw(model, args, dev.type, choice.used), optim.total_steps(args, len(loader))
         sched = optim.schedule(opt, steps, args.warmup_ratio)
-        step_model = torch.nn.parallel.DistributedDataParallel(model) if rank else model
-        update = None  # eager: PyTorch launches each op; compile / cudagraphs: two graphs, forward-backward and update
-        if args.step_mode != "eager":
+        step_model, update = torch.nn.parallel.DistributedDataParallel(model) if rank else model, None
+        if args.step_mode != "eager":  # two graphs: the forward-backward, and the clip + AdamW update
             step_model, update = optim.compiled_step(step_model, opt, args.max_grad_norm, args.step_mode)
         scaler = torch.amp.GradScaler(dev.type, enabled=choice.used == "fp16")  # fp16 underflows without it
-        eval_batches = evaluation.batches(splits["validation"], tok, args, dev.type, rows=args.curve_rows)
-        sync = torch.cuda.synchronize if cuda else lambda: None
-        if dev.type == "cpu":  # the roof MFU is held against, measured once per machine before the clock starts
+        evaluator = evaluation.Evaluator(splits, tok, args, dev, choice.used)
+        if dev.type == "cpu":  # the roof the report's MFU divides by: measured once per machine, off the clock
             peaks.ensure_cpu_roof(dev, choice.compute_dtype, path, rec)
         memory.reset_peak(dev.type)
-        lead = rank is None or rank.local_rank == 0  # one monitor and meter per node
-        meters = (monitor.start(dev.type), energy.start(dev.type, rank)) if lead else ()
-        profiled = profile.Profiler(dev.type, args, path) if cuda or args.profile else None
-        timer = timing.Timer(sync, args.timing_warmup_steps, args.log_every, profiled, meters, cuda_events=cuda)
-        bar = timing.progress(steps, args.progress and (rank is None or rank.rank == 0))
-        step_model.train()
+        meters = (monitor.start(dev.type), energy.start(dev.type, rank)) if rank is None or rank.local_rank == 0 else ()
+        profiler = profile.Profiler(dev.type, args, path) if cuda or args.profile else None  # CUDA: the busy share
+        sync = torch.cuda.synchronize if cuda else lambda: None
+        timer = timing.Timer(
+            sync, args.timing_warmup_steps, args.log_every, profiler, meters, "events" if cuda else "host"
+        )
+        bar = timing.progress(steps, args.progress and lead)
+        graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         for batch, micro, last in tokens.steps(loader, args.gradient_accumulation_steps, steps, args.epochs):
             if micro == 0:
                 timer.start_step()
                 if args.step_mode == "cudagraphs":  # the graphs' outputs of the last step may be overwritten now
                     torch.compiler.cudagraph_mark_step_begin()
-            batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+            batch = models.static_mask(model, {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()})
             no_sync = step_model.no_sync() if rank and not last else contextlib.nullcontext()  # all-reduce once
             with no_sync, precision.autocast(choice.used, dev.type):
                 loss = step_model(**batch).loss / args.gradient_accumulation_steps
@@ -75,39 +90,43 @@ def train(args: arguments.NvidiaArgs) -> dict:
                 scaler.unscale_(opt)
                 if args.max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                scaler.step(opt)
+                scaler.step(opt)  # skipped where fp16 gradients overflowed
                 scaler.update()
             sched.step()
             opt.zero_grad(set_to_none=True)
-            window = timer.end_step()  # a closed window: one device sync, the mean loss read once
+            window = timer.end_step()  # a window closed: one device sync, the mean loss read once
             bar.update(1)
             if window and not timing.log_window(rec, window, bar, args.diverge_factor):
                 break  # diverged: the record says at which step and why
             if args.eval_every and timer.steps % args.eval_every == 0:
-                with timer.paused():  # evaluation is outside every timed window
-                    point = evaluation.curve_point(rec, model, eval_batches, dev, choice.used, timer, t0, args)
+                with timer.paused():  # outside every timed window
+                    point = evaluator.curve_point(rec, model, timer, t0)
                 if args.stop_at_accuracy and point.val_accuracy >= args.stop_at_accuracy:
                     rec.stopped_early = f"validation accuracy {point.val_accuracy:.2%} at step {timer.steps}"
                     break
-        timer.finish(rec, meters, scaler_skips=timing.skipped(scaler))
-        model.eval()
-        evaluation.final(rec, model, splits, tok, args, dev, choice.used, rank)
-        if args.save_dir and (rank is None or rank.rank == 0):
-            models.save(rec, model, tok, args.save_dir)
-        rec.status = "finished" if rec.status != "diverged" else "diverged"
-    except KeyboardInterrupt:
-        rec.status, rec.error = "interrupted", "KeyboardInterrupt: the run was interrupted (Ctrl-C)"
-        raise
-    except Exception as err:  # recorded, never lost; a rank re-raises so torchrun stops the others
-        rec.status, rec.error = record.failure_status(str(err)), f"{type(err).__name__}: {err}"
+        bar.close()
+        timer.finish(rec, meters, skipped=timer.steps - optim.steps_taken(opt), world=rank.world_size if rank else 1)
+        if args.step_mode != "eager":  # graphs made while training; CUDA graphs torch fell back from, silently
+            counters = torch._dynamo.utils.counters
+            rec.shapes.compiled_graphs = counters["stats"]["unique_graphs"] - graphs_before
+            rec.shapes.cudagraph_skips = sum(
+                counters["inductor"][k] for k in counters["inductor"] if "cudagraph_skip" in k
+            )
+        evaluator.final(rec, model, rank, ddp.reducer(rank, dev.type))
         if rank:
-            raise
+            rec.distributed = ddp.section(rank, args, rec.timing, step_model)
+        if args.save_dir and lead:
+            models.save(rec, model, tok, args.save_dir)
+        rec.status = "diverged" if rec.status == "diverged" else "finished"
+    except BaseException as err:  # recorded, never lost, then raised: a notebook shows it, torchrun stops the ranks
+        rec.status = "interrupted" if isinstance(err, KeyboardInterrupt) else record.failure_status(str(err))
+        rec.error = f"{type(err).__name__}: {err}"
+        raise
     finally:
-        rec.memory = memory.peak(dev.type)
-        written = record.finish(rec, path, t0, lead=rank is None or rank.rank == 0)
+        rec.memory, rec.world_size = memory.peak(dev.type), rank.world_size if rank else 1
+        written = record.finish(rec, path, t0, lead)
     return written
 
 
 if __name__ == "__main__":
-    result = train(arguments.from_cli(sys.argv[1:], arguments.NvidiaArgs))
-    sys.exit(0 if result["status"] in ("finished", "diverged") else 1)
+    train(arguments.from_cli(sys.argv[1:], arguments.NvidiaArgs))

@@ -1,6 +1,6 @@
 """The dair-ai/emotion dataset: from a local folder of JSONL files (offline), else from the hub by name.
 
-    python -m helpers.data export DIR     # on a machine with hub access: write DIR/{train,validation,test}.jsonl
+python -m helpers.data export DIR     # on a machine with hub access: write DIR/{train,validation,test}.jsonl
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import copy
 
 import torch
 
-from helpers.args import ConfigError, lora_roles
+from helpers.arguments import ConfigError, lora_roles
 
 # the six linears of an encoder layer (args.LORA_ROLES), as regular expressions over each architecture's names
 LAYER_NAMES = {
@@ -39,7 +39,9 @@ HEADS = {"bert": ["classifier"], "roberta": ["classifier"], "distilbert": ["pre_
 def target_regex(model_type: str, targets: str) -> str:
     """Return peft's target: a regex matching the targeted linears of every encoder layer."""
     if model_type not in LAYER_NAMES:
-        raise ConfigError(f"lora_r > 0 needs a known encoder; model_type {model_type!r} is not one of {list(LAYER_NAMES)}")
+        raise ConfigError(
+            f"lora_r > 0 needs a known encoder; model_type {model_type!r} is not one of {list(LAYER_NAMES)}"
+        )
     names = LAYER_NAMES[model_type]
     return r".*\.layer\.\d+\.(" + "|".join(names[r] for r in lora_roles(targets)) + ")"
 

@@ -37,8 +37,15 @@ RANDOM = {
     "roberta-base-random": (
         "roberta-base",
         "roberta",
-        {"vocab_size": 50265, "max_position_embeddings": 514, "type_vocab_size": 1, "layer_norm_eps": 1e-5,
-         "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2},
+        {
+            "vocab_size": 50265,
+            "max_position_embeddings": 514,
+            "type_vocab_size": 1,
+            "layer_norm_eps": 1e-5,
+            "pad_token_id": 1,
+            "bos_token_id": 0,
+            "eos_token_id": 2,
+        },
     ),  # fmt: skip
 }
 RANDOM_NOTE = "random weights: throughput, FLOP and memory figures only, never accuracy (uncased WordPiece tokens)"
@@ -126,6 +133,17 @@ def build(rec: record.RunRecord, args, precision: str) -> torch.nn.Module:
     rec.phases = (rec.phases or record.Phases()).model_copy(update={"build_model": time.perf_counter() - t0})
     print(f"model: {args.model_name}, {rec.model.parameters / 1e6:.1f} M parameters, {precision}", flush=True)
     return model
+
+
+def xla_checkpointing(model: torch.nn.Module) -> None:
+    """Make activation checkpointing use torch_xla's (re-entrant) implementation: torch's looks for an XLA RNG."""
+    import functools
+
+    from torch_xla.utils.checkpoint import checkpoint
+
+    model._set_gradient_checkpointing(
+        enable=True, gradient_checkpointing_func=functools.partial(checkpoint, use_reentrant=True)
+    )
 
 
 def static_mask(model: torch.nn.Module, batch: dict) -> dict:

@@ -47,10 +47,14 @@ def choose(requested: str, dev: devices.Device, bf16_mode: str = "autocast", cc_
         used = "fp32"
     elif requested == "auto":
         used = "bf16" if dev.bf16_fast else "fp16" if dev.type == "cuda" else "fp32"
-        reason = CPU_RULE if dev.type == "cpu" else f"{used}: {dev.name} " + ("has" if dev.bf16_fast else "lacks") + " bf16"
+        reason = (
+            CPU_RULE if dev.type == "cpu" else f"{used}: {dev.name} " + ("has" if dev.bf16_fast else "lacks") + " bf16"
+        )
     else:
         used = requested
-    bf16 = used.startswith("bf16") or bf16_mode == "xla_use_bf16" or re.search(r"--auto-cast[= ](matmult|all)", cc_flags)
+    bf16 = (
+        used.startswith("bf16") or bf16_mode == "xla_use_bf16" or re.search(r"--auto-cast[= ](matmult|all)", cc_flags)
+    )
     dtype = "bf16" if bf16 else "fp16" if used == "fp16" else "fp32"
     return Choice(requested, used, dtype, mechanism(used, dev, bf16_mode), reason)
 

@@ -23,6 +23,8 @@ import platform
 import re
 import secrets
 import socket
+import sys
+import time
 import uuid
 from collections import Counter
 from importlib import metadata
@@ -595,6 +597,15 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
+def newest(results: str | Path, suite: str | None, run_name: str) -> dict:
+    """Return the newest valid record of `run_name` in its folder, on any device (what torchrun's rank 0 wrote)."""
+    found, _ = read(repo_path(results) / (suite or ADHOC))
+    mine = [r for r in found if r["run_name"] == run_name]
+    if not mine:
+        raise RecordError(f"no record of {run_name!r} in {repo_path(results) / (suite or ADHOC)}")
+    return max(mine, key=lambda r: os.stat(r["_source"]).st_mtime)
+
+
 def check_folder(folder: str | Path, what: str = "results_path") -> Path:
     """Create `folder` and check a file can be written there with room to spare; raise RecordError naming it."""
     folder = Path(folder)
@@ -644,6 +655,38 @@ def write(record: RunRecord, base: Path) -> Path:
         raise RecordError(f"could not write {base} ({err.strerror or err}); nothing was replaced") from err
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def finish(rec: RunRecord, base: Path, t0: float, lead: bool = True) -> dict:
+    """Complete the record (end time, where the wall went), write it (rank 0) and say where; return it as JSON data."""
+    import psutil
+
+    wall = time.time() - psutil.Process().create_time()  # from the process's start: a notebook's kernel included
+    phases = rec.phases or Phases()
+    measured = sum(v for k, v in phases.model_dump(exclude_none=True).items() if k not in ("reason", "periodic_evals"))
+    startup = max(0.0, wall - (time.perf_counter() - t0))
+    other = max(0.0, wall - startup - measured)
+    rec.phases = phases.model_copy(
+        update={"startup": startup, "wall": wall, "other": other, "periodic_evals": len(rec.curve)}
+    )
+    rec.finished_at = now()
+    data = as_json(rec)
+    if not lead:
+        return data
+    try:
+        path = write(rec, base)
+    except RecordError as err:  # never lost: the whole record on stderr, and in the working folder if it takes it
+        print(json_text(data), file=sys.stderr)
+        try:
+            path = write(rec, Path.cwd() / base.name)
+        except RecordError:
+            path = None
+        print(
+            f"record NOT written to {base}: {err}; " + (f"saved to {path}" if path else "printed above"),
+            file=sys.stderr,
+        )
+    print(headline(data) + f"\nrecord: {rec.status}, written to {path}", flush=True)
+    return {**data, "_source": str(path)}
 
 
 def validate(obj: Any) -> tuple[dict | None, str | None]:

@@ -1,8 +1,8 @@
 """Tokens: tokenization with static or dynamic padding, the training loader and its steps, token-length statistics.
 
-    tok, splits = tokens.tokenize(rec, args, ds)
-    loader = tokens.train_loader(splits["train"], args, tok, rank, drop_last)
-    for batch, micro, last in tokens.steps(loader, accumulation, total_steps, epochs): ...
+tok, splits = tokens.tokenize(rec, args, ds)
+loader = tokens.train_loader(splits["train"], args, tok, rank, drop_last)
+for batch, micro, last in tokens.steps(loader, accumulation, total_steps, epochs): ...
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from transformers import DataCollatorWithPadding, default_data_collator
 
 from helpers import models, record
-from helpers.args import ConfigError
+from helpers.arguments import ConfigError
 
 COLUMNS = ["input_ids", "token_type_ids", "attention_mask", "labels"]
 
@@ -32,7 +32,9 @@ def tokenize(rec: record.RunRecord, args, ds) -> tuple:
         return {**out, "labels": batch["label"]}
 
     names = ds["train"].column_names
-    out = ds.map(encode, batched=True, batch_size=2000, remove_columns=names, desc="tokenize", load_from_cache_file=False)
+    out = ds.map(
+        encode, batched=True, batch_size=2000, remove_columns=names, desc="tokenize", load_from_cache_file=False
+    )
     out = out.with_format("torch", columns=[c for c in COLUMNS if c in out["train"].column_names])
     rec.phases = (rec.phases or record.Phases()).model_copy(update={"tokenize": time.perf_counter() - t0})
     return tok, out

@@ -64,7 +64,9 @@ def main(argv: list[str]) -> int:
         except (OSError, ValueError) as err:
             print(f"left as it is: {path} ({err})", file=sys.stderr)
             bad += 1
-    keys = {r["device"]["key"]: new_key(r["device"]) for r in loaded.values() if isinstance(r, dict) and r.get("device")}
+    keys = {
+        r["device"]["key"]: new_key(r["device"]) for r in loaded.values() if isinstance(r, dict) and r.get("device")
+    }
     changed = 0
     for path, rec in loaded.items():
         if not isinstance(rec, dict) or rec.get("schema_version") not in (5, record.SCHEMA_VERSION):

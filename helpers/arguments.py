@@ -48,7 +48,7 @@ LORA_ROLES = ("query", "key", "value", "attention_output", "ffn_up", "ffn_down")
 
 def arg(default: Any, help: str, aliases: tuple[str, ...] = ()) -> Any:
     """Return a dataclass field with its help text and the Hugging Face examples' names for it."""
-    return field(default=default, metadata={"help": help, "aliases": list(aliases)})
+    return field(default=default, metadata={"help": help, "aliases": [f"--{a}" for a in aliases]})
 
 
 def lora_roles(targets: str) -> tuple[str, ...]:
@@ -57,7 +57,9 @@ def lora_roles(targets: str) -> tuple[str, ...]:
         return LORA_ROLES
     names = {n.strip() for n in targets.split(",") if n.strip()}
     if names - set(LORA_ROLES) or not names:
-        raise ConfigError(f"lora_targets={targets!r} is invalid: 'all-linear' or a comma list of {', '.join(LORA_ROLES)}")
+        raise ConfigError(
+            f"lora_targets={targets!r} is invalid: 'all-linear' or a comma list of {', '.join(LORA_ROLES)}"
+        )
     return tuple(r for r in LORA_ROLES if r in names)
 
 
@@ -70,7 +72,9 @@ class Args:
     )
     data_dir: Maybe[str] = arg(None, "folder of train/validation/test.jsonl; None: $EMOTION_DATA_DIR, else the hub")
     train_subset: Maybe[PositiveInt] = arg(None, "first N training rows; None: all 16,000", ("max_train_samples",))
-    eval_subset: Maybe[PositiveInt] = arg(None, "first N validation and test rows; None: all 2,000", ("max_eval_samples",))
+    eval_subset: Maybe[PositiveInt] = arg(
+        None, "first N validation and test rows; None: all 2,000", ("max_eval_samples",)
+    )
     shuffle_subset: bool = arg(False, "take the subsets after a seeded shuffle instead of the first rows")
     drop_bad_rows: bool = arg(False, "drop (and count) malformed data rows instead of stopping")
     max_length: Annotated[int, Field(gt=2)] = arg(
@@ -82,7 +86,9 @@ class Args:
     lora_r: NonNegativeInt = arg(0, "LoRA rank; 0: full fine-tuning")
     lora_alpha: PositiveInt = arg(16, "LoRA scaling numerator (adapter output x alpha / r)")
     lora_dropout: Share = arg(0.0, "dropout on the LoRA adapters' input")
-    lora_targets: str = arg("query,value", f"linears given adapters: all-linear, or a comma list of {', '.join(LORA_ROLES)}")
+    lora_targets: str = arg(
+        "query,value", f"linears given adapters: all-linear, or a comma list of {', '.join(LORA_ROLES)}"
+    )
     batch: PositiveInt = arg(8, "training batch per device (per torchrun rank)", ("per_device_train_batch_size",))
     lr: PositiveFloat = arg(2e-5, "peak AdamW learning rate", ("learning_rate",))
     llrd_decay: Maybe[Annotated[float, Field(gt=0, le=1)]] = arg(
@@ -99,11 +105,14 @@ class Args:
         "adamw_torch_fused", "AdamW implementation (fused / foreach: CPU and CUDA only)"
     )
     precision: Literal["auto", "bf16", "fp16", "fp32", "bf16-pure", "bf16-pure-sr"] = arg(
-        "auto", "auto: bf16 where the device has bf16 units (GPU, NeuronCore, AMX or AVX512-BF16 CPU), else fp16 "
-        "on a GPU, fp32 on a CPU"
+        "auto",
+        "auto: bf16 where the device has bf16 units (GPU, NeuronCore, AMX or AVX512-BF16 CPU), else fp16 "
+        "on a GPU, fp32 on a CPU",
     )
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = arg(42, "seed of the head, the data order and all else random")
-    preset: Literal["none", "baseline", "optimized"] = arg("none", "the study's configurations: fill in what is not given")
+    preset: Literal["none", "baseline", "optimized"] = arg(
+        "none", "the study's configurations: fill in what is not given"
+    )
     num_devices: PositiveInt = arg(1, "> 1: data parallel, one torchrun process per device (the notebook starts it)")
     log_every: PositiveInt = arg(50, "optimizer steps per timing window (one device sync each)", ("logging_steps",))
     timing_warmup_steps: NonNegativeInt = arg(3, "first steps timed apart from the steady state (compilation)")
@@ -118,7 +127,9 @@ class Args:
     profile_dir: str = arg("Experiment/profiles", "traces go to <profile_dir>/<run_name>/")
     progress: bool = arg(True, "a progress bar; False: a loss line per timing window instead (logs)")
     results_path: Annotated[str, Field(pattern=r"\S")] = arg(RESULTS_DIR, "folder of the run records")
-    run_name: Maybe[SafeName] = arg(None, "the record's name (letters, digits, . _ = , + -); None: from the parameters")
+    run_name: Maybe[SafeName] = arg(
+        None, "the record file name: letters, digits and . _ , + - (no spaces); None: built from the parameters"
+    )
     suite: Maybe[SafeName] = arg(None, "suite the run belongs to (set by the sweep)")
     save_dir: Maybe[str] = arg(None, "save the fine-tuned model and tokenizer here", ("output_dir",))
 
@@ -151,8 +162,9 @@ class NvidiaArgs(Args):
 
     device: Literal["auto", "cuda", "cpu"] = arg("auto", "auto: CUDA where torch sees a GPU, else the CPU")
     step_mode: Literal["eager", "compile", "cudagraphs"] = arg(
-        "eager", "eager: PyTorch launches each op; compile: forward/backward and the update compiled by "
-        "torch.compile; cudagraphs: the same graphs replayed as CUDA graphs (CUDA only)"
+        "eager",
+        "eager: PyTorch launches each op; compile: forward/backward and the update compiled by "
+        "torch.compile; cudagraphs: the same graphs replayed as CUDA graphs (CUDA only)",
     )
     data_on_device: bool = arg(False, "the tokenized training split placed on the device once, batches sliced there")
 
@@ -191,11 +203,12 @@ class TrainiumArgs(Args):
     extra_cc_flags: str = arg("", "appended to NEURON_CC_FLAGS as is")
     stochastic_rounding: bool = arg(False, "NEURON_RT_STOCHASTIC_ROUNDING_EN (on for bf16-pure-sr too)")
     bf16_mode: Literal["autocast", "xla_use_bf16", "fp32"] = arg(
-        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16=1 (not AdamW); fp32"
+        "autocast", "autocast: precision decides; xla_use_bf16: the deprecated XLA_USE_BF16 set to 1 (not AdamW); fp32"
     )
     neuron_cache_dir: Maybe[str] = arg(None, "Neuron compile cache (--cache_dir); None: /var/tmp/neuron-compile-cache")
     xla_cache_dir: Maybe[str] = arg(None, "torch-xla persistent compilation cache (XLA on the CPU); None: off")
     xla_fast_compile: bool = arg(False, "XLA on the CPU: LLVM at -O0, graphs compile ~2x faster, run 4-6x slower")
+    precompile: bool = arg(False, "the notebook first fills the Neuron compile cache (neuron_parallel_compile, trn1)")
 
     def __post_init__(self) -> None:
         """Refuse flags a shell could not split, and a precision the bf16 mode overrides."""
@@ -212,7 +225,7 @@ class TrainiumArgs(Args):
 
 PLATFORMS = {"nvidia": NvidiaArgs, "trainium": TrainiumArgs}
 FIELDS = {f.name: f for cls in PLATFORMS.values() for f in fields(cls)}
-ALIASES = {a: f.name for f in FIELDS.values() for a in f.metadata["aliases"]}
+ALIASES = {a.lstrip("-"): f.name for f in FIELDS.values() for a in f.metadata["aliases"]}
 # The study's two configurations (report 5.8), merged under the names the caller gave.
 PRESETS: dict[str, dict[str, Any]] = {
     "none": {},
@@ -233,7 +246,9 @@ def admitted(annotation: Any) -> set[type]:
     return {annotation}
 
 
-ADMITTED = {f.name: admitted(cls.__pydantic_fields__[f.name].annotation) for cls in PLATFORMS.values() for f in fields(cls)}
+ADMITTED = {
+    f.name: admitted(cls.__pydantic_fields__[f.name].annotation) for cls in PLATFORMS.values() for f in fields(cls)
+}
 
 
 def unknown_message(name: str, cls: type[Args] = NvidiaArgs) -> str:
@@ -244,7 +259,9 @@ def unknown_message(name: str, cls: type[Args] = NvidiaArgs) -> str:
     if other:
         return f"parameter {name!r} belongs to the {other} loop, not to {cls.__name__}"
     close = difflib.get_close_matches(name, list(cls.__dataclass_fields__), n=1, cutoff=0.6)
-    return f"unknown parameter {name!r}:" + (f" did you mean {close[0]!r}?" if close else "") + " (see docs/PARAMETERS.md)"
+    return (
+        f"unknown parameter {name!r}:" + (f" did you mean {close[0]!r}?" if close else "") + " (see docs/PARAMETERS.md)"
+    )
 
 
 def build(values: Mapping[str, Any], cls: type[Args], given: Iterable[str] | None = None) -> Args:
@@ -287,7 +304,9 @@ def papermill_names(history: Any) -> set[str] | None:
     for source in reversed(history if isinstance(history, list) else []):
         if isinstance(source, str) and source.startswith("# Parameters"):
             body = ast.parse(source).body
-            return {t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+            return {
+                t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+            }
     return None
 
 
@@ -295,10 +314,7 @@ def from_cli(argv: list[str] | None, cls: type[Args]) -> Args:
     """Return a command line's arguments (`--name value`, the Hugging Face examples' names too); --help lists them."""
     from transformers import HfArgumentParser
 
-    parser = HfArgumentParser(cls)
-    for flag, name in ALIASES.items():
-        if name in cls.__dataclass_fields__:
-            parser.add_argument(f"--{flag}", dest=name, help=f"= --{name}")
+    parser = HfArgumentParser(cls)  # it adds the Hugging Face examples' names (the fields' aliases) too
     for kind in (int, float):  # argparse's int("None") would refuse what an optional field allows
         parser.register("type", kind, str)
     absent = object()  # argparse fills a default only where the namespace has none: `absent` marks "not named"
@@ -313,3 +329,32 @@ def to_cli(args: Args) -> list[str]:
     """Return the command-line flags that rebuild `args` (the given parameters; the preset fills the rest)."""
     flat = args.flat()
     return [f"--{name}={flat[name]}" for name in sorted(getattr(args, "given", ()))]
+
+
+def parameters_cell(cls: type[Args]) -> str:
+    """Return the notebook's `parameters` cell for `cls`: every field's default, its help as the comment."""
+    return "\n".join(f"{f.name} = {f.default!r}  # {f.metadata['help']}" for f in fields(cls)) + "\n"
+
+
+def reference() -> str:
+    """Return docs/PARAMETERS.md: every parameter of each platform, its default and meaning."""
+    out = [
+        "<!-- Written by `python -m helpers.arguments > docs/PARAMETERS.md`; do not edit by hand. -->\n# Parameters\n"
+    ]
+    out.append("The notebooks' `parameters` cells (`papermill ... -p NAME VALUE`), the loops (`--NAME VALUE`, or the")
+    out.append("Hugging Face examples' name in brackets) and the suites' TOML files take these names. A `preset` fills")
+    out.append("in only the parameters that were not given.\n")
+    shared = {f.name for f in fields(Args)}
+    for title, names in (
+        ("Both platforms", shared),
+        *((c.__name__, set(c.__dataclass_fields__) - shared) for c in PLATFORMS.values()),
+    ):
+        out += [f"\n## {title}\n", "| name | default | meaning |", "|---|---|---|"]
+        for f in (f for f in fields(TrainiumArgs if "Trainium" in title else NvidiaArgs) if f.name in names):
+            alias = ", ".join(a.lstrip("-") for a in f.metadata["aliases"])
+            out.append(f"| `{f.name}`{f' ({alias})' if alias else ''} | `{f.default!r}` | {f.metadata['help']} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
