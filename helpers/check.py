@@ -256,14 +256,14 @@ def finite(value) -> bool:
 
 def five_steps(machine: Machine, only: tuple[str, ...] = MODES) -> Outcome:
     """Five steps in every precision mode the loop takes, finished on check 2's device with finite losses."""
-    from helpers import args
+    from helpers import arguments
 
     problems, refused = [], []
     for mode in only:
         values = run_values(machine, f"check-{mode}", precision=mode)
         try:
-            args.build(values, args.TrainiumArgs if machine.device == "xla" else args.NvidiaArgs)
-        except args.ConfigError as err:
+            arguments.build(values, arguments.TrainiumArgs if machine.device == "xla" else arguments.NvidiaArgs)
+        except arguments.ConfigError as err:
             refused.append(f"{mode} ({str(err).split(':')[0]})")
             continue
         rec, tail = train_once(machine, values)
