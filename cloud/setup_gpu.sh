@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # cloud/gpu.yaml's setup (under its time limit): first the driver, which torch's CUDA build needs (DRIVER_MIN,
 # set by make cloud from the torch pin), then .venv from the repository's make target. pyproject.toml needs
 # Python 3.11+; where the image's python3 is older, uv's 3.11 builds .venv.

@@ -185,8 +185,11 @@ def device_used(machine: Machine) -> Outcome:
     }
     machine.device, machine.dev = want, make[want]()
     machine.timeout_s = machine.timeout_s or TIMEOUT_S["neuron" if neuron else "other"]
-    said = {k: v for k, v in machine.dev.section().items() if k in ("cuda_runtime", "gpu_driver", "neuron_driver")}
-    return Outcome("pass", f"{machine.requested} -> {machine.dev.name}, every run must record {machine.dev.key} {said}")
+    said = [
+        f"{k} {v}" for k, v in machine.dev.section().items() if k in ("cuda_runtime", "gpu_driver", "neuron_driver")
+    ]
+    text = f"{machine.requested} -> {machine.dev.name} ({', '.join(said) or 'no accelerator driver'})"
+    return Outcome("pass", f"{text}; every run must record {machine.dev.key}")
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -319,8 +322,9 @@ def energy_window(machine: Machine) -> Outcome:
         for mode, (e, steady) in pairs.items()
         if e.get("window") != "steady" or not math.isclose(e.get("seconds") or 0, steady, rel_tol=1e-9, abs_tol=1e-9)
     ]
-    joules = {mode: e.get("joules") for mode, (e, _) in pairs.items()}
-    return Outcome("fail" if problems else "pass", "; ".join(problems) or f"the same window in every run; J: {joules}")
+    joules = {mode: e["joules"] for mode, (e, _) in pairs.items() if e.get("joules") is not None}
+    said = f"joules {joules}" if joules else f"no joules here: {next(iter(pairs.values()))[0].get('reason')}"
+    return Outcome("fail" if problems else "pass", "; ".join(problems) or f"the same window in every run; {said}")
 
 
 # ----------------------------------------------------------------------------- 6. two ranks
