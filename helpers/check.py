@@ -252,11 +252,6 @@ def train_once(machine: Machine, values: dict, ranks: int = 1) -> tuple[dict | N
     return (found[0] if found else None), tail
 
 
-def finite(value) -> bool:
-    """Return whether `value` is a finite number."""
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
 def five_steps(machine: Machine, only: tuple[str, ...] = MODES) -> Outcome:
     """Five steps in every precision mode the loop takes, finished on check 2's device with finite losses."""
     from helpers import arguments
@@ -270,15 +265,16 @@ def five_steps(machine: Machine, only: tuple[str, ...] = MODES) -> Outcome:
             refused.append(f"{mode} ({str(err).split(':')[0]})")
             continue
         rec, tail = train_once(machine, values)
-        metrics = (rec or {}).get("metrics") or {}
+        metrics = (rec or {}).get("metrics") or {}  # the last update's broken weights show in the evaluation only
         losses = [metrics.get(k) for k in ("final_loss", "val_loss", "test_loss")]
+        finite = all(isinstance(v, int | float) and math.isfinite(v) for v in losses)
         if rec is None:
             problems.append(f"{mode}: no record ({tail})")
         elif rec["device"]["key"] != machine.dev.key:
             problems.append(f"{mode}: ran on {rec['device']['key']}, not {machine.dev.key}: a silent fallback")
         elif rec["status"] != "finished":
             problems.append(f"{mode}: {rec['status']}: {rec.get('error')}")
-        elif not all(map(finite, losses)):  # the last update's broken weights show in the evaluation only
+        elif not finite:
             problems.append(f"{mode}: final, validation and test loss {losses}: not all finite")
         elif rec["timing"]["steps"] != STEPS:
             problems.append(f"{mode}: {rec['timing']['steps']} steps, not {STEPS}")

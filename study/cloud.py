@@ -66,20 +66,22 @@ class CloudError(RuntimeError):
 
 @dataclass(frozen=True)
 class Target:
-    """Where a run goes: its task file, the instance it rents (None: an offer SkyPilot picks), the accelerators."""
+    """Where a run goes: its task file, the instance it rents (None: an offer SkyPilot picks), what it sets there."""
 
     task: str
     instance: str | None
-    accelerators: str | None = None
+    resources: dict  # set over the task file's resources; None removes the key
 
 
 TARGETS = {
-    "trn1": Target("cloud/trn1.yaml", "trn1.2xlarge"),
-    "a10g": Target("cloud/gpu.yaml", "g5.xlarge", "A10G:1"),
-    "l4": Target("cloud/gpu.yaml", "g6.xlarge", "L4:1"),
-    "h100": Target("cloud/gpu.yaml", "p5.4xlarge", "H100:1"),  # one H100 (SkyPilot 0.14.1's AWS catalog)
-    "a100": Target("cloud/gpu.yaml", None, "A100:1"),  # AWS sells A100s eight to an instance: any cloud's offer
-    "local": Target("cloud/gpu.yaml", None),  # this machine: gpu.yaml's setup and run, no cloud
+    "trn1": Target("cloud/trn1.yaml", "trn1.2xlarge", {}),
+    "a10g": Target("cloud/gpu.yaml", "g5.xlarge", {}),
+    "l4": Target("cloud/gpu.yaml", "g6.xlarge", {"instance_type": "g6.xlarge", "accelerators": "L4:1"}),
+    # one H100: SkyPilot 0.14.1's AWS catalog maps p5.4xlarge to one (the p5.48xlarge holds eight)
+    "h100": Target("cloud/gpu.yaml", "p5.4xlarge", {"instance_type": "p5.4xlarge", "accelerators": "H100:1"}),
+    # AWS sells A100s eight to a p4d.24xlarge: one from whichever cloud SkyPilot reaches (`sky check`)
+    "a100": Target("cloud/gpu.yaml", None, {"infra": None, "instance_type": None, "accelerators": "A100:1"}),
+    "local": Target("cloud/gpu.yaml", None, {}),  # this machine: gpu.yaml's setup and run, no cloud
 }
 
 
@@ -99,16 +101,8 @@ def torch_build() -> tuple[str, str, str] | None:
 def render(target: str, suites: str, variant: str = "quick", neuron: str = "2.31", image_id: str | None = None) -> dict:
     """Return the task a target launches: its instance, image, SUITES, VARIANT, pins and every step's limit."""
     spec, config = TARGETS[target], yaml.safe_load((REPO_ROOT / TARGETS[target].task).read_text())
-    resources, envs = config["resources"], config["envs"]
-    if spec.instance:
-        resources.update(
-            instance_type=spec.instance, **{"accelerators": spec.accelerators} if spec.accelerators else {}
-        )
-    elif target == "a100":
-        resources = {k: v for k, v in resources.items() if k not in ("infra", "instance_type")} | {
-            "accelerators": "A100:1"
-        }
-    config["resources"] = resources | ({"image_id": image_id} if image_id else {})
+    resources = config["resources"] | spec.resources | ({"image_id": image_id} if image_id else {})
+    config["resources"], envs = {k: v for k, v in resources.items() if v is not None}, config["envs"]
     config["name"] = f"accelbench-{target}"
     envs.update(SUITES=suites, VARIANT=variant)
     if target == "trn1":
@@ -135,9 +129,12 @@ def run_parts(config: dict) -> list[tuple[str, float, str]]:
     parts = [("the check", check.bound_s(neuron), f"{len(check.MODES) + 2} runs and a matmul, each at its limit")]
     for name, points, limit_s in suite_limits(envs["SUITES"], envs["VARIANT"], envs["SWEEP_TARGET"]):
         # on trn1 each point may first be precompiled (--precompile): counted at the point's own limit again
-        runs = 2 if neuron else 1
         parts.append(
-            (name, runs * points * limit_s, f"{points} points at {limit_s:,.0f} s" + " (x2: precompile)" * neuron)
+            (
+                name,
+                (1 + neuron) * points * limit_s,
+                f"{points} points at {limit_s:,.0f} s" + " (x2: precompile)" * neuron,
+            )
         )
     return parts + [("start-up", RUN_START_S, "make and each sweep's own start")]
 
@@ -178,7 +175,7 @@ def cost_text(target: str, config: dict) -> str:
     lines.append(f"  {minutes / 60:5.2f} h{usd(minutes * 60)}  in all, at most")
     head = f"{spec.instance} at ${price:g}/h ({source})" if price is not None else source
     if spec.instance is None:
-        head = f"one {spec.accelerators.split(':')[0]} from the cloud SkyPilot picks: it prints the offer's $/h before it asks"
+        head = f"one {spec.resources['accelerators']} from the cloud SkyPilot picks: it prints its $/h before it asks"
     hole = [
         f"Enforced: the instance halts itself {minutes} minutes after its first boot (`shutdown -h +{minutes}`, run by",
         "cloud-init before SkyPilot connects), whatever happens to this laptop; halted, it bills its disk until `sky down`.",

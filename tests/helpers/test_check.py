@@ -226,3 +226,39 @@ def test_the_device_the_runs_must_record_is_the_loops_own_key(tmp_path):
     assert machine.dev.key == devices.cpu_device().key and machine.timeout_s == check.TIMEOUT_S["other"]
     values = check.run_values(machine, "check-fp32", precision="fp32")
     assert values["device"] == "cpu" and values["results_path"] == str(tmp_path) and values["max_steps"] == 5
+
+
+# ----------------------------------------------------------------------------- the loops for real
+@pytest.fixture(scope="module")
+def check_data(tmp_path_factory) -> Path:
+    """A folder of train/validation/test.jsonl, six labels each cued by a word (64/16/16 rows)."""
+    root = tmp_path_factory.mktemp("check-data")
+    cues = ("sad", "happy", "love", "angry", "afraid", "surprised")
+    for split, rows in (("train", 64), ("validation", 16), ("test", 16)):
+        lines = [f'{{"text": "i feel so {cues[i % 6]} today", "label": {i % 6}}}' for i in range(rows)]
+        (root / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_a_run_of_the_loop_passes_check_3_and_5_and_a_loss_that_overflows_fails_check_3(check_data, tmp_path):
+    sane = check.Machine("cpu", tmp_path / "sane", {"data_dir": str(check_data)})
+    absurd = check.Machine("cpu", tmp_path / "absurd", {"data_dir": str(check_data), "lr": "1e6", "warmup_ratio": "0"})
+    for machine in (sane, absurd):
+        assert check.device_used(machine).status == "pass"
+    passed = check.five_steps(sane, only=("fp32",))
+    assert passed.status == "pass" and list(sane.runs) == ["fp32"], passed.text
+    assert check.energy_window(sane).status in ("pass", "skip")  # skip: no energy reader on this machine
+    failed = check.five_steps(absurd, only=("fp32",))
+    assert failed.status == "fail" and failed.text.startswith("fp32: ") and not absurd.runs
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+def test_the_check_on_torch_xlas_cpu_backend_counts_one_training_graph_per_step(check_data, tmp_path):
+    pytest.importorskip("torch_xla", reason="needs torch-xla: run in .venv-xla (make test-xla)")
+    machine = check.Machine("xla", tmp_path, {"data_dir": str(check_data)})
+    assert check.device_used(machine).status == "pass" and machine.dev.key.startswith("xla-")
+    assert check.five_steps(machine, only=("fp32",)).status == "pass"
+    outcome = check.xla_graphs(machine)
+    assert outcome.status == "pass" and "one a step" in outcome.text
