@@ -14,9 +14,10 @@
 # Stages: 1 the step paths (cloud/gpu_step.toml: eager and CUDA-graphed bert-base b64 bf16 at L=32 and L=128 first,
 # then the profiled and the compile-only cases); 2 the first-run check; 3 the harness against the bare graphed loop
 # (the bench); 4 the batch x length grid (cloud/gpu_grid.toml); 5 quick suites on the graphed path. A stage fails
-# when its command does (the sweep exits non-zero when any point failed); the summary fails a graphed run whose
-# torch ran functions without CUDA graphs (the record's shapes.cudagraph_skips > 0). Exit status: 0 when no stage
-# that ran failed, 1 when one did, 2 when the plan refused to start.
+# when its command does (the sweep exits non-zero when any point failed); one the budget cut short is named, not
+# failed (its finished points are kept). The summary fails a graphed run whose torch ran functions without CUDA
+# graphs (the record's shapes.cudagraph_skips > 0). Exit status: 0 when no stage that ran failed, 1 when one did,
+# 2 when the plan refused to start.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 mode=${1:-}
@@ -85,6 +86,9 @@ stage() {
   rc=$?
   if [ "$rc" -eq 0 ]; then
     echo "=== $name: passed at $((SECONDS - start)) s"
+  elif [ "$rc" -eq 124 ]; then  # timeout's status: the budget ran out mid-stage; its finished points are kept
+    echo "=== $name: cut at the end of the budget, at $((SECONDS - start)) s"
+    skipped+=("$name (cut)")
   else
     echo "=== $name: FAILED (exit $rc) at $((SECONDS - start)) s"
     failed+=("$name (exit $rc)")

@@ -124,6 +124,12 @@ def test_a_stage_whose_points_failed_fails_the_plan(tmp_path):
     assert "=== step paths: FAILED (exit 1)" in done.stdout and "=== FAILED: step paths (exit 1)" in done.stdout
 
 
+def test_a_stage_the_budget_cut_short_is_named_not_failed(tmp_path):
+    done = plan(tmp_path, "rehearsal", str(tmp_path / "out"), FAKE_SWEEP="124")  # timeout's status when it killed
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "=== step paths: cut at the end of the budget" in done.stdout and "step paths (cut)" in done.stdout
+
+
 @pytest.mark.parametrize("skips, status", [(0, 0), (2, 1), (None, 1)])
 def test_a_graphed_run_torch_did_not_graph_fails_the_plan(skips, status, tmp_path):
     out = tmp_path / "out"
