@@ -123,7 +123,8 @@ from helpers import record
 
 found, skipped = record.read(sys.argv[1])
 bad = []
-print(f"{'suite/run':60} {'status':9} {'step':10} {'L':>4} {'b':>4} {'samples/s':>10} {'MFU':>6} {'skips':>5}")
+widths = (9, 10, 4, 4, 10, 6, 5)
+print(" ".join(f"{h:>{w}}" for h, w in zip(("status", "step", "L", "b", "samples/s", "MFU", "skips"), widths)), "suite/run")
 for r in sorted(found, key=lambda r: r["_source"]):
     p, t, shapes = r["params"], r.get("timing") or {}, r.get("shapes") or {}
     try:
@@ -138,9 +139,8 @@ for r in sorted(found, key=lambda r: r["_source"]):
     if p.get("step_mode") == "cudagraphs" and r["status"] == "finished" and skips != 0:  # None: unrecorded
         bad.append(f"{r['run_name']}: cudagraph_skips {skips}")
     rate = f"{t['samples_per_s']:.1f}" if t.get("samples_per_s") else "-"
-    name = f"{r.get('suite')}/{r['run_name']}"[-60:]
     cells = [r["status"], p.get("step_mode", "-"), p.get("max_length"), p.get("batch"), rate, mfu, skips]
-    print(f"{name:60} " + " ".join(f"{str('-' if c is None else c):>{w}}" for c, w in zip(cells, (9, 10, 4, 4, 10, 6, 5))))
+    print(" ".join(f"{str('-' if c is None else c):>{w}}" for c, w in zip(cells, widths)), f"{r.get('suite')}/{r['run_name']}")
 print(f"{len(found)} records" + (f"; {sum(skipped.values())} files not read" if skipped else ""))
 if bad:
     sys.exit("graphed runs torch did not run as CUDA graphs: " + "; ".join(bad))
@@ -149,9 +149,9 @@ then
   failed+=("summary: graphed runs with cudagraph_skips > 0")
 fi
 echo "=== plan $mode: $((SECONDS - start)) s of $budget; out $out"
-[ ${#skipped[@]} -eq 0 ] || echo "=== skipped: ${skipped[*]}"
+[ ${#skipped[@]} -eq 0 ] || printf '=== skipped: %s\n' "${skipped[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
-  echo "=== FAILED: ${failed[*]}"
+  printf '=== FAILED: %s\n' "${failed[@]}"
   exit 1
 fi
 echo "=== every stage that ran passed"
