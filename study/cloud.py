@@ -284,8 +284,9 @@ def bring_home(config: dict) -> None:
 def launch(target: str, config: dict, yes: bool, keep: bool) -> int:
     """Launch the task with its deadline; however it ends, bring the records home and tear it down."""
     spec = TARGETS[target]
-    try:
-        _ = spec.instance and instance_price(spec.instance)
+    try:  # a pinned instance without a price has no bound in dollars: never launched
+        if spec.instance:
+            instance_price(spec.instance)
     except (LookupError, ValueError, ImportError) as err:
         raise CloudError(f"no price for {spec.instance} ({err}): no bound, so no launch; add its row first") from None
     if target == "trn1":
