@@ -67,7 +67,7 @@ NOT_FOUND_WARNING = 2>&1 | { grep -v 'The kernelspec may not be found' || true; 
 
 %/$(KERNELS)/accelbench-neuron/kernel.json: $(NEURON_VENV)/.installed
 	$(NEURON_PY) -m ipykernel install --prefix $* --name accelbench-neuron \
-	  --display-name "accelbench-neuron (Neuron SDK 2.31)" $(NOT_FOUND_WARNING)
+	  --display-name "accelbench-neuron (Neuron SDK)" $(NOT_FOUND_WARNING)
 
 ## neuron-venv: .venv-neuron on a trn1 / trn1n with the Neuron DLAMI (driver, runtime and tools
 ## preinstalled): requirements-neuron.txt, then the kernel accelbench-neuron (JupyterLab, papermill, the
@@ -75,7 +75,10 @@ NOT_FOUND_WARNING = 2>&1 | { grep -v 'The kernelspec may not be found' || true; 
 NEURON_HOME ?= /opt/aws/neuron
 NEURON_DEVICES ?= /dev/neuron0
 neuron-venv: $(NEURON_VENV)/.installed $(NEURON_VENV)/$(KERNELS)/accelbench-neuron/kernel.json
-$(NEURON_VENV)/.installed: requirements-neuron.txt requirements-xla.txt pyproject.toml
+# the Neuron SDK the venv pins: requirements-neuron.txt (2.31), or NEURON_REQUIREMENTS=requirements-neuron-2.29.txt
+# (the last release that supports XLA training; `make cloud NEURON=2.29` passes it with the matching image)
+NEURON_REQUIREMENTS ?= requirements-neuron.txt
+$(NEURON_VENV)/.installed: $(NEURON_REQUIREMENTS) requirements-xla.txt pyproject.toml
 	@test -d $(NEURON_HOME) || { echo "neuron-venv: $(NEURON_HOME) not found: this is not a Neuron DLAMI." \
 	  "Build $(NEURON_VENV) on a trn1 (docs/HARDWARE.md, \"Trainium\"); elsewhere \`make xla-venv\` runs the" \
 	  "same code on torch-xla's CPU backend"; exit 1; }
@@ -83,7 +86,7 @@ $(NEURON_VENV)/.installed: requirements-neuron.txt requirements-xla.txt pyprojec
 	  "sees no Trainium here. Build $(NEURON_VENV) on a trn1 (docs/HARDWARE.md, \"Trainium\")"; exit 1; }
 	$(PYTHON) -m venv $(NEURON_VENV)
 	$(NEURON_VENV)/bin/pip install -q -U pip
-	$(NEURON_VENV)/bin/pip install -q -r requirements-neuron.txt -e .
+	$(NEURON_VENV)/bin/pip install -q -r $(NEURON_REQUIREMENTS) -e .
 	touch $@
 
 ## lab: JupyterLab (in .venv) with the kernels accelbench, accelbench-xla and, where .venv-neuron exists
@@ -151,20 +154,19 @@ bench: venv
 	$(PY) -m bench
 
 ## cloud: a trn1 or a GPU in the cloud in one command (SkyPilot, in .venv-cloud): prints the task, the sweep's
-## plan and the most it can cost (every step has a time limit), asks (YES=1: without a terminal), launches,
-## brings the records and the check's logs home (Experiment/results/<suite>/, Experiment/runs/check/) and tears
-## the instance down (docs/HARDWARE.md, "First run in the cloud").
-##   make cloud TARGET=trn1|a10g|l4|a100|h100|local SUITES="cloud/smoke.toml padding" VARIANT=quick
-## DRY_RUN=1 (or yes, true, y, on) prints the task, the plan and the cost and contacts no cloud; IMAGE_ID=ami-...
-## (trn1), REGION=, KEEP=1 (leave it up); a value that is neither yes nor no is refused. `local` runs the task's
-## setup and run here. cloud-lab: JupyterLab on the instance through an SSH tunnel (Ctrl-C: the records home,
-## then down). cloud-down: the records home, then down.
+## plan and the most it can cost (every step has a time limit, and on AWS the instance halts itself at that bound
+## even if this machine dies), asks (YES=1: without a terminal), launches, brings the records and the check's logs
+## home (Experiment/results/<suite>/, Experiment/runs/check/) and tears the instance down (docs/HARDWARE.md).
+##   make cloud TARGET=trn1|a10g|l4|a100|h100|local SUITES="cloud/smoke.toml padding" VARIANT=quick  (SUITES=all too)
+## DRY_RUN=1 prints the task, the plan and the cost and contacts no cloud; NEURON=2.29|2.31 (trn1: the image and the
+## pins together), IMAGE_ID=ami-... (refused unless its SDK matches), KEEP=1 (leave it up); a value that is neither
+## yes nor no is refused. `local` runs the task's setup and run here. cloud-down: the records home, then down.
 CLOUD_VENV := .venv-cloud
 SUITES ?= cloud/smoke.toml
 VARIANT ?= quick
 CLOUD_FLAGS = $(if $(DRY_RUN),--dry-run="$(DRY_RUN)") $(if $(YES),--yes="$(YES)") $(if $(KEEP),--keep="$(KEEP)") \
-	$(if $(IMAGE_ID),--image-id "$(IMAGE_ID)") $(if $(REGION),--region "$(REGION)")
-.PHONY: cloud-venv cloud cloud-lab cloud-down cloud-run
+	$(if $(NEURON),--neuron "$(NEURON)") $(if $(IMAGE_ID),--image-id "$(IMAGE_ID)")
+.PHONY: cloud-venv cloud cloud-down cloud-run
 cloud-venv: $(CLOUD_VENV)/.installed
 $(CLOUD_VENV)/.installed: requirements-cloud.txt
 	$(call disk_for,$(CLOUD_VENV_GIB))
@@ -175,11 +177,8 @@ $(CLOUD_VENV)/.installed: requirements-cloud.txt
 cloud: venv cloud-venv
 	$(PY) -m study.cloud $(TARGET) --suites "$(SUITES)" --variant $(VARIANT) $(CLOUD_FLAGS)
 
-cloud-lab: venv cloud-venv
-	$(PY) -m study.cloud $(TARGET) --lab $(CLOUD_FLAGS)
-
 cloud-down: venv cloud-venv
-	$(PY) -m study.cloud $(TARGET) --down $(if $(LAB),--lab="$(LAB)")
+	$(PY) -m study.cloud $(TARGET) --down
 
 # tests/study/test_cloud.py checks the task files against SkyPilot's schema in .venv-cloud
 test-main: cloud-venv

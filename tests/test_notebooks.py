@@ -54,5 +54,9 @@ def test_the_trainium_notebook_sets_its_flags_then_shows_what_xla_compiled(tmp_p
                      "-p", "xla_fast_compile", "True", *TINY)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     text = outputs(tmp_path / "out.ipynb")
-    assert "NEURON_CC_FLAGS = --model-type=transformer" in text and "after the warm-up: 0" in text and "graphs compiled at steps" in text
+    assert (
+        "NEURON_CC_FLAGS = --model-type=transformer" in text
+        and "after the warm-up: 0" in text
+        and "graphs compiled at steps" in text
+    )
     assert "record: finished, written to" in text
