@@ -127,7 +127,7 @@ test-main: venv browser $(if $(wildcard $(XLA_VENV)/.installed),$(XLA_KERNELS))
 	$(PY) -m pytest -q -n auto -m "not xla"
 
 test-xla: xla-venv
-	PJRT_DEVICE=CPU $(XPY) -m pytest -q -n auto -m xla tests/loops/test_trainium.py tests/test_notebooks.py
+	PJRT_DEVICE=CPU $(XPY) -m pytest -q -n auto -m xla tests
 
 ## report: the quick variant of every suite that runs here (resumes; a failed point makes the command fail, after
 ## the report is written), then every table and plot
