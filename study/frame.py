@@ -258,7 +258,8 @@ def frame(found: list[dict], peaks_dir: Path | None = None) -> pd.DataFrame:
     for column in ("device", "device_type"):  # a failure the sweep recorded names only its device's key
         known = df.dropna(subset=[column]).drop_duplicates("device_key").set_index("device_key")[column]
         df[column] = df[column].fillna(df["device_key"].map(known))
-    df["device"] = df["device"].fillna("unknown")
+    # a name is a table cell on every page: a "|" in it (a foreign record's device) would split the Markdown row
+    df["device"] = df["device"].fillna("unknown").astype(str).str.replace("|", "/", regex=False)
     df["device.neuron"] = raw.get("device.neuron", pd.Series(False, index=raw.index)).fillna(False).astype(bool)
     sections = [
         {"type": t, "name": n, "neuron": x} for t, n, x in zip(df["device_type"], df["device"], df["device.neuron"])

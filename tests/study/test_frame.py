@@ -151,3 +151,11 @@ def test_a_recorded_device_busy_share_decides_and_is_named():
         == "A100-SXM4-40GB (host-bound, device busy 23%)"
     )
     assert (frame(scaling("h200", {8: 19.0, 64: 19.2}, profile={"device_busy_share": 0.9}))["host_bound"] == "").all()
+
+
+def test_a_bar_in_a_device_name_never_splits_a_markdown_row():
+    rec = record("cpu", "batch_scaling", {"batch": 8, "max_length": 32})
+    rec["device"]["name"] = "Vendor CPU | 2 sockets"
+    row = frame([rec]).iloc[0]
+    table = frame([rec])[["device", "batch"]].to_markdown(index=False)
+    assert "|" not in row["device"] and all(line.count("|") == 3 for line in table.splitlines())
