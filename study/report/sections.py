@@ -305,4 +305,8 @@ KINDS = {
 
 def section(suite: Suite, df: pd.DataFrame, published_dir=PUBLISHED_DIR) -> str:
     """Return the Markdown body of `suite`'s section from its frame rows."""
-    return KINDS[suite.report.get("table") or "grid"](suite, df, published_dir)
+    kind = suite.report.get("table") or "grid"
+    if kind == "grid" and not (suite.report.get("keys") and suite.report.get("values")):  # the sweep accepts it
+        head = caption(suite, df) if len(df) else no_runs(suite)
+        return head + "\n\nNo table: the suite's file names no `[report]` `keys` and `values` to tabulate its points by."
+    return KINDS[kind](suite, df, published_dir)

@@ -63,3 +63,11 @@ def test_the_padding_text_quotes_the_medians_of_the_table():
     ]
     text = sections.section(resolve_suite("padding"), frame(recs), "Experiment/published")
     assert "graphs for 8 distinct batch shapes in 78.31 s" in text and "77.41 s" not in text.split("Estimate")[1]
+
+
+def test_a_suite_the_sweep_accepts_without_report_keys_gets_a_section_that_says_so(tmp_path):
+    import dataclasses
+
+    suite = dataclasses.replace(resolve_suite("batch_scaling"), report={"keys": []})
+    text = sections.section(suite, frame([record("cpu", "batch_scaling", {"batch": 8})]))
+    assert "No table: the suite's file names no `[report]` `keys`" in text
