@@ -131,3 +131,11 @@ def test_two_ranks_train_disjoint_shards_and_rank_0_records(tmp_path, tiny_model
     assert rec["world_size"] == 2 and rec["distributed"]["global_batch"] == 16
     assert rec["metrics"]["test_rows"] == 64  # each rank its shard, summed
     assert torch.distributed.is_available()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a lent one: scripts/device_plan.sh gpu)")
+def test_a_cuda_graphed_step_is_graphed_and_its_busy_share_measured(tmp_path, tiny_model_dir, tiny_data_dir):
+    rec = run(tmp_path, tiny_model_dir, tiny_data_dir, step_mode="cudagraphs", data_on_device=True, max_steps=12)
+    assert rec["status"] == "finished" and rec["shapes"]["cudagraph_skips"] == 0  # torch fell back from none
+    assert 0 < rec["profile"]["device_busy_share"] <= 1 and rec["profile"]["busy_share_method"]
+    assert rec["timing"]["step_time_source"] == "CUDA events per step"
