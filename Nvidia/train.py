@@ -117,8 +117,7 @@ def train(args: arguments.NvidiaArgs) -> dict:
             models.save(rec, model, tok, args.save_dir)
         rec.status = "diverged" if rec.status == "diverged" else "finished"
     except BaseException as err:  # recorded, never lost, then raised: a notebook shows it, torchrun stops the ranks
-        rec.status = "interrupted" if isinstance(err, KeyboardInterrupt) else record.failure_status(str(err))
-        rec.error = f"{type(err).__name__}: {err}"
+        record.failed(rec, err)
         raise
     finally:
         rec.memory, rec.world_size = memory.peak(dev.type), rank.world_size if rank else 1

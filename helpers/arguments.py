@@ -189,7 +189,8 @@ class NvidiaArgs(Args):
             chosen = f" (precision='auto' chose {precision} on this device)" if self.precision == "auto" else ""
             raise ConfigError(
                 f"step_mode={self.step_mode!r} cannot run in {precision}{chosen}: its update reads back to the host "
-                "each step (GradScaler's skip, torchao's rounding); give precision='bf16' or 'fp32', or step_mode='eager'"
+                "each step (GradScaler's skip, torchao's rounding); give precision='bf16' or 'fp32', "
+                "or step_mode='eager'"
             )
 
 

@@ -152,7 +152,10 @@ def cuda_problem() -> str | None:
         return f"torch {torch.__version__} is a CPU build: on the GPU machine `make venv` installs PyPI's CUDA build"
     if not NVIDIA_DEVICE.exists():
         return f"no NVIDIA GPU here ({NVIDIA_DEVICE} is absent): run on a GPU machine, or ask for --device cpu"
-    return f"torch (CUDA {torch.version.cuda}) sees no GPU though {NVIDIA_DEVICE} exists: `nvidia-smi`: is the driver too old?"
+    return (
+        f"torch (CUDA {torch.version.cuda}) sees no GPU though {NVIDIA_DEVICE} exists: `nvidia-smi`: "
+        "is the driver too old?"
+    )
 
 
 def xla_problem() -> str | None:

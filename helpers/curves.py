@@ -15,10 +15,16 @@ def draw(rec: dict) -> plt.Figure:
     rates = pd.DataFrame((rec.get("timing") or {}).get("window_series") or [], columns=["step", "samples_per_s"])
     panels = [
         (loss, "step", "loss", "training loss (mean per timing window)", "optimizer step", "no window closed"),
-        (curve.assign(pct=100 * curve["val_accuracy"]), "train_time_s", "pct", "validation accuracy (%)",
-         "training seconds", "set eval_every to record it"),
+        (
+            curve.assign(pct=100 * curve["val_accuracy"]),
+            "train_time_s",
+            "pct",
+            "validation accuracy (%)",
+            "training seconds",
+            "set eval_every to record it",
+        ),
         (rates, "step", "samples_per_s", "samples/s per steady timing window", "optimizer step", "no steady window"),
-    ]  # fmt: skip
+    ]
     with sns.axes_style("whitegrid"):
         fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
         for ax, (data, x, y, title, xlabel, missing) in zip(axes, panels):

@@ -121,8 +121,16 @@ def cuda_device(index: int | None = None) -> Device:
     index = torch.cuda.current_device() if index is None else index
     name = torch.cuda.get_device_name(index)
     bf16 = torch.cuda.get_device_capability(index)[0] >= 8  # Ampere and newer; a T4 (sm_75) has fp16 only
-    return Device("cuda", f"cuda:{index}", name, slug(f"cuda-{name}"), cpu_family(), cpu_capability(), bf16,
-                  instance=instance_type())  # fmt: skip
+    return Device(
+        "cuda",
+        f"cuda:{index}",
+        name,
+        slug(f"cuda-{name}"),
+        cpu_family(),
+        cpu_capability(),
+        bf16,
+        instance=instance_type(),
+    )
 
 
 def xla_device(neuron: bool) -> Device:
@@ -132,8 +140,16 @@ def xla_device(neuron: bool) -> Device:
         name = f"AWS Trainium ({instance or 'instance unknown'})"
         return Device("xla", "xla:0", name, slug(f"xla-{name}"), cpu_family(), cpu_capability(), True, True, instance)
     cpu = cpu_device()
-    return Device("xla", "xla:0", f"XLA CPU ({cpu.name})", f"xla-{cpu.key}", cpu.cpu_family, cpu.cpu_capability,
-                  cpu.bf16_fast, instance=cpu.instance)  # fmt: skip
+    return Device(
+        "xla",
+        "xla:0",
+        f"XLA CPU ({cpu.name})",
+        f"xla-{cpu.key}",
+        cpu.cpu_family,
+        cpu.cpu_capability,
+        cpu.bf16_fast,
+        instance=cpu.instance,
+    )
 
 
 @functools.cache

@@ -2,7 +2,7 @@
 
     watcher = energy.start("cuda", rank)   # a watcher of the timer: reads its counters where each window opens/closes
     ... the timer's windows ...
-    rec.energy = watcher.stop()            # joules, seconds, mean/peak watts of the steady windows; the whole run beside
+    rec.energy = watcher.stop()            # joules, seconds, mean and peak watts of the steady windows
 
 The counters are read at the timer's window ends (after its device sync) and the seconds are the timer's own, so
 `seconds` equals timing.steady_time_s. Counters are device- or package-wide: other processes on them count too.

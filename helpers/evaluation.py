@@ -118,7 +118,7 @@ class Evaluator:
         return point
 
     def final(self, rec: record.RunRecord, model, rank=None, reduce=None) -> dict:
-        """Evaluate on the validation and test splits (each rank its shard); set metrics, evaluation, time to accuracy."""
+        """Evaluate the validation and test splits (a rank its shard); set metrics, evaluation, time to accuracy."""
         t = time.perf_counter()
         out = {}
         for split, short in (("validation", "val"), ("test", "test")):

@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", default="bf16", choices=list(flops.PRECISION_BYTES))
     args = parser.parse_args(argv)
     print(
-        f"<!-- written by: python -m helpers.memory --seq-len {' '.join(map(str, args.seq_len))} --precision {args.precision} -->"
+        f"<!-- written by: python -m helpers.memory --seq-len {' '.join(map(str, args.seq_len))} "
+        f"--precision {args.precision} -->"
     )
     for seq_len in args.seq_len:
         table = fit_table(BertConfig(num_labels=6), seq_len, args.precision)

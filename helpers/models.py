@@ -46,14 +46,25 @@ RANDOM = {
             "bos_token_id": 0,
             "eos_token_id": 2,
         },
-    ),  # fmt: skip
+    ),
 }
 RANDOM_NOTE = "random weights: throughput, FLOP and memory figures only, never accuracy (uncased WordPiece tokens)"
 ALIASES = ("minilm", *RANDOM)
 # the architecture fields a record keeps (model.config): what FLOPs and bytes are computed from
-ARCHITECTURE = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "hidden_dim", "dim", "n_layers", "vocab_size", "max_position_embeddings", "type_vocab_size",
-                "num_labels")  # fmt: skip
+ARCHITECTURE = (
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dim",
+    "dim",
+    "n_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "num_labels",
+)
 
 
 class ModelError(ValueError):

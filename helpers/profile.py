@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from helpers import record
+from helpers import record, xla
 
 CLASSES = ("matmul", "attention", "elementwise_norm_act", "optimizer", "copy_data_movement", "other")
 HOST_GAP_DEFINITION = (
@@ -178,20 +178,6 @@ class ReplayClock:
         return sum(b.elapsed_time(a) for b, a in self.pairs) / 1e3, len(self.pairs)
 
 
-def xla_counters() -> dict | None:
-    """Return torch_xla's compile and execute counters so far (counts, seconds); None without torch_xla."""
-    try:
-        import torch_xla.debug.metrics as met
-    except ImportError:
-        return None
-    out = {"uncached_compiles": met.counter_value("UncachedCompile") or 0}
-    out["cached_compiles"] = met.counter_value("CachedCompile") or 0
-    for metric, key in (("CompileTime", "compile"), ("ExecuteTime", "execute")):
-        data = met.metric_data(metric)  # (count, accumulated ns, samples); None before its first use
-        out[f"{key}_count"], out[f"{key}_time_s"] = (data[0], data[1] / 1e9) if data else (0, 0.0)
-    return out
-
-
 class Profiler:
     """Profiles `steps` optimizer steps in a window of their own; summary() is None when nothing is profiled."""
 
@@ -212,7 +198,7 @@ class Profiler:
             return
         self.started = True
         if self.device_type == "xla":
-            self.xla_before = xla_counters()
+            self.xla_before = xla.snapshot()
             return
         from torch.profiler import ProfilerActivity, profile
 
@@ -232,9 +218,8 @@ class Profiler:
             return
         base = {"window_steps": self.steps if steps is None else steps, "window_wall_ms": round(wall_s * 1e3, 3)}
         if self.device_type == "xla":
-            before, after = self.xla_before, xla_counters()
-            metrics = {k: round(after[k] - before[k], 6) for k in before} if before else {"reason": "no torch_xla"}
-            window = record.XlaMetricsWindow(backend="torch_xla.debug.metrics", **metrics)
+            spent = xla.delta(self.xla_before, xla.snapshot())
+            window = record.XlaMetricsWindow(backend="torch_xla.debug.metrics", **spent)
             self.result = record.Profile(**base, backend="torch_xla.debug.metrics", xla_metrics=window)
             return
         if self.replays is not None:

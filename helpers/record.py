@@ -583,6 +583,12 @@ def failure_status(error_text: str) -> Status:
     return "oom" if any(m in error_text.lower() for m in OOM_MARKERS) else "failed"
 
 
+def failed(rec: RunRecord, err: BaseException) -> None:
+    """Mark how a run ended on an exception: interrupted (Ctrl-C), oom (CUDA, the host or XLA said so) or failed."""
+    rec.error = f"{type(err).__name__}: {err}"
+    rec.status = "interrupted" if isinstance(err, KeyboardInterrupt) else failure_status(rec.error)
+
+
 def base_path(results: str | Path, suite: str | None, run_name: str, device_key: str) -> Path:
     """Return the first file a run's record takes: <results>/<suite or adhoc>/<run_name>@<device key>.json."""
     return repo_path(results) / (suite or ADHOC) / f"{run_name}@{device_key}.json"

@@ -36,11 +36,18 @@ def tokenize(rec: record.RunRecord, args, ds) -> tuple:
     # a fingerprint given: datasets would otherwise hash the tokenizer to name each result (seconds a run)
     out = DatasetDict(
         {
-            name: split.map(encode, batched=True, batch_size=2000, remove_columns=split.column_names,
-                            load_from_cache_file=False, new_fingerprint=secrets.token_hex(8), desc=f"tokenize {name}")
+            name: split.map(
+                encode,
+                batched=True,
+                batch_size=2000,
+                remove_columns=split.column_names,
+                load_from_cache_file=False,
+                new_fingerprint=secrets.token_hex(8),
+                desc=f"tokenize {name}",
+            )
             for name, split in ds.items()
         }
-    )  # fmt: skip
+    )
     out = out.with_format("torch", columns=[c for c in COLUMNS if c in out["train"].column_names])
     rec.phases = (rec.phases or record.Phases()).model_copy(update={"tokenize": time.perf_counter() - t0})
     return tok, out
@@ -105,7 +112,7 @@ def steps(loader, accumulation: int, total: int, epochs: int):
 
 
 class DeviceBatches:
-    """A split's batches sliced from one copy of its token table on the device, in the host loader's order and padding."""
+    """A split's batches sliced from one copy of its token table on the device, in the host loader's order."""
 
     def __init__(self, split, args, tok, rank, drop_last: bool, device: str) -> None:
         whole = split[:]

@@ -19,8 +19,16 @@ from helpers import record
 
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 NEURON_CACHE = "/var/tmp/neuron-compile-cache"
-WATCHED = ("PJRT_DEVICE", "XLA_FLAGS", "NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN",
-           "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "XLA_USE_BF16", "NEURON_COMPILE_CACHE_URL", "NEURON_RT_NUM_CORES")  # fmt: skip
+WATCHED = (
+    "PJRT_DEVICE",
+    "XLA_FLAGS",
+    "NEURON_CC_FLAGS",
+    "NEURON_RT_STOCHASTIC_ROUNDING_EN",
+    "NEURON_RT_STOCHASTIC_ROUNDING_SEED",
+    "XLA_USE_BF16",
+    "NEURON_COMPILE_CACHE_URL",
+    "NEURON_RT_NUM_CORES",
+)
 
 
 def cc_flags(args) -> str:

@@ -16,23 +16,78 @@ import helpers.record
 from helpers import arguments
 
 DEVICES = {
-    "a100": {"type": "cuda", "name": "NVIDIA A100-SXM4-40GB", "key": "cuda-nvidia-a100-sxm4-40gb",
-             "instance": "p4d.24xlarge", "bf16_fast": True, "neuron": False, "torch_threads": 48, "cpu_count": 96},
-    "h200": {"type": "cuda", "name": "NVIDIA H200", "key": "cuda-nvidia-h200", "bf16_fast": True, "neuron": False,
-             "torch_threads": 16, "cpu_count": 16, "cpu_capability": "AVX512+amx_bf16"},
-    "t4": {"type": "cuda", "name": "Tesla T4", "key": "cuda-tesla-t4", "instance": "g4dn.xlarge", "bf16_fast": False,
-           "neuron": False, "torch_threads": 4, "cpu_count": 4},
-    "trn1": {"type": "xla", "name": "AWS Trainium (trn1.2xlarge)", "key": "xla-aws-trainium-trn1.2xlarge",
-             "instance": "trn1.2xlarge", "bf16_fast": True, "neuron": True, "torch_threads": 8, "cpu_count": 8},
-    "cpu": {"type": "cpu", "name": "Intel(R) Xeon(R) Processor @ 2.80GHz", "key": "cpu-intel-xeon-processor-2.80ghz-f6m85-avx512",
-            "cpu_capability": "AVX512", "bf16_fast": False, "neuron": False, "torch_threads": 2, "cpu_count": 2},
-    "xla-cpu": {"type": "xla", "name": "XLA CPU (Intel(R) Xeon(R) Processor @ 2.80GHz)",
-                "key": "xla-cpu-intel-xeon-processor-2.80ghz-f6m85-avx512", "cpu_capability": "AVX512",
-                "bf16_fast": False, "neuron": False, "torch_threads": 2, "cpu_count": 2},
-}  # fmt: skip
-BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-             "intermediate_size": 3072, "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2,
-             "num_labels": 6}  # fmt: skip
+    "a100": {
+        "type": "cuda",
+        "name": "NVIDIA A100-SXM4-40GB",
+        "key": "cuda-nvidia-a100-sxm4-40gb",
+        "instance": "p4d.24xlarge",
+        "bf16_fast": True,
+        "neuron": False,
+        "torch_threads": 48,
+        "cpu_count": 96,
+    },
+    "h200": {
+        "type": "cuda",
+        "name": "NVIDIA H200",
+        "key": "cuda-nvidia-h200",
+        "bf16_fast": True,
+        "neuron": False,
+        "torch_threads": 16,
+        "cpu_count": 16,
+        "cpu_capability": "AVX512+amx_bf16",
+    },
+    "t4": {
+        "type": "cuda",
+        "name": "Tesla T4",
+        "key": "cuda-tesla-t4",
+        "instance": "g4dn.xlarge",
+        "bf16_fast": False,
+        "neuron": False,
+        "torch_threads": 4,
+        "cpu_count": 4,
+    },
+    "trn1": {
+        "type": "xla",
+        "name": "AWS Trainium (trn1.2xlarge)",
+        "key": "xla-aws-trainium-trn1.2xlarge",
+        "instance": "trn1.2xlarge",
+        "bf16_fast": True,
+        "neuron": True,
+        "torch_threads": 8,
+        "cpu_count": 8,
+    },
+    "cpu": {
+        "type": "cpu",
+        "name": "Intel(R) Xeon(R) Processor @ 2.80GHz",
+        "key": "cpu-intel-xeon-processor-2.80ghz-f6m85-avx512",
+        "cpu_capability": "AVX512",
+        "bf16_fast": False,
+        "neuron": False,
+        "torch_threads": 2,
+        "cpu_count": 2,
+    },
+    "xla-cpu": {
+        "type": "xla",
+        "name": "XLA CPU (Intel(R) Xeon(R) Processor @ 2.80GHz)",
+        "key": "xla-cpu-intel-xeon-processor-2.80ghz-f6m85-avx512",
+        "cpu_capability": "AVX512",
+        "bf16_fast": False,
+        "neuron": False,
+        "torch_threads": 2,
+        "cpu_count": 2,
+    },
+}
+BERT_BASE = {
+    "model_type": "bert",
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "vocab_size": 30522,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "num_labels": 6,
+}
 CONFIGS = {"minilm": {**BERT_BASE, "hidden_size": 384, "num_hidden_layers": 6, "intermediate_size": 1536}}
 UTILIZATION = {
     "cuda": {"backend": "nvml", "sm_util_pct_mean": 91.0, "sm_util_pct_p90": 97.0, "samples": 40, "interval_s": 0.5},
@@ -40,11 +95,17 @@ UTILIZATION = {
     "cpu": {"backend": "psutil", "proc_cpu_util_pct_mean": 190.0, "proc_cpu_util_pct_p90": 198.0, "samples": 20},
 }
 ENERGY = {
-    "cuda": {"method": "measured", "source": "NVML total energy counter", "joules": 5200.0, "mean_watts": 260.0,
-             "seconds": 20.0, "window": "steady"},
+    "cuda": {
+        "method": "measured",
+        "source": "NVML total energy counter",
+        "joules": 5200.0,
+        "mean_watts": 260.0,
+        "seconds": 20.0,
+        "window": "steady",
+    },
     "neuron": {"method": None, "reason": "no published maximum power for this device"},
     "cpu": {"method": None, "reason": "no RAPL package domain"},
-}  # fmt: skip
+}
 
 
 def record(

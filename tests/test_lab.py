@@ -72,8 +72,17 @@ class Lab:
             JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
             PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))),  # this checkout
         )
-        command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                   "--port-retries=0", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--port-retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={root}",
+        ]
         self.log = open(home / "server.log", "w")
         self.proc = subprocess.Popen(
             command + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
@@ -210,9 +219,20 @@ def test_nvidia_notebook_runs_all_cells_with_a_parameter_edited_in_the_browser(
 ):
     skip_unless_kernel("accelbench")
     results = tmp_path / "results"
-    notebook = prepare("Nvidia/baseline.ipynb", lab, model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir),
-                       results_path=str(results), batch=64, max_length=32, epochs=1, log_every=2,
-                       timing_warmup_steps=2, progress=False, run_name="lab-test")  # fmt: skip
+    notebook = prepare(
+        "Nvidia/baseline.ipynb",
+        lab,
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        results_path=str(results),
+        batch=64,
+        max_length=32,
+        epochs=1,
+        log_every=2,
+        timing_warmup_steps=2,
+        progress=False,
+        run_name="lab-test",
+    )
     # the user's edit: batch 64 (injected) becomes 32, so the 256 generated rows take 8 steps, not 4
     text = run_all(browser, lab, notebook, "accelbench (CPU / CUDA)", edit="batch = 32")
     assert "TqdmWarning" not in text
@@ -227,9 +247,21 @@ def test_trainium_notebook_runs_all_cells_on_the_xla_kernel(lab, browser, tiny_m
     skip_unless_kernel("accelbench-xla")
     results = tmp_path / "results"
     # two warm-up steps: XLA compiles the first step's graph and the steady one
-    notebook = prepare("Trainium/baseline.ipynb", lab, model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir),
-                       results_path=str(results), batch=16, max_length=32, max_steps=6, log_every=2,
-                       timing_warmup_steps=2, progress=False, xla_fast_compile=True, run_name="lab-test-xla")  # fmt: skip
+    notebook = prepare(
+        "Trainium/baseline.ipynb",
+        lab,
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        results_path=str(results),
+        batch=16,
+        max_length=32,
+        max_steps=6,
+        log_every=2,
+        timing_warmup_steps=2,
+        progress=False,
+        xla_fast_compile=True,
+        run_name="lab-test-xla",
+    )
     text = run_all(browser, lab, notebook, "accelbench-xla (torch-xla)")
     assert "NEURON_CC_FLAGS = " in text and "train: step 6/6, loss" in text and "record: finished, written to" in text
     assert "graphs compiled at steps {" in text and "; after the warm-up: 0\n" in text  # none in the steady steps

@@ -13,8 +13,29 @@ import pytest
 from helpers import record
 
 # two warm-up steps: XLA compiles the first step's graph and the steady one (its inputs differ by one)
-TINY = ["-p", "batch", "16", "-p", "max_length", "32", "-p", "max_steps", "6", "-p", "log_every", "2",
-        "-p", "timing_warmup_steps", "2", "-p", "eval_every", "3", "-p", "progress", "False"]  # fmt: skip
+TINY = [
+    "-p",
+    "batch",
+    "16",
+    "-p",
+    "max_length",
+    "32",
+    "-p",
+    "max_steps",
+    "6",
+    "-p",
+    "log_every",
+    "2",
+    "-p",
+    "timing_warmup_steps",
+    "2",
+    "-p",
+    "eval_every",
+    "3",
+    "-p",
+    "progress",
+    "False",
+]
 
 
 def papermill(notebook: str, out: Path, kernel: str, *params: str) -> subprocess.CompletedProcess:
@@ -31,8 +52,21 @@ def outputs(path: Path) -> str:
 
 @pytest.mark.slow
 def test_the_nvidia_notebook_trains_shows_its_windows_and_records(tmp_path, tiny_model_dir, tiny_data_dir):
-    done = papermill("Nvidia/baseline.ipynb", tmp_path / "out.ipynb", "accelbench", "-p", "model_name", str(tiny_model_dir),
-                     "-p", "data_dir", str(tiny_data_dir), "-p", "results_path", str(tmp_path), *TINY)  # fmt: skip
+    done = papermill(
+        "Nvidia/baseline.ipynb",
+        tmp_path / "out.ipynb",
+        "accelbench",
+        "-p",
+        "model_name",
+        str(tiny_model_dir),
+        "-p",
+        "data_dir",
+        str(tiny_data_dir),
+        "-p",
+        "results_path",
+        str(tmp_path),
+        *TINY,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     text = outputs(tmp_path / "out.ipynb")
     assert "train: step 6/6, loss" in text and "record: finished, written to" in text and "device busy share" in text
@@ -41,17 +75,41 @@ def test_the_nvidia_notebook_trains_shows_its_windows_and_records(tmp_path, tiny
 
 
 def test_a_misspelled_parameter_is_refused_before_anything_runs(tmp_path):
-    done = papermill("Nvidia/baseline.ipynb", tmp_path / "out.ipynb", "accelbench", "-p", "learnin_rate", "1e-4",
-                     "-p", "results_path", str(tmp_path))  # fmt: skip
+    done = papermill(
+        "Nvidia/baseline.ipynb",
+        tmp_path / "out.ipynb",
+        "accelbench",
+        "-p",
+        "learnin_rate",
+        "1e-4",
+        "-p",
+        "results_path",
+        str(tmp_path),
+    )
     assert done.returncode != 0 and "did you mean 'lr'" in done.stderr
     assert not list(tmp_path.rglob("*@*.json"))
 
 
 @pytest.mark.xla
 def test_the_trainium_notebook_sets_its_flags_then_shows_what_xla_compiled(tmp_path, tiny_model_dir, tiny_data_dir):
-    done = papermill("Trainium/baseline.ipynb", tmp_path / "out.ipynb", "accelbench-xla", "-p", "model_name",
-                     str(tiny_model_dir), "-p", "data_dir", str(tiny_data_dir), "-p", "results_path", str(tmp_path),
-                     "-p", "xla_fast_compile", "True", *TINY)  # fmt: skip
+    done = papermill(
+        "Trainium/baseline.ipynb",
+        tmp_path / "out.ipynb",
+        "accelbench-xla",
+        "-p",
+        "model_name",
+        str(tiny_model_dir),
+        "-p",
+        "data_dir",
+        str(tiny_data_dir),
+        "-p",
+        "results_path",
+        str(tmp_path),
+        "-p",
+        "xla_fast_compile",
+        "True",
+        *TINY,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     text = outputs(tmp_path / "out.ipynb")
     assert (

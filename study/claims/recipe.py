@@ -32,7 +32,10 @@ def isclose(series: pd.Series, value: float) -> pd.Series:
 
 def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
     """Return whether stochastic rounding helps at L=16 and hurts at L=32, paired by seed, on arms that learned."""
-    pub = {(r.max_length, r.stochastic_rounding): float(r.accuracy) for r in published("stochastic_rounding.csv", published_dir).itertuples()}  # fmt: skip
+    pub = {
+        (r.max_length, r.stochastic_rounding): float(r.accuracy)
+        for r in published("stochastic_rounding.csv", published_dir).itertuples()
+    }
     noise = 100 * math.sqrt(2) * binomial_half_width(pub[("16", "off")], STUDY_TEST_ROWS)
     text = (
         f"trn1, one run a cell: SR − no SR {100 * (pub[('16', 'on')] - pub[('16', 'off')]):+.2f} accuracy points at "
@@ -53,7 +56,11 @@ def stochastic_rounding(df: pd.DataFrame, published_dir: str) -> Finding:
         diffs = paired_diffs(g, "precision", "bf16-pure-sr", "bf16-pure", "max_length")
         if not (diffs.get(16) and diffs.get(32)):
             continue
-        arms = {f"{m} L={n}": g[(g["precision"] == m) & (g["max_length"] == n)] for n in (16, 32) for m in ("bf16-pure", "bf16-pure-sr")}  # fmt: skip
+        arms = {
+            f"{m} L={n}": g[(g["precision"] == m) & (g["max_length"] == n)]
+            for n in (16, 32)
+            for m in ("bf16-pure", "bf16-pure-sr")
+        }
         why = [w for w in (unlearned(df, arms), optimizers(arms)) if w]
         evidence.blocked += [f"{w} [{who(g)}]" for w in why]
         for length, claimed in ((16, 1), (32, -1)):

@@ -164,8 +164,16 @@ def roofline(df, published_dir):
         colour, marker, filled = g["colour"].iloc[0], g["marker"].iloc[0], DTYPE_STYLE.get(dtype, ("-", False))[1]
         if who not in ax.get_legend_handles_labels()[1]:  # one entry a device, its marker filled
             ax.plot([], [], color=colour, marker=marker, linestyle="none", label=who)
-        ax.scatter(g["ai"], g["tflops"], edgecolors=colour, marker=marker, s=32, linewidths=1.3,
-                   facecolors=colour if filled else "none", zorder=3)  # fmt: skip
+        ax.scatter(
+            g["ai"],
+            g["tflops"],
+            edgecolors=colour,
+            marker=marker,
+            s=32,
+            linewidths=1.3,
+            facecolors=colour if filled else "none",
+            zorder=3,
+        )
     for (who, dtype), r in roofs.iterrows():
         _roof(ax, xs, r["peak"], r["bw"], r["colour"], DTYPE_STYLE.get(dtype, ("-",))[0])
     for dtype, (line, filled) in DTYPE_STYLE.items():
@@ -185,13 +193,32 @@ def roofline(df, published_dir):
     trn1 = plot_style.published_colour("trn1")
     label = f"published roof, the study's: {study['device']}: {study['peak_tflops']:g} TFLOP/s, {study['mem_bw_gbps']:g} GB/s"
     _roof(ax, xs, study["peak_tflops"], study["mem_bw_gbps"], trn1, "-.", label)
-    ax.plot(ai, tf, color=trn1, marker="X", markersize=10, linestyle="none", zorder=4,
-            label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}; FLOP/byte profiled")  # fmt: skip
-    ax.annotate("", xy=(ai.iloc[-1], tf.iloc[-1]), xytext=(ai.iloc[0], tf.iloc[0]),
-                arrowprops={"arrowstyle": "->", "color": trn1, "linewidth": 1.5})  # fmt: skip
+    ax.plot(
+        ai,
+        tf,
+        color=trn1,
+        marker="X",
+        markersize=10,
+        linestyle="none",
+        zorder=4,
+        label=f"published (trn1 · bert-base): batch {traj['batch'].iloc[0]} → {traj['batch'].iloc[-1]}; FLOP/byte profiled",
+    )
+    ax.annotate(
+        "",
+        xy=(ai.iloc[-1], tf.iloc[-1]),
+        xytext=(ai.iloc[0], tf.iloc[0]),
+        arrowprops={"arrowstyle": "->", "color": trn1, "linewidth": 1.5},
+    )
     for b, x, y in zip(traj["batch"], ai, tf):  # above the crosses, clear of the GPU's squares below them
-        ax.annotate(f"trn1 b{b} (profiled)", (x, y), xytext=(0, 12), textcoords="offset points", ha="center", fontsize=8,
-                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})  # fmt: skip
+        ax.annotate(
+            f"trn1 b{b} (profiled)",
+            (x, y),
+            xytext=(0, 12),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )
     plot_style.log_axis(ax.xaxis, xs[0], xs[-1])
     plot_style.log_axis(
         ax.yaxis, min(d["tflops"].min(), tf.min()) / 3, max([*roofs["peak"], study["peak_tflops"]]) * 2.5
@@ -288,7 +315,7 @@ def memory(df, published_dir):
         for kind, g in (
             ("Device memory: CUDA max allocated", d[d["device_type"] == "cuda"]),
             ("Host memory: the process's peak RSS", d[d["device_type"] != "cuda"]),
-        )  # fmt: skip
+        )
         if len(g)
     ]
     fig, axes = plot_style.figure(len(kinds), width=6.4, height=5.0)

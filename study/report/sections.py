@@ -308,5 +308,7 @@ def section(suite: Suite, df: pd.DataFrame, published_dir=PUBLISHED_DIR) -> str:
     kind = suite.report.get("table") or "grid"
     if kind == "grid" and not (suite.report.get("keys") and suite.report.get("values")):  # the sweep accepts it
         head = caption(suite, df) if len(df) else no_runs(suite)
-        return head + "\n\nNo table: the suite's file names no `[report]` `keys` and `values` to tabulate its points by."
+        return (
+            head + "\n\nNo table: the suite's file names no `[report]` `keys` and `values` to tabulate its points by."
+        )
     return KINDS[kind](suite, df, published_dir)

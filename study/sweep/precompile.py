@@ -30,10 +30,30 @@ TRIALS_DIR = "Experiment/runs/precompile"  # the trials' records: not results (t
 MAX_RETRIES = "1"  # NEURON_PARALLEL_COMPILE_MAX_RETRIES: "set ... =1 when precompiling on trn1.2xlarge"
 # parameters that change no graph: values the graphs take as data, how long a run goes, what it reports
 NOT_COMPILED = {
-    "seed", "lr", "weight_decay", "warmup_ratio", "epochs", "max_steps", "train_subset", "eval_subset",
-    "shuffle_subset", "drop_bad_rows", "data_dir", "log_every", "timing_warmup_steps", "eval_every", "curve_rows",
-    "stop_at_accuracy", "diverge_factor", "progress", "profile", "profile_steps", "profile_dir", "save_dir", "precompile",
-}  # fmt: skip
+    "seed",
+    "lr",
+    "weight_decay",
+    "warmup_ratio",
+    "epochs",
+    "max_steps",
+    "train_subset",
+    "eval_subset",
+    "shuffle_subset",
+    "drop_bad_rows",
+    "data_dir",
+    "log_every",
+    "timing_warmup_steps",
+    "eval_every",
+    "curve_rows",
+    "stop_at_accuracy",
+    "diverge_factor",
+    "progress",
+    "profile",
+    "profile_steps",
+    "profile_dir",
+    "save_dir",
+    "precompile",
+}
 
 
 @dataclass

@@ -44,9 +44,13 @@ def test_what_is_refused_names_the_parameter(values, message):
 
 @pytest.mark.parametrize(
     "values, message",
-    [({"precision": "fp16"}, "not supported on XLA"), ({"bf16_mode": "fp32", "precision": "bf16"}, "torch stays fp32"),
-     ({"extra_cc_flags": "--x='open"}, "extra_cc_flags"), ({"step_mode": "compile"}, "belongs to the nvidia loop")],
-)  # fmt: skip
+    [
+        ({"precision": "fp16"}, "not supported on XLA"),
+        ({"bf16_mode": "fp32", "precision": "bf16"}, "torch stays fp32"),
+        ({"extra_cc_flags": "--x='open"}, "extra_cc_flags"),
+        ({"step_mode": "compile"}, "belongs to the nvidia loop"),
+    ],
+)
 def test_the_trainium_loop_refuses_what_xla_cannot_take(values, message):
     with pytest.raises(ConfigError, match=message):
         build(values, TrainiumArgs)

@@ -11,15 +11,32 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, BertCon
 from helpers import flops, lora, models
 from helpers.arguments import ConfigError
 
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=500,
-            max_position_embeddings=64, num_labels=6, attn_implementation="eager")  # fmt: skip
+TINY = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=128,
+    vocab_size=500,
+    max_position_embeddings=64,
+    num_labels=6,
+    attn_implementation="eager",
+)
 
 
 def tiny(model_type: str):
     """Return a tiny config of an encoder family (eager attention: FlopCounterMode counts its bmm)."""
     if model_type == "distilbert":
-        return AutoConfig.for_model("distilbert", dim=64, n_layers=2, n_heads=2, hidden_dim=128, vocab_size=500,
-                                    max_position_embeddings=64, num_labels=6, attn_implementation="eager")  # fmt: skip
+        return AutoConfig.for_model(
+            "distilbert",
+            dim=64,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=128,
+            vocab_size=500,
+            max_position_embeddings=64,
+            num_labels=6,
+            attn_implementation="eager",
+        )
     return AutoConfig.for_model(model_type, **TINY)
 
 

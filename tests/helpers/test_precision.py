@@ -13,9 +13,14 @@ def device(kind, bf16, neuron=False):
 
 @pytest.mark.parametrize(
     "dev, used, dtype",
-    [(device("cpu", True), "bf16", "bf16"), (device("cpu", False), "fp32", "fp32"), (device("cuda", True), "bf16", "bf16"),
-     (device("cuda", False), "fp16", "fp16"), (device("xla", True, True), "bf16", "bf16")],
-)  # fmt: skip
+    [
+        (device("cpu", True), "bf16", "bf16"),
+        (device("cpu", False), "fp32", "fp32"),
+        (device("cuda", True), "bf16", "bf16"),
+        (device("cuda", False), "fp16", "fp16"),
+        (device("xla", True, True), "bf16", "bf16"),
+    ],
+)
 def test_auto_takes_bf16_where_the_device_has_bf16_units(dev, used, dtype):
     choice = precision.choose("auto", dev)
     assert (choice.used, choice.compute_dtype) == (used, dtype) and choice.auto_reason

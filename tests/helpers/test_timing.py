@@ -55,8 +55,16 @@ def test_profiled_steps_run_in_a_window_of_their_own_between_warm_up_and_steady(
     train(timer, 10)
     rec = record.start("t", {}, [], {"key": "k"})
     timer.finish(rec, (Watcher(log),))
-    assert log[:8] == ["open", "close warmup 2", "profile start", "open", "close profiled 2", "profile stop 2",
-                       "open", "close steady 3"]  # fmt: skip
+    assert log[:8] == [
+        "open",
+        "close warmup 2",
+        "profile start",
+        "open",
+        "close profiled 2",
+        "profile stop 2",
+        "open",
+        "close steady 3",
+    ]
     assert rec.timing.steady_steps == 6 and rec.timing.warmup_steps == 4 and rec.timing.windows == 2
     assert rec.shapes.steady == {"4x8": 6} and rec.shapes.counts == {"4x8": 10}
     assert rec.timing.steady_samples == 24 and rec.profile.window_steps == 2 and rec.utilization.samples == 1

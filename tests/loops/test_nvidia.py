@@ -26,8 +26,18 @@ def quiet_meters(monkeypatch):
 
 def run(tmp_path, tiny_model_dir, tiny_data_dir, **values) -> dict:
     """Train the tiny model as `values` say; return its record."""
-    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=16, max_length=32, lr=1e-3,
-                max_steps=8, log_every=2, timing_warmup_steps=2, progress=False, results_path=str(tmp_path))  # fmt: skip
+    base = dict(
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        batch=16,
+        max_length=32,
+        lr=1e-3,
+        max_steps=8,
+        log_every=2,
+        timing_warmup_steps=2,
+        progress=False,
+        results_path=str(tmp_path),
+    )
     return train.train(arguments.build({**base, **values}, arguments.NvidiaArgs))
 
 
@@ -107,8 +117,17 @@ def test_refused_before_anything_is_built_or_recorded(tmp_path, tiny_model_dir, 
 
 
 def test_the_command_line_trains_and_exits_by_status(tmp_path, tiny_model_dir, tiny_data_dir):
-    flags = [f"--model_name_or_path={tiny_model_dir}", f"--data_dir={tiny_data_dir}", "--batch=16", "--max_length=32",
-             "--max_steps=3", "--log_every=1", "--progress=False", f"--results_path={tmp_path}", "--precision=fp32"]  # fmt: skip
+    flags = [
+        f"--model_name_or_path={tiny_model_dir}",
+        f"--data_dir={tiny_data_dir}",
+        "--batch=16",
+        "--max_length=32",
+        "--max_steps=3",
+        "--log_every=1",
+        "--progress=False",
+        f"--results_path={tmp_path}",
+        "--precision=fp32",
+    ]
     done = subprocess.run(
         [sys.executable, "Nvidia/train.py", *flags], capture_output=True, text=True, cwd=record.REPO_ROOT
     )
@@ -120,9 +139,19 @@ def test_the_command_line_trains_and_exits_by_status(tmp_path, tiny_model_dir, t
 
 @pytest.mark.slow
 def test_two_ranks_train_disjoint_shards_and_rank_0_records(tmp_path, tiny_model_dir, tiny_data_dir):
-    flags = [f"--model_name={tiny_model_dir}", f"--data_dir={tiny_data_dir}", "--batch=8", "--max_length=32",
-             "--max_steps=4", "--log_every=2", "--progress=False", f"--results_path={tmp_path}", "--num_devices=2",
-             "--precision=fp32", "--run_name=ddp"]  # fmt: skip
+    flags = [
+        f"--model_name={tiny_model_dir}",
+        f"--data_dir={tiny_data_dir}",
+        "--batch=8",
+        "--max_length=32",
+        "--max_steps=4",
+        "--log_every=2",
+        "--progress=False",
+        f"--results_path={tmp_path}",
+        "--num_devices=2",
+        "--precision=fp32",
+        "--run_name=ddp",
+    ]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "Nvidia/train.py"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([*torchrun, *flags], capture_output=True, text=True, cwd=record.REPO_ROOT, env=env)

@@ -15,9 +15,19 @@ def run(tmp_path, tiny_model_dir, tiny_data_dir, **values) -> dict:
     """Train the tiny model on XLA as `values` say; return its record."""
     from Trainium import train
 
-    base = dict(model_name=str(tiny_model_dir), data_dir=str(tiny_data_dir), batch=16, max_length=32, lr=1e-3,
-                max_steps=6, log_every=2, timing_warmup_steps=2, progress=False, results_path=str(tmp_path),
-                xla_fast_compile=True)  # fmt: skip
+    base = dict(
+        model_name=str(tiny_model_dir),
+        data_dir=str(tiny_data_dir),
+        batch=16,
+        max_length=32,
+        lr=1e-3,
+        max_steps=6,
+        log_every=2,
+        timing_warmup_steps=2,
+        progress=False,
+        results_path=str(tmp_path),
+        xla_fast_compile=True,
+    )
     return train.train(arguments.build({**base, **values}, arguments.TrainiumArgs))
 
 

@@ -60,8 +60,9 @@ def plan(tmp_path: Path, *args: str, torch: str = f"{PIN} 13.0 1", **env: str) -
         **env,
     }
     (tmp_path / "bin").mkdir(exist_ok=True)  # no nvidia-smi, no lscpu surprises: the plan's own probes only
-    return subprocess.run(["bash", str(root / "scripts" / "device_plan.sh"), *args], env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        ["bash", str(root / "scripts" / "device_plan.sh"), *args], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def calls(tmp_path: Path) -> list[str]:
@@ -165,8 +166,11 @@ def test_no_epoch_boundary_falls_inside_a_timed_window(path, variant):
 def test_the_first_points_on_a_gpu_are_eager_and_graphed_bert_base_b64_bf16_at_both_lengths():
     first = points("cloud/gpu_step.toml", "full")[:4]
     assert [(p["step_mode"], p["max_length"]) for p in first] == [
-        ("eager", 32), ("cudagraphs", 32), ("eager", 128), ("cudagraphs", 128)
-    ]  # fmt: skip
+        ("eager", 32),
+        ("cudagraphs", 32),
+        ("eager", 128),
+        ("cudagraphs", 128),
+    ]
     assert all((p["model_name"], p["batch"], p["precision"]) == ("bert-base-random", 64, "bf16") for p in first)
     for path in ("cloud/gpu_step.toml", "cloud/gpu_grid.toml"):  # the rehearsal never asks a CPU for CUDA graphs
         assert all(p.get("step_mode") != "cudagraphs" for p in points(path, "quick"))

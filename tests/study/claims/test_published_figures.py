@@ -43,9 +43,14 @@ def test_seq_len_on_the_studys_figures_and_the_cliff_its_step_times_do_not_show(
 def test_optlevel_on_the_studys_figures():
     pub = published("compiler_flags.csv", PUB)
     recs = [
-        rec("trn1", "compiler_flags", {"optlevel": int(r.optlevel), "distribution_strategy": r.distribution_strategy}, train_s=float(r.train_time_s))
+        rec(
+            "trn1",
+            "compiler_flags",
+            {"optlevel": int(r.optlevel), "distribution_strategy": r.distribution_strategy},
+            train_s=float(r.train_time_s),
+        )
         for r in pub[pub["distribution_strategy"] == "llm-training"].itertuples()
-    ]  # fmt: skip
+    ]
     inconclusive_and_said(judge(trn1.optlevel, recs))
 
 
@@ -54,11 +59,15 @@ def test_stochastic_rounding_on_the_studys_figures():
         rec(
             "trn1",
             "precision",
-            {"precision": "bf16-pure-sr" if r.stochastic_rounding == "on" else "bf16-pure", "max_length": int(r.max_length), "seed": 1},
+            {
+                "precision": "bf16-pure-sr" if r.stochastic_rounding == "on" else "bf16-pure",
+                "max_length": int(r.max_length),
+                "seed": 1,
+            },
             test_acc=float(r.accuracy),
         )
         for r in published("stochastic_rounding.csv", PUB).itertuples()
-    ]  # fmt: skip
+    ]
     found = judge(recipe.stochastic_rounding, recs)
     inconclusive_and_said(found)
     assert "did not learn" not in found.reason
@@ -69,9 +78,14 @@ def test_lr_llrd_on_the_studys_figures():
     pub = published("lr_llrd.csv", PUB)
     cells = pub[pub["lr"].isin(["2e-5", "1.5e-4"]) & pub["llrd_decay"].isin(["", "0.95"])]
     recs = [
-        rec("trn1", "lr_llrd", {"lr": float(r.lr), **({"llrd_decay": float(r.llrd_decay)} if r.llrd_decay else {}), "seed": 1}, test_acc=float(r.accuracy))
+        rec(
+            "trn1",
+            "lr_llrd",
+            {"lr": float(r.lr), **({"llrd_decay": float(r.llrd_decay)} if r.llrd_decay else {}), "seed": 1},
+            test_acc=float(r.accuracy),
+        )
         for r in cells.itertuples()
-    ]  # fmt: skip
+    ]
     found = judge(recipe.lr_llrd, recs)
     inconclusive_and_said(found)
     assert "+1.75 points" in found.published

@@ -18,7 +18,7 @@ def timed(suite: str, rates: list[float], batch: int = 16, subset: int = 1024) -
             {"model_name": "minilm", "batch": batch, "train_subset": subset, "seed": i},
             run_name=f"{suite}-{batch}-{i}",
             samples_per_s=r,
-        )  # fmt: skip
+        )
         for i, r in enumerate(rates, 1)
     ]
 

@@ -23,7 +23,7 @@ def lora_runs(r: int, accs: list[float], rates=None, targets="query,value", lr=5
             test_acc=a,
             val_acc=v,
             samples_per_s=rate,
-        )  # fmt: skip
+        )
         for s, (a, rate, v) in enumerate(zip(accs, rates, val or accs), 1)
     ]
 

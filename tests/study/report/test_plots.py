@@ -159,8 +159,12 @@ def test_the_same_device_has_the_same_colour_in_every_figure(drawn):
 def test_a_device_is_labelled_by_its_short_name_from_the_facts():
     rows = [record(d, "s", {}, run_name=d) for d in ("a100", "trn1", "xla-cpu", "cpu", "t4")]
     assert [plot_style.device_label(r) for _, r in frame(rows).iterrows()] == [
-        "A100 40GB", "trn1 NeuronCore", "XLA CPU (Xeon 2.80GHz)", "CPU Xeon 2.80GHz", "T4"
-    ]  # fmt: skip
+        "A100 40GB",
+        "trn1 NeuronCore",
+        "XLA CPU (Xeon 2.80GHz)",
+        "CPU Xeon 2.80GHz",
+        "T4",
+    ]
 
 
 def test_a_second_device_of_a_family_never_takes_a_familys_colour():

@@ -21,7 +21,7 @@ def runs(preset: str, times: list[float], device: str = "cpu") -> list[dict]:
             {"model_name": "minilm", "preset": preset, "seed": i},
             run_name=f"s-{preset}-{i}",
             train_s=t,
-        )  # fmt: skip
+        )
         for i, t in enumerate(times, 1)
     ]
 
@@ -58,7 +58,7 @@ def test_the_padding_text_quotes_the_medians_of_the_table():
             compile_s=s,
             compilations=11,
             shapes={"distinct": 8, "counts": {"8x64": 10}},
-        )  # fmt: skip
+        )
         for i, s in enumerate((77.41, 78.31, 86.31))
     ]
     text = sections.section(resolve_suite("padding"), frame(recs), "Experiment/published")

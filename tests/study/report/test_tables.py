@@ -18,7 +18,7 @@ def timed(rates: list[float], batch: int) -> list[dict]:
             {"model_name": "minilm", "batch": batch, "seed": i},
             run_name=f"batch_scaling-{batch}-{i}",
             samples_per_s=r,
-        )  # fmt: skip
+        )
         for i, r in enumerate(rates, 1)
     ]
 
