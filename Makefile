@@ -100,15 +100,15 @@ lab: venv $(LAB_KERNEL_FILES)
 	$(VENV)/bin/jupyter kernelspec list
 	$(VENV)/bin/jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) $(if $(filter 0,$(shell id -u)),--allow-root)
 
-## browser: Debian's chromium and chromedriver for tests/test_lab.py, installed where this runs as root
-## (CI); elsewhere, without them, that test is skipped and says why
+## browser: Debian's chromium, chromedriver and DejaVu fonts for the browser tests (JupyterLab, the report's first
+## screen), installed where this runs as root (CI); elsewhere, without them, those tests are skipped and say why
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    chromium chromium-driver >/dev/null) \
-	  || echo "browser: apt-get install chromium chromium-driver failed; tests/test_lab.py will be skipped"; \
-	else echo "browser: chromium/chromedriver missing and not root; tests/test_lab.py will be skipped"; fi
+	    chromium chromium-driver fonts-dejavu-core >/dev/null) \
+	  || echo "browser: apt-get install chromium chromium-driver failed; the browser tests will be skipped"; \
+	else echo "browser: chromium/chromedriver missing and not root; the browser tests will be skipped"; fi
 
 ## test: the formatter, the linter and the import contracts, the first-run check on this CPU and on torch-xla's
 ## CPU backend, then the whole suite in parallel (main environment, then the torch-xla CPU environment)
