@@ -60,8 +60,6 @@ def train(args: arguments.NvidiaArgs) -> dict:
             step_model, update = optim.compiled_step(step_model, opt, args.max_grad_norm, args.step_mode)
         scaler = torch.amp.GradScaler(dev.type, enabled=choice.used == "fp16")  # fp16 underflows without it
         evaluator = evaluation.Evaluator(splits, tok, args, dev, choice.used)
-        if dev.type == "cpu":  # the roof the report's MFU divides by: measured once per machine, off the clock
-            peaks.ensure_cpu_roof(dev, choice.compute_dtype, path, rec)
         memory.reset_peak(dev.type)
         meters = (monitor.start(dev.type), energy.start(dev.type, rank)) if rank is None or rank.local_rank == 0 else ()
         profiler = profile.Profiler(dev.type, args, path) if cuda or args.profile else None  # CUDA: the busy share
@@ -71,12 +69,15 @@ def train(args: arguments.NvidiaArgs) -> dict:
             sync, args.timing_warmup_steps, args.log_every, profiler, meters, "events" if cuda else "host", steps, show
         )
         graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        model.train()  # from_pretrained returns it in eval mode: dropout off
         for batch, micro, last in tokens.steps(loader, args.gradient_accumulation_steps, steps, args.epochs):
             if micro == 0:
                 timer.start_step()
                 if args.step_mode == "cudagraphs":  # the graphs' outputs of the last step may be overwritten now
                     torch.compiler.cudagraph_mark_step_begin()
-            batch = models.static_mask(model, {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()})
+            batch = {k: v.to(dev.torch_device, non_blocking=True) for k, v in batch.items()}
+            if cuda:  # a 4D mask transformers never reads back (a sync); a CPU reads it free, and drops an all-ones one
+                batch = models.static_mask(model, batch)
             no_sync = step_model.no_sync() if rank and not last else contextlib.nullcontext()  # all-reduce once
             with no_sync, precision.autocast(choice.used, dev.type):
                 loss = step_model(**batch).loss / args.gradient_accumulation_steps
@@ -111,6 +112,8 @@ def train(args: arguments.NvidiaArgs) -> dict:
                 counters["inductor"][k] for k in counters["inductor"] if "cudagraph_skip" in k
             )
         evaluator.final(rec, model, rank, ddp.reducer(rank, dev.type))
+        if dev.type == "cpu":  # the roof the report's MFU divides by, once per machine: after training, which it slows
+            peaks.ensure_cpu_roof(dev, choice.compute_dtype, path, rec)
         if rank:
             rec.distributed = ddp.section(rank, args, rec.timing, step_model)
         if args.save_dir and lead:

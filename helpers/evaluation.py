@@ -72,7 +72,7 @@ class Evaluator:
                     batch = pad_rows(batch, self.rows)
                 batch = {k: v.to(self.dev.torch_device, non_blocking=True) for k, v in batch.items()}
                 with autocast(self.precision, self.dev.type):
-                    out = inner(**models.static_mask(inner, batch))
+                    out = inner(**(batch if self.dev.type == "cpu" else models.static_mask(inner, batch)))
                 valid = batch["labels"] >= 0
                 # confusion[true, predicted] += 1 for the real rows, as one index_add: nothing leaves the device
                 confusion.index_add_(0, batch["labels"].clamp(min=0) * n + out.logits.argmax(-1), valid.long())

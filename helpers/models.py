@@ -160,7 +160,9 @@ def xla_checkpointing(model: torch.nn.Module) -> None:
 def static_mask(model: torch.nn.Module, batch: dict) -> dict:
     """Return `batch` with a 4D attention mask transformers passes through without reading it on the host."""
     # transformers 5 reads `padding_mask.all()` on the host every forward (on XLA a graph and a transfer, on CUDA a
-    # sync); a 4D mask is passed through untouched and attends the same: sdpa takes it boolean, eager additive
+    # sync); a 4D mask is passed through untouched and attends the same: sdpa takes it boolean, eager additive. Not on
+    # a CPU: there the read is free and an all-ones mask is dropped, so SDPA runs its unmasked kernel (1.35x the
+    # step of a 4D mask on MiniLM's length-grouped batches, paired on a Xeon with AMX)
     mask = batch["attention_mask"][:, None, None, :].bool()
     if model.config._attn_implementation == "eager":
         dtype = next(model.parameters()).dtype

@@ -1,6 +1,6 @@
 """The CPU's matmul roof, measured once per machine, dtype and thread count, kept in <results>/_peaks/<device key>.json.
 
-    peaks.ensure_cpu_roof(dev, "bf16", record_path, rec)       # a run, before its clock starts (never fatal)
+    peaks.ensure_cpu_roof(dev, "bf16", record_path, rec)       # a run, after training: it slows the steps after it
     peaks.cpu_roof(device_key, "bf16", threads, peaks_dir)     # the report: the kept roof, or None
 
 GPUs and NeuronCores have published peaks (helpers/facts/device_peaks.csv); a CPU's depends on its vector units (AMX,
