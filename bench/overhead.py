@@ -60,6 +60,7 @@ def bare(args: arguments.NvidiaArgs, steps: int) -> dict:
         step_model, update = optim.compiled_step(model, opt, args.max_grad_norm, args.step_mode)
     scaler = torch.amp.GradScaler(dev.type, enabled=used == "fp16")
     sync, losses = torch.cuda.synchronize if dev.type == "cuda" else lambda: None, []
+    model.train()  # as the loop: dropout on
     for i, batch in enumerate(batches):
         if i == len(batches) - steps:
             sync()
