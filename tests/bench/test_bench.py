@@ -96,13 +96,14 @@ def test_a_render_rewrites_its_blocks_from_the_latest_rows_and_keeps_the_rest(tm
 
 
 def test_the_kept_raw_results_render():
-    """The committed raw rows still render: the H200's overhead (the old run path's `fit`) and the latest tta."""
+    """The committed raw rows still render: the H200's overhead (the old run path's `fit`), the CPU's latest two."""
     h200 = render.blocks(render.read_raw(REPO / "Experiment/results/_bench/bench-h200.jsonl"))
     assert set(h200) == {"overhead"}
     assert "**fit (harness) / bare loop = 0.933x (median of 5 per-round ratios" in h200["overhead"]
     assert "not resolved" in h200["overhead"] and "NVIDIA H200" in h200["overhead"]
     cpu = render.blocks(render.read_raw(REPO / "Experiment/results/_bench/bench.jsonl"))
-    assert set(cpu) == {"tta"} and "2026-11-27 22:06" in cpu["tta"]
+    assert set(cpu) == {"tta", "overhead"} and "2026-11-27 22:06" in cpu["tta"]
+    assert "**loop (Nvidia/train.py) / bare loop = 0.954x (median of 3 per-round ratios" in cpu["overhead"]
     assert "**Trainer, project recipe - project run path: +0.12 points**" in cpu["tta"]
 
 
