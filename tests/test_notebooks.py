@@ -13,34 +13,13 @@ import pytest
 from helpers import record
 
 # two warm-up steps: XLA compiles the first step's graph and the steady one (its inputs differ by one)
-TINY = [
-    "-p",
-    "batch",
-    "16",
-    "-p",
-    "max_length",
-    "32",
-    "-p",
-    "max_steps",
-    "6",
-    "-p",
-    "log_every",
-    "2",
-    "-p",
-    "timing_warmup_steps",
-    "2",
-    "-p",
-    "eval_every",
-    "3",
-    "-p",
-    "progress",
-    "False",
-]
+TINY = dict(batch=16, max_length=32, max_steps=6, log_every=2, timing_warmup_steps=2, eval_every=3, progress=False)
 
 
-def papermill(notebook: str, out: Path, kernel: str, *params: str) -> subprocess.CompletedProcess:
-    """Run `notebook` under papermill with `params`; return the finished process."""
-    command = [sys.executable, "-m", "papermill", notebook, str(out), "-k", kernel, "--log-output", *params]
+def papermill(notebook: str, out: Path, kernel: str, **params) -> subprocess.CompletedProcess:
+    """Run `notebook` under papermill, each of `params` given as `-p NAME VALUE`; return the finished process."""
+    pairs = [item for name, value in params.items() for item in ("-p", name, str(value))]
+    command = [sys.executable, "-m", "papermill", notebook, str(out), "-k", kernel, "--log-output", *pairs]
     return subprocess.run(command, capture_output=True, text=True, cwd=record.REPO_ROOT, timeout=900)
 
 
@@ -56,16 +35,10 @@ def test_the_nvidia_notebook_trains_shows_its_windows_and_records(tmp_path, tiny
         "Nvidia/baseline.ipynb",
         tmp_path / "out.ipynb",
         "accelbench",
-        "-p",
-        "model_name",
-        str(tiny_model_dir),
-        "-p",
-        "data_dir",
-        str(tiny_data_dir),
-        "-p",
-        "results_path",
-        str(tmp_path),
-        *TINY,
+        model_name=tiny_model_dir,
+        data_dir=tiny_data_dir,
+        results_path=tmp_path,
+        **TINY,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     text = outputs(tmp_path / "out.ipynb")
@@ -79,12 +52,8 @@ def test_a_misspelled_parameter_is_refused_before_anything_runs(tmp_path):
         "Nvidia/baseline.ipynb",
         tmp_path / "out.ipynb",
         "accelbench",
-        "-p",
-        "learnin_rate",
-        "1e-4",
-        "-p",
-        "results_path",
-        str(tmp_path),
+        learnin_rate="1e-4",
+        results_path=tmp_path,
     )
     assert done.returncode != 0 and "did you mean 'lr'" in done.stderr
     assert not list(tmp_path.rglob("*@*.json"))
@@ -96,19 +65,11 @@ def test_the_trainium_notebook_sets_its_flags_then_shows_what_xla_compiled(tmp_p
         "Trainium/baseline.ipynb",
         tmp_path / "out.ipynb",
         "accelbench-xla",
-        "-p",
-        "model_name",
-        str(tiny_model_dir),
-        "-p",
-        "data_dir",
-        str(tiny_data_dir),
-        "-p",
-        "results_path",
-        str(tmp_path),
-        "-p",
-        "xla_fast_compile",
-        "True",
-        *TINY,
+        model_name=tiny_model_dir,
+        data_dir=tiny_data_dir,
+        results_path=tmp_path,
+        xla_fast_compile=True,
+        **TINY,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     text = outputs(tmp_path / "out.ipynb")
